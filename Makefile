@@ -1,0 +1,32 @@
+# One command to set up and run, one to test. Each creates .venv as needed.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench crash clean
+
+$(BIN)/infai: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/infai
+
+run: $(BIN)/infai
+	$(BIN)/infai $(ARGS)
+
+lint: $(BIN)/infai
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+crash: $(BIN)/infai
+	$(BIN)/pytest -m crash
+
+bench: $(BIN)/infai
+	$(BIN)/python benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV)

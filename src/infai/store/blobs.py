@@ -1,0 +1,60 @@
+"""Content-addressed blobs: large records stored once, verified on every read.
+
+A record whose serialised JSON exceeds the blob threshold is written to
+``blobs/<hex>`` where ``<hex>`` is the SHA-256 of exactly those bytes; the event
+line keeps ``"record": null`` and ``"digest": "sha256:<hex>"``. A blob is made
+durable (temp file, fsync, rename, fsync of ``blobs/``) before the event that names
+it is written, so an acknowledged event never points at a missing blob. Equal
+payloads share one file. Reading hashes the bytes again and refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from .errors import BlobDigestError, CorruptionError
+from .fsio import FileIO, write_all
+from .layout import SessionPaths
+
+PREFIX = "sha256:"
+
+
+def digest_of(data: bytes) -> str:
+    return PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def put_blobs(io: FileIO, paths: SessionPaths, payloads: list[tuple[str, bytes]]) -> None:
+    """Make each ``(digest, data)`` durable under ``blobs/`` (skipping ones present).
+
+    All new blobs are synced, renamed into place, then ``blobs/`` is synced once.
+    """
+    created = False
+    for digest, data in payloads:
+        final = str(paths.blob(digest))
+        if os.path.exists(final):
+            continue
+        tmp = f"{paths.blobs}/.tmp-{digest.removeprefix(PREFIX)}"
+        fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            write_all(io, fd, data)
+            io.fsync(fd)
+        finally:
+            io.close(fd)
+        io.rename(tmp, final)
+        created = True
+    if created:
+        io.fsync_dir(str(paths.blobs))
+
+
+def read_blob(paths: SessionPaths, digest: str) -> bytes:
+    """The blob's bytes, after checking they hash to ``digest``."""
+    path = paths.blob(digest)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CorruptionError(path, 0, f"blob {digest} is missing") from None
+    actual = digest_of(data)
+    if actual != digest:
+        raise BlobDigestError(path, 0, f"blob content hashes to {actual}, expected {digest}")
+    return data

@@ -1,0 +1,168 @@
+"""Reading chunk files: random access by location, and the committed tail.
+
+Chunks are append-only JSONL files named ``000000.jsonl``, ``000001.jsonl``…; a
+new one starts when the current one reaches the rotation size, so a read of one
+event touches one small region of one file. Each line carries its sequence
+number, its checksum, and, when it belongs to a batch, its place ``[i, n]`` in
+that batch: a batch is acknowledged as a whole, so only a line that ends its
+transaction (a single event, or ``i == n - 1``) commits.
+
+:func:`committed_tail` finds where the committed prefix of the last chunk ends by
+walking lines backward from the end, so opening a session costs the size of its
+tail, not of its history.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import CorruptionError
+from .format import ChunkLine, Location, decode_chunk_line
+from .layout import SessionPaths
+
+BLOCK = 64 * 1024
+
+
+class ChunkFiles:
+    """Read-only file descriptors for a session's chunks, opened on demand."""
+
+    def __init__(self, paths: SessionPaths) -> None:
+        self.paths = paths
+        self._fds: dict[int, int] = {}
+
+    def fd(self, number: int) -> int:
+        fd = self._fds.get(number)
+        if fd is None:
+            path = self.paths.chunk(number)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                raise CorruptionError(path, 0, "chunk file is missing") from None
+            self._fds[number] = fd
+        return fd
+
+    def read(self, loc: Location) -> bytes:
+        data = os.pread(self.fd(loc.chunk), loc.length, loc.offset)
+        if len(data) != loc.length:
+            raise CorruptionError(
+                self.paths.chunk(loc.chunk),
+                loc.offset,
+                f"expected {loc.length} bytes, file ends after {len(data)}",
+            )
+        return data
+
+    def line(self, loc: Location, seq: int | None = None) -> ChunkLine:
+        """The chunk line at ``loc``, checked (and its ``seq`` matched, if given)."""
+        parsed = decode_chunk_line(self.read(loc))
+        if parsed is None:
+            raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
+        if seq is not None and parsed.seq != seq:
+            raise CorruptionError(
+                self.paths.chunk(loc.chunk),
+                loc.offset,
+                f"expected event #{seq}, found #{parsed.seq}",
+            )
+        return parsed
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def lines_backward(fd: int, size: int) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(start, line)`` from the end of a file back to its start.
+
+    A line includes its trailing newline; only the first one yielded can lack it.
+    """
+    buf_start = max(0, size - BLOCK)
+    buf = os.pread(fd, size - buf_start, buf_start)
+    end = size
+    while end > 0:
+        i = buf.rfind(b"\n", 0, end - 1 - buf_start) if end - 1 > buf_start else -1
+        while i < 0 and buf_start > 0:
+            new_start = max(0, buf_start - BLOCK)
+            buf = os.pread(fd, buf_start - new_start, new_start) + buf
+            buf_start = new_start
+            i = buf.rfind(b"\n", 0, end - 1 - buf_start)
+        start = buf_start + i + 1 if i >= 0 else 0
+        yield start, buf[start - buf_start : end - buf_start]
+        end = start
+
+
+def lines_forward(data: bytes, base: int) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset, line)`` for each line of ``data``, which starts at ``base``."""
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        end = len(data) if nl < 0 else nl + 1
+        yield base + pos, data[pos:end]
+        pos = end
+
+
+@dataclass
+class Tail:
+    """The committed end of a chunk and its last committed line."""
+
+    end: int
+    last: ChunkLine | None
+    last_offset: int
+
+
+def _is_torn(line: bytes) -> bool:
+    """A region a crash can leave: a final line without newline, or zero-filled bytes."""
+    return not line.endswith(b"\n") or b"\x00" in line
+
+
+def committed_tail(paths: SessionPaths, number: int) -> Tail:
+    """Find the end of the last committed transaction in chunk ``number``.
+
+    Bytes after it may only be what a crash leaves: a torn line, zero-filled
+    bytes, or valid lines of a batch whose closing line never made it. A complete
+    line that fails its checksum there is corruption, reported with its offset.
+    """
+    path = paths.chunk(number)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        lines = lines_backward(fd, size)
+        pending: list[tuple[int, bytes]] = []
+
+        def next_line() -> tuple[int, bytes] | None:
+            return pending.pop() if pending else next(lines, None)
+
+        while (item := next_line()) is not None:
+            start, raw = item
+            parsed = decode_chunk_line(raw) if raw.endswith(b"\n") else None
+            if parsed is None:
+                if _is_torn(raw):
+                    continue
+                raise CorruptionError(path, start, "complete line fails its checksum")
+            if not parsed.commits:
+                continue  # a member of a batch that never committed
+            count = parsed.batch[1] if parsed.batch else 1
+            intact = True
+            for k in range(1, count):
+                member = next_line()
+                if member is None:
+                    raise CorruptionError(path, start, f"batch of event #{parsed.seq} is incomplete")
+                m_start, m_raw = member
+                m = decode_chunk_line(m_raw)
+                if m is None:
+                    if _is_torn(m_raw):
+                        intact = False
+                        break
+                    raise CorruptionError(path, m_start, "complete line fails its checksum")
+                if m.seq != parsed.seq - k or m.batch != (count - 1 - k, count):
+                    if not m.commits:
+                        raise CorruptionError(path, m_start, f"unexpected batch member #{m.seq}")
+                    pending.append(member)  # a previous transaction: the batch was torn
+                    intact = False
+                    break
+            if intact:
+                return Tail(end=start + len(raw), last=parsed, last_offset=start)
+        return Tail(end=0, last=None, last_offset=0)
+    finally:
+        os.close(fd)

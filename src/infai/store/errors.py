@@ -1,0 +1,83 @@
+"""Every error the session store raises, in one tree.
+
+::
+
+    StoreError                      base class; catch this to catch them all
+    ├── InvalidInput (ValueError)   bad id, unknown kind, malformed record; nothing was written
+    ├── SessionNotFound (KeyError)  no session with that id under this home
+    ├── EventNotFound (KeyError)    no event with that id in the session
+    ├── SessionExists               import or create would overwrite a session
+    ├── WriterLocked                another process holds the session's writer lock
+    ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses further writes
+    └── CorruptionError             bytes on disk fail their checksum or do not parse
+        └── BlobDigestError         a blob's content does not match its SHA-256 name
+
+Corruption always names the file and the byte offset where it was found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StoreError(Exception):
+    """Base class of all session store errors."""
+
+
+class InvalidInput(StoreError, ValueError):
+    """The caller passed something the store cannot accept; nothing was changed."""
+
+
+class SessionNotFound(StoreError, KeyError):
+    """No session with this id exists under the store's home."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return f"no session {self.session_id}"
+
+
+class EventNotFound(StoreError, KeyError):
+    """No event with this id exists in the session."""
+
+    def __init__(self, event_id: str, session_id: str = "") -> None:
+        super().__init__(event_id)
+        self.event_id = event_id
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        where = f" in session {self.session_id}" if self.session_id else ""
+        return f"no event {self.event_id}{where}"
+
+
+class SessionExists(StoreError):
+    """A session with this id already exists."""
+
+
+class WriterLocked(StoreError):
+    """Another writer holds the session's lock and did not release it in time."""
+
+
+class StoreIOError(StoreError, OSError):
+    """A write, fsync or rename failed.
+
+    The writer that saw it is poisoned: it refuses every further write until the
+    session is reopened from disk, because after a failed fsync the page cache
+    may no longer match the disk (an fsync is never retried).
+    """
+
+
+class CorruptionError(StoreError):
+    """Bytes on disk are not what the store wrote: named by file and byte offset."""
+
+    def __init__(self, path: Path | str, offset: int, detail: str) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.detail = detail
+        super().__init__(f"{self.path}: offset {offset}: {detail}")
+
+
+class BlobDigestError(CorruptionError):
+    """A blob's bytes do not hash to the digest that names them."""

@@ -1,0 +1,209 @@
+"""Reading one session: HEAD, path walks, timelines and records, without the lock.
+
+The index is an array of fixed-width entries, entry ``n`` at byte
+``n * INDEX_WIDTH``, and every entry names its parent's sequence number. Walking
+the active path from HEAD is therefore one positioned read per event, whatever
+the session's size: the resume path never loads or parses the whole index. Only
+operations that are about the whole tree (``entries``, ``children``, ``leaves``)
+read all of it. Chunk lines are read at their recorded location and blobs only
+when a record is resolved.
+
+A reader analyses recovery in memory (see :mod:`~infai.store.recovery`) and so
+sees the committed prefix even while a writer appends or after a crash that no
+writer has recovered yet. It never changes a file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from .blobs import read_blob
+from .chunks import ChunkFiles
+from .errors import CorruptionError, EventNotFound, InvalidInput
+from .events import Context, Entry, Event
+from .format import INDEX_WIDTH, NULL_RAW, ChunkLine, decode_index_entry
+from .layout import SessionPaths, check_uuid
+from .recovery import Recovery, analyze
+from .records import Record, decode_record
+
+
+class SessionReader:
+    """Read access to one session's committed events."""
+
+    def __init__(self, paths: SessionPaths, plan: Recovery | None = None) -> None:
+        self.paths = paths
+        self.session_id = paths.root.name
+        state = analyze(paths) if plan is None else plan
+        self._count = state.count
+        self._head_seq = state.last.seq if state.last else -1
+        self._head_id = state.last.id if state.last else None
+        self._overrides: dict[int, bytes] = dict(state.index_writes)
+        self._chunks = ChunkFiles(paths)
+        self._index_fd = -1
+        self._ids: dict[str, int] | None = None
+
+    # -- HEAD and lookups -------------------------------------------------
+
+    @property
+    def head(self) -> str | None:
+        """The id of the active tip (the newest committed event), or None if empty."""
+        return self._head_id
+
+    @property
+    def count(self) -> int:
+        """Number of committed events."""
+        return self._count
+
+    def _index(self) -> int:
+        if self._index_fd < 0:
+            self._index_fd = os.open(self.paths.index, os.O_RDONLY)
+        return self._index_fd
+
+    def entry_at(self, seq: int) -> Entry:
+        """The index entry of the ``seq``-th event, checked."""
+        if not 0 <= seq < self._count:
+            raise CorruptionError(self.paths.index, seq * INDEX_WIDTH, f"no event #{seq}")
+        raw = self._overrides.get(seq)
+        if raw is None:
+            raw = os.pread(self._index(), INDEX_WIDTH, seq * INDEX_WIDTH)
+        entry = decode_index_entry(raw)
+        if entry is None or entry.seq != seq:
+            raise CorruptionError(self.paths.index, seq * INDEX_WIDTH, "index entry fails its check")
+        return entry
+
+    def seq_of(self, event_id: str) -> int:
+        """The sequence number of ``event_id``; raises :class:`EventNotFound`."""
+        event_id = check_uuid(event_id, "event id")
+        if self._ids is not None:
+            seq = self._ids.get(event_id)
+            if seq is None:
+                raise EventNotFound(event_id, self.session_id)
+            return seq
+        if event_id == self._head_id:
+            return self._head_seq
+        for seq, raw in self._overrides.items():
+            if f'"id":"{event_id}"'.encode() in raw:
+                return seq
+        data = os.pread(self._index(), self._count * INDEX_WIDTH, 0)
+        pos = data.find(f'"id":"{event_id}"'.encode())
+        if pos < 0:
+            raise EventNotFound(event_id, self.session_id)
+        return pos // INDEX_WIDTH
+
+    def entry(self, event_id: str) -> Entry:
+        return self.entry_at(self.seq_of(event_id))
+
+    def _build_id_map(self) -> dict[str, int]:
+        if self._ids is None:
+            self._ids = {e.id: e.seq for e in self.entries()}
+        return self._ids
+
+    # -- the tree ---------------------------------------------------------
+
+    def entries(self) -> Iterator[Entry]:
+        """Every event's index entry, oldest first (reads the whole index)."""
+        data = os.pread(self._index(), self._count * INDEX_WIDTH, 0) if self._count else b""
+        for seq in range(self._count):
+            raw = self._overrides.get(seq) or data[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
+            entry = decode_index_entry(raw)
+            if entry is None or entry.seq != seq:
+                raise CorruptionError(
+                    self.paths.index, seq * INDEX_WIDTH, "index entry fails its check"
+                )
+            yield entry
+
+    def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
+        """Entries from the root (or the nearest compaction) to ``at`` (default HEAD).
+
+        One index read per event on the path; no chunk or blob is opened.
+        """
+        seq = self._head_seq if at is None else self.seq_of(at)
+        out: list[Entry] = []
+        while seq >= 0:
+            entry = self.entry_at(seq)
+            out.append(entry)
+            if to_boundary and entry.kind == "compaction":
+                break
+            if entry.parent_seq >= seq:
+                raise CorruptionError(
+                    self.paths.index, seq * INDEX_WIDTH, "parent is not older than its child"
+                )
+            seq = entry.parent_seq
+        out.reverse()
+        return out
+
+    def children(self, event_id: str) -> list[Entry]:
+        """Direct children of ``event_id``, oldest first."""
+        event_id = check_uuid(event_id, "event id")
+        self.seq_of(event_id)
+        return [e for e in self.entries() if e.parent_id == event_id]
+
+    def roots(self) -> list[Entry]:
+        return [e for e in self.entries() if e.parent_seq < 0]
+
+    def leaves(self) -> list[Entry]:
+        """Tips of every branch (events without children), oldest first."""
+        entries = list(self.entries())
+        parents = {e.parent_seq for e in entries}
+        return [e for e in entries if e.seq not in parents]
+
+    # -- events and records -------------------------------------------------
+
+    def _line(self, entry: Entry) -> ChunkLine:
+        line = self._chunks.line(entry.location, entry.seq)
+        if line.id != entry.id:
+            raise CorruptionError(
+                self.paths.chunk(entry.location.chunk),
+                entry.location.offset,
+                f"index says {entry.id}, chunk says {line.id}",
+            )
+        return line
+
+    def _event(self, line: ChunkLine, resolve: bool) -> Event:
+        record: Record | None = None
+        if line.digest is not None:
+            if resolve:
+                record = decode_record(line.kind, read_blob(self.paths, line.digest))
+        elif bytes(line.record) != bytes(NULL_RAW):
+            record = decode_record(line.kind, line.record)
+        return Event(
+            id=line.id,
+            parent_id=line.parent_id,
+            branch_from=line.branch_from,
+            kind=line.kind,
+            role=line.role,
+            timestamp=line.timestamp,
+            record=record,
+            digest=line.digest,
+            seq=line.seq,
+            preview=line.preview,
+        )
+
+    def event(self, event_id: str, *, resolve: bool = False) -> Event:
+        """Load one event; a blob record stays unresolved unless ``resolve``."""
+        return self._event(self._line(self.entry(event_id)), resolve)
+
+    def resolve(self, event: Event) -> Record:
+        """The event's record, loading and verifying its blob if needed."""
+        if event.record is not None:
+            return event.record
+        if event.digest is None:
+            raise InvalidInput(f"event {event.id} has no record")
+        return decode_record(event.kind, read_blob(self.paths, event.digest))
+
+    def context(self, at: str | None = None) -> Context:
+        """The active context at ``at`` (default HEAD), records resolved."""
+        return Context([self._event(self._line(e), True) for e in self.path(at)])
+
+    def close(self) -> None:
+        self._chunks.close()
+        if self._index_fd >= 0:
+            os.close(self._index_fd)
+            self._index_fd = -1
+
+    def __enter__(self) -> SessionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,237 @@
+"""The store: a home directory of sessions, each a directory of its own.
+
+A session is created whole or not at all: its files are made in a hidden
+``sessions/.new-<id>`` directory, synced, and renamed into place, and
+``sessions/`` is synced before the id is returned. ``session.json`` is rewritten
+atomically (temp, fsync, rename, directory fsync) and is all that listing
+sessions reads. Removal renames the directory out of sight first, so a crash
+mid-delete never leaves a half-session that looks real.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import uuid_utils
+
+from .errors import InvalidInput, SessionExists, SessionNotFound
+from .format import FORMAT_VERSION
+from .fsio import FileIO, OsIO, atomic_write
+from .layout import SessionPaths, check_uuid, default_home
+from .lock import WriterLock
+from .reader import SessionReader
+from .recovery import Recovery, analyze, apply
+from .writer import SessionWriter, WriteOptions, now_rfc3339
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Tunables; the defaults suit an interactive agent on a local disk."""
+
+    #: a chunk is closed and the next one started once it reaches this size
+    chunk_size: int = 4 * 1024 * 1024
+    #: records whose JSON exceeds this many bytes are stored as blobs
+    blob_threshold: int = 16 * 1024
+    #: "fast": one fsync per append; "strict": the design's four-sync sequence
+    durability: Literal["fast", "strict"] = "fast"
+    #: fsync the index after this many unsynced entries (bounds recovery work)
+    index_sync_interval: int = 64
+    #: seconds a writer waits for another writer's lock before giving up
+    lock_timeout: float = 10.0
+
+
+class SessionInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The contents of ``session.json``."""
+
+    id: str
+    format: int = FORMAT_VERSION
+    name: str | None = None
+    working_dir: str | None = None
+    model: str | None = None
+    created_at: str
+    updated_at: str
+    parent_session: str | None = None
+    parent_event: str | None = None
+    extra: dict[str, object] = msgspec.field(default_factory=dict)
+
+
+_info_decoder = msgspec.json.Decoder(SessionInfo)
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass
+class Store:
+    """Sessions under ``home``: create, list, open for reading or writing, remove."""
+
+    home: Path = field(default_factory=default_home)
+    options: StoreOptions = field(default_factory=StoreOptions)
+    io: FileIO = field(default_factory=OsIO)
+    #: what the last recovery did, per session id (for reporting)
+    recovery_notes: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home)
+        self.sessions_dir = self.home / "sessions"
+
+    # -- sessions -----------------------------------------------------------
+
+    def paths(self, session_id: str) -> SessionPaths:
+        """The files of an existing session; raises :class:`SessionNotFound`."""
+        session_id = check_uuid(session_id, "session id")
+        paths = SessionPaths(self.sessions_dir / session_id)
+        if not paths.meta.is_file():
+            raise SessionNotFound(session_id)
+        return paths
+
+    def _ensure_home(self) -> None:
+        if self.sessions_dir.is_dir():
+            return
+        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        self.io.fsync_dir(str(self.sessions_dir))
+        self.io.fsync_dir(str(self.sessions_dir.parent))
+
+    def create_session(
+        self,
+        *,
+        name: str | None = None,
+        working_dir: str | None = None,
+        model: str | None = None,
+        parent_session: str | None = None,
+        parent_event: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionInfo:
+        """Create an empty session durably and return its metadata."""
+        if parent_session is not None:
+            self.paths(parent_session)
+        if parent_event is not None:
+            parent_event = check_uuid(parent_event, "parent event id")
+        sid = check_uuid(session_id, "session id") if session_id else str(uuid_utils.uuid7())
+        stamp = now_rfc3339()
+        info = SessionInfo(
+            id=sid,
+            name=name,
+            working_dir=working_dir,
+            model=model,
+            created_at=stamp,
+            updated_at=stamp,
+            parent_session=parent_session,
+            parent_event=parent_event,
+        )
+        self._ensure_home()
+        final = self.sessions_dir / sid
+        if final.exists():
+            raise SessionExists(f"session {sid} already exists")
+        tmp = self.sessions_dir / f".new-{sid}"
+        io = self.io
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        io.mkdir(str(tmp))
+        for sub in ("chunks", "blobs"):
+            io.mkdir(str(tmp / sub))
+            io.fsync_dir(str(tmp / sub))
+        for empty in ("index.jsonl", "HEAD"):
+            fd = io.open(str(tmp / empty), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            io.fsync(fd)
+            io.close(fd)
+        atomic_write(io, str(tmp / "session.json"), _encoder.encode(info) + b"\n")
+        io.rename(str(tmp), str(final))
+        io.fsync_dir(str(self.sessions_dir))
+        return info
+
+    def info(self, session_id: str) -> SessionInfo:
+        return self._read_info(self.paths(session_id))
+
+    def _read_info(self, paths: SessionPaths) -> SessionInfo:
+        try:
+            return _info_decoder.decode(paths.meta.read_bytes())
+        except msgspec.DecodeError as exc:
+            raise InvalidInput(f"{paths.meta}: {exc}") from None
+
+    def update_info(self, session_id: str, **changes: str | None) -> SessionInfo:
+        """Change name, working_dir or model (atomically, under the writer lock)."""
+        allowed = {"name", "working_dir", "model"}
+        if not set(changes) <= allowed:
+            raise InvalidInput(f"cannot change {sorted(set(changes) - allowed)}")
+        paths = self.paths(session_id)
+        lock = WriterLock(paths.lock, self.options.lock_timeout)
+        try:
+            return self._write_info(paths, **changes)
+        finally:
+            lock.release()
+
+    def _write_info(self, paths: SessionPaths, **changes: str | None) -> SessionInfo:
+        info = msgspec.structs.replace(self._read_info(paths), updated_at=now_rfc3339(), **changes)
+        atomic_write(self.io, str(paths.meta), _encoder.encode(info) + b"\n")
+        return info
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session's metadata, most recently updated first (reads session.json only)."""
+        out = []
+        try:
+            names = os.listdir(self.sessions_dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if name.startswith("."):
+                continue
+            try:
+                data = (self.sessions_dir / name / "session.json").read_bytes()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            try:
+                out.append(_info_decoder.decode(data))
+            except msgspec.DecodeError as exc:
+                raise InvalidInput(f"{self.sessions_dir / name / 'session.json'}: {exc}") from None
+        out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
+        return out
+
+    def remove_session(self, session_id: str) -> None:
+        """Delete a session (waits for its writer lock, so never under a live writer)."""
+        paths = self.paths(session_id)
+        lock = WriterLock(paths.lock, self.options.lock_timeout)
+        trash = self.sessions_dir / f".trash-{paths.root.name}"
+        try:
+            self.io.rename(str(paths.root), str(trash))
+            self.io.fsync_dir(str(self.sessions_dir))
+        finally:
+            lock.release()
+        shutil.rmtree(trash)
+
+    # -- opening ------------------------------------------------------------
+
+    def open_reader(self, session_id: str) -> SessionReader:
+        """Read the session's committed events without taking the lock."""
+        return SessionReader(self.paths(session_id))
+
+    def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionWriter:
+        """Take the session's writer lock, run recovery, and return its writer."""
+        paths = self.paths(session_id)
+        lock = WriterLock(paths.lock, self.options.lock_timeout if timeout is None else timeout)
+        try:
+            plan = self.recover(paths)
+        except BaseException:
+            lock.release()
+            raise
+        opts = self.options
+        write_opts = WriteOptions(
+            chunk_size=opts.chunk_size,
+            blob_threshold=opts.blob_threshold,
+            strict=opts.durability == "strict",
+            index_sync_interval=opts.index_sync_interval,
+        )
+        return SessionWriter(
+            paths, plan, self.io, write_opts, lock, on_first_append=lambda: self._write_info(paths)
+        )
+
+    def recover(self, paths: SessionPaths) -> Recovery:
+        """Analyse and apply recovery (caller holds the lock); returns the plan."""
+        plan = analyze(paths)
+        if not plan.empty:
+            apply(self.io, paths, plan)
+        self.recovery_notes[paths.root.name] = plan.notes
+        return plan

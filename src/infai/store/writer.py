@@ -1,0 +1,305 @@
+"""Appending to one session: the durable write path.
+
+**Default ("fast") sequence, one fsync per append.** The chunks are the truth and
+everything else can be rebuilt from them, so only the chunk must be durable when
+an append returns:
+
+1. blobs the events name: temp file, fsync, rename, fsync ``blobs/`` (new ones only);
+2. on rotation, create the next chunk and fsync ``chunks/`` before writing to it;
+3. if ``index_sync_interval`` entries were written since the last index fsync,
+   fsync the index first; the count of entries known durable goes into the line
+   as ``ixd`` so recovery re-checks at most that interval;
+4. write the checksummed line(s) in one write and ``fdatasync`` the chunk: the
+   append is now committed; it is acknowledged when the call returns;
+5. write the index entries and overwrite HEAD in place, without syncing: both are
+   hints that recovery verifies and rebuilds.
+
+**Strict sequence** (``durability="strict"``), the design's conservative order:
+sync the chunk; write and sync ``HEAD.tmp``; write and sync the index entry;
+rename ``HEAD.tmp`` over HEAD; sync the session directory.
+
+A batch is written as one transaction (each line tagged ``[i, n]``) with the same
+constant number of fsyncs as a single event. Any ``OSError`` on the write path
+poisons the writer: the call raises :class:`StoreIOError`, nothing is
+acknowledged, and every later write is refused until the session is reopened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import msgspec
+import uuid_utils
+
+from .blobs import digest_of, put_blobs
+from .errors import InvalidInput, StoreIOError
+from .events import Event
+from .format import (
+    INDEX_WIDTH,
+    NIL_ID,
+    NULL_RAW,
+    ChunkLine,
+    Location,
+    encode_chunk_line,
+    encode_head,
+    encode_index_entry,
+    index_entry_from_line,
+)
+from .fsio import FileIO, write_all
+from .layout import SessionPaths, check_uuid
+from .lock import WriterLock
+from .reader import SessionReader
+from .recovery import Recovery
+from .records import RECORD_TYPES, Record, encode_record, preview
+
+_ROLE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    chunk_size: int
+    blob_threshold: int
+    strict: bool
+    index_sync_interval: int
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def check_role(role: str) -> str:
+    if not role or len(role) > 32 or not set(role) <= _ROLE_CHARS or not role[0].isalpha():
+        raise InvalidInput(f"role {role!r} must be 1-32 lower-case letters, digits, '_' or '-'")
+    return role
+
+
+class SessionWriter(SessionReader):
+    """The one writer of a session; holds its OS lock until :meth:`close`."""
+
+    def __init__(
+        self,
+        paths: SessionPaths,
+        plan: Recovery,
+        io: FileIO,
+        options: WriteOptions,
+        lock: WriterLock,
+        on_first_append: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(paths, plan)
+        self._io = io
+        self._opts = options
+        self._lock = lock
+        self._failed: BaseException | None = None
+        self._pending: str | None = None
+        self._ixd = plan.count  # recovery synced the index
+        self._chunk_no = max(plan.chunk_count - 1, 0)
+        self._chunk_size = plan.chunk_size
+        self._chunk_fd = -1
+        self._index_wfd = -1
+        self._head_fd = -1
+        self._lookups = 0
+        self._on_first_append = on_first_append
+        self.appended = 0
+
+    # -- selection (two-phase branching) ------------------------------------
+
+    @property
+    def pending_parent(self) -> str | None:
+        """The event the next append will follow, if one was selected."""
+        return self._pending
+
+    def select(self, event_id: str | None) -> None:
+        """Make ``event_id`` the parent of the next append (memory only; HEAD stays).
+
+        ``None`` (or HEAD itself) returns to HEAD.
+        """
+        if event_id is None:
+            self._pending = None
+            return
+        event_id = check_uuid(event_id, "event id")
+        self.seq_of(event_id)
+        self._pending = None if event_id == self.head else event_id
+
+    def seq_of(self, event_id: str) -> int:
+        self._lookups += 1
+        if self._ids is None and self._lookups > 2:
+            self._build_id_map()
+        return super().seq_of(event_id)
+
+    # -- appends -----------------------------------------------------------
+
+    def append(self, record: Record, role: str, *, parent: str | None = None) -> Event:
+        """Append one event after ``parent`` (default: the selected event, else HEAD).
+
+        Returns once the event is durable. A parent other than HEAD starts a branch
+        (``branch_from`` is set) and HEAD moves to the new event.
+        """
+        return self.append_batch([(record, role)], parent=parent)[0]
+
+    def append_batch(
+        self, items: Sequence[tuple[Record, str]], *, parent: str | None = None
+    ) -> list[Event]:
+        """Append events as one transaction: all become durable together, or none.
+
+        The first follows ``parent`` (default: the selected event, else HEAD); each
+        next one follows the previous.
+        """
+        self._check_usable()
+        if not items:
+            return []
+        if parent is None:
+            parent = self._pending
+        if parent is None:
+            parent_id, parent_seq = (self._head_id or NIL_ID), self._head_seq
+        else:
+            parent_id = check_uuid(parent, "parent id")
+            parent_seq = self.seq_of(parent_id)
+        branch_from = parent_id if parent_seq != self._head_seq else None
+
+        lines: list[ChunkLine] = []
+        blobs: list[tuple[str, bytes]] = []
+        n = len(items)
+        for i, (record, role) in enumerate(items):
+            if type(record) not in RECORD_TYPES.values():
+                raise InvalidInput(f"not a record: {type(record).__name__}")
+            check_role(role)
+            data = encode_record(record)
+            digest = None
+            raw = msgspec.Raw(data)
+            if len(data) > self._opts.blob_threshold:
+                digest = digest_of(data)
+                blobs.append((digest, data))
+                raw = NULL_RAW
+            seq = self._count + i
+            event_id = str(uuid_utils.uuid7())
+            lines.append(
+                ChunkLine(
+                    seq=seq,
+                    id=event_id,
+                    parent_id=parent_id,
+                    parent_seq=parent_seq,
+                    branch_from=branch_from if i == 0 else None,
+                    kind=record.kind,
+                    role=role,
+                    timestamp=now_rfc3339(),
+                    preview=preview(record),
+                    record=raw,
+                    digest=digest,
+                    ixd=0,
+                    batch=(i, n) if n > 1 else None,
+                )
+            )
+            parent_id, parent_seq = event_id, seq
+        try:
+            if self._on_first_append is not None:
+                self._on_first_append()
+                self._on_first_append = None
+            self._commit(lines, blobs)
+        except OSError as exc:
+            self._failed = exc
+            raise StoreIOError(exc.errno, f"append failed, writer closed for writes: {exc}") from exc
+        self._pending = None
+        self.appended += n
+        return [self._event(line, resolve=False) for line in lines]
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise StoreIOError(
+                f"session {self.session_id}: an earlier write failed ({self._failed}); "
+                "reopen the session to continue"
+            )
+        if self._lock is None:
+            raise StoreIOError(f"session {self.session_id}: writer is closed")
+
+    def _commit(self, lines: list[ChunkLine], blobs: list[tuple[str, bytes]]) -> None:
+        io, opts = self._io, self._opts
+        if blobs:
+            put_blobs(io, self.paths, blobs)
+        if self._count - self._ixd >= opts.index_sync_interval and self._index_wfd >= 0:
+            io.fsync(self._index_wfd)
+            self._ixd = self._count
+        if self._chunk_fd < 0 or self._chunk_size >= opts.chunk_size:
+            self._open_chunk()
+        encoded = []
+        for line in lines:
+            line.ixd = self._ixd
+            encoded.append(encode_chunk_line(line))
+        write_all(io, self._chunk_fd, b"".join(encoded))
+        io.fdatasync(self._chunk_fd)
+        # Committed. What follows only maintains rebuildable hints.
+        entries = []
+        offset = self._chunk_size
+        for line, data in zip(lines, encoded, strict=True):
+            loc = Location(self._chunk_no, offset, len(data))
+            entries.append(encode_index_entry(index_entry_from_line(line, loc)))
+            offset += len(data)
+        self._chunk_size = offset
+        last = lines[-1]
+        head = encode_head(last.id, last.seq)
+        if self._index_wfd < 0:
+            self._index_wfd = io.open(str(self.paths.index), os.O_WRONLY | os.O_CREAT)
+        if opts.strict:
+            tmp = io.open(str(self.paths.head_tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                write_all(io, tmp, head)
+                io.fsync(tmp)
+            finally:
+                io.close(tmp)
+        write_all(io, self._index_wfd, b"".join(entries), offset=self._count * INDEX_WIDTH)
+        if self._ids is not None:
+            for line in lines:
+                self._ids[line.id] = line.seq
+        self._count += len(lines)
+        self._head_id, self._head_seq = last.id, last.seq
+        if opts.strict:
+            io.fsync(self._index_wfd)
+            self._ixd = self._count
+            io.rename(str(self.paths.head_tmp), str(self.paths.head))
+            io.fsync_dir(str(self.paths.root))
+        else:
+            if self._head_fd < 0:
+                self._head_fd = io.open(str(self.paths.head), os.O_WRONLY | os.O_CREAT)
+            write_all(io, self._head_fd, head, offset=0)
+
+    def _open_chunk(self) -> None:
+        """Open the chunk to append to, starting the next one when this one is full."""
+        io = self._io
+        if self._chunk_fd >= 0 or self._chunk_size >= self._opts.chunk_size:
+            if self._chunk_fd >= 0:
+                io.close(self._chunk_fd)
+                self._chunk_fd = -1
+            self._chunk_no, self._chunk_size = self._chunk_no + 1, 0
+        path = str(self.paths.chunk(self._chunk_no))
+        existed = os.path.exists(path)
+        self._chunk_fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        if not existed:
+            io.fsync_dir(str(self.paths.chunks))
+
+    # -- closing -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Sync the index, release the lock and close files (idempotent)."""
+        io = self._io
+        try:
+            if self._index_wfd >= 0:
+                if self._failed is None:
+                    try:
+                        io.fsync(self._index_wfd)
+                    except OSError:
+                        pass  # the index is a hint: recovery rebuilds it
+                io.close(self._index_wfd)
+            for fd in (self._chunk_fd, self._head_fd):
+                if fd >= 0:
+                    io.close(fd)
+        finally:
+            self._index_wfd = self._chunk_fd = self._head_fd = -1
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None  # type: ignore[assignment]
+            super().close()
+
+    def __enter__(self) -> SessionWriter:
+        return self
