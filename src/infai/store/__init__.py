@@ -36,6 +36,7 @@ from .errors import (
 )
 from .events import Context, Entry, Event
 from .format import FORMAT_VERSION, NIL_ID
+from .fsck import FsckReport, Problem
 from .fsio import FileIO, OsIO
 from .layout import default_home
 from .reader import SessionReader
@@ -71,9 +72,11 @@ __all__ = [
     "Event",
     "EventNotFound",
     "FileIO",
+    "FsckReport",
     "InvalidInput",
     "MessageRecord",
     "OsIO",
+    "Problem",
     "Record",
     "SessionExists",
     "SessionInfo",

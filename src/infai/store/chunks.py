@@ -147,7 +147,9 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
             for k in range(1, count):
                 member = next_line()
                 if member is None:
-                    raise CorruptionError(path, start, f"batch of event #{parsed.seq} is incomplete")
+                    raise CorruptionError(
+                        path, start, f"batch of event #{parsed.seq} is incomplete"
+                    )
                 m_start, m_raw = member
                 m = decode_chunk_line(m_raw)
                 if m is None:

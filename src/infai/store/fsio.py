@@ -65,7 +65,11 @@ def write_all(io: FileIO, fd: int, data: bytes, offset: int | None = None) -> No
     """Write every byte, looping over short writes (``offset``: use pwrite)."""
     view = memoryview(data)
     while view:
-        n = io.write(fd, view.tobytes()) if offset is None else io.pwrite(fd, view.tobytes(), offset)
+        n = (
+            io.write(fd, view.tobytes())
+            if offset is None
+            else io.pwrite(fd, view.tobytes(), offset)
+        )
         if n <= 0:
             raise OSError(f"write returned {n}")
         view = view[n:]

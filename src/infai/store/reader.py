@@ -24,8 +24,8 @@ from .errors import CorruptionError, EventNotFound, InvalidInput
 from .events import Context, Entry, Event
 from .format import INDEX_WIDTH, NULL_RAW, ChunkLine, decode_index_entry
 from .layout import SessionPaths, check_uuid
-from .recovery import Recovery, analyze
 from .records import Record, decode_record
+from .recovery import Recovery, analyze
 
 
 class SessionReader:
@@ -69,7 +69,9 @@ class SessionReader:
             raw = os.pread(self._index(), INDEX_WIDTH, seq * INDEX_WIDTH)
         entry = decode_index_entry(raw)
         if entry is None or entry.seq != seq:
-            raise CorruptionError(self.paths.index, seq * INDEX_WIDTH, "index entry fails its check")
+            raise CorruptionError(
+                self.paths.index, seq * INDEX_WIDTH, "index entry fails its check"
+            )
         return entry
 
     def seq_of(self, event_id: str) -> int:

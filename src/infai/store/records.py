@@ -92,7 +92,13 @@ Record = MessageRecord | ToolCallRecord | ToolResultRecord | CompactionRecord | 
 
 RECORD_TYPES: dict[str, type[Record]] = {
     t.kind: t
-    for t in (MessageRecord, ToolCallRecord, ToolResultRecord, CompactionRecord, BranchSummaryRecord)
+    for t in (
+        MessageRecord,
+        ToolCallRecord,
+        ToolResultRecord,
+        CompactionRecord,
+        BranchSummaryRecord,
+    )
 }
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
 

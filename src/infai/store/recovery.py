@@ -89,7 +89,8 @@ def _chunk_state(paths: SessionPaths, plan: Recovery) -> None:
     if tail.end != size:
         plan.truncate_chunks[last] = tail.end
         plan.notes.append(
-            f"{paths.chunk(last)}: truncated {size - tail.end} uncommitted bytes at offset {tail.end}"
+            f"{paths.chunk(last)}: truncated {size - tail.end} uncommitted bytes "
+            f"at offset {tail.end}"
         )
     plan.chunk_size = tail.end
     if tail.last is not None:
@@ -130,7 +131,9 @@ def _index_state(paths: SessionPaths, plan: Recovery) -> None:
         if size != want_size and not (index_fd < 0 and count == 0):
             plan.index_size = want_size
             if size > want_size:
-                plan.notes.append(f"{paths.index}: cut {size - want_size} bytes past the last event")
+                plan.notes.append(
+                    f"{paths.index}: cut {size - want_size} bytes past the last event"
+                )
         if count == 0:
             return
         assert plan.last is not None
@@ -155,7 +158,9 @@ def _index_state(paths: SessionPaths, plan: Recovery) -> None:
                 if line is None:
                     raise CorruptionError(path, line_off, "line fails its checksum")
                 if line.seq != seq:
-                    raise CorruptionError(path, line_off, f"expected event #{seq}, found #{line.seq}")
+                    raise CorruptionError(
+                        path, line_off, f"expected event #{seq}, found #{line.seq}"
+                    )
                 loc = Location(chunk, line_off, len(raw))
                 expected = encode_index_entry(index_entry_from_line(line, loc))
                 actual = (

@@ -21,6 +21,8 @@ import uuid_utils
 
 from .errors import InvalidInput, SessionExists, SessionNotFound
 from .format import FORMAT_VERSION
+from .fsck import FsckReport, fsck
+from .fsck import repair as repair_session
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
 from .lock import WriterLock
@@ -164,6 +166,9 @@ class Store:
         finally:
             lock.release()
 
+    def _touch(self, paths: SessionPaths) -> None:
+        self._write_info(paths)
+
     def _write_info(self, paths: SessionPaths, **changes: str | None) -> SessionInfo:
         info = msgspec.structs.replace(self._read_info(paths), updated_at=now_rfc3339(), **changes)
         atomic_write(self.io, str(paths.meta), _encoder.encode(info) + b"\n")
@@ -225,8 +230,27 @@ class Store:
             index_sync_interval=opts.index_sync_interval,
         )
         return SessionWriter(
-            paths, plan, self.io, write_opts, lock, on_first_append=lambda: self._write_info(paths)
+            paths,
+            plan,
+            self.io,
+            write_opts,
+            lock,
+            on_first_append=lambda: self._touch(paths),
         )
+
+    def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
+        """Verify the whole session; with ``repair``, first do what is provably safe."""
+        paths = self.paths(session_id)
+        repaired: list[str] = []
+        if repair:
+            lock = WriterLock(paths.lock, self.options.lock_timeout)
+            try:
+                repaired = repair_session(self.io, paths)
+            finally:
+                lock.release()
+        report = fsck(paths)
+        report.repaired = repaired
+        return report
 
     def recover(self, paths: SessionPaths) -> Recovery:
         """Analyse and apply recovery (caller holds the lock); returns the plan."""

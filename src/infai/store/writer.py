@@ -26,6 +26,7 @@ acknowledged, and every later write is refused until the session is reopened.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,8 +53,8 @@ from .fsio import FileIO, write_all
 from .layout import SessionPaths, check_uuid
 from .lock import WriterLock
 from .reader import SessionReader
-from .recovery import Recovery
 from .records import RECORD_TYPES, Record, encode_record, preview
+from .recovery import Recovery
 
 _ROLE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -200,7 +201,9 @@ class SessionWriter(SessionReader):
             self._commit(lines, blobs)
         except OSError as exc:
             self._failed = exc
-            raise StoreIOError(exc.errno, f"append failed, writer closed for writes: {exc}") from exc
+            raise StoreIOError(
+                exc.errno, f"append failed, writer closed for writes: {exc}"
+            ) from exc
         self._pending = None
         self.appended += n
         return [self._event(line, resolve=False) for line in lines]
@@ -286,10 +289,9 @@ class SessionWriter(SessionReader):
         try:
             if self._index_wfd >= 0:
                 if self._failed is None:
-                    try:
+                    # The index is a hint: if this fails, recovery rebuilds it.
+                    with contextlib.suppress(OSError):
                         io.fsync(self._index_wfd)
-                    except OSError:
-                        pass  # the index is a hint: recovery rebuilds it
                 io.close(self._index_wfd)
             for fd in (self._chunk_fd, self._head_fd):
                 if fd >= 0:

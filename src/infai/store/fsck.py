@@ -1,0 +1,185 @@
+"""Checking a session end to end, and repairing only what is provably safe.
+
+:func:`fsck` reads everything: every chunk line (checksum, sequence, parent
+link, batch framing), every index entry against the entry its chunk line
+implies, every blob against its digest, HEAD against the newest event, and
+unreferenced or leftover files. Each problem is reported with the file and byte
+offset where it was found. It changes nothing.
+
+:func:`repair` (``fsck --repair``) does only what cannot lose an acknowledged
+event: it runs recovery (truncating an uncommitted tail, rebuilding missing or
+stale index entries and HEAD) and then rewrites the whole index from the
+chunks. Damage inside the chunks or blobs is reported, never "fixed".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .blobs import PREFIX, digest_of
+from .chunks import lines_forward
+from .errors import CorruptionError
+from .format import (
+    INDEX_WIDTH,
+    NIL_ID,
+    decode_chunk_line,
+    decode_head,
+    encode_index_entry,
+    index_entry_from_line,
+)
+from .format import Location as Loc
+from .fsio import FileIO, write_all
+from .layout import SessionPaths
+from .recovery import analyze, apply
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    offset: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: offset {self.offset}: {self.detail}"
+
+
+@dataclass
+class FsckReport:
+    session_id: str
+    events: int = 0
+    blobs: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    #: what recovery on open would do (a crash's leftovers, not damage)
+    pending_recovery: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    #: blob files no event names: harmless leftovers of a crash, removed by repair
+    orphans: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.pending_recovery
+
+
+def fsck(paths: SessionPaths) -> FsckReport:
+    """Verify every byte of the session; report problems, change nothing."""
+    report = FsckReport(paths.root.name)
+    try:
+        plan = analyze(paths)
+        report.pending_recovery = list(plan.notes)
+        if plan.head is not None and not plan.notes:
+            report.pending_recovery.append(f"{paths.head}: does not name the newest event")
+        committed = {n: s for n, s in plan.truncate_chunks.items()}
+    except CorruptionError as exc:
+        report.problems.append(Problem(exc.path, exc.offset, exc.detail))
+        committed = {}
+    problem = report.problems.append
+
+    seen: dict[str, int] = {}
+    digests: set[str] = set()
+    expected_index: list[bytes] = []
+    last_id, last_seq = None, -1
+    for number in paths.chunk_numbers():
+        path = paths.chunk(number)
+        data = path.read_bytes()
+        if number in committed:
+            data = data[: committed[number]]
+        for offset, raw in lines_forward(data, 0):
+            line = decode_chunk_line(raw) if raw.endswith(b"\n") else None
+            if line is None:
+                problem(Problem(str(path), offset, "line fails its checksum"))
+                continue
+            where = (str(path), offset)
+            if line.seq != last_seq + 1:
+                problem(Problem(*where, f"event #{line.seq} follows #{last_seq}"))
+            if line.id in seen:
+                problem(Problem(*where, f"duplicate event id {line.id}"))
+            if line.parent_id == NIL_ID:
+                if line.parent_seq != -1:
+                    problem(Problem(*where, "root event names a parent sequence number"))
+            elif seen.get(line.parent_id) != line.parent_seq:
+                problem(Problem(*where, f"parent {line.parent_id} is not event #{line.parent_seq}"))
+            if line.branch_from is not None and line.branch_from != line.parent_id:
+                problem(Problem(*where, "branch_from differs from parent_id"))
+            if line.digest is not None:
+                digests.add(line.digest)
+            seen[line.id] = line.seq
+            last_id, last_seq = line.id, line.seq
+            entry = index_entry_from_line(line, Loc(number, offset, len(raw)))
+            expected_index.append(encode_index_entry(entry))
+    report.events = len(expected_index)
+
+    index = paths.index.read_bytes() if paths.index.exists() else b""
+    for seq, want in enumerate(expected_index):
+        have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
+        if have != want:
+            problem(
+                Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
+            )
+    if len(index) > len(expected_index) * INDEX_WIDTH:
+        problem(
+            Problem(str(paths.index), len(expected_index) * INDEX_WIDTH, "entries past last event")
+        )
+
+    head = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
+    if head != (None if last_id is None else (last_id, last_seq)):
+        problem(Problem(str(paths.head), 0, f"HEAD is {head}, newest event is {last_id}"))
+
+    on_disk = set(os.listdir(paths.blobs)) if paths.blobs.is_dir() else set()
+    for digest in sorted(digests):
+        name = digest.removeprefix(PREFIX)
+        blob = paths.blob(digest)
+        if name not in on_disk:
+            problem(Problem(str(blob), 0, f"blob {digest} is missing"))
+            continue
+        actual = digest_of(blob.read_bytes())
+        if actual != digest:
+            problem(Problem(str(blob), 0, f"content hashes to {actual}"))
+    report.blobs = len(digests)
+    report.orphans = sorted(on_disk - {d.removeprefix(PREFIX) for d in digests})
+    return report
+
+
+def repair(io: FileIO, paths: SessionPaths) -> list[str]:
+    """Recover and rebuild the index from the chunks; the caller holds the writer lock."""
+    plan = analyze(paths)
+    done = list(plan.notes)
+    if not plan.empty:
+        apply(io, paths, plan)
+    entries: list[bytes] = []
+    for number in paths.chunk_numbers():
+        data = paths.chunk(number).read_bytes()
+        for offset, raw in lines_forward(data, 0):
+            line = decode_chunk_line(raw)
+            if line is None:
+                raise CorruptionError(paths.chunk(number), offset, "line fails its checksum")
+            entries.append(
+                encode_index_entry(index_entry_from_line(line, Loc(number, offset, len(raw))))
+            )
+    rebuilt = b"".join(entries)
+    if not paths.index.exists() or paths.index.read_bytes() != rebuilt:
+        tmp = str(paths.index) + ".tmp"
+        fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            write_all(io, fd, rebuilt)
+            io.fsync(fd)
+        finally:
+            io.close(fd)
+        io.rename(tmp, str(paths.index))
+        io.fsync_dir(str(paths.root))
+        done.append(f"{paths.index}: rebuilt {len(entries)} entries from the chunks")
+    for orphan in orphan_blobs(paths):
+        io.unlink(str(paths.blobs / orphan))
+        done.append(f"{paths.blobs / orphan}: removed unreferenced blob")
+    return done
+
+
+def orphan_blobs(paths: SessionPaths) -> list[str]:
+    """Blob files no committed event names (left by a crash before the event was written)."""
+    named = set()
+    for number in paths.chunk_numbers():
+        for _, raw in lines_forward(paths.chunk(number).read_bytes(), 0):
+            line = decode_chunk_line(raw)
+            if line is not None and line.digest is not None:
+                named.add(line.digest.removeprefix(PREFIX))
+    return sorted(set(os.listdir(paths.blobs)) - named) if paths.blobs.is_dir() else []
