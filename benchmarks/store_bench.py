@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +79,7 @@ WORDS = (
 )
 VOCAB = WORDS.split()
 JSONL_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+EVENT_KEYS = ("id", "parent_id", "kind", "role", "timestamp", "record")
 
 
 # ----------------------------------------------------------------------------- fixture data
@@ -194,14 +195,18 @@ def content_chars(records: Iterator[Any]) -> int:
 # ----------------------------------------------------------------------------- naive jsonl
 
 
+def baseline_rows(tree: Tree, seed: int) -> Iterator[tuple[str, str | None, str, str, str, Any]]:
+    """(id, parent_id, kind, role, timestamp, record) of every event, for both baselines."""
+    for i, parent, kind, role, rec in iter_events(tree, seed):
+        pid = event_id(parent) if parent >= 0 else None
+        yield event_id(i), pid, kind, role, stamp(BASE_EPOCH + i), rec
+
+
 def build_naive(path: Path, tree: Tree, seed: int) -> None:
     with open(path, "wb") as f:
         f.write(meta_line(event_id(-1), "bench", BASE_EPOCH))
-        for i, parent, kind, role, rec in iter_events(tree, seed):
-            pid = event_id(parent) if parent >= 0 else None
-            ev: dict[str, Any] = {"id": event_id(i), "parent_id": pid, "kind": kind, "role": role}
-            ev |= {"timestamp": stamp(BASE_EPOCH + i), "record": rec}
-            f.write(JSONL_DUMPS(ev).encode() + b"\n")
+        for row in baseline_rows(tree, seed):
+            f.write(JSONL_DUMPS(dict(zip(EVENT_KEYS, row, strict=True))).encode() + b"\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -230,17 +235,13 @@ class NaiveSession:
         self.head: str | None = None
 
     def _line(self, content: str, role: str) -> bytes:
-        eid = str(uuid.uuid4())
-        ev: dict[str, Any] = {"id": eid, "parent_id": self.head, "kind": "message", "role": role}
-        ev |= {"timestamp": stamp(time.time()), "record": {"content": content}}
+        eid, now = str(uuid.uuid4()), stamp(time.time())
+        row = (eid, self.head, "message", role, now, {"content": content})
         self.head = eid
-        return JSONL_DUMPS(ev).encode() + b"\n"
-
-    def append(self, content: str, role: str) -> None:
-        os.write(self.fd, self._line(content, role))
-        os.fsync(self.fd)
+        return JSONL_DUMPS(dict(zip(EVENT_KEYS, row, strict=True))).encode() + b"\n"
 
     def append_batch(self, items: list[tuple[str, str]]) -> None:
+        """One write + one fsync for all lines; a single append is a batch of one."""
         os.write(self.fd, b"".join(self._line(c, r) for c, r in items))
         os.fsync(self.fd)
 
@@ -295,17 +296,7 @@ def sqlite_connect(path: Path) -> sqlite3.Connection:
 def build_sqlite(path: Path, tree: Tree, seed: int) -> None:
     conn = sqlite_connect(path)
     conn.execute("BEGIN")
-    rows = (
-        (
-            event_id(i),
-            event_id(p) if p >= 0 else None,
-            k,
-            r,
-            stamp(BASE_EPOCH + i),
-            JSONL_DUMPS(rec),
-        )
-        for i, p, k, r, rec in iter_events(tree, seed)
-    )
+    rows = ((*row[:5], JSONL_DUMPS(row[5])) for row in baseline_rows(tree, seed))
     conn.executemany(SQLITE_INSERT, rows)
     conn.execute("UPDATE head SET event_id = ?", (event_id(len(tree.parents) - 1),))
     conn.execute("COMMIT")
@@ -321,8 +312,7 @@ def sqlite_resume(path: Path) -> list[dict[str, Any]]:
         rows = conn.execute(SQLITE_PATH).fetchall()
     finally:
         conn.close()
-    keys = ("id", "parent_id", "kind", "role", "timestamp")
-    return [dict(zip(keys, row[:5], strict=True), record=json.loads(row[5])) for row in rows]
+    return [dict(zip(EVENT_KEYS, (*row[:5], json.loads(row[5])), strict=True)) for row in rows]
 
 
 class SqliteSession:
@@ -330,7 +320,8 @@ class SqliteSession:
         self.conn = sqlite_connect(path)
         self.head: str | None = None
 
-    def _commit(self, items: list[tuple[str, str]]) -> None:
+    def append_batch(self, items: list[tuple[str, str]]) -> None:
+        """One transaction (inserts + HEAD update); a single append is a batch of one."""
         rows = []
         for content, role in items:
             eid = str(uuid.uuid4())
@@ -341,12 +332,6 @@ class SqliteSession:
         self.conn.executemany(SQLITE_INSERT, rows)
         self.conn.execute("UPDATE head SET event_id = ?", (self.head,))
         self.conn.execute("COMMIT")
-
-    def append(self, content: str, role: str) -> None:
-        self._commit([(content, role)])
-
-    def append_batch(self, items: list[tuple[str, str]]) -> None:
-        self._commit(items)
 
     def close(self) -> None:
         self.conn.close()
@@ -369,15 +354,12 @@ def sqlite_list(path: Path) -> list[tuple[Any, ...]]:
 def infai_available() -> str | None:
     """None if ``infai.store`` has the API this benchmark uses, else the reason."""
     try:
-        from infai.store import (  # noqa: F401
-            MessageRecord,
-            Store,
-            ToolCallRecord,
-            ToolResultRecord,
-        )
+        import infai.store as mod
     except ImportError as exc:
         return str(exc)
-    return None
+    names = ("Store", "MessageRecord", "ToolCallRecord", "ToolResultRecord")
+    missing = [name for name in names if not hasattr(mod, name)]
+    return f"infai.store lacks {', '.join(missing)}" if missing else None
 
 
 def build_infai(home: Path, tree: Tree, seed: int) -> str:
@@ -422,21 +404,31 @@ def child_main(store: str, path: str, sid: str) -> None:
         from infai.store import Store
 
         t0 = time.perf_counter()
-        events = Store(Path(path)).open_reader(sid).context().events
+        with Store(Path(path)).open_reader(sid) as reader:
+            events = reader.context().events
         elapsed = time.perf_counter() - t0
         records: list[Any] = [ev.record for ev in events]
     else:
-        import sqlite3  # noqa: F401  (imported before the timer, like infai's imports)
-
+        if store == "sqlite":
+            import sqlite3  # noqa: F401  (before the timer, like infai's imports)
         resume = naive_resume if store == "naive" else sqlite_resume
         t0 = time.perf_counter()
         loaded = resume(Path(path))
         elapsed = time.perf_counter() - t0
         records = [ev["record"] for ev in loaded]
-    scale = 1 / (1 << 20) if sys.platform == "darwin" else 1 / 1024
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-    out = {"ms": elapsed * 1000, "rss_mb": rss, "events": len(records)}
+    out = {"ms": elapsed * 1000, "rss_mb": peak_rss_mb(), "events": len(records)}
     print(JSONL_DUMPS(out | {"content_chars": content_chars(iter(records))}))
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS of this process. On Linux that is VmHWM: ``ru_maxrss`` survives exec, so a
+    child started by a bigger parent would report the parent's peak instead of its own."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    scale = 1 / (1 << 20) if sys.platform == "darwin" else 1 / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def run_child(store: str, path: Path, sid: str) -> dict[str, Any]:
@@ -460,63 +452,67 @@ def bench_appends(tmp: Path, ops: int, batches: int, with_infai: bool) -> dict[s
     d.mkdir()
     rng = random.Random(99)
     texts = [prose(rng, 1024) for _ in range(64)]
-    single: dict[str, list[float]] = {}
-    batch: dict[str, list[float]] = {}
+    block = b"x" * 4096
     with contextlib.ExitStack() as stack:
         fd = os.open(d / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         stack.callback(os.close, fd)
-        naive = NaiveSession(d / "naive.jsonl")
+        naive, lite = NaiveSession(d / "naive.jsonl"), SqliteSession(d / "sqlite.db")
         stack.callback(naive.close)
-        lite = SqliteSession(d / "sqlite.db")
         stack.callback(lite.close)
-        sessions: dict[str, Any] = {"naive": naive, "sqlite": lite}
+
+        def raw(_content: str, _role: str) -> None:
+            os.write(fd, block)
+            os.fsync(fd)
+
+        single: dict[str, Callable[[str, str], object]] = {
+            "raw": raw,
+            "naive": lambda c, r: naive.append_batch([(c, r)]),
+            "sqlite": lambda c, r: lite.append_batch([(c, r)]),
+        }
+        batch: dict[str, Callable[[list[tuple[str, str]]], object]] = {
+            "naive": naive.append_batch,
+            "sqlite": lite.append_batch,
+        }
         if with_infai:
             from infai.store import MessageRecord, Store
 
             store = Store(d / "infai")
             info = store.create_session(name="append", working_dir="/tmp", model="offline")
-            writer = stack.enter_context(store.open_writer(info.id))
-            sessions["infai"] = writer
-        block = b"x" * 4096
-        warmup = 10
-        for k in range(warmup + ops):
-            role = ("user", "assistant")[k % 2]
-            text = texts[k % len(texts)]
-            t0 = time.perf_counter()
-            os.write(fd, block)
-            os.fsync(fd)
-            if k >= warmup:
-                single.setdefault("raw", []).append(time.perf_counter() - t0)
-            for name, sess in sessions.items():
+            w = stack.enter_context(store.open_writer(info.id))
+            single["infai"] = lambda c, r: w.append(MessageRecord(content=c), role=r)
+            batch["infai"] = lambda items: w.append_batch(
+                [(MessageRecord(content=c), r) for c, r in items]
+            )
+        warmup, roles = 10, ("user", "assistant")
+        single_s: dict[str, list[float]] = {name: [] for name in single}
+        for k in range(warmup + ops):  # round-robin, so disk noise hits every store alike
+            for name, fn in single.items():
                 t0 = time.perf_counter()
-                if name == "infai":
-                    sess.append(MessageRecord(content=text), role=role)
-                else:
-                    sess.append(text, role)
-                if k >= warmup:
-                    single.setdefault(name, []).append(time.perf_counter() - t0)
+                fn(texts[k % len(texts)], roles[k % 2])
+                single_s[name].append(time.perf_counter() - t0)
+        batch_s: dict[str, list[float]] = {name: [] for name in batch}
         for k in range(warmup + batches):
-            items = [
-                (texts[(k * 10 + j) % len(texts)], ("user", "assistant")[j % 2]) for j in range(10)
-            ]
-            for name, sess in sessions.items():
+            items = [(texts[(k + j) % len(texts)], roles[j % 2]) for j in range(10)]
+            for name, bfn in batch.items():
                 t0 = time.perf_counter()
-                if name == "infai":
-                    sess.append_batch([(MessageRecord(content=c), r) for c, r in items])
-                else:
-                    sess.append_batch(items)
-                if k >= warmup:
-                    batch.setdefault(name, []).append(time.perf_counter() - t0)
-    shutil.rmtree(d)
+                bfn(items)
+                batch_s[name].append(time.perf_counter() - t0)
+
+    def ms(samples: list[float], p90: bool = False) -> float:
+        kept = samples[warmup:]
+        return (statistics.quantiles(kept, n=10)[-1] if p90 else statistics.median(kept)) * 1000
+
     return {
-        "raw_fsync_4k_ms": statistics.median(single.pop("raw")) * 1000,
-        "single_ms": {s: statistics.median(v) * 1000 for s, v in single.items()},
-        "batch10_ms": {s: statistics.median(v) * 1000 for s, v in batch.items()},
-        "single_p90_ms": {s: statistics.quantiles(v, n=10)[-1] * 1000 for s, v in single.items()},
+        "raw_fsync_4k_ms": ms(single_s.pop("raw")),
+        "single_ms": {name: ms(v) for name, v in single_s.items()},
+        "batch10_ms": {name: ms(v) for name, v in batch_s.items()},
+        "single_p90_ms": {name: ms(v, p90=True) for name, v in single_s.items()},
     }
 
 
-def bench_resume(tmp: Path, n: int, reps: int, seed: int, with_infai: bool) -> dict[str, Any]:
+def bench_resume(
+    tmp: Path, n: int, reps: int, seed: int, with_infai: bool, keep: bool
+) -> dict[str, Any]:
     d = tmp / f"resume-{n}"
     d.mkdir()
     t0 = time.perf_counter()
@@ -559,7 +555,8 @@ def bench_resume(tmp: Path, n: int, reps: int, seed: int, with_infai: bool) -> d
             "build_s": round(build_s[name], 2),
         }
         log(f"  {LABELS[name]:>12}: {out[name]['ms']:.1f} ms, {out[name]['rss_mb']:.1f} MB")
-    shutil.rmtree(d)
+    if not keep:
+        shutil.rmtree(d)  # 100k-event fixtures are ~1 GB together
     return out
 
 
@@ -609,7 +606,6 @@ def bench_listing(tmp: Path, count: int, reps: int, with_infai: bool) -> dict[st
             times[name].append(time.perf_counter() - t0)
             if len(listed) != count:
                 log(f"  WARNING: {LABELS[name]} listed {len(listed)} sessions, expected {count}")
-    shutil.rmtree(d)
     return {name: statistics.median(v) * 1000 for name, v in times.items()}
 
 
@@ -736,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(sizes) != 3:
             ap.error("--sizes takes exactly three sizes: small,mid,large")
     reps = args.reps or (3 if args.quick else 5)
-    ops, batches = (60, 30) if args.quick else (300, 100)
+    ops, batches = (60, 30) if args.quick else (300, 200)
     infai_error = infai_available()
     if infai_error:
         log(f"infai store not importable ({infai_error}); benchmarking the baselines only")
@@ -757,7 +753,9 @@ def main(argv: list[str] | None = None) -> int:
         res["resume"] = {}
         for n in sizes:
             log(f"resume at {n:,} events, {reps} fresh processes per store")
-            res["resume"][str(n)] = bench_resume(tmp, n, reps, args.seed, not infai_error)
+            res["resume"][str(n)] = bench_resume(
+                tmp, n, reps, args.seed, not infai_error, args.keep
+            )
         small, large = res["resume"][str(sizes[0])], res["resume"][str(sizes[-1])]
         res["growth"] = {s: large[s]["ms"] / small[s]["ms"] for s in small}
         log(f"listing {args.sessions} sessions")

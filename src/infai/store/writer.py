@@ -56,6 +56,9 @@ from .reader import SessionReader
 from .records import RECORD_TYPES, Record, encode_record, preview
 from .recovery import Recovery
 
+#: (id, parent id, branch_from, role, timestamp, record) of an event to write
+EventSpec = tuple[str, str, str | None, str, str, Record]
+
 _ROLE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -125,7 +128,9 @@ class SessionWriter(SessionReader):
         self._pending = None if event_id == self.head else event_id
 
     def seq_of(self, event_id: str) -> int:
-        self._lookups += 1
+        # A long-lived writer that looks up older events keeps a map after a few.
+        if event_id != self._head_id:
+            self._lookups += 1
         if self._ids is None and self._lookups > 2:
             self._build_id_map()
         return super().seq_of(event_id)
@@ -160,10 +165,29 @@ class SessionWriter(SessionReader):
             parent_seq = self.seq_of(parent_id)
         branch_from = parent_id if parent_seq != self._head_seq else None
 
+        specs = []
+        for record, role in items:
+            event_id = str(uuid_utils.uuid7())
+            specs.append((event_id, parent_id, branch_from, role, now_rfc3339(), record))
+            parent_id, branch_from = event_id, None
+        return self._write(specs, {specs[0][1]: parent_seq})
+
+    def import_batch(self, specs: Sequence[EventSpec]) -> list[Event]:
+        """Append events with given ids, parents, branch points and timestamps (import).
+
+        The caller has checked that ids are new and parents exist in the session.
+        """
+        self._check_usable()
+        return self._write(specs, {})
+
+    def _write(self, specs: Sequence[EventSpec], known: dict[str, int]) -> list[Event]:
+        if not specs:
+            return []
         lines: list[ChunkLine] = []
         blobs: list[tuple[str, bytes]] = []
-        n = len(items)
-        for i, (record, role) in enumerate(items):
+        n = len(specs)
+        local = dict(known)
+        for i, (event_id, parent_id, branch_from, role, timestamp, record) in enumerate(specs):
             if type(record) not in RECORD_TYPES.values():
                 raise InvalidInput(f"not a record: {type(record).__name__}")
             check_role(role)
@@ -175,17 +199,23 @@ class SessionWriter(SessionReader):
                 blobs.append((digest, data))
                 raw = NULL_RAW
             seq = self._count + i
-            event_id = str(uuid_utils.uuid7())
+            if parent_id == NIL_ID:
+                parent_seq = -1
+            elif parent_id in local:
+                parent_seq = local[parent_id]
+            else:
+                parent_seq = self.seq_of(parent_id)
+            local[event_id] = seq
             lines.append(
                 ChunkLine(
                     seq=seq,
                     id=event_id,
                     parent_id=parent_id,
                     parent_seq=parent_seq,
-                    branch_from=branch_from if i == 0 else None,
+                    branch_from=branch_from,
                     kind=record.kind,
                     role=role,
-                    timestamp=now_rfc3339(),
+                    timestamp=timestamp,
                     preview=preview(record),
                     record=raw,
                     digest=digest,
@@ -193,7 +223,6 @@ class SessionWriter(SessionReader):
                     batch=(i, n) if n > 1 else None,
                 )
             )
-            parent_id, parent_seq = event_id, seq
         try:
             if self._on_first_append is not None:
                 self._on_first_append()
@@ -206,7 +235,21 @@ class SessionWriter(SessionReader):
             ) from exc
         self._pending = None
         self.appended += n
-        return [self._event(line, resolve=False) for line in lines]
+        return [
+            Event(
+                id=line.id,
+                parent_id=line.parent_id,
+                branch_from=line.branch_from,
+                kind=line.kind,
+                role=line.role,
+                timestamp=line.timestamp,
+                record=spec[5],
+                digest=line.digest,
+                seq=line.seq,
+                preview=line.preview,
+            )
+            for line, spec in zip(lines, specs, strict=True)
+        ]
 
     def _check_usable(self) -> None:
         if self._failed is not None:
