@@ -18,15 +18,17 @@ Workloads:
    4 KiB ``os.write`` + ``os.fsync``.
 2. Cold resume: a fresh child process (this script with ``--child``) imports what it needs,
    then times opening the store and building the active context with every record loaded and
-   decoded; peak RSS is the child's ``ru_maxrss`` (whole process, interpreter included). The
-   session has N events on 40 branches forking from random points of earlier branches, 5% are
-   64 KiB tool results, and the active path is 500 events. Median over several children.
+   decoded. Peak RSS is the child's own high-water mark (VmHWM on Linux, since ``ru_maxrss``
+   is inherited across fork+exec; else ``ru_maxrss``): whole process, interpreter and imports
+   included (the RSS at the timer's start is reported too). The session has N events on 40
+   branches forking from random points of earlier branches, 5% are 64 KiB tool results, and
+   the active path is 500 events. Median over several children.
    "Cold" means a fresh process: the OS page cache is NOT dropped.
 3. The same resume at the smallest and largest sizes, and the growth ratio largest/smallest.
 4. Listing sessions (metadata only), 500 by default; median over a few runs.
 
 A PASS/FAIL table against the project's targets follows. Fixtures live in a temp dir removed
-at the end. Run from the repo root (~10 min full, ~1 min quick)::
+at the end. Run from the repo root (about a minute full, ~10 s quick, on 2 cores and an SSD)::
 
     .venv/bin/python benchmarks/store_bench.py             # sizes 2,000 / 20,000 / 100,000
     .venv/bin/python benchmarks/store_bench.py --quick     # smoke run: 2,000 / 5,000 / 10,000
@@ -52,7 +54,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -183,7 +185,7 @@ def meta_line(sid: str, name: str, when: float) -> bytes:
     return JSONL_DUMPS(ev | {"record": record}).encode() + b"\n"
 
 
-def content_chars(records: Iterator[Any]) -> int:
+def content_chars(records: Iterable[Any]) -> int:
     """Validation checksum: total characters of ``content`` over a path's records."""
     total = 0
     for rec in records:
@@ -403,7 +405,7 @@ def child_main(store: str, path: str, sid: str) -> None:
     if store == "infai":
         from infai.store import Store
 
-        t0 = time.perf_counter()
+        base, t0 = rss_mb(peak=False), time.perf_counter()
         with Store(Path(path)).open_reader(sid) as reader:
             events = reader.context().events
         elapsed = time.perf_counter() - t0
@@ -412,20 +414,21 @@ def child_main(store: str, path: str, sid: str) -> None:
         if store == "sqlite":
             import sqlite3  # noqa: F401  (before the timer, like infai's imports)
         resume = naive_resume if store == "naive" else sqlite_resume
-        t0 = time.perf_counter()
+        base, t0 = rss_mb(peak=False), time.perf_counter()
         loaded = resume(Path(path))
         elapsed = time.perf_counter() - t0
         records = [ev["record"] for ev in loaded]
-    out = {"ms": elapsed * 1000, "rss_mb": peak_rss_mb(), "events": len(records)}
-    print(JSONL_DUMPS(out | {"content_chars": content_chars(iter(records))}))
+    out = {"ms": elapsed * 1000, "rss_mb": rss_mb(), "rss_base_mb": base, "events": len(records)}
+    print(JSONL_DUMPS(out | {"content_chars": content_chars(records)}))
 
 
-def peak_rss_mb() -> float:
-    """Peak RSS of this process. On Linux that is VmHWM: ``ru_maxrss`` survives exec, so a
-    child started by a bigger parent would report the parent's peak instead of its own."""
+def rss_mb(peak: bool = True) -> float:
+    """Current or peak RSS of this process. On Linux from /proc (VmRSS/VmHWM): ``ru_maxrss``
+    survives exec, so a child of a bigger parent would report the parent's peak, not its own."""
+    key = "VmHWM:" if peak else "VmRSS:"
     with contextlib.suppress(OSError), open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1]) / 1024
     scale = 1 / (1 << 20) if sys.platform == "darwin" else 1 / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
@@ -515,7 +518,6 @@ def bench_resume(
 ) -> dict[str, Any]:
     d = tmp / f"resume-{n}"
     d.mkdir()
-    t0 = time.perf_counter()
     tree = make_tree(n, seed)
     path_ids = tree.active_path()
     expected = content_chars(record_for(i, tree.kinds[i], seed) for i in path_ids)
@@ -549,10 +551,12 @@ def bench_resume(
         out[name] = {
             "ms": statistics.median(r["ms"] for r in runs),
             "rss_mb": statistics.median(r["rss_mb"] for r in runs),
+            "rss_base_mb": statistics.median(r["rss_base_mb"] for r in runs),
             "ms_all": [round(r["ms"], 3) for r in runs],
             "path_events": runs[0]["events"],
             "path_ok": ok,
             "build_s": round(build_s[name], 2),
+            "path_content_mb": round(expected / 1e6, 2),
         }
         log(f"  {LABELS[name]:>12}: {out[name]['ms']:.1f} ms, {out[name]['rss_mb']:.1f} MB")
     if not keep:
@@ -682,6 +686,11 @@ def render(res: dict[str, Any]) -> str:
         per = res["resume"][str(size)]
         add(f"cold resume, {size:,} events (ms)", {k: v["ms"] for k, v in per.items()})
         add(f"  peak RSS, {size:,} events (MB)", {k: v["rss_mb"] for k, v in per.items()})
+        if size == cfg["sizes"][1]:
+            add(
+                "  of which RSS before the timer (MB)",
+                {k: v["rss_base_mb"] for k, v in per.items()},
+            )
     small, _, large = cfg["sizes"]
     add(f"resume growth {large:,}/{small:,} (x)", res["growth"])
     add(f"list {cfg['sessions']} sessions (ms)", res["list_ms"])
@@ -695,6 +704,8 @@ def render(res: dict[str, Any]) -> str:
         f"path {PATH_LEN} events, {BRANCHES} branches, 5% 64 KiB tool results",
         f"raw 4 KiB os.write+os.fsync on this disk: {fmt(app['raw_fsync_4k_ms'])} ms (median)",
     ]
+    if env["fs"] in ("tmpfs", "ramfs"):
+        notes.append(f"WARNING: {env['fs']} makes fsync free; rerun with --dir on a real disk")
     if res["infai_error"]:
         notes.append(f"infai store not importable: {res['infai_error']}")
     return "\n".join([*notes, "", table(rows), "", table(trows)])

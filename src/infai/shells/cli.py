@@ -1,0 +1,346 @@
+"""The ``infai`` command line.
+
+``infai session …`` is plumbing that scripts and tests rely on: every command
+takes ``--json``; bad input (an unknown session or event, an id that is not a
+UUID, malformed JSON, a parent that does not exist) prints one line on stderr
+and exits with code 2, having changed nothing; a store failure (corruption, an
+I/O error, a writer lock that was not released in time) exits with code 1.
+These commands import only the store, so they start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import msgspec
+
+from infai.store import (
+    KINDS,
+    CorruptionError,
+    EventNotFound,
+    InvalidInput,
+    SessionExists,
+    SessionNotFound,
+    Store,
+    StoreError,
+    StoreOptions,
+    default_home,
+)
+
+from . import render
+
+F = TypeVar("F", bound=Callable[..., Any])
+_encoder = msgspec.json.Encoder()
+
+
+class BadInput(click.ClickException):
+    exit_code = 2
+
+
+def emit_json(value: object) -> None:
+    sys.stdout.buffer.write(msgspec.json.format(_encoder.encode(value)) + b"\n")
+    sys.stdout.flush()
+
+
+def store_errors(func: F) -> F:
+    """Turn store exceptions into one-line errors with the documented exit codes."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (InvalidInput, SessionNotFound, EventNotFound, SessionExists) as exc:
+            raise BadInput(str(exc)) from None
+        except CorruptionError as exc:
+            raise click.ClickException(f"corruption: {exc}") from None
+        except StoreError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group()
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="INFAI_HOME",
+    help="Store home (default: $INFAI_HOME, else ~/.config/infai/harness).",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["fast", "strict"]),
+    default="fast",
+    show_default=True,
+    help="Write sequence for appends (see docs/store-format.md).",
+)
+@click.version_option(package_name="infai")
+@click.pass_context
+def main(ctx: click.Context, home: Path | None, durability: str) -> None:
+    """infai: an agent harness with a durable, branchable session store."""
+    options = StoreOptions(durability="strict" if durability == "strict" else "fast")
+    ctx.obj = Store(home or default_home(), options=options)
+
+
+@main.group()
+def session() -> None:
+    """Create, inspect, check and move sessions."""
+
+
+@session.command("new")
+@click.option("--name", help="A name to show in listings.")
+@click.option("--working-dir", help="The directory the session works in.")
+@click.option("--model", help="The model last used.")
+@json_option
+@click.pass_obj
+@store_errors
+def session_new(
+    store: Store, name: str | None, working_dir: str | None, model: str | None, as_json: bool
+) -> None:
+    """Create a session and print its id."""
+    info = store.create_session(name=name, working_dir=working_dir, model=model)
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(info.id)
+
+
+@session.command("ls")
+@json_option
+@click.pass_obj
+@store_errors
+def session_ls(store: Store, as_json: bool) -> None:
+    """List sessions, most recently used first (reads session.json only)."""
+    infos = store.list_sessions()
+    if as_json:
+        emit_json(infos)
+        return
+    for info in infos:
+        click.echo(render.session_line(info))
+
+
+def _read_record_arg(
+    kind: str, content: str | None, record: str | None, record_file: str | None
+) -> object:
+    given = [x for x in (content, record, record_file) if x is not None]
+    if len(given) != 1:
+        raise BadInput("give exactly one of --content, --record, --record-file")
+    if content is not None:
+        field = {"message": "content", "compaction": "summary", "branch_summary": "summary"}
+        if kind not in field:
+            raise BadInput(f"--content does not make a {kind} record; use --record")
+        return {field[kind]: content}
+    if record is not None:
+        data, where = record.encode(), "--record"
+    else:
+        assert record_file is not None
+        where = "stdin" if record_file == "-" else record_file
+        try:
+            data = sys.stdin.buffer.read() if record_file == "-" else Path(record_file).read_bytes()
+        except OSError as exc:
+            raise BadInput(f"cannot read {where}: {exc.strerror}") from None
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise BadInput(f"{where}: malformed JSON: {exc}") from None
+
+
+@session.command("append")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--kind", required=True, type=click.Choice(KINDS), help="Event kind.")
+@click.option("--role", required=True, help="user, assistant, system, tool, ...")
+@click.option("--content", help="Text of a message (or summary of a compaction).")
+@click.option("--record", help="The record as a JSON object.")
+@click.option("--record-file", help="Read the record's JSON from a file ('-': stdin).")
+@click.option("--parent", help="Append after this event instead of HEAD (a branch).")
+@json_option
+@click.pass_obj
+@store_errors
+def session_append(
+    store: Store,
+    session_id: str,
+    kind: str,
+    role: str,
+    content: str | None,
+    record: str | None,
+    record_file: str | None,
+    parent: str | None,
+    as_json: bool,
+) -> None:
+    """Append one event; prints its id once it is durable."""
+    from infai.store import record_from_obj
+
+    rec = record_from_obj(kind, _read_record_arg(kind, content, record, record_file))
+    store.paths(session_id)
+    with store.open_writer(session_id) as writer:
+        event = writer.append(rec, role, parent=parent)
+    if as_json:
+        emit_json(render.event_json(event))
+    else:
+        click.echo(event.id)
+
+
+@session.command("log")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--all", "show_all", is_flag=True, help="Every event, not just the active path.")
+@json_option
+@click.pass_obj
+@store_errors
+def session_log(store: Store, session_id: str, show_all: bool, as_json: bool) -> None:
+    """The active path (HEAD back to the last compaction), previews only."""
+    with store.open_reader(session_id) as reader:
+        entries = list(reader.entries()) if show_all else reader.path()
+        head = reader.head
+    if as_json:
+        emit_json([render.entry_json(e, head) for e in entries])
+        return
+    for entry in entries:
+        click.echo(render.entry_line(entry, head))
+
+
+@session.command("tree")
+@click.argument("session_id", metavar="SESSION")
+@json_option
+@click.pass_obj
+@store_errors
+def session_tree(store: Store, session_id: str, as_json: bool) -> None:
+    """Every branch drawn as a tree, HEAD marked (reads the index only)."""
+    with store.open_reader(session_id) as reader:
+        entries = list(reader.entries())
+        head = reader.head
+    if as_json:
+        emit_json(render.tree_json(entries, head))
+        return
+    for line in render.tree_lines(entries, head):
+        click.echo(line)
+
+
+@session.command("show")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("event_id", metavar="EVENT")
+@json_option
+@click.pass_obj
+@store_errors
+def session_show(store: Store, session_id: str, event_id: str, as_json: bool) -> None:
+    """One event with its record resolved (a blob's digest is checked)."""
+    with store.open_reader(session_id) as reader:
+        event = reader.event(event_id, resolve=True)
+    if as_json:
+        emit_json(render.event_json(event))
+    else:
+        click.echo(render.event_text(event))
+
+
+@session.command("context")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--at", help="Rebuild the context at this event instead of HEAD.")
+@json_option
+@click.pass_obj
+@store_errors
+def session_context(store: Store, session_id: str, at: str | None, as_json: bool) -> None:
+    """The reconstructed active context: compaction summary plus the events after it."""
+    with store.open_reader(session_id) as reader:
+        context = reader.context(at)
+    if as_json:
+        emit_json([render.event_json(e) for e in context.events])
+        return
+    for event in context.events:
+        click.echo(render.event_text(event))
+        click.echo()
+
+
+@session.command("fsck")
+@click.argument("session_id", metavar="SESSION", required=False)
+@click.option("--all", "check_all", is_flag=True, help="Check every session.")
+@click.option("--repair", is_flag=True, help="Do what is provably safe, then check.")
+@json_option
+@click.pass_obj
+@store_errors
+def session_fsck(
+    store: Store, session_id: str | None, check_all: bool, repair: bool, as_json: bool
+) -> None:
+    """Verify every index entry, chunk line, blob digest, parent link and HEAD."""
+    if (session_id is None) == (not check_all):
+        raise BadInput("give a SESSION or --all, not both")
+    ids = [i.id for i in store.list_sessions()] if check_all else [session_id or ""]
+    reports = [store.fsck(sid, repair=repair) for sid in ids]
+    if as_json:
+        emit_json([render.fsck_json(r) for r in reports])
+    else:
+        for report in reports:
+            for line in render.fsck_lines(report):
+                click.echo(line)
+    if not all(r.ok for r in reports):
+        sys.exit(1)
+
+
+@session.command("rm")
+@click.argument("session_id", metavar="SESSION")
+@json_option
+@click.pass_obj
+@store_errors
+def session_rm(store: Store, session_id: str, as_json: bool) -> None:
+    """Delete a session and all its events."""
+    store.remove_session(session_id)
+    if as_json:
+        emit_json({"removed": session_id.lower()})
+    else:
+        click.echo(f"removed {session_id.lower()}")
+
+
+@session.command("export")
+@click.argument("session_id", metavar="SESSION")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
+@json_option
+@click.pass_obj
+@store_errors
+def session_export(store: Store, session_id: str, output: str | None, as_json: bool) -> None:
+    """Write the session as one self-contained JSONL file (blobs inlined)."""
+    from infai.store.transfer import export_lines
+
+    lines = export_lines(store, session_id)
+    count = 0
+    if output is None:
+        for line in lines:
+            sys.stdout.buffer.write(line)
+            count += 1
+        sys.stdout.flush()
+        return
+    tmp = Path(output + ".tmp")
+    with tmp.open("wb") as f:
+        for line in lines:
+            f.write(line)
+            count += 1
+    tmp.replace(output)
+    if as_json:
+        emit_json({"session": session_id.lower(), "file": output, "events": count - 1})
+    else:
+        click.echo(f"exported {count - 1} events to {output}", err=True)
+
+
+@session.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@json_option
+@click.pass_obj
+@store_errors
+def session_import(store: Store, file: str, as_json: bool) -> None:
+    """Create a session from an export file, ids preserved; prints its id."""
+    from infai.store.transfer import import_session
+
+    try:
+        source = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise BadInput(f"cannot read {file}: {exc.strerror}") from None
+    with source:
+        info = import_session(store, source, "stdin" if file == "-" else file)
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(info.id)

@@ -1,0 +1,117 @@
+"""Plain-text and JSON renderings of store objects for the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from infai.store import Entry, Event, FsckReport, SessionInfo
+
+
+def session_line(info: SessionInfo) -> str:
+    name = info.name or "-"
+    return f"{info.id}  {info.updated_at}  {name}  {info.working_dir or ''}".rstrip()
+
+
+def entry_json(entry: Entry, head: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(entry)
+    data.pop("crc", None)
+    data["head"] = entry.id == head
+    return data
+
+
+def entry_line(entry: Entry, head: str | None) -> str:
+    mark = "*" if entry.id == head else " "
+    branch = " (branch)" if entry.branch_from else ""
+    return f"{mark} {entry.id} {entry.timestamp} {entry.kind}/{entry.role}{branch}  {entry.preview}"
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "parent_id": event.parent_id,
+        "branch_from": event.branch_from,
+        "kind": event.kind,
+        "role": event.role,
+        "timestamp": event.timestamp,
+        "digest": event.digest,
+        "record": msgspec.to_builtins(event.record) if event.record is not None else None,
+    }
+
+
+def event_text(event: Event) -> str:
+    header = f"[{event.kind}/{event.role}] {event.id} {event.timestamp}"
+    if event.branch_from:
+        header += f" (branch from {event.branch_from})"
+    if event.digest:
+        header += f" blob {event.digest}"
+    body = msgspec.json.format(msgspec.json.encode(event.record)).decode()
+    return f"{header}\n{body}"
+
+
+def tree_lines(entries: list[Entry], head: str | None) -> list[str]:
+    """Draw the event tree: a chain stays in its column, each fork indents."""
+    children: dict[int, list[Entry]] = {}
+    roots: list[Entry] = []
+    for entry in entries:
+        if entry.parent_seq < 0:
+            roots.append(entry)
+        else:
+            children.setdefault(entry.parent_seq, []).append(entry)
+    lines: list[str] = []
+    stack: list[tuple[Entry, str, str]] = []
+
+    def push(kids: list[Entry], prefix: str) -> None:
+        if len(kids) == 1:
+            stack.append((kids[0], prefix, prefix))
+            return
+        for i in reversed(range(len(kids))):
+            last = i == len(kids) - 1
+            first = prefix + ("└─" if last else "├─")
+            stack.append((kids[i], first, prefix + ("  " if last else "│ ")))
+
+    push(roots, "")
+    while stack:
+        entry, first, cont = stack.pop()
+        mark = "*" if entry.id == head else "o"
+        tag = "  <- HEAD" if entry.id == head else ""
+        lines.append(f"{first}{mark} {entry.id} {entry.kind}/{entry.role}  {entry.preview}{tag}")
+        push(children.get(entry.seq, []), cont)
+    return lines
+
+
+def tree_json(entries: list[Entry], head: str | None) -> dict[str, Any]:
+    parents = {e.parent_seq for e in entries}
+    return {
+        "head": head,
+        "events": [entry_json(e, head) for e in entries],
+        "leaves": [e.id for e in entries if e.seq not in parents],
+    }
+
+
+def fsck_json(report: FsckReport) -> dict[str, Any]:
+    return {
+        "session": report.session_id,
+        "ok": report.ok,
+        "events": report.events,
+        "blobs": report.blobs,
+        "problems": [
+            {"path": p.path, "offset": p.offset, "detail": p.detail} for p in report.problems
+        ],
+        "pending_recovery": report.pending_recovery,
+        "repaired": report.repaired,
+        "orphan_blobs": report.orphans,
+    }
+
+
+def fsck_lines(report: FsckReport) -> list[str]:
+    lines = [f"repaired: {r}" for r in report.repaired]
+    lines += [f"needs recovery: {n}" for n in report.pending_recovery]
+    lines += [f"problem: {p}" for p in report.problems]
+    status = "ok" if report.ok else "FAILED"
+    lines.append(
+        f"{report.session_id}: {status} ({report.events} events, {report.blobs} blobs, "
+        f"{len(report.problems)} problems, {len(report.orphans)} unreferenced blobs)"
+    )
+    return lines
