@@ -19,7 +19,7 @@ from typing import Literal
 import msgspec
 import uuid_utils
 
-from .errors import InvalidInput, SessionExists, SessionNotFound
+from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError
 from .format import FORMAT_VERSION
 from .fsck import FsckReport, fsck
 from .fsck import repair as repair_session
@@ -47,7 +47,7 @@ class StoreOptions:
     lock_timeout: float = 10.0
 
 
-class SessionInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+class SessionInfo(msgspec.Struct, kw_only=True):
     """The contents of ``session.json``."""
 
     id: str
@@ -209,13 +209,24 @@ class Store:
 
     # -- opening ------------------------------------------------------------
 
+    def _checked_paths(self, session_id: str) -> SessionPaths:
+        """Paths of a session whose on-disk format this version understands."""
+        paths = self.paths(session_id)
+        version = self._read_info(paths).format
+        if version > FORMAT_VERSION:
+            raise StoreError(
+                f"session {paths.root.name} uses store format {version}; "
+                f"this infai understands up to {FORMAT_VERSION}: upgrade infai"
+            )
+        return paths
+
     def open_reader(self, session_id: str) -> SessionReader:
         """Read the session's committed events without taking the lock."""
-        return SessionReader(self.paths(session_id))
+        return SessionReader(self._checked_paths(session_id))
 
     def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionWriter:
         """Take the session's writer lock, run recovery, and return its writer."""
-        paths = self.paths(session_id)
+        paths = self._checked_paths(session_id)
         lock = WriterLock(paths.lock, self.options.lock_timeout if timeout is None else timeout)
         try:
             plan = self.recover(paths)
