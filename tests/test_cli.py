@@ -38,8 +38,19 @@ def new_session(home: Path, *extra: str) -> str:
 
 
 def append(home: Path, sid: str, content: str, *extra: str) -> str:
-    out = run(home, "session", "append", sid, "--kind", "message", "--role", "user",
-              "--content", content, *extra)  # fmt: skip
+    out = run(
+        home,
+        "session",
+        "append",
+        sid,
+        "--kind",
+        "message",
+        "--role",
+        "user",
+        "--content",
+        content,
+        *extra,
+    )
     return out.stdout.strip()
 
 
@@ -83,14 +94,36 @@ def test_record_file_stdin_blob_and_compaction_boundary(home: Path, tmp_path: Pa
     sid = new_session(home)
     append(home, sid, "before")
     big = {"call_id": "c1", "name": "bash", "content": "x" * 40_000}
-    out = run(home, "session", "append", sid, "--kind", "tool_result", "--role", "tool",
-              "--record-file", "-", "--json", input=json.dumps(big))  # fmt: skip
+    out = run(
+        home,
+        "session",
+        "append",
+        sid,
+        "--kind",
+        "tool_result",
+        "--role",
+        "tool",
+        "--record-file",
+        "-",
+        "--json",
+        input=json.dumps(big),
+    )
     blob_event = json.loads(out.stdout)
     assert blob_event["digest"].startswith("sha256:")
     record_file = tmp_path / "c.json"
     record_file.write_text(json.dumps({"summary": "so far", "goals": ["ship"]}))
-    run(home, "session", "append", sid, "--kind", "compaction", "--role", "assistant",
-        "--record-file", str(record_file))  # fmt: skip
+    run(
+        home,
+        "session",
+        "append",
+        sid,
+        "--kind",
+        "compaction",
+        "--role",
+        "assistant",
+        "--record-file",
+        str(record_file),
+    )
     after = append(home, sid, "after")
     ctx = json.loads(run(home, "session", "context", sid, "--json").stdout)
     assert [e["kind"] for e in ctx] == ["compaction", "message"]
@@ -116,7 +149,7 @@ def test_record_file_stdin_blob_and_compaction_boundary(home: Path, tmp_path: Pa
             "user",
             "--record",
             '{"content": 5}',
-        ],  # fmt: skip
+        ],
         [
             "session",
             "append",
@@ -127,7 +160,7 @@ def test_record_file_stdin_blob_and_compaction_boundary(home: Path, tmp_path: Pa
             "user",
             "--record",
             '{"text": "x"}',
-        ],  # fmt: skip
+        ],
         [
             "session",
             "append",
@@ -140,7 +173,7 @@ def test_record_file_stdin_blob_and_compaction_boundary(home: Path, tmp_path: Pa
             "x",
             "--parent",
             "01a23736-10fd-74ac-986a-9e7ccbd35e99",
-        ],  # fmt: skip
+        ],
         ["session", "append", "{sid}", "--kind", "message", "--role", "User!", "--content", "x"],
         ["session", "append", "{sid}", "--kind", "message", "--role", "user"],
         ["session", "append", "{sid}", "--kind", "tool_call", "--role", "user", "--content", "x"],
@@ -155,7 +188,7 @@ def test_record_file_stdin_blob_and_compaction_boundary(home: Path, tmp_path: Pa
             "user",
             "--record-file",
             "/nonexistent/file.json",
-        ],  # fmt: skip
+        ],
         ["session", "show", "{sid}", "01a23736-10fd-74ac-986a-9e7ccbd35e99"],
         ["session", "fsck"],
         ["session", "import", "/nonexistent/export.jsonl"],
@@ -210,8 +243,18 @@ def test_export_rm_import_roundtrip(home: Path, tmp_path: Path) -> None:
     a = append(home, sid, "one")
     append(home, sid, "two")
     append(home, sid, "three", "--parent", a)
-    run(home, "session", "append", sid, "--kind", "tool_result", "--role", "tool", "--record",
-        json.dumps({"call_id": "c", "name": "read", "content": "y" * 50_000}))  # fmt: skip
+    run(
+        home,
+        "session",
+        "append",
+        sid,
+        "--kind",
+        "tool_result",
+        "--role",
+        "tool",
+        "--record",
+        json.dumps({"call_id": "c", "name": "read", "content": "y" * 50_000}),
+    )
     before = json.loads(run(home, "session", "log", sid, "--all", "--json").stdout)
     exported = tmp_path / "s.jsonl"
     run(home, "session", "export", sid, "-o", str(exported))
@@ -246,9 +289,11 @@ def test_import_rejects_a_dangling_parent_and_creates_nothing(home: Path, tmp_pa
 def test_console_script_runs_in_a_real_process(home: Path) -> None:
     exe = Path(sys.executable).with_name("infai")
     env = {**os.environ, "INFAI_HOME": str(home)}
-    sid = subprocess.run([str(exe), "session", "new"], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
-    bad = subprocess.run([str(exe), "session", "log", "nope"], env=env, capture_output=True,
-                         text=True)  # fmt: skip
+    sid = subprocess.run(
+        [str(exe), "session", "new"], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    bad = subprocess.run(
+        [str(exe), "session", "log", "nope"], env=env, capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "not a UUID" in bad.stderr
     assert (home / "sessions" / sid / "session.json").is_file()
