@@ -55,10 +55,14 @@ class SessionReader:
         """Number of committed events."""
         return self._count
 
-    def _index(self) -> int:
+    def _read_index(self, length: int, offset: int) -> bytes:
+        """Bytes of the index file (none if it is missing: recovery supplies entries)."""
         if self._index_fd < 0:
-            self._index_fd = os.open(self.paths.index, os.O_RDONLY)
-        return self._index_fd
+            try:
+                self._index_fd = os.open(self.paths.index, os.O_RDONLY)
+            except FileNotFoundError:
+                return b""
+        return os.pread(self._index_fd, length, offset)
 
     def entry_at(self, seq: int) -> Entry:
         """The index entry of the ``seq``-th event, checked."""
@@ -66,7 +70,7 @@ class SessionReader:
             raise CorruptionError(self.paths.index, seq * INDEX_WIDTH, f"no event #{seq}")
         raw = self._overrides.get(seq)
         if raw is None:
-            raw = os.pread(self._index(), INDEX_WIDTH, seq * INDEX_WIDTH)
+            raw = self._read_index(INDEX_WIDTH, seq * INDEX_WIDTH)
         entry = decode_index_entry(raw)
         if entry is None or entry.seq != seq:
             raise CorruptionError(
@@ -87,7 +91,7 @@ class SessionReader:
         for seq, raw in self._overrides.items():
             if f'"id":"{event_id}"'.encode() in raw:
                 return seq
-        data = os.pread(self._index(), self._count * INDEX_WIDTH, 0)
+        data = self._read_index(self._count * INDEX_WIDTH, 0)
         pos = data.find(f'"id":"{event_id}"'.encode())
         if pos < 0:
             raise EventNotFound(event_id, self.session_id)
@@ -105,7 +109,7 @@ class SessionReader:
 
     def entries(self) -> Iterator[Entry]:
         """Every event's index entry, oldest first (reads the whole index)."""
-        data = os.pread(self._index(), self._count * INDEX_WIDTH, 0) if self._count else b""
+        data = self._read_index(self._count * INDEX_WIDTH, 0) if self._count else b""
         for seq in range(self._count):
             raw = self._overrides.get(seq) or data[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
             entry = decode_index_entry(raw)
