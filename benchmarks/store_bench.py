@@ -16,13 +16,14 @@ Workloads:
 1. Durable appends: one ~1 KiB message per durable commit, and batches of 10 per commit,
    interleaved round-robin across stores on the same disk; median latency in ms, next to a raw
    4 KiB ``os.write`` + ``os.fsync``.
-2. Cold resume: a fresh child process (this script with ``--child``) imports what it needs,
-   then times opening the store and building the active context with every record loaded and
-   decoded. Peak RSS is the child's own high-water mark (VmHWM on Linux, since ``ru_maxrss``
-   is inherited across fork+exec; else ``ru_maxrss``): whole process, interpreter and imports
-   included (the RSS at the timer's start is reported too). The session has N events on 40
-   branches forking from random points of earlier branches, 5% are 64 KiB tool results, and
-   the active path is 500 events. Median over several children.
+2. Cold resume: a fresh ``python -c`` child (this file's resume functions, with only the
+   imports its store needs; imports happen before the timer) times opening the store and
+   building the active context with every record loaded and decoded. Peak RSS is the child's
+   own high-water mark (VmHWM on Linux, as ``ru_maxrss`` is inherited across fork+exec; else
+   ``ru_maxrss``) for the whole process, interpreter and imports included; the RSS at the
+   timer's start is reported too. The session has N events on 40 branches forking from random
+   points of earlier branches, 5% are 64 KiB tool results, and the active path is 500 events.
+   Median over several children.
    "Cold" means a fresh process: the OS page cache is NOT dropped.
 3. The same resume at the smallest and largest sizes, and the growth ratio largest/smallest.
 4. Listing sessions (metadata only), 500 by default; median over a few runs.
@@ -401,7 +402,8 @@ def build_infai(home: Path, tree: Tree, seed: int) -> str:
 
 
 def child_main(store: str, path: str, sid: str) -> None:
-    """Runs in a fresh interpreter: imports first, then times open + full active context."""
+    """Runs in a fresh ``python -c`` process (see :func:`child_program`): imports first, then
+    times opening the store and building the full active context."""
     if store == "infai":
         from infai.store import Store
 
@@ -434,8 +436,28 @@ def rss_mb(peak: bool = True) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+CHILD_HEADER = f"""from __future__ import annotations
+import contextlib, json, resource, sys, time
+from pathlib import Path
+sys.path.insert(0, {str(_SRC)!r})
+EVENT_KEYS = {EVENT_KEYS!r}
+SQLITE_PATH = {SQLITE_PATH!r}
+JSONL_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+"""
+
+
+def child_program() -> str:
+    """``python -c`` source for a resume child: the real functions below, but only the imports
+    they need, so each store's RSS is the interpreter plus its own imports, not this module's."""
+    import inspect
+
+    funcs = (rss_mb, content_chars, naive_resume, sqlite_resume, child_main)
+    body = "\n\n".join(inspect.getsource(f) for f in funcs)
+    return f"{CHILD_HEADER}\n{body}\nchild_main(*sys.argv[1:])\n"
+
+
 def run_child(store: str, path: Path, sid: str) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", store, str(path), sid]
+    cmd = [sys.executable, "-c", child_program(), store, str(path), sid]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{store} resume child failed ({proc.returncode}):\n{proc.stderr}")
@@ -732,17 +754,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20260101)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ap.add_argument("--check", action="store_true", help="exit 1 if any target FAILs")
-    ap.add_argument("--child", nargs=3, metavar=("STORE", "PATH", "SID"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child:
-        child_main(*args.child)
-        return 0
     sizes = [2_000, 5_000, 10_000] if args.quick else [2_000, 20_000, 100_000]
     if args.sizes:
         sizes = sorted(int(s) for s in args.sizes.split(","))
         if len(sizes) != 3:
             ap.error("--sizes takes exactly three sizes: small,mid,large")
-    reps = args.reps or (3 if args.quick else 5)
+    reps = args.reps or (3 if args.quick else 7)
     ops, batches = (60, 30) if args.quick else (300, 200)
     infai_error = infai_available()
     if infai_error:

@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import CorruptionError
-from .format import ChunkLine, Location, decode_chunk_line
+from .format import ChunkLine, Location, check_frame, decode_chunk_line
 from .layout import SessionPaths
 
 BLOCK = 64 * 1024
+#: nearby lines closer than this are fetched in one read
+COALESCE_GAP = 16 * 1024
 
 
 class ChunkFiles:
@@ -53,9 +55,30 @@ class ChunkFiles:
             )
         return data
 
-    def line(self, loc: Location, seq: int | None = None) -> ChunkLine:
-        """The chunk line at ``loc``, checked (and its ``seq`` matched, if given)."""
-        parsed = decode_chunk_line(self.read(loc))
+    def read_many(self, locs: list[Location]) -> list[bytes]:
+        """The bytes at each location, with nearby ranges fetched in one read."""
+        order = sorted(range(len(locs)), key=lambda i: (locs[i].chunk, locs[i].offset))
+        out: list[bytes] = [b""] * len(locs)
+        i = 0
+        while i < len(order):
+            first = locs[order[i]]
+            j, end = i + 1, first.end
+            while j < len(order):
+                nxt = locs[order[j]]
+                if nxt.chunk != first.chunk or nxt.offset - end > COALESCE_GAP:
+                    break
+                end = max(end, nxt.end)
+                j += 1
+            span = self.read(Location(first.chunk, first.offset, end - first.offset))
+            for k in order[i:j]:
+                loc = locs[k]
+                out[k] = span[loc.offset - first.offset : loc.end - first.offset]
+            i = j
+        return out
+
+    def parse(self, data: bytes, loc: Location, seq: int | None = None) -> ChunkLine:
+        """The chunk line in ``data`` (read from ``loc``), checked, ``seq`` matched if given."""
+        parsed = decode_chunk_line(data)
         if parsed is None:
             raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
         if seq is not None and parsed.seq != seq:
@@ -128,12 +151,7 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
     try:
         size = os.fstat(fd).st_size
         lines = lines_backward(fd, size)
-        pending: list[tuple[int, bytes]] = []
-
-        def next_line() -> tuple[int, bytes] | None:
-            return pending.pop() if pending else next(lines, None)
-
-        while (item := next_line()) is not None:
+        while (item := next(lines, None)) is not None:
             start, raw = item
             parsed = decode_chunk_line(raw) if raw.endswith(b"\n") else None
             if parsed is None:
@@ -144,25 +162,20 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
                 continue  # a member of a batch that never committed
             count = parsed.batch[1] if parsed.batch else 1
             intact = True
-            for k in range(1, count):
-                member = next_line()
+            # A batch is one write: if the n-1 lines before its last one pass their
+            # checksums, they are its members (checked in full by fsck).
+            for _ in range(1, count):
+                member = next(lines, None)
                 if member is None:
                     raise CorruptionError(
                         path, start, f"batch of event #{parsed.seq} is incomplete"
                     )
                 m_start, m_raw = member
-                m = decode_chunk_line(m_raw)
-                if m is None:
+                if not check_frame(m_raw.rstrip(b"\n")):
                     if _is_torn(m_raw):
                         intact = False
                         break
                     raise CorruptionError(path, m_start, "complete line fails its checksum")
-                if m.seq != parsed.seq - k or m.batch != (count - 1 - k, count):
-                    if not m.commits:
-                        raise CorruptionError(path, m_start, f"unexpected batch member #{m.seq}")
-                    pending.append(member)  # a previous transaction: the batch was torn
-                    intact = False
-                    break
             if intact:
                 return Tail(end=start + len(raw), last=parsed, last_offset=start)
         return Tail(end=0, last=None, last_offset=0)

@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 #: Bytes per index entry, newline included.
 INDEX_WIDTH = 512
 #: Bytes in the HEAD file when it names an event, newline included.
-HEAD_WIDTH = 80
+HEAD_WIDTH = 100
 NIL_ID = "00000000-0000-0000-0000-000000000000"
 
 _CRC_TAIL = len(b',"crc":"00000000"}')
@@ -169,28 +169,36 @@ def decode_index_entry(data: bytes) -> IndexEntry | None:
         return None
 
 
-def encode_head(event_id: str | None, seq: int) -> bytes:
-    """HEAD's bytes: empty for an empty session, else one fixed-width JSON line."""
+def encode_head(event_id: str | None, seq: int, ixd: int) -> bytes:
+    """HEAD's bytes: empty for an empty session, else one fixed-width JSON line.
+
+    ``ixd`` claims that index entries ``[0, ixd)`` are durable; recovery trusts the
+    claim only while HEAD names the newest committed event.
+    """
     if event_id is None:
         return b""
-    data = b'{"id":"%s","seq":%s}' % (event_id.encode(), str(seq).rjust(12).encode())
+    data = b'{"id":"%s","seq":%s,"ixd":%s}' % (
+        event_id.encode(),
+        str(seq).rjust(12).encode(),
+        str(ixd).rjust(12).encode(),
+    )
     return data + b" " * (HEAD_WIDTH - 1 - len(data)) + b"\n"
 
 
-class _Head(msgspec.Struct):
+class Head(msgspec.Struct, frozen=True):
     id: str
     seq: int
+    ixd: int
 
 
-_head_decoder = msgspec.json.Decoder(_Head)
+_head_decoder = msgspec.json.Decoder(Head)
 
 
-def decode_head(data: bytes) -> tuple[str, int] | None:
+def decode_head(data: bytes) -> Head | None:
     """Parse HEAD; ``None`` if empty or unreadable (recovery rebuilds it from the log)."""
     if len(data) != HEAD_WIDTH:
         return None
     try:
-        head = _head_decoder.decode(data)
+        return _head_decoder.decode(data)
     except msgspec.DecodeError:
         return None
-    return head.id, head.seq

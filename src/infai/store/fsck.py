@@ -79,6 +79,8 @@ def fsck(paths: SessionPaths) -> FsckReport:
     digests: set[str] = set()
     expected_index: list[bytes] = []
     last_id, last_seq = None, -1
+    expect_member: int | None = None
+    batch_size = 0
     for number in paths.chunk_numbers():
         path = paths.chunk(number)
         data = path.read_bytes()
@@ -101,6 +103,15 @@ def fsck(paths: SessionPaths) -> FsckReport:
                 problem(Problem(*where, f"parent {line.parent_id} is not event #{line.parent_seq}"))
             if line.branch_from is not None and line.branch_from != line.parent_id:
                 problem(Problem(*where, "branch_from differs from parent_id"))
+            want_batch = None if expect_member is None else (expect_member, batch_size)
+            if line.batch != want_batch and not (
+                want_batch is None and line.batch and not line.batch[0]
+            ):
+                problem(Problem(*where, f"batch framing {line.batch}, expected {want_batch}"))
+            if line.batch and not line.commits:
+                expect_member, batch_size = line.batch[0] + 1, line.batch[1]
+            else:
+                expect_member = None
             if line.digest is not None:
                 digests.add(line.digest)
             seen[line.id] = line.seq
@@ -121,7 +132,8 @@ def fsck(paths: SessionPaths) -> FsckReport:
             Problem(str(paths.index), len(expected_index) * INDEX_WIDTH, "entries past last event")
         )
 
-    head = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
+    parsed = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
+    head = (parsed.id, parsed.seq) if parsed else None
     if head != (None if last_id is None else (last_id, last_seq)):
         problem(Problem(str(paths.head), 0, f"HEAD is {head}, newest event is {last_id}"))
 

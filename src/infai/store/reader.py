@@ -27,6 +27,9 @@ from .layout import SessionPaths, check_uuid
 from .records import Record, decode_record
 from .recovery import Recovery, analyze
 
+#: index entries read at once while walking a path toward the root
+PATH_WINDOW = 16
+
 
 class SessionReader:
     """Read access to one session's committed events."""
@@ -71,6 +74,9 @@ class SessionReader:
         raw = self._overrides.get(seq)
         if raw is None:
             raw = self._read_index(INDEX_WIDTH, seq * INDEX_WIDTH)
+        return self._checked_entry(raw, seq)
+
+    def _checked_entry(self, raw: bytes, seq: int) -> Entry:
         entry = decode_index_entry(raw)
         if entry is None or entry.seq != seq:
             raise CorruptionError(
@@ -112,22 +118,28 @@ class SessionReader:
         data = self._read_index(self._count * INDEX_WIDTH, 0) if self._count else b""
         for seq in range(self._count):
             raw = self._overrides.get(seq) or data[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
-            entry = decode_index_entry(raw)
-            if entry is None or entry.seq != seq:
-                raise CorruptionError(
-                    self.paths.index, seq * INDEX_WIDTH, "index entry fails its check"
-                )
-            yield entry
+            yield self._checked_entry(raw, seq)
 
     def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
         """Entries from the root (or the nearest compaction) to ``at`` (default HEAD).
 
-        One index read per event on the path; no chunk or blob is opened.
+        One index entry per event on the path; no chunk or blob is opened. Parents
+        are usually just before their children, so entries are read a window at a
+        time, ending at the one needed.
         """
         seq = self._head_seq if at is None else self.seq_of(at)
         out: list[Entry] = []
+        window, window_start = b"", 0
         while seq >= 0:
-            entry = self.entry_at(seq)
+            if not window_start <= seq < window_start + len(window) // INDEX_WIDTH:
+                window_start = max(0, seq + 1 - PATH_WINDOW)
+                window = self._read_index((seq + 1 - window_start) * INDEX_WIDTH,
+                                          window_start * INDEX_WIDTH)  # fmt: skip
+            raw = self._overrides.get(seq)
+            if raw is None:
+                at_byte = (seq - window_start) * INDEX_WIDTH
+                raw = window[at_byte : at_byte + INDEX_WIDTH]
+            entry = self._checked_entry(raw, seq)
             out.append(entry)
             if to_boundary and entry.kind == "compaction":
                 break
@@ -157,7 +169,7 @@ class SessionReader:
     # -- events and records -------------------------------------------------
 
     def _line(self, entry: Entry) -> ChunkLine:
-        line = self._chunks.line(entry.location, entry.seq)
+        line = self._chunks.parse(self._chunks.read(entry.location), entry.location, entry.seq)
         if line.id != entry.id:
             raise CorruptionError(
                 self.paths.chunk(entry.location.chunk),
@@ -200,7 +212,19 @@ class SessionReader:
 
     def context(self, at: str | None = None) -> Context:
         """The active context at ``at`` (default HEAD), records resolved."""
-        return Context([self._event(self._line(e), True) for e in self.path(at)])
+        entries = self.path(at)
+        raw = self._chunks.read_many([e.location for e in entries])
+        events = []
+        for entry, data in zip(entries, raw, strict=True):
+            line = self._chunks.parse(data, entry.location, entry.seq)
+            if line.id != entry.id:
+                raise CorruptionError(
+                    self.paths.chunk(entry.location.chunk),
+                    entry.location.offset,
+                    f"index says {entry.id}, chunk says {line.id}",
+                )
+            events.append(self._event(line, True))
+        return Context(events)
 
     def close(self) -> None:
         self._chunks.close()

@@ -32,6 +32,7 @@ from .format import (
     ChunkLine,
     Location,
     decode_chunk_line,
+    decode_head,
     decode_index_entry,
     encode_head,
     encode_index_entry,
@@ -118,7 +119,7 @@ def _resume_point(paths: SessionPaths, index_fd: int, trusted: int) -> tuple[int
     return 0, None
 
 
-def _index_state(paths: SessionPaths, plan: Recovery) -> None:
+def _index_state(paths: SessionPaths, plan: Recovery, head_ixd: int) -> None:
     count = plan.count
     try:
         index_fd = os.open(paths.index, os.O_RDONLY)
@@ -137,7 +138,7 @@ def _index_state(paths: SessionPaths, plan: Recovery) -> None:
         if count == 0:
             return
         assert plan.last is not None
-        trusted = min(plan.last.ixd, on_disk, count)
+        trusted = min(max(plan.last.ixd, head_ixd), on_disk, count)
         start_seq, prev = (0, None) if index_fd < 0 else _resume_point(paths, index_fd, trusted)
         # Scan the chunks forward from the record after `prev`.
         chunk, offset = (0, 0) if prev is None else (prev.chunk, prev.end)
@@ -191,14 +192,16 @@ def analyze(paths: SessionPaths) -> Recovery:
         raise FileNotFoundError(paths.root)
     plan = Recovery()
     _chunk_state(paths, plan)
-    _index_state(paths, plan)
-    want_head = encode_head(plan.last.id, plan.last.seq) if plan.last else b""
     try:
         have_head: bytes | None = paths.head.read_bytes()
     except FileNotFoundError:
         have_head = None
-    if have_head != want_head:
-        plan.head = want_head
+    head = decode_head(have_head or b"")
+    last = plan.last
+    current = head is not None and last is not None and (head.id, head.seq) == (last.id, last.seq)
+    _index_state(paths, plan, head.ixd if current and head else 0)
+    if not current and not (last is None and have_head == b""):
+        plan.head = encode_head(last.id, last.seq, last.seq + 1) if last else b""
         if have_head is not None:
             plan.notes.append(f"{paths.head}: rebuilt from the log")
     for leftover in (paths.head_tmp, *paths.blobs.glob(".tmp-*")):

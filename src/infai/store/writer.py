@@ -284,7 +284,10 @@ class SessionWriter(SessionReader):
             offset += len(data)
         self._chunk_size = offset
         last = lines[-1]
-        head = encode_head(last.id, last.seq)
+        # Strict mode renames HEAD into place only after the index fsync below.
+        head = encode_head(
+            last.id, last.seq, self._count + len(lines) if opts.strict else self._ixd
+        )
         if self._index_wfd < 0:
             self._index_wfd = io.open(str(self.paths.index), os.O_WRONLY | os.O_CREAT)
         if opts.strict:
@@ -332,9 +335,13 @@ class SessionWriter(SessionReader):
         try:
             if self._index_wfd >= 0:
                 if self._failed is None:
-                    # The index is a hint: if this fails, recovery rebuilds it.
+                    # The index is a hint: if this fails, recovery rebuilds it. Once it
+                    # is synced, HEAD may claim so, sparing the next open a re-check.
                     with contextlib.suppress(OSError):
                         io.fsync(self._index_wfd)
+                        if self._head_fd >= 0 and self._head_id is not None:
+                            head = encode_head(self._head_id, self._head_seq, self._count)
+                            write_all(io, self._head_fd, head, offset=0)
                 io.close(self._index_wfd)
             for fd in (self._chunk_fd, self._head_fd):
                 if fd >= 0:
