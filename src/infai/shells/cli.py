@@ -10,6 +10,7 @@ These commands import only the store, so they start fast.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import msgspec
 
 from infai.store import (
     KINDS,
@@ -35,7 +35,6 @@ from infai.store import (
 from . import render
 
 F = TypeVar("F", bound=Callable[..., Any])
-_encoder = msgspec.json.Encoder()
 
 
 class BadInput(click.ClickException):
@@ -43,8 +42,7 @@ class BadInput(click.ClickException):
 
 
 def emit_json(value: object) -> None:
-    sys.stdout.buffer.write(msgspec.json.format(_encoder.encode(value)) + b"\n")
-    sys.stdout.flush()
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def store_errors(func: F) -> F:
@@ -107,7 +105,7 @@ def session_new(
     """Create a session and print its id."""
     info = store.create_session(name=name, working_dir=working_dir, model=model)
     if as_json:
-        emit_json(info)
+        emit_json(info.to_obj())
     else:
         click.echo(info.id)
 
@@ -120,7 +118,7 @@ def session_ls(store: Store, as_json: bool) -> None:
     """List sessions, most recently used first (reads session.json only)."""
     infos = store.list_sessions()
     if as_json:
-        emit_json(infos)
+        emit_json([i.to_obj() for i in infos])
         return
     for info in infos:
         click.echo(render.session_line(info))
@@ -147,8 +145,8 @@ def _read_record_arg(
         except OSError as exc:
             raise BadInput(f"cannot read {where}: {exc.strerror}") from None
     try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+        return json.loads(data)
+    except ValueError as exc:
         raise BadInput(f"{where}: malformed JSON: {exc}") from None
 
 
@@ -341,6 +339,6 @@ def session_import(store: Store, file: str, as_json: bool) -> None:
     with source:
         info = import_session(store, source, "stdin" if file == "-" else file)
     if as_json:
-        emit_json(info)
+        emit_json(info.to_obj())
     else:
         click.echo(info.id)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-import msgspec
-
-from infai.store import Entry, Event, FsckReport, SessionInfo
+from infai.store import Entry, Event, FsckReport, SessionInfo, record_to_obj
 
 
 def session_line(info: SessionInfo) -> str:
@@ -15,8 +14,7 @@ def session_line(info: SessionInfo) -> str:
 
 
 def entry_json(entry: Entry, head: str | None) -> dict[str, Any]:
-    data: dict[str, Any] = msgspec.to_builtins(entry)
-    data.pop("crc", None)
+    data = entry.to_obj()
     data["head"] = entry.id == head
     return data
 
@@ -36,7 +34,7 @@ def event_json(event: Event) -> dict[str, Any]:
         "role": event.role,
         "timestamp": event.timestamp,
         "digest": event.digest,
-        "record": msgspec.to_builtins(event.record) if event.record is not None else None,
+        "record": record_to_obj(event.record) if event.record is not None else None,
     }
 
 
@@ -46,7 +44,8 @@ def event_text(event: Event) -> str:
         header += f" (branch from {event.branch_from})"
     if event.digest:
         header += f" blob {event.digest}"
-    body = msgspec.json.format(msgspec.json.encode(event.record)).decode()
+    record = record_to_obj(event.record) if event.record is not None else None
+    body = json.dumps(record, indent=2, ensure_ascii=False)
     return f"{header}\n{body}"
 
 

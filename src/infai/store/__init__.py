@@ -53,6 +53,7 @@ from .records import (
     Usage,
     decode_record,
     record_from_obj,
+    record_to_obj,
 )
 from .store import SessionInfo, Store, StoreOptions
 from .writer import SessionWriter
@@ -94,4 +95,5 @@ __all__ = [
     "decode_record",
     "default_home",
     "record_from_obj",
+    "record_to_obj",
 ]

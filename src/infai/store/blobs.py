@@ -34,7 +34,9 @@ def put_blobs(io: FileIO, paths: SessionPaths, payloads: list[tuple[str, bytes]]
         final = str(paths.blob(digest))
         if os.path.exists(final):
             continue
-        tmp = f"{paths.blobs}/.tmp-{digest.removeprefix(PREFIX)}"
+        # Temp files live in the session directory, so recovery finds leftovers
+        # without listing blobs/, which grows with the session.
+        tmp = f"{paths.root}/.blob-{digest.removeprefix(PREFIX)}.tmp"
         fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             write_all(io, fd, data)
@@ -51,9 +53,13 @@ def read_blob(paths: SessionPaths, digest: str) -> bytes:
     """The blob's bytes, after checking they hash to ``digest``."""
     path = paths.blob(digest)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         raise CorruptionError(path, 0, f"blob {digest} is missing") from None
+    try:
+        data = os.read(fd, os.fstat(fd).st_size + 1)
+    finally:
+        os.close(fd)
     actual = digest_of(data)
     if actual != digest:
         raise BlobDigestError(path, 0, f"blob content hashes to {actual}, expected {digest}")

@@ -15,12 +15,15 @@ tail, not of its history.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import zlib
 
 from .errors import CorruptionError
-from .format import ChunkLine, Location, check_frame, decode_chunk_line
+from .format import ChunkLine, Location, decode_chunk_line
 from .layout import SessionPaths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 BLOCK = 64 * 1024
 #: nearby lines closer than this are fetched in one read
@@ -125,13 +128,15 @@ def lines_forward(data: bytes, base: int) -> Iterator[tuple[int, bytes]]:
         pos = end
 
 
-@dataclass
 class Tail:
     """The committed end of a chunk and its last committed line."""
 
-    end: int
-    last: ChunkLine | None
-    last_offset: int
+    __slots__ = ("end", "last", "last_offset")
+
+    def __init__(self, end: int, last: ChunkLine | None, last_offset: int) -> None:
+        self.end = end
+        self.last = last
+        self.last_offset = last_offset
 
 
 def _is_torn(line: bytes) -> bool:
@@ -160,24 +165,20 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
                 raise CorruptionError(path, start, "complete line fails its checksum")
             if not parsed.commits:
                 continue  # a member of a batch that never committed
-            count = parsed.batch[1] if parsed.batch else 1
-            intact = True
-            # A batch is one write: if the n-1 lines before its last one pass their
-            # checksums, they are its members (checked in full by fsck).
-            for _ in range(1, count):
-                member = next(lines, None)
-                if member is None:
-                    raise CorruptionError(
-                        path, start, f"batch of event #{parsed.seq} is incomplete"
-                    )
-                m_start, m_raw = member
-                if not check_frame(m_raw.rstrip(b"\n")):
-                    if _is_torn(m_raw):
-                        intact = False
-                        break
-                    raise CorruptionError(path, m_start, "complete line fails its checksum")
-            if intact:
+            if parsed.members is None:
                 return Tail(end=start + len(raw), last=parsed, last_offset=start)
+            # A batch's closing line carries the length and CRC of the lines before it.
+            length, crc = parsed.members
+            first = start - length
+            region = os.pread(fd, length, first) if first >= 0 else b""
+            if first >= 0 and zlib.crc32(region) == crc:
+                return Tail(end=start + len(raw), last=parsed, last_offset=start)
+            if first < 0 or not _is_torn(region):
+                raise CorruptionError(
+                    path, max(first, 0), f"batch of event #{parsed.seq} is damaged"
+                )
+            # The batch was torn by a crash before it committed: skip it whole.
+            lines = lines_backward(fd, first)
         return Tail(end=0, last=None, last_offset=0)
     finally:
         os.close(fd)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .format import IndexEntry
 from .records import CompactionRecord, Record
 
@@ -12,23 +10,58 @@ from .records import CompactionRecord, Record
 Entry = IndexEntry
 
 
-@dataclass(frozen=True, slots=True)
 class Event:
     """One event. ``record`` is ``None`` while it lives in an unresolved blob."""
 
-    id: str
-    parent_id: str
-    branch_from: str | None
-    kind: str
-    role: str
-    timestamp: str
-    record: Record | None
-    digest: str | None
-    seq: int
-    preview: str
+    __slots__ = (
+        "branch_from",
+        "digest",
+        "id",
+        "kind",
+        "parent_id",
+        "preview",
+        "record",
+        "role",
+        "seq",
+        "timestamp",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        parent_id: str,
+        branch_from: str | None,
+        kind: str,
+        role: str,
+        timestamp: str,
+        record: Record | None,
+        digest: str | None,
+        seq: int,
+        preview: str,
+    ) -> None:
+        self.id = id
+        self.parent_id = parent_id
+        self.branch_from = branch_from
+        self.kind = kind
+        self.role = role
+        self.timestamp = timestamp
+        self.record = record
+        self.digest = digest
+        self.seq = seq
+        self.preview = preview
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and all(
+            getattr(self, f) == getattr(other, f) for f in self.__slots__
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Event(id={self.id!r}, kind={self.kind!r}, role={self.role!r}, seq={self.seq})"
 
 
-@dataclass(frozen=True, slots=True)
 class Context:
     """The active context: from the nearest compaction (or the root) to the tip.
 
@@ -36,7 +69,10 @@ class Context:
     resolved (blobs loaded and their digests checked).
     """
 
-    events: list[Event]
+    __slots__ = ("events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
 
     @property
     def boundary(self) -> Event | None:

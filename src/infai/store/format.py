@@ -3,18 +3,19 @@
 Every chunk line and every index entry is one JSON object ending in a checksum
 field: the object is serialised without it, CRC-32 is taken over those bytes, and
 ``,"crc":"xxxxxxxx"}`` replaces the closing brace. A torn or stale line therefore
-fails its check and can be told from a valid one without parsing it. Index entries
-are additionally padded with spaces to :data:`INDEX_WIDTH` bytes, so entry ``n``
-lives at byte ``n * INDEX_WIDTH`` and a path walk seeks straight to each parent.
-HEAD is one fixed-width JSON line so it can be overwritten in place.
+fails its check and can be told from a valid one without parsing it.
+
+Index entries are padded with spaces to :data:`INDEX_WIDTH` bytes, so entry ``n``
+lives at byte ``n * INDEX_WIDTH``, and they begin with fixed-width numbers (JSON
+allows the spaces), so a path walk reads an entry's parent, location and kind by
+slicing, without a JSON parse. HEAD is one fixed-width JSON line so it can be
+overwritten in place.
 """
 
 from __future__ import annotations
 
+import json
 import zlib
-from typing import Any
-
-import msgspec
 
 #: On-disk format version, written to every session.json.
 FORMAT_VERSION = 1
@@ -25,41 +26,120 @@ HEAD_WIDTH = 100
 NIL_ID = "00000000-0000-0000-0000-000000000000"
 
 _CRC_TAIL = len(b',"crc":"00000000"}')
-_encoder = msgspec.json.Encoder()
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-class Location(msgspec.Struct, frozen=True):
+def dumps(obj: object) -> bytes:
+    """Compact, deterministic JSON (UTF-8, keys in insertion order)."""
+    return _dumps(obj).encode()
+
+
+class Location:
     """Where an event's line lives: chunk number, byte offset, byte length."""
 
-    chunk: int
-    offset: int
-    length: int
+    __slots__ = ("chunk", "length", "offset")
+
+    def __init__(self, chunk: int, offset: int, length: int) -> None:
+        self.chunk = chunk
+        self.offset = offset
+        self.length = length
 
     @property
     def end(self) -> int:
         return self.offset + self.length
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Location) and (self.chunk, self.offset, self.length) == (
+            other.chunk,
+            other.offset,
+            other.length,
+        )
 
-NULL_RAW = msgspec.Raw(b"null")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Location(chunk={self.chunk}, offset={self.offset}, length={self.length})"
 
 
-class ChunkLine(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One event as stored in a chunk: the truth from which all else is rebuilt."""
+def frame(body: bytes) -> bytes:
+    """Append the checksum field to a serialised JSON object."""
+    return b'%s,"crc":"%08x"}' % (body[:-1], zlib.crc32(body))
 
-    seq: int
-    id: str
-    parent_id: str
-    parent_seq: int
-    branch_from: str | None
-    kind: str
-    role: str
-    timestamp: str
-    preview: str
-    record: msgspec.Raw  # the record's JSON, or ``null`` when it lives in a blob
-    digest: str | None
-    ixd: int
-    batch: tuple[int, int] | None = None
-    crc: str = ""
+
+def check_frame(line: bytes) -> bool:
+    """True if ``line`` (trailing newline and padding allowed) carries a valid checksum."""
+    line = line.rstrip(b" \n")
+    if len(line) <= _CRC_TAIL or line[-_CRC_TAIL:-10] != b',"crc":"':
+        return False
+    try:
+        want = int(line[-10:-2], 16)
+    except ValueError:
+        return False
+    return zlib.crc32(b"}", zlib.crc32(line[:-_CRC_TAIL])) == want and line[-2:] == b'"}'
+
+
+# -- chunk lines ------------------------------------------------------------
+
+
+class ChunkLine:
+    """One event as stored in a chunk: the truth from which all else is rebuilt.
+
+    When writing, ``record`` holds the record's compact JSON bytes (``None`` when it
+    lives in the blob named by ``digest``); a decoded line instead carries the
+    parsed record object in ``record_obj``.
+    """
+
+    __slots__ = (
+        "batch",
+        "members",
+        "branch_from",
+        "digest",
+        "id",
+        "ixd",
+        "kind",
+        "parent_id",
+        "parent_seq",
+        "preview",
+        "record",
+        "record_obj",
+        "role",
+        "seq",
+        "timestamp",
+    )
+
+    def __init__(
+        self,
+        *,
+        seq: int,
+        id: str,
+        parent_id: str,
+        parent_seq: int,
+        branch_from: str | None,
+        kind: str,
+        role: str,
+        timestamp: str,
+        preview: str,
+        record: bytes | None,
+        digest: str | None,
+        ixd: int,
+        batch: tuple[int, int] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.id = id
+        self.parent_id = parent_id
+        self.parent_seq = parent_seq
+        self.branch_from = branch_from
+        self.kind = kind
+        self.role = role
+        self.timestamp = timestamp
+        self.preview = preview
+        self.record = record
+        self.digest = digest
+        self.ixd = ixd
+        self.batch = batch
+        #: on a batch's last line: (length, CRC-32) of the lines before it in the batch
+        self.members: tuple[int, int] | None = None
+        self.record_obj: object = None
 
     @property
     def commits(self) -> bool:
@@ -67,63 +147,151 @@ class ChunkLine(msgspec.Struct, kw_only=True, omit_defaults=True):
         return self.batch is None or self.batch[0] == self.batch[1] - 1
 
 
-class IndexEntry(msgspec.Struct, kw_only=True):
-    """One fixed-width index line: an event's tree links, location and preview."""
-
-    seq: int
-    id: str
-    parent_id: str
-    parent_seq: int
-    branch_from: str | None
-    timestamp: str
-    kind: str
-    role: str
-    location: Location
-    preview: str
-    blob: bool
-    crc: str = ""
-
-
-_chunk_decoder = msgspec.json.Decoder(ChunkLine)
-_index_decoder = msgspec.json.Decoder(IndexEntry)
-
-
-def frame(obj: Any) -> bytes:
-    """Serialise ``obj`` (its ``crc`` field unset) and append the checksum field."""
-    body = _encoder.encode(obj)
-    # omit_defaults drops an empty crc; IndexEntry has none to drop, so strip it.
-    if body.endswith(b',"crc":""}'):
-        body = body[: -len(b',"crc":""}')] + b"}"
-    return b'%s,"crc":"%08x"}' % (body[:-1], zlib.crc32(body))
-
-
-def check_frame(line: bytes) -> bool:
-    """True if ``line`` (without newline/padding) carries a valid checksum."""
-    if len(line) <= _CRC_TAIL or not line.endswith(b'"}'):
-        return False
-    tail = line[-_CRC_TAIL:]
-    if not tail.startswith(b',"crc":"'):
-        return False
-    try:
-        want = int(tail[8:16], 16)
-    except ValueError:
-        return False
-    return zlib.crc32(line[:-_CRC_TAIL] + b"}") == want
-
-
 def encode_chunk_line(line: ChunkLine) -> bytes:
-    return frame(line) + b"\n"
+    """The line's bytes, newline included; the record comes last, before the checksum."""
+    head: dict[str, object] = {
+        "seq": line.seq,
+        "id": line.id,
+        "parent_id": line.parent_id,
+        "parent_seq": line.parent_seq,
+        "branch_from": line.branch_from,
+        "kind": line.kind,
+        "role": line.role,
+        "timestamp": line.timestamp,
+        "preview": line.preview,
+        "digest": line.digest,
+        "ixd": line.ixd,
+    }
+    if line.batch is not None:
+        head["batch"] = list(line.batch)
+    if line.members is not None:
+        head["members"] = [line.members[0], f"{line.members[1]:08x}"]
+    body = dumps(head)[:-1] + b',"record":' + (line.record or b"null") + b"}"
+    return frame(body) + b"\n"
 
 
 def decode_chunk_line(data: bytes) -> ChunkLine | None:
     """Parse a chunk line (trailing newline optional); ``None`` if torn or invalid."""
-    data = data.rstrip(b"\n")
     if not check_frame(data):
         return None
     try:
-        return _chunk_decoder.decode(data)
-    except msgspec.DecodeError:
+        obj = json.loads(data)
+        batch = obj.get("batch")
+        line = ChunkLine(
+            seq=obj["seq"],
+            id=obj["id"],
+            parent_id=obj["parent_id"],
+            parent_seq=obj["parent_seq"],
+            branch_from=obj["branch_from"],
+            kind=obj["kind"],
+            role=obj["role"],
+            timestamp=obj["timestamp"],
+            preview=obj["preview"],
+            record=None,
+            digest=obj["digest"],
+            ixd=obj["ixd"],
+            batch=None if batch is None else (batch[0], batch[1]),
+        )
+        line.record_obj = obj["record"]
+        members = obj.get("members")
+        if members is not None:
+            line.members = (members[0], int(members[1], 16))
+        return line
+    except (ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def record_span(data: bytes) -> bytes:
+    """The record's JSON inside a checked chunk line, without parsing the line.
+
+    ``"record":`` cannot occur earlier in the line: it is the last key, and inside
+    a JSON string every quote is escaped.
+    """
+    start = data.index(b'"record":') + 9
+    return data[start : data.rindex(b',"crc":"')]
+
+
+# -- index entries ------------------------------------------------------------
+
+
+class IndexEntry:
+    """One fixed-width index line: an event's tree links, location and preview."""
+
+    __slots__ = (
+        "blob",
+        "branch_from",
+        "id",
+        "kind",
+        "location",
+        "parent_id",
+        "parent_seq",
+        "preview",
+        "role",
+        "seq",
+        "timestamp",
+    )
+
+    def __init__(
+        self,
+        *,
+        seq: int,
+        id: str,
+        parent_id: str,
+        parent_seq: int,
+        branch_from: str | None,
+        timestamp: str,
+        kind: str,
+        role: str,
+        location: Location,
+        preview: str,
+        blob: bool,
+    ) -> None:
+        self.seq = seq
+        self.id = id
+        self.parent_id = parent_id
+        self.parent_seq = parent_seq
+        self.branch_from = branch_from
+        self.timestamp = timestamp
+        self.kind = kind
+        self.role = role
+        self.location = location
+        self.preview = preview
+        self.blob = blob
+
+    def to_obj(self) -> dict[str, object]:
+        loc = self.location
+        return {
+            "seq": self.seq,
+            "parent_seq": self.parent_seq,
+            "location": {"chunk": loc.chunk, "offset": loc.offset, "length": loc.length},
+            "kind": self.kind,
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "branch_from": self.branch_from,
+            "timestamp": self.timestamp,
+            "role": self.role,
+            "blob": self.blob,
+            "preview": self.preview,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IndexEntry) and self.to_obj() == other.to_obj()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"IndexEntry({self.to_obj()!r})"
+
+
+# The fixed-width prefix: {"seq":%12d,"parent_seq":%12d,"location":{"chunk":%8d,
+# "offset":%12d,"length":%10d},"kind":"<kind>", ...
+_PREFIX = b'{"seq":%12d,"parent_seq":%12d,"location":{"chunk":%8d,"offset":%12d,"length":%10d},'
+_SEQ = slice(7, 19)
+_PARENT = slice(33, 45)
+_CHUNK = slice(66, 74)
+_OFFSET = slice(84, 96)
+_LENGTH = slice(106, 116)
+_KIND_AT = 126  # first byte of the kind string, after '},"kind":"'
 
 
 def index_entry_from_line(line: ChunkLine, location: Location) -> IndexEntry:
@@ -145,28 +313,79 @@ def index_entry_from_line(line: ChunkLine, location: Location) -> IndexEntry:
 
 def encode_index_entry(entry: IndexEntry) -> bytes:
     """Frame and pad an index entry to exactly :data:`INDEX_WIDTH` bytes."""
-    data = frame(entry)
+    loc = entry.location
+    prefix = _PREFIX % (entry.seq, entry.parent_seq, loc.chunk, loc.offset, loc.length)
+    rest: dict[str, object] = {
+        "kind": entry.kind,
+        "id": entry.id,
+        "parent_id": entry.parent_id,
+        "branch_from": entry.branch_from,
+        "timestamp": entry.timestamp,
+        "role": entry.role,
+        "blob": entry.blob,
+        "preview": entry.preview,
+    }
     text = entry.preview
-    while len(data) > INDEX_WIDTH - 1 and text:
-        # Only the preview is unbounded: shorten it until the entry fits. Each
-        # character is at least one byte, so cutting `over // 4` never overshoots.
+    while True:
+        data = frame(prefix + dumps(rest)[1:])
         over = len(data) - (INDEX_WIDTH - 1)
-        text = text[: len(text) - max(1, over // 4)]
-        data = frame(msgspec.structs.replace(entry, preview=text + "…" if text else ""))
+        if over <= 0 or not text:
+            break
+        # Only the preview is unbounded: shorten it until the entry fits. Each
+        # character is at least one byte, so cutting `over // 6` never overshoots.
+        text = text[: len(text) - max(1, over // 6)]
+        rest["preview"] = text + "…" if text else ""
     return data + b" " * (INDEX_WIDTH - 1 - len(data)) + b"\n"
 
 
 def decode_index_entry(data: bytes) -> IndexEntry | None:
     """Parse one padded index entry; ``None`` if torn, zeroed or invalid."""
-    if len(data) != INDEX_WIDTH or data[-1:] != b"\n":
-        return None
-    body = data.rstrip(b" \n")
-    if not check_frame(body):
+    if len(data) != INDEX_WIDTH or data[-1:] != b"\n" or not check_frame(data):
         return None
     try:
-        return _index_decoder.decode(body)
-    except msgspec.DecodeError:
+        obj = json.loads(data)
+        loc = obj["location"]
+        return IndexEntry(
+            seq=obj["seq"],
+            id=obj["id"],
+            parent_id=obj["parent_id"],
+            parent_seq=obj["parent_seq"],
+            branch_from=obj["branch_from"],
+            timestamp=obj["timestamp"],
+            kind=obj["kind"],
+            role=obj["role"],
+            location=Location(loc["chunk"], loc["offset"], loc["length"]),
+            preview=obj["preview"],
+            blob=obj["blob"],
+        )
+    except (ValueError, KeyError, TypeError):
         return None
+
+
+def walk_fields(data: bytes) -> tuple[int, int, Location, bytes] | None:
+    """``(seq, parent_seq, location, kind)`` of a checked index entry, by slicing."""
+    if len(data) != INDEX_WIDTH or not check_frame(data):
+        return None
+    try:
+        loc = Location(int(data[_CHUNK]), int(data[_OFFSET]), int(data[_LENGTH]))
+        kind = data[_KIND_AT : data.index(b'"', _KIND_AT)]
+        return int(data[_SEQ]), int(data[_PARENT]), loc, kind
+    except ValueError:
+        return None
+
+
+# -- HEAD ---------------------------------------------------------------------
+
+
+class Head:
+    """HEAD's content: the newest event, and how many index entries are durable."""
+
+    __slots__ = ("id", "ixd", "seq")
+
+    def __init__(self, id: str, seq: int, ixd: int) -> None:
+        self.id = id
+        self.seq = seq
+        self.ixd = ixd
 
 
 def encode_head(event_id: str | None, seq: int, ixd: int) -> bytes:
@@ -177,21 +396,8 @@ def encode_head(event_id: str | None, seq: int, ixd: int) -> bytes:
     """
     if event_id is None:
         return b""
-    data = b'{"id":"%s","seq":%s,"ixd":%s}' % (
-        event_id.encode(),
-        str(seq).rjust(12).encode(),
-        str(ixd).rjust(12).encode(),
-    )
+    data = b'{"id":"%s","seq":%12d,"ixd":%12d}' % (event_id.encode(), seq, ixd)
     return data + b" " * (HEAD_WIDTH - 1 - len(data)) + b"\n"
-
-
-class Head(msgspec.Struct, frozen=True):
-    id: str
-    seq: int
-    ixd: int
-
-
-_head_decoder = msgspec.json.Decoder(Head)
 
 
 def decode_head(data: bytes) -> Head | None:
@@ -199,6 +405,10 @@ def decode_head(data: bytes) -> Head | None:
     if len(data) != HEAD_WIDTH:
         return None
     try:
-        return _head_decoder.decode(data)
-    except msgspec.DecodeError:
+        obj = json.loads(data)
+        head = Head(obj["id"], obj["seq"], obj["ixd"])
+    except (ValueError, KeyError, TypeError):
         return None
+    if not (isinstance(head.id, str) and isinstance(head.seq, int) and isinstance(head.ixd, int)):
+        return None
+    return head

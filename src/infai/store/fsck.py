@@ -15,7 +15,6 @@ chunks. Damage inside the chunks or blobs is reported, never "fixed".
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from .blobs import PREFIX, digest_of
 from .chunks import lines_forward
@@ -34,27 +33,45 @@ from .layout import SessionPaths
 from .recovery import analyze, apply
 
 
-@dataclass(frozen=True)
 class Problem:
-    path: str
-    offset: int
-    detail: str
+    """One thing found wrong: where (file, byte offset) and what."""
+
+    __slots__ = ("detail", "offset", "path")
+
+    def __init__(self, path: str, offset: int, detail: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.detail = detail
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Problem) and (self.path, self.offset, self.detail) == (
+            other.path,
+            other.offset,
+            other.detail,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Problem({self.path!r}, {self.offset}, {self.detail!r})"
 
     def __str__(self) -> str:
         return f"{self.path}: offset {self.offset}: {self.detail}"
 
 
-@dataclass
 class FsckReport:
-    session_id: str
-    events: int = 0
-    blobs: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    #: what recovery on open would do (a crash's leftovers, not damage)
-    pending_recovery: list[str] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)
-    #: blob files no event names: harmless leftovers of a crash, removed by repair
-    orphans: list[str] = field(default_factory=list)
+    """What fsck found in one session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.events = 0
+        self.blobs = 0
+        self.problems: list[Problem] = []
+        #: what recovery on open would do (a crash's leftovers, not damage)
+        self.pending_recovery: list[str] = []
+        self.repaired: list[str] = []
+        #: blob files no event names: harmless leftovers of a crash, removed by repair
+        self.orphans: list[str] = []
 
     @property
     def ok(self) -> bool:

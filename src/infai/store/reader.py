@@ -15,17 +15,30 @@ writer has recovered yet. It never changes a file.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
 
 from .blobs import read_blob
 from .chunks import ChunkFiles
 from .errors import CorruptionError, EventNotFound, InvalidInput
 from .events import Context, Entry, Event
-from .format import INDEX_WIDTH, NULL_RAW, ChunkLine, decode_index_entry
+from .format import (
+    INDEX_WIDTH,
+    ChunkLine,
+    Location,
+    check_frame,
+    decode_index_entry,
+    walk_fields,
+)
 from .layout import SessionPaths, check_uuid
-from .records import Record, decode_record
+from .records import Record, decode_record, record_from_obj, record_from_stored
 from .recovery import Recovery, analyze
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+_raw_decode = json.JSONDecoder().raw_decode
 
 #: index entries read at once while walking a path toward the root
 PATH_WINDOW = 16
@@ -120,36 +133,48 @@ class SessionReader:
             raw = self._overrides.get(seq) or data[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
             yield self._checked_entry(raw, seq)
 
-    def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
-        """Entries from the root (or the nearest compaction) to ``at`` (default HEAD).
+    def _walk(self, at: str | None, to_boundary: bool) -> list[tuple[int, bytes, Location]]:
+        """``(seq, raw entry, location)`` from ``at`` (default HEAD) to the root or a compaction.
 
-        One index entry per event on the path; no chunk or blob is opened. Parents
-        are usually just before their children, so entries are read a window at a
-        time, ending at the one needed.
+        One index entry per event on the path. Parents are usually just before
+        their children, so entries are read a window at a time, ending at the one
+        needed; each entry's parent and kind are read by slicing, without a parse.
         """
         seq = self._head_seq if at is None else self.seq_of(at)
-        out: list[Entry] = []
+        out: list[tuple[int, bytes, Location]] = []
         window, window_start = b"", 0
         while seq >= 0:
             if not window_start <= seq < window_start + len(window) // INDEX_WIDTH:
                 window_start = max(0, seq + 1 - PATH_WINDOW)
-                window = self._read_index((seq + 1 - window_start) * INDEX_WIDTH,
-                                          window_start * INDEX_WIDTH)  # fmt: skip
+                window = self._read_index(
+                    (seq + 1 - window_start) * INDEX_WIDTH, window_start * INDEX_WIDTH
+                )
             raw = self._overrides.get(seq)
             if raw is None:
                 at_byte = (seq - window_start) * INDEX_WIDTH
                 raw = window[at_byte : at_byte + INDEX_WIDTH]
-            entry = self._checked_entry(raw, seq)
-            out.append(entry)
-            if to_boundary and entry.kind == "compaction":
+            fields = walk_fields(raw)
+            if fields is None or fields[0] != seq:
+                raise CorruptionError(
+                    self.paths.index, seq * INDEX_WIDTH, "index entry fails its check"
+                )
+            out.append((seq, raw, fields[2]))
+            if to_boundary and fields[3] == b"compaction":
                 break
-            if entry.parent_seq >= seq:
+            if fields[1] >= seq:
                 raise CorruptionError(
                     self.paths.index, seq * INDEX_WIDTH, "parent is not older than its child"
                 )
-            seq = entry.parent_seq
+            seq = fields[1]
         out.reverse()
         return out
+
+    def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
+        """Entries from the root (or the nearest compaction) to ``at`` (default HEAD).
+
+        Reads one index entry per event on the path; no chunk or blob is opened.
+        """
+        return [self._checked_entry(raw, seq) for seq, raw, _ in self._walk(at, to_boundary)]
 
     def children(self, event_id: str) -> list[Entry]:
         """Direct children of ``event_id``, oldest first."""
@@ -183,8 +208,8 @@ class SessionReader:
         if line.digest is not None:
             if resolve:
                 record = decode_record(line.kind, read_blob(self.paths, line.digest))
-        elif bytes(line.record) != bytes(NULL_RAW):
-            record = decode_record(line.kind, line.record)
+        else:
+            record = record_from_obj(line.kind, line.record_obj)
         return Event(
             id=line.id,
             parent_id=line.parent_id,
@@ -212,19 +237,49 @@ class SessionReader:
 
     def context(self, at: str | None = None) -> Context:
         """The active context at ``at`` (default HEAD), records resolved."""
-        entries = self.path(at)
-        raw = self._chunks.read_many([e.location for e in entries])
-        events = []
-        for entry, data in zip(entries, raw, strict=True):
-            line = self._chunks.parse(data, entry.location, entry.seq)
-            if line.id != entry.id:
+        walk = self._walk(at, True)
+        data = self._chunks.read_many([loc for _, _, loc in walk])
+        return Context(
+            [
+                self._resolved_event(raw, loc, seq)
+                for (seq, _, loc), raw in zip(walk, data, strict=True)
+            ]
+        )
+
+    def _resolved_event(self, data: bytes, loc: Location, seq: int) -> Event:
+        """The event in a chunk line, record resolved: the resume path, kept lean."""
+        if not check_frame(data):
+            raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
+        try:
+            obj = _raw_decode(data.decode())[0]
+            if obj["seq"] != seq:
                 raise CorruptionError(
-                    self.paths.chunk(entry.location.chunk),
-                    entry.location.offset,
-                    f"index says {entry.id}, chunk says {line.id}",
+                    self.paths.chunk(loc.chunk),
+                    loc.offset,
+                    f"expected event #{seq}, found #{obj['seq']}",
                 )
-            events.append(self._event(line, True))
-        return Context(events)
+            kind, digest = obj["kind"], obj["digest"]
+            if digest is None:
+                record = record_from_stored(kind, obj["record"])
+            else:
+                blob = read_blob(self.paths, digest)  # its digest is checked
+                record = record_from_stored(kind, _raw_decode(blob.decode())[0])
+            return Event(
+                id=obj["id"],
+                parent_id=obj["parent_id"],
+                branch_from=obj["branch_from"],
+                kind=kind,
+                role=obj["role"],
+                timestamp=obj["timestamp"],
+                record=record,
+                digest=digest,
+                seq=seq,
+                preview=obj["preview"],
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptionError(
+                self.paths.chunk(loc.chunk), loc.offset, f"undecodable event: {exc}"
+            ) from None
 
     def close(self) -> None:
         self._chunks.close()

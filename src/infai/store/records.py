@@ -2,137 +2,306 @@
 
 A record says *what happened* (a message, a tool call, its result, a compaction
 summary); ids, parents, timestamps and on-disk locations are the store's business
-and live on the :class:`~infai.store.events.Event` around it. Each record type is a
-``msgspec.Struct`` tagged with its event ``kind``; :data:`RECORD_TYPES` maps kinds to
-types and is versioned with the on-disk format (``KINDS_VERSION``). One encoder and
-one decoder per kind do all (de)serialisation, strictly: a record that does not
-match its type is rejected with the offending field named.
+and live on the :class:`~infai.store.events.Event` around it. Each record class
+carries its event ``kind``; :data:`RECORD_TYPES` maps kinds to classes and is
+versioned with the on-disk format (``KINDS_VERSION``). :func:`record_to_obj` and
+:func:`record_from_obj` are the one (de)serialisation adapter: decoding is strict,
+and a record that does not match its type is rejected with the field named.
+
+The classes are plain ``__slots__`` classes and the JSON is the standard
+library's: a cold resume must stay small, and a schema library's import alone
+would cost more memory than the whole resume (see ``docs/store-format.md``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
-
-import msgspec
+import json
 
 from .errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 #: Version of the set of event kinds and their record shapes.
 KINDS_VERSION = 1
 
-Kind = Literal["message", "tool_call", "tool_result", "compaction", "branch_summary"]
+
+class _Value:
+    """Equality, repr and field order for small immutable-by-convention values."""
+
+    __slots__ = ()
+
+    def _fields(self) -> tuple[str, ...]:
+        slots: tuple[str, ...] = self.__slots__
+        return slots
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and all(
+            getattr(self, f) == getattr(other, f) for f in self._fields()
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields())
+        return f"{type(self).__name__}({args})"
 
 
-class Usage(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class Usage(_Value):
     """Token usage reported by a provider for one model response."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    __slots__ = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+    def __init__(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
 
 
-class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class MessageRecord(_Value):
     """A settled message: user prompt, assistant reply, or system notice."""
 
-    kind: ClassVar[Kind] = "message"
-    content: str
-    reasoning: str | None = None
-    model: str | None = None
-    stop_reason: str | None = None
-    usage: Usage | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    kind = "message"
+    __slots__ = ("content", "reasoning", "model", "stop_reason", "usage", "metadata")
+
+    def __init__(
+        self,
+        *,
+        content: str,
+        reasoning: str | None = None,
+        model: str | None = None,
+        stop_reason: str | None = None,
+        usage: Usage | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.content = content
+        self.reasoning = reasoning
+        self.model = model
+        self.stop_reason = stop_reason
+        self.usage = usage
+        self.metadata = metadata or {}
 
 
-class ToolCallRecord(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class ToolCallRecord(_Value):
     """A tool invocation requested by the model, persisted before it runs."""
 
-    kind: ClassVar[Kind] = "tool_call"
-    call_id: str
-    name: str
-    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    kind = "tool_call"
+    __slots__ = ("call_id", "name", "arguments", "metadata")
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments or {}
+        self.metadata = metadata or {}
 
 
-class ToolResultRecord(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class ToolResultRecord(_Value):
     """What a tool returned (or why it did not run), persisted after it ran."""
 
-    kind: ClassVar[Kind] = "tool_result"
-    call_id: str
-    name: str
-    content: str
-    is_error: bool = False
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    kind = "tool_result"
+    __slots__ = ("call_id", "name", "content", "is_error", "metadata")
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        name: str,
+        content: str,
+        is_error: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.content = content
+        self.is_error = is_error
+        self.metadata = metadata or {}
 
 
-class CompactionRecord(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class CompactionRecord(_Value):
     """A context boundary: the summary stands in for every event before it."""
 
-    kind: ClassVar[Kind] = "compaction"
-    summary: str
-    goals: list[str] = msgspec.field(default_factory=list)
-    constraints: list[str] = msgspec.field(default_factory=list)
-    decisions: list[str] = msgspec.field(default_factory=list)
-    files_changed: list[str] = msgspec.field(default_factory=list)
-    unresolved: list[str] = msgspec.field(default_factory=list)
-    facts: list[str] = msgspec.field(default_factory=list)
-    tokens_before: int | None = None
+    kind = "compaction"
+    __slots__ = (
+        "summary",
+        "goals",
+        "constraints",
+        "decisions",
+        "files_changed",
+        "unresolved",
+        "facts",
+        "tokens_before",
+    )
+
+    def __init__(
+        self,
+        *,
+        summary: str,
+        goals: list[str] | None = None,
+        constraints: list[str] | None = None,
+        decisions: list[str] | None = None,
+        files_changed: list[str] | None = None,
+        unresolved: list[str] | None = None,
+        facts: list[str] | None = None,
+        tokens_before: int | None = None,
+    ) -> None:
+        self.summary = summary
+        self.goals = goals or []
+        self.constraints = constraints or []
+        self.decisions = decisions or []
+        self.files_changed = files_changed or []
+        self.unresolved = unresolved or []
+        self.facts = facts or []
+        self.tokens_before = tokens_before
 
 
-class BranchSummaryRecord(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+class BranchSummaryRecord(_Value):
     """What was done on an abandoned branch, recorded where the work moved to."""
 
-    kind: ClassVar[Kind] = "branch_summary"
-    summary: str
-    abandoned_tip: str | None = None
-    common_ancestor: str | None = None
+    kind = "branch_summary"
+    __slots__ = ("summary", "abandoned_tip", "common_ancestor")
+
+    def __init__(
+        self,
+        *,
+        summary: str,
+        abandoned_tip: str | None = None,
+        common_ancestor: str | None = None,
+    ) -> None:
+        self.summary = summary
+        self.abandoned_tip = abandoned_tip
+        self.common_ancestor = common_ancestor
 
 
 Record = MessageRecord | ToolCallRecord | ToolResultRecord | CompactionRecord | BranchSummaryRecord
 
 RECORD_TYPES: dict[str, type[Record]] = {
-    t.kind: t
-    for t in (
-        MessageRecord,
-        ToolCallRecord,
-        ToolResultRecord,
-        CompactionRecord,
-        BranchSummaryRecord,
-    )
+    "message": MessageRecord,
+    "tool_call": ToolCallRecord,
+    "tool_result": ToolResultRecord,
+    "compaction": CompactionRecord,
+    "branch_summary": BranchSummaryRecord,
 }
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
 
-_encoder = msgspec.json.Encoder()
-_decoders = {kind: msgspec.json.Decoder(t) for kind, t in RECORD_TYPES.items()}
+# -- the adapter ------------------------------------------------------------
+
+_STR_LISTS = {"goals", "constraints", "decisions", "files_changed", "unresolved", "facts"}
+_DICTS = {"metadata", "arguments"}
+_INTS = {"tokens_before", *Usage.__slots__}
+_BOOLS = {"is_error"}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Usage):
+        return {f: getattr(value, f) for f in Usage.__slots__ if getattr(value, f)}
+    return value
+
+
+def record_to_obj(record: Record) -> dict[str, Any]:
+    """The record as a JSON-ready dict; fields at their default are left out."""
+    out: dict[str, Any] = {}
+    for name in record._fields():
+        value = getattr(record, name)
+        if value is None or value == {} or value == [] or value is False:
+            continue
+        out[name] = _plain(value)
+    return out
+
+
+def _type_error(where: str, expected: str, value: object) -> InvalidInput:
+    got = "null" if value is None else type(value).__name__
+    return InvalidInput(f"{where}: expected {expected}, got {got}")
+
+
+def _check(name: str, value: Any, where: str) -> Any:
+    """Validate one field's JSON value; returns the value to store."""
+    here = f"{where}.{name}"
+    if name in _STR_LISTS:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _type_error(here, "a list of strings", value)
+    elif name in _DICTS:
+        if not isinstance(value, dict):
+            raise _type_error(here, "an object", value)
+    elif name in _INTS:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _type_error(here, "an integer", value)
+    elif name in _BOOLS:
+        if not isinstance(value, bool):
+            raise _type_error(here, "true or false", value)
+    elif name == "usage":
+        if not isinstance(value, dict):
+            raise _type_error(here, "an object", value)
+        return _build(Usage, value, here)
+    elif not isinstance(value, str):
+        raise _type_error(here, "a string", value)
+    return value
+
+
+def _build(cls: Callable[..., Any], obj: dict[str, Any], where: str) -> Any:
+    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
+    unknown = set(obj) - set(slots)
+    if unknown:
+        raise InvalidInput(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    kwargs = {k: _check(k, v, where) for k, v in obj.items() if v is not None}
+    try:
+        return cls(**kwargs)
+    except TypeError:
+        missing = [s for s in slots if s not in kwargs]
+        raise InvalidInput(f"{where}: missing required field {missing[0]!r}") from None
+
+
+def record_from_obj(kind: str, obj: object) -> Record:
+    """Build the record of ``kind`` from parsed JSON, strictly (errors name the field)."""
+    rtype = RECORD_TYPES.get(kind)
+    if rtype is None:
+        raise InvalidInput(f"unknown event kind {kind!r} (known: {', '.join(KINDS)})")
+    if not isinstance(obj, dict):
+        raise _type_error(f"invalid {kind} record: $", "an object", obj)
+    record: Record = _build(rtype, obj, f"invalid {kind} record: $")
+    return record
+
+
+def record_from_stored(kind: str, obj: dict[str, Any]) -> Record:
+    """Rebuild a record the store wrote and checksummed (checked when it was written).
+
+    Raises ``TypeError`` or ``KeyError`` if the stored object does not fit.
+    """
+    usage = obj.get("usage")
+    if usage is not None:
+        obj["usage"] = Usage(**usage)
+    record: Record = RECORD_TYPES[kind](**obj)
+    return record
 
 
 def encode_record(record: Record) -> bytes:
     """Serialise a record to compact JSON bytes (the bytes a blob digest covers)."""
-    return _encoder.encode(record)
+    return json.dumps(record_to_obj(record), separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def decode_record(kind: str, data: bytes | msgspec.Raw) -> Record:
-    """Parse a record of ``kind`` strictly; raise :class:`InvalidInput` naming the field."""
-    decoder = _decoders.get(kind)
-    if decoder is None:
-        raise InvalidInput(f"unknown event kind {kind!r} (known: {', '.join(KINDS)})")
+def decode_record(kind: str, data: bytes) -> Record:
+    """Parse a record of ``kind`` from JSON bytes, strictly."""
     try:
-        return decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(f"invalid {kind} record: {exc}") from None
-    except msgspec.DecodeError as exc:
+        obj = json.loads(data)
+    except ValueError as exc:
         raise InvalidInput(f"malformed JSON in {kind} record: {exc}") from None
-
-
-def record_from_obj(kind: str, obj: object) -> Record:
-    """Convert already-parsed JSON (a dict) into the record type of ``kind``."""
-    rtype = RECORD_TYPES.get(kind)
-    if rtype is None:
-        raise InvalidInput(f"unknown event kind {kind!r} (known: {', '.join(KINDS)})")
-    try:
-        return msgspec.convert(obj, rtype)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(f"invalid {kind} record: {exc}") from None
+    return record_from_obj(kind, obj)
 
 
 PREVIEW_CHARS = 80
@@ -140,16 +309,17 @@ PREVIEW_CHARS = 80
 
 def preview(record: Record) -> str:
     """A one-line summary for timelines, computed when the event is written."""
-    match record:
-        case MessageRecord(content=content):
-            text = content
-        case ToolCallRecord(name=name, arguments=arguments):
-            text = f"{name}({_encoder.encode(arguments).decode()})"
-        case ToolResultRecord(name=name, content=content, is_error=is_error):
-            text = f"{name}{' error' if is_error else ''}: {content}"
-        case CompactionRecord(summary=summary) | BranchSummaryRecord(summary=summary):
-            text = summary
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text[:4096]).split())
+    if isinstance(record, MessageRecord):
+        text = record.content
+    elif isinstance(record, ToolCallRecord):
+        text = f"{record.name}({json.dumps(record.arguments, ensure_ascii=False)})"
+    elif isinstance(record, ToolResultRecord):
+        text = f"{record.name}{' error' if record.is_error else ''}: {record.content}"
+    else:
+        text = record.summary
+    text = " ".join(text[: PREVIEW_CHARS * 4].split())
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
     if len(text) > PREVIEW_CHARS:
         text = text[: PREVIEW_CHARS - 1] + "…"
     return text

@@ -17,13 +17,13 @@ empty plan, so recovery twice changes nothing the second time.
 3. **HEAD** always names the newest committed event (only an append moves it),
    so it is rebuilt from step 1 when it differs; a leftover ``HEAD.tmp`` from an
    interrupted strict-mode update is removed either way, since its event, if
-   valid, is already the one HEAD names.
+   valid, is already the one HEAD names. Other ``*.tmp`` files (a blob or
+   metadata write that never reached its rename) are removed too.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from .chunks import committed_tail, lines_forward
 from .errors import CorruptionError
@@ -42,24 +42,25 @@ from .fsio import FileIO, atomic_write, write_all
 from .layout import SessionPaths
 
 
-@dataclass
 class Recovery:
     """What the files must be changed to, and the state they then describe."""
 
-    #: chunk number -> committed size, for chunks that must be truncated
-    truncate_chunks: dict[int, int] = field(default_factory=dict)
-    #: index entries (by sequence number) to write, already encoded
-    index_writes: dict[int, bytes] = field(default_factory=dict)
-    #: the index file size the plan ends with, if it must change
-    index_size: int | None = None
-    head: bytes | None = None
-    remove: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    #: the state after recovery
-    last: ChunkLine | None = None
-    last_location: Location | None = None
-    chunk_count: int = 0
-    chunk_size: int = 0  # committed size of the last chunk
+    def __init__(self) -> None:
+        #: chunk number -> committed size, for chunks that must be truncated
+        self.truncate_chunks: dict[int, int] = {}
+        #: index entries (by sequence number) to write, already encoded
+        self.index_writes: dict[int, bytes] = {}
+        #: the index file size the plan ends with, if it must change
+        self.index_size: int | None = None
+        self.head: bytes | None = None
+        self.remove: list[str] = []
+        #: what the plan does, in words (empty when there is nothing to do)
+        self.notes: list[str] = []
+        # The state after recovery:
+        self.last: ChunkLine | None = None
+        self.last_location: Location | None = None
+        self.chunk_count = 0
+        self.chunk_size = 0  # committed size of the last chunk
 
     @property
     def empty(self) -> bool:
@@ -204,9 +205,9 @@ def analyze(paths: SessionPaths) -> Recovery:
         plan.head = encode_head(last.id, last.seq, last.seq + 1) if last else b""
         if have_head is not None:
             plan.notes.append(f"{paths.head}: rebuilt from the log")
-    for leftover in (paths.head_tmp, *paths.blobs.glob(".tmp-*")):
-        if os.path.exists(leftover):
-            plan.remove.append(str(leftover))
+    for name in os.listdir(paths.root):
+        if name.endswith(".tmp"):
+            plan.remove.append(str(paths.root / name))
     return plan
 
 

@@ -10,19 +10,12 @@ mid-delete never leaves a half-session that looks real.
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-import msgspec
-import uuid_utils
 
 from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError
-from .format import FORMAT_VERSION
-from .fsck import FsckReport, fsck
-from .fsck import repair as repair_session
+from .format import FORMAT_VERSION, dumps
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
 from .lock import WriterLock
@@ -30,54 +23,150 @@ from .reader import SessionReader
 from .recovery import Recovery, analyze, apply
 from .writer import SessionWriter, WriteOptions, now_rfc3339
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
-@dataclass(frozen=True)
+    from .fsck import FsckReport
+
+
 class StoreOptions:
-    """Tunables; the defaults suit an interactive agent on a local disk."""
+    """Tunables; the defaults suit an interactive agent on a local disk.
 
-    #: a chunk is closed and the next one started once it reaches this size
-    chunk_size: int = 4 * 1024 * 1024
-    #: records whose JSON exceeds this many bytes are stored as blobs
-    blob_threshold: int = 16 * 1024
-    #: "fast": one fsync per append; "strict": the design's four-sync sequence
-    durability: Literal["fast", "strict"] = "fast"
-    #: fsync the index after this many unsynced entries (bounds recovery work)
-    index_sync_interval: int = 64
-    #: seconds a writer waits for another writer's lock before giving up
-    lock_timeout: float = 10.0
+    - ``chunk_size``: a chunk is closed and the next one started at this size
+    - ``blob_threshold``: records whose JSON exceeds this many bytes become blobs
+    - ``durability``: "fast", one fsync per append; "strict", the design's four
+    - ``index_sync_interval``: fsync the index after this many unsynced entries
+      (bounds the work of recovery)
+    - ``lock_timeout``: seconds a writer waits for another writer's lock
+    """
+
+    __slots__ = (
+        "blob_threshold",
+        "chunk_size",
+        "durability",
+        "index_sync_interval",
+        "lock_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        chunk_size: int = 4 * 1024 * 1024,
+        blob_threshold: int = 16 * 1024,
+        durability: Literal["fast", "strict"] = "fast",
+        index_sync_interval: int = 64,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        if durability not in ("fast", "strict"):
+            raise InvalidInput(f"durability must be 'fast' or 'strict', not {durability!r}")
+        if chunk_size < 1 or blob_threshold < 0 or index_sync_interval < 1:
+            raise InvalidInput("chunk_size and index_sync_interval must be positive")
+        self.chunk_size = chunk_size
+        self.blob_threshold = blob_threshold
+        self.durability = durability
+        self.index_sync_interval = index_sync_interval
+        self.lock_timeout = lock_timeout
 
 
-class SessionInfo(msgspec.Struct, kw_only=True):
+_INFO_FIELDS = (
+    "id",
+    "format",
+    "name",
+    "working_dir",
+    "model",
+    "created_at",
+    "updated_at",
+    "parent_session",
+    "parent_event",
+    "extra",
+)
+
+
+class SessionInfo:
     """The contents of ``session.json``."""
 
-    id: str
-    format: int = FORMAT_VERSION
-    name: str | None = None
-    working_dir: str | None = None
-    model: str | None = None
-    created_at: str
-    updated_at: str
-    parent_session: str | None = None
-    parent_event: str | None = None
-    extra: dict[str, object] = msgspec.field(default_factory=dict)
+    __slots__ = _INFO_FIELDS
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        created_at: str,
+        updated_at: str,
+        format: int = FORMAT_VERSION,
+        name: str | None = None,
+        working_dir: str | None = None,
+        model: str | None = None,
+        parent_session: str | None = None,
+        parent_event: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.format = format
+        self.name = name
+        self.working_dir = working_dir
+        self.model = model
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.parent_session = parent_session
+        self.parent_event = parent_event
+        self.extra = extra or {}
+
+    def to_obj(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in _INFO_FIELDS}
+
+    @classmethod
+    def from_obj(cls, obj: object, where: str) -> SessionInfo:
+        """Build from parsed JSON, checking every field's type (errors name it)."""
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"{where}: expected an object")
+        for key, value in obj.items():
+            if key not in _INFO_FIELDS:
+                raise InvalidInput(f"{where}: unknown field {key!r}")
+            want = int if key == "format" else dict if key == "extra" else str
+            required = key in ("id", "created_at", "updated_at", "format")
+            if not isinstance(value, want) and (required or value is not None):
+                raise InvalidInput(f"{where}: field {key!r} must be {want.__name__}")
+        for key in ("id", "created_at", "updated_at"):
+            if key not in obj:
+                raise InvalidInput(f"{where}: missing field {key!r}")
+        return cls(**obj)
+
+    def replace(self, **changes: Any) -> SessionInfo:
+        return SessionInfo(**{**self.to_obj(), **changes})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionInfo) and self.to_obj() == other.to_obj()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SessionInfo({self.to_obj()!r})"
 
 
-_info_decoder = msgspec.json.Decoder(SessionInfo)
-_encoder = msgspec.json.Encoder()
+def _decode_info(data: bytes, where: str) -> SessionInfo:
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise InvalidInput(f"{where}: malformed JSON: {exc}") from None
+    return SessionInfo.from_obj(obj, where)
 
 
-@dataclass
 class Store:
     """Sessions under ``home``: create, list, open for reading or writing, remove."""
 
-    home: Path = field(default_factory=default_home)
-    options: StoreOptions = field(default_factory=StoreOptions)
-    io: FileIO = field(default_factory=OsIO)
-    #: what the last recovery did, per session id (for reporting)
-    recovery_notes: dict[str, list[str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.home = Path(self.home)
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        options: StoreOptions | None = None,
+        io: FileIO | None = None,
+    ) -> None:
+        self.home = Path(home) if home is not None else default_home()
+        self.options = options or StoreOptions()
+        self.io = io or OsIO()
+        #: what the last recovery did, per session id (for reporting)
+        self.recovery_notes: dict[str, list[str]] = {}
         self.sessions_dir = self.home / "sessions"
 
     # -- sessions -----------------------------------------------------------
@@ -112,7 +201,12 @@ class Store:
             self.paths(parent_session)
         if parent_event is not None:
             parent_event = check_uuid(parent_event, "parent event id")
-        sid = check_uuid(session_id, "session id") if session_id else str(uuid_utils.uuid7())
+        if session_id:
+            sid = check_uuid(session_id, "session id")
+        else:
+            import uuid_utils
+
+            sid = str(uuid_utils.uuid7())
         stamp = now_rfc3339()
         info = SessionInfo(
             id=sid,
@@ -131,6 +225,8 @@ class Store:
         tmp = self.sessions_dir / f".new-{sid}"
         io = self.io
         if tmp.exists():
+            import shutil
+
             shutil.rmtree(tmp)
         io.mkdir(str(tmp))
         for sub in ("chunks", "blobs"):
@@ -140,7 +236,7 @@ class Store:
             fd = io.open(str(tmp / empty), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             io.fsync(fd)
             io.close(fd)
-        atomic_write(io, str(tmp / "session.json"), _encoder.encode(info) + b"\n")
+        atomic_write(io, str(tmp / "session.json"), dumps(info.to_obj()) + b"\n")
         io.rename(str(tmp), str(final))
         io.fsync_dir(str(self.sessions_dir))
         return info
@@ -149,10 +245,7 @@ class Store:
         return self._read_info(self.paths(session_id))
 
     def _read_info(self, paths: SessionPaths) -> SessionInfo:
-        try:
-            return _info_decoder.decode(paths.meta.read_bytes())
-        except msgspec.DecodeError as exc:
-            raise InvalidInput(f"{paths.meta}: {exc}") from None
+        return _decode_info(paths.meta.read_bytes(), str(paths.meta))
 
     def update_info(self, session_id: str, **changes: str | None) -> SessionInfo:
         """Change name, working_dir or model (atomically, under the writer lock)."""
@@ -170,8 +263,8 @@ class Store:
         self._write_info(paths)
 
     def _write_info(self, paths: SessionPaths, **changes: str | None) -> SessionInfo:
-        info = msgspec.structs.replace(self._read_info(paths), updated_at=now_rfc3339(), **changes)
-        atomic_write(self.io, str(paths.meta), _encoder.encode(info) + b"\n")
+        info = self._read_info(paths).replace(updated_at=now_rfc3339(), **changes)
+        atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
         return info
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -188,10 +281,7 @@ class Store:
                 data = (self.sessions_dir / name / "session.json").read_bytes()
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            try:
-                out.append(_info_decoder.decode(data))
-            except msgspec.DecodeError as exc:
-                raise InvalidInput(f"{self.sessions_dir / name / 'session.json'}: {exc}") from None
+            out.append(_decode_info(data, str(self.sessions_dir / name / "session.json")))
         out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return out
 
@@ -205,6 +295,8 @@ class Store:
             self.io.fsync_dir(str(self.sessions_dir))
         finally:
             lock.release()
+        import shutil
+
         shutil.rmtree(trash)
 
     # -- opening ------------------------------------------------------------
@@ -251,6 +343,9 @@ class Store:
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session; with ``repair``, first do what is provably safe."""
+        from .fsck import fsck
+        from .fsck import repair as repair_session
+
         paths = self.paths(session_id)
         repaired: list[str] = []
         if repair:

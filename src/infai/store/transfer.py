@@ -11,46 +11,33 @@ timestamps preserved; the last event becomes HEAD, as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import IO, Any
-
-import msgspec
+import json
 
 from .errors import InvalidInput, SessionExists
-from .format import NIL_ID
+from .format import NIL_ID, dumps
 from .layout import check_uuid
-from .records import Record, record_from_obj
+from .records import Record, record_from_obj, record_to_obj
 from .store import SessionInfo, Store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import IO
+
 EXPORT_VERSION = 1
-_encoder = msgspec.json.Encoder()
-
-
-class ExportedEvent(msgspec.Struct, kw_only=True):
-    id: str
-    parent_id: str
-    branch_from: str | None
-    kind: str
-    role: str
-    timestamp: str
-    record: dict[str, Any]
-
-
-class ExportHeader(msgspec.Struct, kw_only=True):
-    infai_export: int
-    session: SessionInfo
+_EVENT_FIELDS = ("id", "parent_id", "branch_from", "kind", "role", "timestamp", "record")
 
 
 def export_lines(store: Store, session_id: str) -> Iterator[bytes]:
     """The export file's lines, header first (reads every event and blob)."""
     info = store.info(session_id)
-    yield _encoder.encode(ExportHeader(infai_export=EXPORT_VERSION, session=info)) + b"\n"
+    yield dumps({"infai_export": EXPORT_VERSION, "session": info.to_obj()}) + b"\n"
     with store.open_reader(session_id) as reader:
         for entry in reader.entries():
             event = reader.event(entry.id, resolve=True)
             assert event.record is not None
             yield (
-                _encoder.encode(
+                dumps(
                     {
                         "id": event.id,
                         "parent_id": event.parent_id,
@@ -58,52 +45,69 @@ def export_lines(store: Store, session_id: str) -> Iterator[bytes]:
                         "kind": event.kind,
                         "role": event.role,
                         "timestamp": event.timestamp,
-                        "record": event.record,
+                        "record": record_to_obj(event.record),
                     }
                 )
                 + b"\n"
             )
 
 
-def _parse(
-    lines: Iterable[bytes], name: str
-) -> tuple[SessionInfo, list[tuple[ExportedEvent, Record]]]:
-    header_decoder = msgspec.json.Decoder(ExportHeader)
-    event_decoder = msgspec.json.Decoder(ExportedEvent)
+#: (id, parent id, branch_from, role, timestamp, record) of one imported event
+Imported = tuple[str, str, "str | None", str, str, Record]
+
+
+def _parse_event(raw: bytes, where: str, seen: set[str]) -> Imported:
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{where}: malformed JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"{where}: expected an object")
+    missing = [f for f in _EVENT_FIELDS if f not in obj]
+    if missing:
+        raise InvalidInput(f"{where}: missing field {missing[0]!r}")
+    for name in ("id", "parent_id", "kind", "role", "timestamp"):
+        if not isinstance(obj[name], str):
+            raise InvalidInput(f"{where}: field {name!r} must be a string")
+    event_id = check_uuid(obj["id"], f"{where}: id")
+    parent_id = check_uuid(obj["parent_id"], f"{where}: parent_id")
+    branch_from = obj["branch_from"]
+    if event_id in seen:
+        raise InvalidInput(f"{where}: duplicate event id {event_id}")
+    if parent_id != NIL_ID and parent_id not in seen:
+        raise InvalidInput(f"{where}: parent {parent_id} does not appear earlier")
+    if branch_from is not None and branch_from != obj["parent_id"]:
+        raise InvalidInput(f"{where}: branch_from must equal parent_id")
+    try:
+        record = record_from_obj(obj["kind"], obj["record"])
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
+    seen.add(event_id)
+    return event_id, parent_id, branch_from and parent_id, obj["role"], obj["timestamp"], record
+
+
+def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[Imported]]:
     it = iter(lines)
     first = next(it, b"")
     try:
-        header = header_decoder.decode(first)
-    except msgspec.DecodeError as exc:
-        raise InvalidInput(f"{name}: line 1: not an infai export header: {exc}") from None
-    if header.infai_export != EXPORT_VERSION:
-        raise InvalidInput(f"{name}: line 1: unsupported export version {header.infai_export}")
-    check_uuid(header.session.id, f"{name}: line 1: session id")
+        header = json.loads(first)
+        if header.get("infai_export") != EXPORT_VERSION:
+            raise InvalidInput(
+                f"{name}: line 1: unsupported export version {header.get('infai_export')!r}"
+            )
+        info = SessionInfo.from_obj(header.get("session"), f"{name}: line 1: session")
+    except (ValueError, AttributeError) as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput(f"{name}: line 1: not an infai export header") from None
+    check_uuid(info.id, f"{name}: line 1: session id")
     seen: set[str] = set()
-    events: list[tuple[ExportedEvent, Record]] = []
-    for number, raw in enumerate(it, start=2):
-        if not raw.strip():
-            continue
-        where = f"{name}: line {number}"
-        try:
-            ev = event_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise InvalidInput(f"{where}: {exc}") from None
-        ev.id = check_uuid(ev.id, f"{where}: id")
-        ev.parent_id = check_uuid(ev.parent_id, f"{where}: parent_id")
-        if ev.id in seen:
-            raise InvalidInput(f"{where}: duplicate event id {ev.id}")
-        if ev.parent_id != NIL_ID and ev.parent_id not in seen:
-            raise InvalidInput(f"{where}: parent {ev.parent_id} does not appear earlier")
-        if ev.branch_from is not None and ev.branch_from != ev.parent_id:
-            raise InvalidInput(f"{where}: branch_from must equal parent_id")
-        try:
-            record = record_from_obj(ev.kind, ev.record)
-        except InvalidInput as exc:
-            raise InvalidInput(f"{where}: {exc}") from None
-        seen.add(ev.id)
-        events.append((ev, record))
-    return header.session, events
+    events = [
+        _parse_event(raw, f"{name}: line {number}", seen)
+        for number, raw in enumerate(it, start=2)
+        if raw.strip()
+    ]
+    return info, events
 
 
 def import_session(store: Store, source: IO[bytes], name: str = "<stdin>") -> SessionInfo:
@@ -125,12 +129,7 @@ def import_session(store: Store, source: IO[bytes], name: str = "<stdin>") -> Se
         with store.open_writer(created.id) as writer:
             step = 1000
             for start in range(0, len(events), step):
-                writer.import_batch(
-                    [
-                        (ev.id, ev.parent_id, ev.branch_from, ev.role, ev.timestamp, record)
-                        for ev, record in events[start : start + step]
-                    ]
-                )
+                writer.import_batch(events[start : start + step])
     except BaseException:
         store.remove_session(created.id)
         raise

@@ -28,12 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-
-import msgspec
-import uuid_utils
+import zlib
 
 from .blobs import digest_of, put_blobs
 from .errors import InvalidInput, StoreIOError
@@ -41,7 +36,6 @@ from .events import Event
 from .format import (
     INDEX_WIDTH,
     NIL_ID,
-    NULL_RAW,
     ChunkLine,
     Location,
     encode_chunk_line,
@@ -56,21 +50,34 @@ from .reader import SessionReader
 from .records import RECORD_TYPES, Record, encode_record, preview
 from .recovery import Recovery
 
-#: (id, parent id, branch_from, role, timestamp, record) of an event to write
-EventSpec = tuple[str, str, str | None, str, str, Record]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    #: (id, parent id, branch_from, role, timestamp, record) of an event to write
+    EventSpec = tuple[str, str, str | None, str, str, Record]
 
 _ROLE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-@dataclass(frozen=True)
 class WriteOptions:
-    chunk_size: int
-    blob_threshold: int
-    strict: bool
-    index_sync_interval: int
+    """The store options a writer needs."""
+
+    __slots__ = ("blob_threshold", "chunk_size", "index_sync_interval", "strict")
+
+    def __init__(
+        self, *, chunk_size: int, blob_threshold: int, strict: bool, index_sync_interval: int
+    ) -> None:
+        self.chunk_size = chunk_size
+        self.blob_threshold = blob_threshold
+        self.strict = strict
+        self.index_sync_interval = index_sync_interval
 
 
 def now_rfc3339() -> str:
+    """The current time as RFC 3339 in UTC with microseconds."""
+    from datetime import UTC, datetime  # not needed (nor imported) by readers
+
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
@@ -165,6 +172,8 @@ class SessionWriter(SessionReader):
             parent_seq = self.seq_of(parent_id)
         branch_from = parent_id if parent_seq != self._head_seq else None
 
+        import uuid_utils  # not needed (nor imported) by readers
+
         specs = []
         for record, role in items:
             event_id = str(uuid_utils.uuid7())
@@ -193,11 +202,11 @@ class SessionWriter(SessionReader):
             check_role(role)
             data = encode_record(record)
             digest = None
-            raw = msgspec.Raw(data)
+            inline: bytes | None = data
             if len(data) > self._opts.blob_threshold:
                 digest = digest_of(data)
                 blobs.append((digest, data))
-                raw = NULL_RAW
+                inline = None
             seq = self._count + i
             if parent_id == NIL_ID:
                 parent_seq = -1
@@ -217,7 +226,7 @@ class SessionWriter(SessionReader):
                     role=role,
                     timestamp=timestamp,
                     preview=preview(record),
-                    record=raw,
+                    record=inline,
                     digest=digest,
                     ixd=0,
                     batch=(i, n) if n > 1 else None,
@@ -270,9 +279,16 @@ class SessionWriter(SessionReader):
         if self._chunk_fd < 0 or self._chunk_size >= opts.chunk_size:
             self._open_chunk()
         encoded = []
-        for line in lines:
+        for line in lines[:-1]:
             line.ixd = self._ixd
             encoded.append(encode_chunk_line(line))
+        if len(lines) > 1:
+            # The closing line vouches for the rest of its batch: recovery checks one
+            # CRC over their bytes instead of walking every line back.
+            members = b"".join(encoded)
+            lines[-1].members = (len(members), zlib.crc32(members))
+        lines[-1].ixd = self._ixd
+        encoded.append(encode_chunk_line(lines[-1]))
         write_all(io, self._chunk_fd, b"".join(encoded))
         io.fdatasync(self._chunk_fd)
         # Committed. What follows only maintains rebuildable hints.
