@@ -140,8 +140,12 @@ class Tail:
 
 
 def _is_torn(line: bytes) -> bool:
-    """A region a crash can leave: a final line without newline, or zero-filled bytes."""
-    return not line.endswith(b"\n") or b"\x00" in line
+    """A region a crash can leave: a final line without newline, or zero-filled bytes.
+
+    The store never writes a NUL byte (JSON escapes them), and a power cut zeroes
+    whole blocks, so a run of NULs marks unwritten space; a lone NUL is damage.
+    """
+    return not line.endswith(b"\n") or b"\x00\x00\x00\x00" in line
 
 
 def committed_tail(paths: SessionPaths, number: int) -> Tail:

@@ -52,6 +52,8 @@ class Recovery:
         self.index_writes: dict[int, bytes] = {}
         #: the index file size the plan ends with, if it must change
         self.index_size: int | None = None
+        #: index entries known durable before the plan is applied
+        self.index_durable = 0
         self.head: bytes | None = None
         self.remove: list[str] = []
         #: what the plan does, in words (empty when there is nothing to do)
@@ -64,6 +66,7 @@ class Recovery:
 
     @property
     def empty(self) -> bool:
+        """True if applying the plan would change no file's content."""
         return not (
             self.truncate_chunks
             or self.index_writes
@@ -141,6 +144,7 @@ def _index_state(paths: SessionPaths, plan: Recovery, head_ixd: int) -> None:
         assert plan.last is not None
         trusted = min(max(plan.last.ixd, head_ixd), on_disk, count)
         start_seq, prev = (0, None) if index_fd < 0 else _resume_point(paths, index_fd, trusted)
+        plan.index_durable = start_seq
         # Scan the chunks forward from the record after `prev`.
         chunk, offset = (0, 0) if prev is None else (prev.chunk, prev.end)
         seq = start_seq
@@ -220,7 +224,9 @@ def apply(io: FileIO, paths: SessionPaths, plan: Recovery) -> None:
             io.fsync(fd)
         finally:
             io.close(fd)
-    if plan.index_writes or plan.index_size is not None:
+    # Entries a killed writer left unsynced may match the chunks (so nothing is
+    # rewritten), but only a sync makes them durable before new lines say so.
+    if plan.index_writes or plan.index_size is not None or plan.index_durable < plan.count:
         fd = io.open(str(paths.index), os.O_WRONLY | os.O_CREAT)
         try:
             if plan.index_size is not None:
@@ -230,9 +236,10 @@ def apply(io: FileIO, paths: SessionPaths, plan: Recovery) -> None:
             io.fsync(fd)
         finally:
             io.close(fd)
-    if plan.head is not None:
-        atomic_write(io, str(paths.head), plan.head)
+    # Leftover temp files go first: rewriting HEAD below uses HEAD.tmp itself.
     for path in plan.remove:
         io.unlink(path)
     if plan.remove:
         io.fsync_dir(str(paths.root))
+    if plan.head is not None:
+        atomic_write(io, str(paths.head), plan.head)

@@ -361,7 +361,7 @@ class Store:
     def recover(self, paths: SessionPaths) -> Recovery:
         """Analyse and apply recovery (caller holds the lock); returns the plan."""
         plan = analyze(paths)
-        if not plan.empty:
+        if not plan.empty or plan.index_durable < plan.count:
             apply(self.io, paths, plan)
         self.recovery_notes[paths.root.name] = plan.notes
         return plan
