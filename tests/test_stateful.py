@@ -11,14 +11,14 @@ append time. Teardown closes the writer and requires a clean fsck.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -44,6 +44,7 @@ from infai.store import (
     ToolResultRecord,
     Usage,
 )
+from infai.store.records import encode_record, preview
 
 BLOB_THRESHOLD = 160
 CHUNK_SIZE = 2048
@@ -120,10 +121,11 @@ class ModelEvent:
     record: Record
     role: str
     blob: bool
+    timestamp: str
 
 
 def _is_blob(record: Record) -> bool:
-    return len(msgspec.json.encode(record)) > BLOB_THRESHOLD
+    return len(encode_record(record)) > BLOB_THRESHOLD
 
 
 class SessionMachine(RuleBasedStateMachine):
@@ -138,6 +140,9 @@ class SessionMachine(RuleBasedStateMachine):
         self.writer: SessionWriter | None = None
         self.sid = ""
         self.options = StoreOptions()
+        # A reader opened earlier and the model state it must keep seeing.
+        self.snapshot: tuple[SessionReader, str | None, list[str], list[str]] | None = None
+        self.reopens = 0
 
     # -- helpers -------------------------------------------------------------
 
@@ -189,7 +194,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert (ev.digest is not None) == _is_blob(record)
             assert ev.id not in self.events
             self.events[ev.id] = ModelEvent(
-                ev.id, prev, want_branch, record, role, _is_blob(record)
+                ev.id, prev, want_branch, record, role, _is_blob(record), ev.timestamp
             )
             self.order.append(ev.id)
             prev = ev.id
@@ -215,6 +220,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert entry.kind == m.record.kind
         assert entry.role == m.role
         assert entry.blob == m.blob
+        assert entry.timestamp == m.timestamp
 
     def check_event(self, ev: Event, eid: str, *, resolved: bool) -> None:
         m = self.events[eid]
@@ -224,6 +230,9 @@ class SessionMachine(RuleBasedStateMachine):
         assert ev.kind == m.record.kind
         assert ev.role == m.role
         assert (ev.digest is not None) == m.blob
+        assert ev.timestamp == m.timestamp
+        assert ev.seq == self.order.index(eid)
+        assert ev.preview == preview(m.record)
         if resolved or not m.blob:
             assert ev.record == m.record
         else:
@@ -268,6 +277,16 @@ class SessionMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
+            if self.snapshot is not None:
+                self.snapshot[0].close()
+            if self.store is not None and self.sid:
+                chunks = len(list((self.s.sessions_dir / self.sid / "chunks").iterdir()))
+                event(f"chunks: {min(chunks, 4)}{'+' if chunks >= 4 else ''}")
+                event(f"events: {'>=40' if len(self.order) >= 40 else '<40'}")
+                event(
+                    f"blob events: {'yes' if any(e.blob for e in self.events.values()) else 'no'}"
+                )
+                event(f"reopened: {'yes' if self.reopens else 'no'}")
             if self.writer is not None:
                 self.writer.close()
                 self.writer = None
@@ -278,7 +297,7 @@ class SessionMachine(RuleBasedStateMachine):
                 assert report.orphans == []
                 assert report.events == len(self.order)
                 assert report.blobs == len(
-                    {msgspec.json.encode(e.record) for e in self.events.values() if e.blob}
+                    {encode_record(e.record) for e in self.events.values() if e.blob}
                 )
                 assert report.ok
         finally:
@@ -344,7 +363,63 @@ class SessionMachine(RuleBasedStateMachine):
             self.store = Store(self.tmp / "home", self.options)
         self.writer = self.s.open_writer(self.sid)
         self.pending = None
+        self.reopens += 1
         assert self.s.recovery_notes[self.sid] == []
+
+    @rule(
+        damage=st.sampled_from(
+            ["torn_tail", "zeroed_tail", "index_cut", "index_gone", "head_junk", "leftovers"]
+        ),
+        data=st.data(),
+    )
+    def crash_leftovers_then_reopen(self, damage: str, data: st.DataObject) -> None:
+        """Leave what a crash can leave (never touching acknowledged events), then reopen.
+
+        Recovery must bring back exactly the acknowledged events, say what it did, and
+        leave a session that fsck finds clean at teardown.
+        """
+        self.w.close()
+        self.writer = None
+        if self.snapshot is not None:  # the damage below is not something a live reader sees
+            self.snapshot[0].close()
+            self.snapshot = None
+        paths = self.s.paths(self.sid)
+        numbers = paths.chunk_numbers()
+        expect_note = True
+        if damage in ("torn_tail", "zeroed_tail"):
+            if not numbers:
+                paths.chunk(0).write_bytes(b"")
+                numbers = [0]
+            junk = (
+                b'{"seq":%d,"id":"01' % len(self.order)
+                if damage == "torn_tail"
+                else b"\x00" * data.draw(st.integers(1, 600), label="zeroes")
+            )
+            with paths.chunk(numbers[-1]).open("ab") as f:
+                f.write(junk)
+        elif damage == "index_cut":
+            size = paths.index.stat().st_size if paths.index.exists() else 0
+            if not paths.index.exists():
+                paths.index.write_bytes(b"")
+            keep = data.draw(st.integers(0, max(0, size // 512)), label="keep") * 512
+            os.truncate(paths.index, keep)
+            expect_note = keep < size
+        elif damage == "index_gone":
+            paths.index.unlink(missing_ok=True)
+            expect_note = bool(self.order)
+        elif damage == "head_junk":
+            paths.head.write_bytes(b"\x00" * 17)
+        else:
+            (paths.root / "HEAD.tmp").write_bytes(b"x")
+            (paths.root / f".blob-{'ab' * 32}.tmp").write_bytes(b"partial blob")
+            expect_note = False
+        self.writer = self.s.open_writer(self.sid)
+        self.pending = None
+        self.reopens += 1
+        notes = self.s.recovery_notes[self.sid]
+        assert bool(notes) == expect_note, notes
+        assert not (paths.root / "HEAD.tmp").exists()
+        assert not any(p.name.endswith(".tmp") for p in paths.root.iterdir())
 
     # -- rules: random lookups ------------------------------------------------
 
@@ -373,6 +448,13 @@ class SessionMachine(RuleBasedStateMachine):
                     cur = self.events[cur].parent
                 assert [e.id for e in full] == walk[::-1]
 
+    @rule()
+    def open_snapshot_reader(self) -> None:
+        if self.snapshot is not None:
+            self.snapshot[0].close()
+        reader = self.s.open_reader(self.sid)
+        self.snapshot = (reader, self.head, self.model_path(self.head), list(self.order))
+
     # -- invariants ----------------------------------------------------------
 
     @invariant()
@@ -389,10 +471,22 @@ class SessionMachine(RuleBasedStateMachine):
         with self.s.open_reader(self.sid) as r:
             self.check_reader(r)
 
+    @invariant()
+    def snapshot_reader_is_stable(self) -> None:
+        # A reader opened earlier keeps describing the session as it was then.
+        if self.snapshot is None:
+            return
+        reader, head, path, order = self.snapshot
+        assert reader.head == head
+        assert reader.count == len(order)
+        assert [e.id for e in reader.path()] == path
+        assert [e.id for e in reader.context().events] == path
+        assert [e.id for e in reader.entries()] == order
+
 
 SessionMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=40,
+    max_examples=150,
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -409,6 +409,6 @@ def decode_head(data: bytes) -> Head | None:
         head = Head(obj["id"], obj["seq"], obj["ixd"])
     except (ValueError, KeyError, TypeError):
         return None
-    if not (isinstance(head.id, str) and isinstance(head.seq, int) and isinstance(head.ixd, int)):
+    if not isinstance(head.id, str) or any(type(n) is not int for n in (head.seq, head.ixd)):
         return None
     return head

@@ -290,9 +290,22 @@ def record_from_stored(kind: str, obj: dict[str, Any]) -> Record:
     return record
 
 
+_strict_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode_record(record: Record) -> bytes:
-    """Serialise a record to compact JSON bytes (the bytes a blob digest covers)."""
-    return json.dumps(record_to_obj(record), separators=(",", ":"), ensure_ascii=False).encode()
+    """Check a record against its type and serialise it to compact JSON bytes.
+
+    These are the bytes a blob digest covers. Anything the store could not read
+    back (a wrong field type, NaN, an object JSON cannot hold, a lone surrogate)
+    raises :class:`InvalidInput` naming the field, before anything is written.
+    """
+    obj = record_to_obj(record)
+    record_from_obj(record.kind, obj)
+    try:
+        return _strict_dumps(obj).encode()
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise InvalidInput(f"invalid {record.kind} record: {exc}") from None
 
 
 def decode_record(kind: str, data: bytes) -> Record:
@@ -317,9 +330,10 @@ def preview(record: Record) -> str:
         text = f"{record.name}{' error' if record.is_error else ''}: {record.content}"
     else:
         text = record.summary
-    text = " ".join(text[: PREVIEW_CHARS * 4].split())
+    text = text[: PREVIEW_CHARS * 4]
     if not text.isprintable():
         text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split())
     if len(text) > PREVIEW_CHARS:
         text = text[: PREVIEW_CHARS - 1] + "…"
     return text

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
-from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError
+from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError, StoreIOError
 from .format import FORMAT_VERSION, dumps
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
@@ -218,6 +219,7 @@ class Store:
             parent_session=parent_session,
             parent_event=parent_event,
         )
+        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
         self._ensure_home()
         final = self.sessions_dir / sid
         if final.exists():
@@ -264,6 +266,7 @@ class Store:
 
     def _write_info(self, paths: SessionPaths, **changes: str | None) -> SessionInfo:
         info = self._read_info(paths).replace(updated_at=now_rfc3339(), **changes)
+        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
         atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
         return info
 
@@ -289,10 +292,15 @@ class Store:
         """Delete a session (waits for its writer lock, so never under a live writer)."""
         paths = self.paths(session_id)
         lock = WriterLock(paths.lock, self.options.lock_timeout)
-        trash = self.sessions_dir / f".trash-{paths.root.name}"
+        # A unique name: an earlier removal of the same id may have left its trash.
+        trash = self.sessions_dir / f".trash-{paths.root.name}-{os.getpid()}-{time.time_ns()}"
         try:
             self.io.rename(str(paths.root), str(trash))
             self.io.fsync_dir(str(self.sessions_dir))
+        except OSError as exc:
+            raise StoreIOError(
+                exc.errno, f"cannot remove session {paths.root.name}: {exc}"
+            ) from exc
         finally:
             lock.release()
         import shutil
