@@ -330,7 +330,7 @@ def preview(record: Record) -> str:
         text = f"{record.name}{' error' if record.is_error else ''}: {record.content}"
     else:
         text = record.summary
-    text = text[: PREVIEW_CHARS * 4]
+    text = text[: PREVIEW_CHARS * 2]
     if not text.isprintable():
         text = "".join(ch if ch.isprintable() else " " for ch in text)
     text = " ".join(text.split())

@@ -175,9 +175,10 @@ class SessionWriter(SessionReader):
         import uuid_utils  # not needed (nor imported) by readers
 
         specs = []
+        stamp = now_rfc3339()  # one transaction, one time
         for record, role in items:
             event_id = str(uuid_utils.uuid7())
-            specs.append((event_id, parent_id, branch_from, role, now_rfc3339(), record))
+            specs.append((event_id, parent_id, branch_from, role, stamp, record))
             parent_id, branch_from = event_id, None
         return self._write(specs, {specs[0][1]: parent_seq})
 
