@@ -215,6 +215,23 @@ def analyze(paths: SessionPaths) -> Recovery:
     return plan
 
 
+def settle(io: FileIO, paths: SessionPaths, plan: Recovery) -> None:
+    """Make durable what a killed writer may have left only in the page cache.
+
+    Its last line may be complete but never synced, its newest chunk or blob may
+    be a directory entry never synced: this writer would otherwise build on them
+    and acknowledge events whose parents a power cut could still take away.
+    """
+    if plan.chunk_count:
+        fd = io.open(str(paths.chunk(plan.chunk_count - 1)), os.O_RDONLY)
+        try:
+            io.fdatasync(fd)
+        finally:
+            io.close(fd)
+    io.fsync_dir(str(paths.chunks))
+    io.fsync_dir(str(paths.blobs))
+
+
 def apply(io: FileIO, paths: SessionPaths, plan: Recovery) -> None:
     """Carry out ``plan`` durably, in the same order it was decided."""
     for number, size in plan.truncate_chunks.items():

@@ -21,7 +21,7 @@ from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
 from .lock import WriterLock
 from .reader import SessionReader
-from .recovery import Recovery, analyze, apply
+from .recovery import Recovery, analyze, apply, settle
 from .writer import SessionWriter, WriteOptions, now_rfc3339
 
 TYPE_CHECKING = False
@@ -371,5 +371,6 @@ class Store:
         plan = analyze(paths)
         if not plan.empty or plan.index_durable < plan.count:
             apply(self.io, paths, plan)
+        settle(self.io, paths, plan)
         self.recovery_notes[paths.root.name] = plan.notes
         return plan
