@@ -152,25 +152,49 @@ def _str(value: str | None) -> str:
     return "null" if value is None else encode_basestring(value)
 
 
-def encode_chunk_line(line: ChunkLine) -> bytes:
-    """The line's bytes, newline included; the record comes last, before the checksum.
+class _Escaped:
+    """A line's string fields, JSON-escaped once for both its line and its entry."""
 
-    Equivalent to ``dumps`` of the fields in this order, written out by hand
-    because appends are on the hot path.
-    """
+    __slots__ = ("branch_from", "id", "kind", "parent_id", "preview", "role", "timestamp")
+
+    def __init__(self, line: ChunkLine | IndexEntry) -> None:
+        self.id = _str(line.id)
+        self.parent_id = _str(line.parent_id)
+        self.branch_from = _str(line.branch_from)
+        self.kind = _str(line.kind)
+        self.role = _str(line.role)
+        self.timestamp = _str(line.timestamp)
+        self.preview = _str(line.preview)
+
+
+def _line_bytes(line: ChunkLine, esc: _Escaped) -> bytes:
+    # Equivalent to ``dumps`` of the fields in this order, written out by hand
+    # because appends are on the hot path.
     extra = ""
     if line.batch is not None:
         extra += f',"batch":[{line.batch[0]},{line.batch[1]}]'
     if line.members is not None:
         extra += f',"members":[{line.members[0]},"{line.members[1]:08x}"]'
     head = (
-        f'{{"seq":{line.seq},"id":{_str(line.id)},"parent_id":{_str(line.parent_id)},'
-        f'"parent_seq":{line.parent_seq},"branch_from":{_str(line.branch_from)},'
-        f'"kind":{_str(line.kind)},"role":{_str(line.role)},'
-        f'"timestamp":{_str(line.timestamp)},"preview":{_str(line.preview)},'
-        f'"digest":{_str(line.digest)},"ixd":{line.ixd}{extra},"record":'
+        f'{{"seq":{line.seq},"id":{esc.id},"parent_id":{esc.parent_id},'
+        f'"parent_seq":{line.parent_seq},"branch_from":{esc.branch_from},'
+        f'"kind":{esc.kind},"role":{esc.role},"timestamp":{esc.timestamp},'
+        f'"preview":{esc.preview},"digest":{_str(line.digest)},"ixd":{line.ixd}{extra},"record":'
     )
     return frame(head.encode() + (line.record or b"null") + b"}") + b"\n"
+
+
+def encode_chunk_line(line: ChunkLine) -> bytes:
+    """The line's bytes, newline included; the record comes last, before the checksum."""
+    return _line_bytes(line, _Escaped(line))
+
+
+def encode_event(line: ChunkLine, chunk: int, offset: int) -> tuple[bytes, bytes]:
+    """A new event's chunk line and index entry (the writer's path: one escaping pass)."""
+    esc = _Escaped(line)
+    data = _line_bytes(line, esc)
+    loc = Location(chunk, offset, len(data))
+    return data, _entry_bytes(line.seq, line.parent_seq, loc, line.digest is not None, esc)
 
 
 def decode_chunk_line(data: bytes) -> ChunkLine | None:
@@ -316,23 +340,29 @@ def index_entry_from_line(line: ChunkLine, location: Location) -> IndexEntry:
 
 def encode_index_entry(entry: IndexEntry) -> bytes:
     """Frame and pad an index entry to exactly :data:`INDEX_WIDTH` bytes."""
-    loc = entry.location
-    prefix = _PREFIX % (entry.seq, entry.parent_seq, loc.chunk, loc.offset, loc.length)
+    return _entry_bytes(entry.seq, entry.parent_seq, entry.location, entry.blob, _Escaped(entry))
+
+
+def _entry_bytes(seq: int, parent_seq: int, loc: Location, blob: bool, esc: _Escaped) -> bytes:
+    prefix = _PREFIX % (seq, parent_seq, loc.chunk, loc.offset, loc.length)
     middle = (
-        f'"kind":{_str(entry.kind)},"id":{_str(entry.id)},"parent_id":{_str(entry.parent_id)},'
-        f'"branch_from":{_str(entry.branch_from)},"timestamp":{_str(entry.timestamp)},'
-        f'"role":{_str(entry.role)},"blob":{"true" if entry.blob else "false"},'
+        f'"kind":{esc.kind},"id":{esc.id},"parent_id":{esc.parent_id},'
+        f'"branch_from":{esc.branch_from},"timestamp":{esc.timestamp},'
+        f'"role":{esc.role},"blob":{"true" if blob else "false"},"preview":'
     ).encode()
-    text = entry.preview
+    preview = esc.preview
+    text: str | None = None
     while True:
-        data = frame(prefix + middle + b'"preview":%s}' % _str(text).encode())
+        data = frame(prefix + middle + preview.encode() + b"}")
         over = len(data) - (INDEX_WIDTH - 1)
-        if over <= 0 or not text:
+        if over <= 0 or preview == '""':
             break
         # Only the preview is unbounded: shorten it until the entry fits. Each
         # character is at least one byte, so cutting `over // 6` never overshoots.
+        text = json.loads(preview) if text is None else text
         cut = text[: len(text) - max(1, over // 6) - 1]
         text = cut + "…" if cut else ""
+        preview = _str(text)
     return data + b" " * (INDEX_WIDTH - 1 - len(data)) + b"\n"
 
 

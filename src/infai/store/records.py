@@ -16,6 +16,7 @@ would cost more memory than the whole resume (see ``docs/store-format.md``).
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring  # the C string escaper json itself uses
 
 from .errors import InvalidInput
 
@@ -206,6 +207,9 @@ _STR_LISTS = {"goals", "constraints", "decisions", "files_changed", "unresolved"
 _DICTS = {"metadata", "arguments"}
 _INTS = {"tokens_before", *Usage.__slots__}
 _BOOLS = {"is_error"}
+_NOT_STR = _STR_LISTS | _DICTS | _INTS | _BOOLS | {"usage"}
+#: fields a record cannot be written without
+_REQUIRED = {"content", "call_id", "name", "summary"}
 
 
 def _plain(value: Any) -> Any:
@@ -232,25 +236,26 @@ def _type_error(where: str, expected: str, value: object) -> InvalidInput:
 
 def _check(name: str, value: Any, where: str) -> Any:
     """Validate one field's JSON value; returns the value to store."""
-    here = f"{where}.{name}"
+    if type(value) is str and name not in _NOT_STR:
+        return value
     if name in _STR_LISTS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise _type_error(here, "a list of strings", value)
+            raise _type_error(f"{where}.{name}", "a list of strings", value)
     elif name in _DICTS:
         if not isinstance(value, dict):
-            raise _type_error(here, "an object", value)
+            raise _type_error(f"{where}.{name}", "an object", value)
     elif name in _INTS:
         if not isinstance(value, int) or isinstance(value, bool):
-            raise _type_error(here, "an integer", value)
+            raise _type_error(f"{where}.{name}", "an integer", value)
     elif name in _BOOLS:
         if not isinstance(value, bool):
-            raise _type_error(here, "true or false", value)
+            raise _type_error(f"{where}.{name}", "true or false", value)
     elif name == "usage":
         if not isinstance(value, dict):
-            raise _type_error(here, "an object", value)
-        return _build(Usage, value, here)
+            raise _type_error(f"{where}.{name}", "an object", value)
+        return _build(Usage, value, f"{where}.{name}")
     elif not isinstance(value, str):
-        raise _type_error(here, "a string", value)
+        raise _type_error(f"{where}.{name}", "a string", value)
     return value
 
 
@@ -300,12 +305,24 @@ def encode_record(record: Record) -> bytes:
     back (a wrong field type, NaN, an object JSON cannot hold, a lone surrogate)
     raises :class:`InvalidInput` naming the field, before anything is written.
     """
-    obj = record_to_obj(record)
-    record_from_obj(record.kind, obj)
+    where = f"invalid {record.kind} record: $"
+    parts = []
     try:
-        return _strict_dumps(obj).encode()
+        for name in record._fields():
+            value = getattr(record, name)
+            if value is None or value == {} or value == [] or value is False:
+                if name in _REQUIRED:
+                    raise InvalidInput(f"{where}: missing required field {name!r}")
+                continue
+            _check(name, _plain(value), where)
+            # Strings are by far the common case: escape them with json's C escaper.
+            text = encode_basestring(value) if type(value) is str else _strict_dumps(_plain(value))
+            parts.append(f'"{name}":{text}')
+        return ("{" + ",".join(parts) + "}").encode()
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise InvalidInput(f"invalid {record.kind} record: {exc}") from None
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput(f"{where}: {exc}") from None
 
 
 def decode_record(kind: str, data: bytes) -> Record:

@@ -37,11 +37,8 @@ from .format import (
     INDEX_WIDTH,
     NIL_ID,
     ChunkLine,
-    Location,
-    encode_chunk_line,
+    encode_event,
     encode_head,
-    encode_index_entry,
-    index_entry_from_line,
 )
 from .fsio import FileIO, write_all
 from .layout import SessionPaths, check_uuid
@@ -279,26 +276,23 @@ class SessionWriter(SessionReader):
             self._ixd = self._count
         if self._chunk_fd < 0 or self._chunk_size >= opts.chunk_size:
             self._open_chunk()
-        encoded = []
-        for line in lines[:-1]:
+        encoded: list[bytes] = []
+        entries: list[bytes] = []
+        offset = self._chunk_size
+        for i, line in enumerate(lines):
             line.ixd = self._ixd
-            encoded.append(encode_chunk_line(line))
-        if len(lines) > 1:
-            # The closing line vouches for the rest of its batch: recovery checks one
-            # CRC over their bytes instead of walking every line back.
-            members = b"".join(encoded)
-            lines[-1].members = (len(members), zlib.crc32(members))
-        lines[-1].ixd = self._ixd
-        encoded.append(encode_chunk_line(lines[-1]))
+            if i and i == len(lines) - 1:
+                # The closing line vouches for the rest of its batch: recovery checks
+                # one CRC over their bytes instead of walking every line back.
+                members = b"".join(encoded)
+                line.members = (len(members), zlib.crc32(members))
+            data, entry = encode_event(line, self._chunk_no, offset)
+            encoded.append(data)
+            entries.append(entry)
+            offset += len(data)
         write_all(io, self._chunk_fd, b"".join(encoded))
         io.fdatasync(self._chunk_fd)
         # Committed. What follows only maintains rebuildable hints.
-        entries = []
-        offset = self._chunk_size
-        for line, data in zip(lines, encoded, strict=True):
-            loc = Location(self._chunk_no, offset, len(data))
-            entries.append(encode_index_entry(index_entry_from_line(line, loc)))
-            offset += len(data)
         self._chunk_size = offset
         last = lines[-1]
         # Strict mode renames HEAD into place only after the index fsync below.
