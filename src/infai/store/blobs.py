@@ -51,7 +51,7 @@ def put_blobs(io: FileIO, paths: SessionPaths, payloads: list[tuple[str, bytes]]
 
 def read_blob(paths: SessionPaths, digest: str) -> bytes:
     """The blob's bytes, after checking they hash to ``digest``."""
-    path = paths.blob(digest)
+    path = paths.blob_file(digest)
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

@@ -87,9 +87,13 @@ def fsck(paths: SessionPaths) -> FsckReport:
         if plan.head is not None and not plan.notes:
             report.pending_recovery.append(f"{paths.head}: does not name the newest event")
         committed = {n: s for n, s in plan.truncate_chunks.items()}
+        # What recovery will rebuild is listed as pending, not again as damage.
+        pending_entries = set(plan.index_writes)
+        index_cut = plan.index_size is not None
+        head_pending = plan.head is not None
     except CorruptionError as exc:
         report.problems.append(Problem(exc.path, exc.offset, exc.detail))
-        committed = {}
+        committed, pending_entries, index_cut, head_pending = {}, set(), False, False
     problem = report.problems.append
 
     seen: dict[str, int] = {}
@@ -140,18 +144,18 @@ def fsck(paths: SessionPaths) -> FsckReport:
     index = paths.index.read_bytes() if paths.index.exists() else b""
     for seq, want in enumerate(expected_index):
         have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
-        if have != want:
+        if have != want and seq not in pending_entries:
             problem(
                 Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
             )
-    if len(index) > len(expected_index) * INDEX_WIDTH:
+    if len(index) > len(expected_index) * INDEX_WIDTH and not index_cut:
         problem(
             Problem(str(paths.index), len(expected_index) * INDEX_WIDTH, "entries past last event")
         )
 
     parsed = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
     head = (parsed.id, parsed.seq) if parsed else None
-    if head != (None if last_id is None else (last_id, last_seq)):
+    if head != (None if last_id is None else (last_id, last_seq)) and not head_pending:
         problem(Problem(str(paths.head), 0, f"HEAD is {head}, newest event is {last_id}"))
 
     on_disk = set(os.listdir(paths.blobs)) if paths.blobs.is_dir() else set()

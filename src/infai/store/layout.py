@@ -60,6 +60,7 @@ class SessionPaths:
         self.root = root
         self.chunks = root / "chunks"
         self.blobs = root / "blobs"
+        self._blobs = str(self.blobs)
         self.index = root / "index.jsonl"
         self.meta = root / "session.json"
         self.head = root / "HEAD"
@@ -71,6 +72,10 @@ class SessionPaths:
 
     def blob(self, digest: str) -> Path:
         return self.blobs / digest.removeprefix("sha256:")
+
+    def blob_file(self, digest: str) -> str:
+        """:meth:`blob` as a plain string (cheaper on the resume path)."""
+        return os.path.join(self._blobs, digest.removeprefix("sha256:"))
 
     def chunk_numbers(self) -> list[int]:
         """Chunk numbers present on disk, in order."""

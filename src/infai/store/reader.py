@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 _raw_decode = json.JSONDecoder().raw_decode
 
 #: index entries read at once while walking a path toward the root
-PATH_WINDOW = 16
+PATH_WINDOW = 64
 
 
 class SessionReader:
@@ -142,14 +142,16 @@ class SessionReader:
         """
         seq = self._head_seq if at is None else self.seq_of(at)
         out: list[tuple[int, bytes, Location]] = []
-        window, window_start = b"", 0
+        window, window_start, window_end = b"", 0, 0
+        overrides = self._overrides
         while seq >= 0:
-            if not window_start <= seq < window_start + len(window) // INDEX_WIDTH:
+            if not window_start <= seq < window_end:
                 window_start = max(0, seq + 1 - PATH_WINDOW)
+                window_end = seq + 1
                 window = self._read_index(
-                    (seq + 1 - window_start) * INDEX_WIDTH, window_start * INDEX_WIDTH
+                    (window_end - window_start) * INDEX_WIDTH, window_start * INDEX_WIDTH
                 )
-            raw = self._overrides.get(seq)
+            raw = overrides.get(seq) if overrides else None
             if raw is None:
                 at_byte = (seq - window_start) * INDEX_WIDTH
                 raw = window[at_byte : at_byte + INDEX_WIDTH]
