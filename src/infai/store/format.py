@@ -64,7 +64,12 @@ class Location:
 
 def frame(body: bytes) -> bytes:
     """Append the checksum field to a serialised JSON object."""
-    return b'%s,"crc":"%08x"}' % (body[:-1], zlib.crc32(body))
+    return frame_open(body[:-1])
+
+
+def frame_open(body: bytes) -> bytes:
+    """:func:`frame` for an object whose closing brace is not written yet."""
+    return b'%s,"crc":"%08x"}' % (body, zlib.crc32(b"}", zlib.crc32(body)))
 
 
 def check_frame(line: bytes) -> bool:
@@ -158,13 +163,14 @@ class _Escaped:
     __slots__ = ("branch_from", "id", "kind", "parent_id", "preview", "role", "timestamp")
 
     def __init__(self, line: ChunkLine | IndexEntry) -> None:
-        self.id = _str(line.id)
-        self.parent_id = _str(line.parent_id)
-        self.branch_from = _str(line.branch_from)
-        self.kind = _str(line.kind)
-        self.role = _str(line.role)
-        self.timestamp = _str(line.timestamp)
-        self.preview = _str(line.preview)
+        esc = encode_basestring
+        self.id = esc(line.id)
+        self.parent_id = esc(line.parent_id)
+        self.branch_from = "null" if line.branch_from is None else esc(line.branch_from)
+        self.kind = esc(line.kind)
+        self.role = esc(line.role)
+        self.timestamp = esc(line.timestamp)
+        self.preview = esc(line.preview)
 
 
 def _line_bytes(line: ChunkLine, esc: _Escaped) -> bytes:
@@ -181,7 +187,7 @@ def _line_bytes(line: ChunkLine, esc: _Escaped) -> bytes:
         f'"kind":{esc.kind},"role":{esc.role},"timestamp":{esc.timestamp},'
         f'"preview":{esc.preview},"digest":{_str(line.digest)},"ixd":{line.ixd}{extra},"record":'
     )
-    return frame(head.encode() + (line.record or b"null") + b"}") + b"\n"
+    return frame_open(head.encode() + (line.record or b"null")) + b"\n"
 
 
 def encode_chunk_line(line: ChunkLine) -> bytes:
@@ -353,7 +359,7 @@ def _entry_bytes(seq: int, parent_seq: int, loc: Location, blob: bool, esc: _Esc
     preview = esc.preview
     text: str | None = None
     while True:
-        data = frame(prefix + middle + preview.encode() + b"}")
+        data = frame_open(prefix + middle + preview.encode())
         over = len(data) - (INDEX_WIDTH - 1)
         if over <= 0 or preview == '""':
             break

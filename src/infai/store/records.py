@@ -310,14 +310,17 @@ def encode_record(record: Record) -> bytes:
     try:
         for name in record._fields():
             value = getattr(record, name)
+            if type(value) is str and name not in _NOT_STR:
+                # By far the common case: escape with json's own C escaper.
+                parts.append(f'"{name}":{encode_basestring(value)}')
+                continue
             if value is None or value == {} or value == [] or value is False:
                 if name in _REQUIRED:
                     raise InvalidInput(f"{where}: missing required field {name!r}")
                 continue
-            _check(name, _plain(value), where)
-            # Strings are by far the common case: escape them with json's C escaper.
-            text = encode_basestring(value) if type(value) is str else _strict_dumps(_plain(value))
-            parts.append(f'"{name}":{text}')
+            plain = _plain(value)
+            _check(name, plain, where)
+            parts.append(f'"{name}":{_strict_dumps(plain)}')
         return ("{" + ",".join(parts) + "}").encode()
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
         if isinstance(exc, InvalidInput):
@@ -350,7 +353,9 @@ def preview(record: Record) -> str:
     text = text[: PREVIEW_CHARS * 2]
     if not text.isprintable():
         text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.split())
+    # Only spaces are left as whitespace; collapse runs (skipped when there are none).
+    if "  " in text or text[:1] == " " or text[-1:] == " ":
+        text = " ".join(text.split())
     if len(text) > PREVIEW_CHARS:
         text = text[: PREVIEW_CHARS - 1] + "…"
     return text
