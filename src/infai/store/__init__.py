@@ -36,7 +36,6 @@ from .errors import (
 )
 from .events import Context, Entry, Event
 from .format import FORMAT_VERSION, NIL_ID
-from .fsck import FsckReport, Problem
 from .fsio import FileIO, OsIO
 from .layout import default_home
 from .reader import SessionReader
@@ -56,7 +55,24 @@ from .records import (
     record_to_obj,
 )
 from .store import SessionInfo, Store, StoreOptions
-from .writer import SessionWriter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .fsck import FsckReport, Problem
+    from .writer import SessionWriter
+
+# Imported on first use: a reader (a resume) never loads the write or check paths.
+_LAZY = {"SessionWriter": "writer", "FsckReport": "fsck", "Problem": "fsck"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "FORMAT_VERSION",

@@ -84,6 +84,13 @@ def check_frame(line: bytes) -> bool:
     return zlib.crc32(b"}", zlib.crc32(line[:-_CRC_TAIL])) == want and line[-2:] == b'"}'
 
 
+def now_rfc3339() -> str:
+    """The current time as RFC 3339 in UTC with microseconds."""
+    from datetime import UTC, datetime  # not needed (nor imported) by readers
+
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 # -- chunk lines ------------------------------------------------------------
 
 

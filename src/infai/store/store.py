@@ -16,19 +16,18 @@ import time
 from pathlib import Path
 
 from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError, StoreIOError
-from .format import FORMAT_VERSION, dumps
+from .format import FORMAT_VERSION, dumps, now_rfc3339
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
-from .lock import WriterLock
 from .reader import SessionReader
 from .recovery import Recovery, analyze, apply, settle
-from .writer import SessionWriter, WriteOptions, now_rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Literal
 
     from .fsck import FsckReport
+    from .writer import SessionWriter
 
 
 class StoreOptions:
@@ -254,6 +253,8 @@ class Store:
         allowed = {"name", "working_dir", "model"}
         if not set(changes) <= allowed:
             raise InvalidInput(f"cannot change {sorted(set(changes) - allowed)}")
+        from .lock import WriterLock
+
         paths = self.paths(session_id)
         lock = WriterLock(paths.lock, self.options.lock_timeout)
         try:
@@ -290,6 +291,8 @@ class Store:
 
     def remove_session(self, session_id: str) -> None:
         """Delete a session (waits for its writer lock, so never under a live writer)."""
+        from .lock import WriterLock
+
         paths = self.paths(session_id)
         lock = WriterLock(paths.lock, self.options.lock_timeout)
         # A unique name: an earlier removal of the same id may have left its trash.
@@ -326,6 +329,10 @@ class Store:
 
     def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionWriter:
         """Take the session's writer lock, run recovery, and return its writer."""
+        # Writing needs modules a reader does not: a resume stays small without them.
+        from .lock import WriterLock
+        from .writer import SessionWriter, WriteOptions
+
         paths = self._checked_paths(session_id)
         lock = WriterLock(paths.lock, self.options.lock_timeout if timeout is None else timeout)
         try:
@@ -353,6 +360,7 @@ class Store:
         """Verify the whole session; with ``repair``, first do what is provably safe."""
         from .fsck import fsck
         from .fsck import repair as repair_session
+        from .lock import WriterLock
 
         paths = self.paths(session_id)
         repaired: list[str] = []

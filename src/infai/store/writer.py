@@ -39,6 +39,7 @@ from .format import (
     ChunkLine,
     encode_event,
     encode_head,
+    now_rfc3339,
 )
 from .fsio import FileIO, write_all
 from .layout import SessionPaths, check_uuid
@@ -69,13 +70,6 @@ class WriteOptions:
         self.blob_threshold = blob_threshold
         self.strict = strict
         self.index_sync_interval = index_sync_interval
-
-
-def now_rfc3339() -> str:
-    """The current time as RFC 3339 in UTC with microseconds."""
-    from datetime import UTC, datetime  # not needed (nor imported) by readers
-
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def check_role(role: str) -> str:
