@@ -164,9 +164,14 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
             start, raw = item
             parsed = decode_chunk_line(raw) if raw.endswith(b"\n") else None
             if parsed is None:
-                if _is_torn(raw):
-                    continue
-                raise CorruptionError(path, start, "complete line fails its checksum")
+                if not _is_torn(raw):
+                    raise CorruptionError(path, start, "complete line fails its checksum")
+                # Zeroed bytes can swallow the newline before a valid line: then the
+                # damage lies before a committed record, which is corruption.
+                after = raw.rfind(b"\x00") + 1
+                if after and decode_chunk_line(raw[after:]) is not None:
+                    raise CorruptionError(path, start, "zeroed bytes before a valid line")
+                continue
             if not parsed.commits:
                 continue  # a member of a batch that never committed
             if parsed.members is None:

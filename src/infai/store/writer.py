@@ -252,6 +252,17 @@ class SessionWriter(SessionReader):
             for line, spec in zip(lines, specs, strict=True)
         ]
 
+    def _unwrite(self, committed_size: int) -> None:
+        """Cut an unacknowledged write out of the chunk after a failure.
+
+        After a failed fdatasync Linux may keep the written page in the cache but
+        mark it clean: a later reopen would read the line as committed and build on
+        bytes the disk never got. Best effort; recovery handles what remains.
+        """
+        with contextlib.suppress(OSError):
+            if os.fstat(self._chunk_fd).st_size > committed_size:
+                self._io.ftruncate(self._chunk_fd, committed_size)
+
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise StoreIOError(
@@ -284,8 +295,12 @@ class SessionWriter(SessionReader):
             encoded.append(data)
             entries.append(entry)
             offset += len(data)
-        write_all(io, self._chunk_fd, b"".join(encoded))
-        io.fdatasync(self._chunk_fd)
+        try:
+            write_all(io, self._chunk_fd, b"".join(encoded))
+            io.fdatasync(self._chunk_fd)
+        except OSError:
+            self._unwrite(self._chunk_size)
+            raise
         # Committed. What follows only maintains rebuildable hints.
         self._chunk_size = offset
         last = lines[-1]
