@@ -15,8 +15,11 @@ overwritten in place.
 from __future__ import annotations
 
 import json
+import re  # json imports it anyway
 import zlib
 from json.encoder import encode_basestring  # the C string escaper json itself uses
+
+from .errors import InvalidInput
 
 #: On-disk format version, written to every session.json.
 FORMAT_VERSION = 1
@@ -82,6 +85,16 @@ def check_frame(line: bytes) -> bool:
     except ValueError:
         return False
     return zlib.crc32(b"}", zlib.crc32(line[:-_CRC_TAIL])) == want and line[-2:] == b'"}'
+
+
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)", re.ASCII)
+
+
+def check_timestamp(value: object, what: str = "timestamp") -> str:
+    """``value`` if it is an RFC 3339 date-time (as events carry); else InvalidInput."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise InvalidInput(f"{what} {value!r:.60} is not an RFC 3339 date-time")
+    return value
 
 
 def now_rfc3339() -> str:
@@ -376,6 +389,8 @@ def _entry_bytes(seq: int, parent_seq: int, loc: Location, blob: bool, esc: _Esc
         cut = text[: len(text) - max(1, over // 6) - 1]
         text = cut + "…" if cut else ""
         preview = _str(text)
+    if len(data) > INDEX_WIDTH - 1:
+        raise InvalidInput(f"event #{seq}: its fields do not fit in an index entry")
     return data + b" " * (INDEX_WIDTH - 1 - len(data)) + b"\n"
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 
 from .errors import InvalidInput, SessionExists
-from .format import NIL_ID, dumps
+from .format import NIL_ID, check_timestamp, dumps
 from .layout import check_uuid
-from .records import Record, record_from_obj, record_to_obj
+from .records import Record, encode_record, record_from_obj, record_to_obj
 from .store import SessionInfo, Store
+from .writer import check_role
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ def _parse_event(raw: bytes, where: str, seen: set[str]) -> Imported:
         raise InvalidInput(f"{where}: branch_from must equal parent_id")
     try:
         record = record_from_obj(obj["kind"], obj["record"])
+        check_role(obj["role"])
+        check_timestamp(obj["timestamp"])
+        encode_record(record)  # everything the writer would refuse, refused up front
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None
     seen.add(event_id)

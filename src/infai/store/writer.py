@@ -37,6 +37,7 @@ from .format import (
     INDEX_WIDTH,
     NIL_ID,
     ChunkLine,
+    check_timestamp,
     encode_event,
     encode_head,
     now_rfc3339,
@@ -179,6 +180,12 @@ class SessionWriter(SessionReader):
         The caller has checked that ids are new and parents exist in the session.
         """
         self._check_usable()
+        for event_id, parent_id, branch_from, _role, timestamp, _record in specs:
+            check_uuid(event_id, "event id")
+            check_uuid(parent_id, "parent id")
+            if branch_from is not None:
+                check_uuid(branch_from, "branch_from")
+            check_timestamp(timestamp)
         return self._write(specs, {})
 
     def _write(self, specs: Sequence[EventSpec], known: dict[str, int]) -> list[Event]:
