@@ -11,6 +11,7 @@ import pytest
 
 from infai.store import (
     FORMAT_VERSION,
+    CorruptionError,
     InvalidInput,
     MessageRecord,
     SessionExists,
@@ -125,11 +126,15 @@ def test_update_info(store: Store) -> None:
         store.update_info(info.id, created_at="yesterday")
 
 
-def test_update_info_waits_for_the_writer(store: Store) -> None:
+def test_update_info_waits_for_another_stores_writer(store: Store) -> None:
     info = store.create_session(name="old")
+    elsewhere = Store(store.home, StoreOptions(lock_timeout=0))  # as another process would
     with store.open_writer(info.id), pytest.raises(WriterLocked):
-        store.update_info(info.id, name="new")
+        elsewhere.update_info(info.id, name="new")
     assert store.info(info.id).name == "old"
+    with store.open_writer(info.id):  # the writer's own store uses the writer's lock
+        store.update_info(info.id, name="new")
+    assert store.info(info.id).name == "new"
 
 
 @pytest.mark.parametrize("bad", ["", "../x", "x" * 36, MISSING + "/.."])
@@ -212,11 +217,18 @@ def test_newer_format_is_refused(store: Store) -> None:
 
 def test_damaged_session_json_is_reported(store: Store) -> None:
     info = store.create_session()
-    (store.home / "sessions" / info.id / "session.json").write_bytes(b"{not json")
-    with pytest.raises(InvalidInput, match=r"session\.json"):
+    meta = store.home / "sessions" / info.id / "session.json"
+    meta.write_bytes(b"{not json")
+    # Damage on disk is corruption (named by file), not bad input from the caller.
+    with pytest.raises(CorruptionError, match=r"session\.json") as exc:
         store.info(info.id)
-    with pytest.raises(InvalidInput, match=r"session\.json"):
+    assert exc.value.path == str(meta)
+    with pytest.raises(CorruptionError, match=r"session\.json"):
         store.open_reader(info.id)
+    # Listing still shows the others and keeps the error.
+    other = store.create_session()
+    assert [i.id for i in store.list_sessions()] == [other.id]
+    assert [e.path for e in store.unreadable] == [str(meta)]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,18 @@ def emit_json(value: object) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def report_recovery(store: Store, session_id: str) -> None:
+    """Say on stderr what recovery did when a writer opened (never silent)."""
+    for note in store.recovery_notes.get(session_id, []):
+        click.echo(f"infai: recovered: {note}", err=True)
+
+
+def report_unreadable(store: Store) -> None:
+    """Name, on stderr, the sessions that listing had to leave out."""
+    for exc in store.unreadable:
+        click.echo(f"infai: skipped unreadable session: {exc}", err=True)
+
+
 def store_errors(func: F) -> F:
     """Turn store exceptions into one-line errors with the documented exit codes."""
 
@@ -117,6 +129,7 @@ def session_new(
 def session_ls(store: Store, as_json: bool) -> None:
     """List sessions, most recently used first (reads session.json only)."""
     infos = store.list_sessions()
+    report_unreadable(store)
     if as_json:
         emit_json([i.to_obj() for i in infos])
         return
@@ -148,6 +161,8 @@ def _read_record_arg(
         return json.loads(data)
     except ValueError as exc:
         raise BadInput(f"{where}: malformed JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: JSON nested too deeply") from None
 
 
 @session.command("append")
@@ -178,6 +193,7 @@ def session_append(
     rec = record_from_obj(kind, _read_record_arg(kind, content, record, record_file))
     store.paths(session_id)
     with store.open_writer(session_id) as writer:
+        report_recovery(store, writer.session_id)
         event = writer.append(rec, role, parent=parent)
     if as_json:
         emit_json(render.event_json(event))
@@ -268,6 +284,7 @@ def session_fsck(
     if (session_id is None) == (not check_all):
         raise BadInput("give a SESSION or --all, not both")
     ids = [i.id for i in store.list_sessions()] if check_all else [session_id or ""]
+    report_unreadable(store)
     reports = [store.fsck(sid, repair=repair) for sid in ids]
     if as_json:
         emit_json([render.fsck_json(r) for r in reports])

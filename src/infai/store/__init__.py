@@ -32,12 +32,14 @@ from .errors import (
     SessionNotFound,
     StoreError,
     StoreIOError,
+    UnsupportedFormat,
     WriterLocked,
 )
 from .events import Context, Entry, Event
 from .format import FORMAT_VERSION, NIL_ID
 from .fsio import FileIO, OsIO
 from .layout import default_home
+from .options import StoreOptions
 from .reader import SessionReader
 from .records import (
     KINDS,
@@ -54,7 +56,7 @@ from .records import (
     record_from_obj,
     record_to_obj,
 )
-from .store import SessionInfo, Store, StoreOptions
+from .store import SessionInfo, Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,6 +108,7 @@ __all__ = [
     "StoreOptions",
     "ToolCallRecord",
     "ToolResultRecord",
+    "UnsupportedFormat",
     "Usage",
     "WriterLocked",
     "decode_record",

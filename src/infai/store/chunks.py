@@ -166,12 +166,16 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
             if parsed is None:
                 if not _is_torn(raw):
                     raise CorruptionError(path, start, "complete line fails its checksum")
-                # Zeroed bytes can swallow the newline before a valid line: then the
-                # damage lies before a committed record, which is corruption.
+                # Zeroed bytes can swallow the newline before a valid line. That line
+                # must then close a batch whose own members were zeroed (torn);
+                # anything else means damage before a committed record.
                 after = raw.rfind(b"\x00") + 1
-                if after and decode_chunk_line(raw[after:]) is not None:
+                closer = decode_chunk_line(raw[after:]) if after else None
+                if closer is None:
+                    continue
+                if closer.members is None or not closer.commits:
                     raise CorruptionError(path, start, "zeroed bytes before a valid line")
-                continue
+                start, raw, parsed = start + after, raw[after:], closer
             if not parsed.commits:
                 continue  # a member of a batch that never committed
             if parsed.members is None:

@@ -8,6 +8,7 @@
     ├── EventNotFound (KeyError)    no event with that id in the session
     ├── SessionExists               import or create would overwrite a session
     ├── WriterLocked                another process holds the session's writer lock
+    ├── UnsupportedFormat           a session written by a newer infai (upgrade to open it)
     ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses further writes
     └── CorruptionError             bytes on disk fail their checksum or do not parse
         └── BlobDigestError         a blob's content does not match its SHA-256 name
@@ -58,6 +59,10 @@ class SessionExists(StoreError):
 
 class WriterLocked(StoreError):
     """Another writer holds the session's lock and did not release it in time."""
+
+
+class UnsupportedFormat(StoreError):
+    """The session's format version is newer than this infai understands."""
 
 
 class StoreIOError(StoreError, OSError):

@@ -24,6 +24,7 @@ from .format import (
     NIL_ID,
     decode_chunk_line,
     decode_head,
+    decode_index_entry,
     encode_index_entry,
     index_entry_from_line,
 )
@@ -86,7 +87,11 @@ def fsck(paths: SessionPaths) -> FsckReport:
         report.pending_recovery = list(plan.notes)
         if plan.head is not None and not plan.notes:
             report.pending_recovery.append(f"{paths.head}: does not name the newest event")
-        committed = {n: s for n, s in plan.truncate_chunks.items()}
+        # Check only the prefix analysed: a live writer may append meanwhile.
+        committed = dict(plan.truncate_chunks)
+        chunk_limit: int | None = plan.chunk_count
+        if plan.chunk_count:
+            committed[plan.chunk_count - 1] = plan.chunk_size
         # What recovery will rebuild is listed as pending, not again as damage.
         pending_entries = set(plan.index_writes)
         index_cut = plan.index_size is not None
@@ -94,6 +99,7 @@ def fsck(paths: SessionPaths) -> FsckReport:
     except CorruptionError as exc:
         report.problems.append(Problem(exc.path, exc.offset, exc.detail))
         committed, pending_entries, index_cut, head_pending = {}, set(), False, False
+        chunk_limit = None
     problem = report.problems.append
 
     seen: dict[str, int] = {}
@@ -102,7 +108,7 @@ def fsck(paths: SessionPaths) -> FsckReport:
     last_id, last_seq = None, -1
     expect_member: int | None = None
     batch_size = 0
-    for number in paths.chunk_numbers():
+    for number in paths.chunk_numbers()[:chunk_limit]:
         path = paths.chunk(number)
         data = path.read_bytes()
         if number in committed:
@@ -142,20 +148,22 @@ def fsck(paths: SessionPaths) -> FsckReport:
     report.events = len(expected_index)
 
     index = paths.index.read_bytes() if paths.index.exists() else b""
+    grown = len(index) > len(expected_index) * INDEX_WIDTH  # past the analysed prefix
     for seq, want in enumerate(expected_index):
         have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
         if have != want and seq not in pending_entries:
             problem(
                 Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
             )
-    if len(index) > len(expected_index) * INDEX_WIDTH and not index_cut:
+    if grown and not index_cut and not _valid_entries_after(index, len(expected_index)):
         problem(
             Problem(str(paths.index), len(expected_index) * INDEX_WIDTH, "entries past last event")
         )
 
     parsed = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
     head = (parsed.id, parsed.seq) if parsed else None
-    if head != (None if last_id is None else (last_id, last_seq)) and not head_pending:
+    newer = parsed is not None and parsed.seq > last_seq and grown  # a live writer's
+    if head != (None if last_id is None else (last_id, last_seq)) and not (head_pending or newer):
         problem(Problem(str(paths.head), 0, f"HEAD is {head}, newest event is {last_id}"))
 
     on_disk = set(os.listdir(paths.blobs)) if paths.blobs.is_dir() else set()
@@ -171,6 +179,18 @@ def fsck(paths: SessionPaths) -> FsckReport:
     report.blobs = len(digests)
     report.orphans = sorted(on_disk - {d.removeprefix(PREFIX) for d in digests})
     return report
+
+
+def _valid_entries_after(index: bytes, count: int) -> bool:
+    """True if the index bytes past ``count`` entries are whole valid entries (appended
+    by a live writer after the analysis), not leftovers."""
+    rest = index[count * INDEX_WIDTH :]
+    if len(rest) % INDEX_WIDTH:
+        return False
+    return all(
+        decode_index_entry(rest[i : i + INDEX_WIDTH]) is not None
+        for i in range(0, len(rest), INDEX_WIDTH)
+    )
 
 
 def repair(io: FileIO, paths: SessionPaths) -> list[str]:

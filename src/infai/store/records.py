@@ -234,6 +234,24 @@ def _type_error(where: str, expected: str, value: object) -> InvalidInput:
     return InvalidInput(f"{where}: expected {expected}, got {got}")
 
 
+#: how deeply metadata and tool arguments may nest (JSON parsers recurse)
+MAX_DEPTH = 64
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list) and item:
+            if level > MAX_DEPTH:
+                return level
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _check(name: str, value: Any, where: str) -> Any:
     """Validate one field's JSON value; returns the value to store."""
     if type(value) is str and name not in _NOT_STR:
@@ -244,6 +262,8 @@ def _check(name: str, value: Any, where: str) -> Any:
     elif name in _DICTS:
         if not isinstance(value, dict):
             raise _type_error(f"{where}.{name}", "an object", value)
+        if _depth(value) > MAX_DEPTH:
+            raise InvalidInput(f"{where}.{name}: nested deeper than {MAX_DEPTH} levels")
     elif name in _INTS:
         if not isinstance(value, int) or isinstance(value, bool):
             raise _type_error(f"{where}.{name}", "an integer", value)

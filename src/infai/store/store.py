@@ -15,58 +15,29 @@ import os
 import time
 from pathlib import Path
 
-from .errors import InvalidInput, SessionExists, SessionNotFound, StoreError, StoreIOError
+from .errors import (
+    CorruptionError,
+    InvalidInput,
+    SessionExists,
+    SessionNotFound,
+    StoreError,
+    StoreIOError,
+    UnsupportedFormat,
+)
 from .format import FORMAT_VERSION, dumps, now_rfc3339
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
+from .options import StoreOptions
 from .reader import SessionReader
 from .recovery import Recovery, analyze, apply, settle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from typing import Any
 
     from .fsck import FsckReport
+    from .lock import WriterLock
     from .writer import SessionWriter
-
-
-class StoreOptions:
-    """Tunables; the defaults suit an interactive agent on a local disk.
-
-    - ``chunk_size``: a chunk is closed and the next one started at this size
-    - ``blob_threshold``: records whose JSON exceeds this many bytes become blobs
-    - ``durability``: "fast", one fsync per append; "strict", the design's four
-    - ``index_sync_interval``: fsync the index after this many unsynced entries
-      (bounds the work of recovery)
-    - ``lock_timeout``: seconds a writer waits for another writer's lock
-    """
-
-    __slots__ = (
-        "blob_threshold",
-        "chunk_size",
-        "durability",
-        "index_sync_interval",
-        "lock_timeout",
-    )
-
-    def __init__(
-        self,
-        *,
-        chunk_size: int = 4 * 1024 * 1024,
-        blob_threshold: int = 16 * 1024,
-        durability: Literal["fast", "strict"] = "fast",
-        index_sync_interval: int = 64,
-        lock_timeout: float = 10.0,
-    ) -> None:
-        if durability not in ("fast", "strict"):
-            raise InvalidInput(f"durability must be 'fast' or 'strict', not {durability!r}")
-        if chunk_size < 1 or blob_threshold < 0 or index_sync_interval < 1:
-            raise InvalidInput("chunk_size and index_sync_interval must be positive")
-        self.chunk_size = chunk_size
-        self.blob_threshold = blob_threshold
-        self.durability = durability
-        self.index_sync_interval = index_sync_interval
-        self.lock_timeout = lock_timeout
 
 
 _INFO_FIELDS = (
@@ -126,9 +97,16 @@ class SessionInfo:
                 raise InvalidInput(f"{where}: unknown field {key!r}")
             want = int if key == "format" else dict if key == "extra" else str
             required = key in ("id", "created_at", "updated_at", "format")
-            if not isinstance(value, want) and (required or value is not None):
+            if (not isinstance(value, want) or isinstance(value, bool)) and (
+                required or value is not None
+            ):
                 raise InvalidInput(f"{where}: field {key!r} must be {want.__name__}")
-        for key in ("id", "created_at", "updated_at"):
+            if isinstance(value, str):
+                try:
+                    value.encode()
+                except UnicodeEncodeError:
+                    raise InvalidInput(f"{where}: field {key!r} is not valid text") from None
+        for key in ("id", "format", "created_at", "updated_at"):
             if key not in obj:
                 raise InvalidInput(f"{where}: missing field {key!r}")
         return cls(**obj)
@@ -146,11 +124,21 @@ class SessionInfo:
 
 
 def _decode_info(data: bytes, where: str) -> SessionInfo:
+    """Parse a session.json read from disk: newer formats and damage are told apart."""
     try:
         obj = json.loads(data)
     except ValueError as exc:
-        raise InvalidInput(f"{where}: malformed JSON: {exc}") from None
-    return SessionInfo.from_obj(obj, where)
+        raise CorruptionError(where, 0, f"malformed JSON: {exc}") from None
+    version = obj.get("format") if isinstance(obj, dict) else None
+    if type(version) is int and version > FORMAT_VERSION:
+        raise UnsupportedFormat(
+            f"{where}: store format {version}; this infai understands up to "
+            f"{FORMAT_VERSION}: upgrade infai"
+        )
+    try:
+        return SessionInfo.from_obj(obj, where)
+    except InvalidInput as exc:
+        raise CorruptionError(where, 0, str(exc).removeprefix(f"{where}: ")) from None
 
 
 class Store:
@@ -167,6 +155,9 @@ class Store:
         self.io = io or OsIO()
         #: what the last recovery did, per session id (for reporting)
         self.recovery_notes: dict[str, list[str]] = {}
+        #: session.json files the last :meth:`list_sessions` could not read
+        self.unreadable: list[StoreError] = []
+        self._writers: dict[str, SessionWriter] = {}
         self.sessions_dir = self.home / "sessions"
 
     # -- sessions -----------------------------------------------------------
@@ -225,21 +216,24 @@ class Store:
             raise SessionExists(f"session {sid} already exists")
         tmp = self.sessions_dir / f".new-{sid}"
         io = self.io
-        if tmp.exists():
-            import shutil
+        import shutil
 
-            shutil.rmtree(tmp)
-        io.mkdir(str(tmp))
-        for sub in ("chunks", "blobs"):
-            io.mkdir(str(tmp / sub))
-            io.fsync_dir(str(tmp / sub))
-        for empty in ("index.jsonl", "HEAD"):
-            fd = io.open(str(tmp / empty), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            io.fsync(fd)
-            io.close(fd)
-        atomic_write(io, str(tmp / "session.json"), dumps(info.to_obj()) + b"\n")
-        io.rename(str(tmp), str(final))
-        io.fsync_dir(str(self.sessions_dir))
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a creation that crashed
+        try:
+            io.mkdir(str(tmp))
+            for sub in ("chunks", "blobs"):
+                io.mkdir(str(tmp / sub))
+                io.fsync_dir(str(tmp / sub))
+            for empty in ("index.jsonl", "HEAD"):
+                fd = io.open(str(tmp / empty), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                io.fsync(fd)
+                io.close(fd)
+            atomic_write(io, str(tmp / "session.json"), dumps(info.to_obj()) + b"\n")
+            io.rename(str(tmp), str(final))
+            io.fsync_dir(str(self.sessions_dir))
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreIOError(exc.errno, f"cannot create session {sid}: {exc}") from exc
         return info
 
     def info(self, session_id: str) -> SessionInfo:
@@ -249,18 +243,32 @@ class Store:
         return _decode_info(paths.meta.read_bytes(), str(paths.meta))
 
     def update_info(self, session_id: str, **changes: str | None) -> SessionInfo:
-        """Change name, working_dir or model (atomically, under the writer lock)."""
+        """Change name, working_dir or model (atomically, under the writer lock).
+
+        If this store has the session open for writing, its writer's lock is used.
+        """
         allowed = {"name", "working_dir", "model"}
         if not set(changes) <= allowed:
             raise InvalidInput(f"cannot change {sorted(set(changes) - allowed)}")
-        from .lock import WriterLock
-
         paths = self.paths(session_id)
-        lock = WriterLock(paths.lock, self.options.lock_timeout)
+        if paths.root.name in self._writers:
+            return self._write_info(paths, **changes)
+        lock = self._lock(paths)
         try:
             return self._write_info(paths, **changes)
         finally:
             lock.release()
+
+    def _lock(self, paths: SessionPaths, timeout: float | None = None) -> WriterLock:
+        """Take the session's writer lock; the session must still exist once we hold it
+        (a removal may have won the race)."""
+        from .lock import WriterLock
+
+        lock = WriterLock(paths.lock, self.options.lock_timeout if timeout is None else timeout)
+        if not paths.meta.is_file():
+            lock.release()
+            raise SessionNotFound(paths.root.name)
+        return lock
 
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
@@ -272,8 +280,13 @@ class Store:
         return info
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session's metadata, most recently updated first (reads session.json only)."""
+        """Every session's metadata, most recently updated first (reads session.json only).
+
+        A session.json this infai cannot read (damaged, or from a newer format) does
+        not hide the others: it is left out and its error kept in :attr:`unreadable`.
+        """
         out = []
+        self.unreadable = []
         try:
             names = os.listdir(self.sessions_dir)
         except FileNotFoundError:
@@ -285,16 +298,17 @@ class Store:
                 data = (self.sessions_dir / name / "session.json").read_bytes()
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            out.append(_decode_info(data, str(self.sessions_dir / name / "session.json")))
+            try:
+                out.append(_decode_info(data, str(self.sessions_dir / name / "session.json")))
+            except StoreError as exc:
+                self.unreadable.append(exc)
         out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return out
 
     def remove_session(self, session_id: str) -> None:
         """Delete a session (waits for its writer lock, so never under a live writer)."""
-        from .lock import WriterLock
-
         paths = self.paths(session_id)
-        lock = WriterLock(paths.lock, self.options.lock_timeout)
+        lock = self._lock(paths)
         # A unique name: an earlier removal of the same id may have left its trash.
         trash = self.sessions_dir / f".trash-{paths.root.name}-{os.getpid()}-{time.time_ns()}"
         try:
@@ -315,12 +329,7 @@ class Store:
     def _checked_paths(self, session_id: str) -> SessionPaths:
         """Paths of a session whose on-disk format this version understands."""
         paths = self.paths(session_id)
-        version = self._read_info(paths).format
-        if version > FORMAT_VERSION:
-            raise StoreError(
-                f"session {paths.root.name} uses store format {version}; "
-                f"this infai understands up to {FORMAT_VERSION}: upgrade infai"
-            )
+        self._read_info(paths)  # raises UnsupportedFormat for a newer one
         return paths
 
     def open_reader(self, session_id: str) -> SessionReader:
@@ -330,42 +339,37 @@ class Store:
     def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionWriter:
         """Take the session's writer lock, run recovery, and return its writer."""
         # Writing needs modules a reader does not: a resume stays small without them.
-        from .lock import WriterLock
-        from .writer import SessionWriter, WriteOptions
+        from .writer import SessionWriter
 
         paths = self._checked_paths(session_id)
-        lock = WriterLock(paths.lock, self.options.lock_timeout if timeout is None else timeout)
+        lock = self._lock(paths, timeout)
         try:
             plan = self.recover(paths)
         except BaseException:
             lock.release()
             raise
-        opts = self.options
-        write_opts = WriteOptions(
-            chunk_size=opts.chunk_size,
-            blob_threshold=opts.blob_threshold,
-            strict=opts.durability == "strict",
-            index_sync_interval=opts.index_sync_interval,
-        )
-        return SessionWriter(
+        sid = paths.root.name
+        writer = SessionWriter(
             paths,
             plan,
             self.io,
-            write_opts,
+            self.options,
             lock,
             on_first_append=lambda: self._touch(paths),
+            on_close=lambda: self._writers.pop(sid, None),
         )
+        self._writers[sid] = writer
+        return writer
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session; with ``repair``, first do what is provably safe."""
         from .fsck import fsck
         from .fsck import repair as repair_session
-        from .lock import WriterLock
 
         paths = self.paths(session_id)
         repaired: list[str] = []
         if repair:
-            lock = WriterLock(paths.lock, self.options.lock_timeout)
+            lock = self._lock(paths)
             try:
                 repaired = repair_session(self.io, paths)
             finally:

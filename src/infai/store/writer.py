@@ -44,7 +44,6 @@ from .format import (
 )
 from .fsio import FileIO, write_all
 from .layout import SessionPaths, check_uuid
-from .lock import WriterLock
 from .reader import SessionReader
 from .records import RECORD_TYPES, Record, encode_record, preview
 from .recovery import Recovery
@@ -53,24 +52,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .lock import WriterLock
+    from .options import StoreOptions
+
     #: (id, parent id, branch_from, role, timestamp, record) of an event to write
     EventSpec = tuple[str, str, str | None, str, str, Record]
 
 _ROLE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
-
-
-class WriteOptions:
-    """The store options a writer needs."""
-
-    __slots__ = ("blob_threshold", "chunk_size", "index_sync_interval", "strict")
-
-    def __init__(
-        self, *, chunk_size: int, blob_threshold: int, strict: bool, index_sync_interval: int
-    ) -> None:
-        self.chunk_size = chunk_size
-        self.blob_threshold = blob_threshold
-        self.strict = strict
-        self.index_sync_interval = index_sync_interval
 
 
 def check_role(role: str) -> str:
@@ -87,9 +75,10 @@ class SessionWriter(SessionReader):
         paths: SessionPaths,
         plan: Recovery,
         io: FileIO,
-        options: WriteOptions,
+        options: StoreOptions,
         lock: WriterLock,
         on_first_append: Callable[[], None] | None = None,
+        on_close: Callable[[], object] | None = None,
     ) -> None:
         super().__init__(paths, plan)
         self._io = io
@@ -105,6 +94,8 @@ class SessionWriter(SessionReader):
         self._head_fd = -1
         self._lookups = 0
         self._on_first_append = on_first_append
+        self._on_close = on_close
+        self._strict = options.durability == "strict"
         self.appended = 0
 
     # -- selection (two-phase branching) ------------------------------------
@@ -313,11 +304,11 @@ class SessionWriter(SessionReader):
         last = lines[-1]
         # Strict mode renames HEAD into place only after the index fsync below.
         head = encode_head(
-            last.id, last.seq, self._count + len(lines) if opts.strict else self._ixd
+            last.id, last.seq, self._count + len(lines) if self._strict else self._ixd
         )
         if self._index_wfd < 0:
             self._index_wfd = io.open(str(self.paths.index), os.O_WRONLY | os.O_CREAT)
-        if opts.strict:
+        if self._strict:
             tmp = io.open(str(self.paths.head_tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
                 write_all(io, tmp, head)
@@ -330,7 +321,7 @@ class SessionWriter(SessionReader):
                 self._ids[line.id] = line.seq
         self._count += len(lines)
         self._head_id, self._head_seq = last.id, last.seq
-        if opts.strict:
+        if self._strict:
             io.fsync(self._index_wfd)
             self._ixd = self._count
             io.rename(str(self.paths.head_tmp), str(self.paths.head))
@@ -378,6 +369,8 @@ class SessionWriter(SessionReader):
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None  # type: ignore[assignment]
+                if self._on_close is not None:
+                    self._on_close()
             super().close()
 
     def __enter__(self) -> SessionWriter:

@@ -1,0 +1,48 @@
+"""Store tunables, shared by the store and its writers."""
+
+from __future__ import annotations
+
+from .errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+class StoreOptions:
+    """Tunables; the defaults suit an interactive agent on a local disk.
+
+    - ``chunk_size``: a chunk is closed and the next one started at this size
+    - ``blob_threshold``: records whose JSON exceeds this many bytes become blobs
+    - ``durability``: "fast", one fsync per append; "strict", the design's four
+    - ``index_sync_interval``: fsync the index after this many unsynced entries
+      (bounds the work of recovery)
+    - ``lock_timeout``: seconds a writer waits for another writer's lock
+    """
+
+    __slots__ = (
+        "blob_threshold",
+        "chunk_size",
+        "durability",
+        "index_sync_interval",
+        "lock_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        chunk_size: int = 4 * 1024 * 1024,
+        blob_threshold: int = 16 * 1024,
+        durability: Literal["fast", "strict"] = "fast",
+        index_sync_interval: int = 64,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        if durability not in ("fast", "strict"):
+            raise InvalidInput(f"durability must be 'fast' or 'strict', not {durability!r}")
+        if chunk_size < 1 or blob_threshold < 0 or index_sync_interval < 1:
+            raise InvalidInput("chunk_size and index_sync_interval must be positive")
+        self.chunk_size = chunk_size
+        self.blob_threshold = blob_threshold
+        self.durability = durability
+        self.index_sync_interval = index_sync_interval
+        self.lock_timeout = lock_timeout
