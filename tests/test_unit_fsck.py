@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,7 +22,6 @@ from infai.store.format import (
     ChunkLine,
     decode_chunk_line,
     encode_chunk_line,
-    record_span,
 )
 from infai.store.layout import SessionPaths
 
@@ -202,7 +202,7 @@ def rewrite_line(paths: SessionPaths, number: int, k: int, **changes: object) ->
             "batch",
         )
     }
-    fields["record"] = None if old.digest else record_span(lines[k])
+    fields["record"] = None if old.digest else json.dumps(old.record_obj).encode()
     fields.update(changes)
     new = ChunkLine(**fields)
     new.members = old.members

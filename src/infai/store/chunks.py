@@ -79,19 +79,6 @@ class ChunkFiles:
             i = j
         return out
 
-    def parse(self, data: bytes, loc: Location, seq: int | None = None) -> ChunkLine:
-        """The chunk line in ``data`` (read from ``loc``), checked, ``seq`` matched if given."""
-        parsed = decode_chunk_line(data)
-        if parsed is None:
-            raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
-        if seq is not None and parsed.seq != seq:
-            raise CorruptionError(
-                self.paths.chunk(loc.chunk),
-                loc.offset,
-                f"expected event #{seq}, found #{parsed.seq}",
-            )
-        return parsed
-
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)

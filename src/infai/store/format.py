@@ -254,16 +254,6 @@ def decode_chunk_line(data: bytes) -> ChunkLine | None:
         return None
 
 
-def record_span(data: bytes) -> bytes:
-    """The record's JSON inside a checked chunk line, without parsing the line.
-
-    ``"record":`` cannot occur earlier in the line: it is the last key, and inside
-    a JSON string every quote is escaped.
-    """
-    start = data.index(b'"record":') + 9
-    return data[start : data.rindex(b',"crc":"')]
-
-
 # -- index entries ------------------------------------------------------------
 
 

@@ -24,14 +24,13 @@ from .errors import CorruptionError, EventNotFound, InvalidInput
 from .events import Context, Entry, Event
 from .format import (
     INDEX_WIDTH,
-    ChunkLine,
     Location,
     check_frame,
     decode_index_entry,
     walk_fields,
 )
 from .layout import SessionPaths, check_uuid
-from .records import Record, decode_record, record_from_obj, record_from_stored
+from .records import Record, record_from_stored
 from .recovery import Recovery, analyze
 
 TYPE_CHECKING = False
@@ -195,39 +194,11 @@ class SessionReader:
 
     # -- events and records -------------------------------------------------
 
-    def _line(self, entry: Entry) -> ChunkLine:
-        line = self._chunks.parse(self._chunks.read(entry.location), entry.location, entry.seq)
-        if line.id != entry.id:
-            raise CorruptionError(
-                self.paths.chunk(entry.location.chunk),
-                entry.location.offset,
-                f"index says {entry.id}, chunk says {line.id}",
-            )
-        return line
-
-    def _event(self, line: ChunkLine, resolve: bool) -> Event:
-        record: Record | None = None
-        if line.digest is not None:
-            if resolve:
-                record = decode_record(line.kind, read_blob(self.paths, line.digest))
-        else:
-            record = record_from_obj(line.kind, line.record_obj)
-        return Event(
-            id=line.id,
-            parent_id=line.parent_id,
-            branch_from=line.branch_from,
-            kind=line.kind,
-            role=line.role,
-            timestamp=line.timestamp,
-            record=record,
-            digest=line.digest,
-            seq=line.seq,
-            preview=line.preview,
-        )
-
     def event(self, event_id: str, *, resolve: bool = False) -> Event:
         """Load one event; a blob record stays unresolved unless ``resolve``."""
-        return self._event(self._line(self.entry(event_id)), resolve)
+        entry = self.entry(event_id)
+        data = self._chunks.read(entry.location)
+        return self._decode_event(data, entry.location, entry.seq, resolve, entry.id)
 
     def resolve(self, event: Event) -> Record:
         """The event's record, loading and verifying its blob if needed."""
@@ -235,7 +206,11 @@ class SessionReader:
             return event.record
         if event.digest is None:
             raise InvalidInput(f"event {event.id} has no record")
-        return decode_record(event.kind, read_blob(self.paths, event.digest))
+        return self._blob_record(event.kind, event.digest)
+
+    def _blob_record(self, kind: str, digest: str) -> Record:
+        blob = read_blob(self.paths, digest)  # its digest is checked
+        return record_from_stored(kind, _raw_decode(blob.decode())[0])
 
     def context(self, at: str | None = None) -> Context:
         """The active context at ``at`` (default HEAD), records resolved."""
@@ -243,29 +218,36 @@ class SessionReader:
         data = self._chunks.read_many([loc for _, _, loc in walk])
         return Context(
             [
-                self._resolved_event(raw, loc, seq)
+                self._decode_event(raw, loc, seq, True)
                 for (seq, _, loc), raw in zip(walk, data, strict=True)
             ]
         )
 
-    def _resolved_event(self, data: bytes, loc: Location, seq: int) -> Event:
-        """The event in a chunk line, record resolved: the resume path, kept lean."""
+    def _decode_event(
+        self, data: bytes, loc: Location, seq: int, resolve: bool, event_id: str | None = None
+    ) -> Event:
+        """The event in a chunk line read at ``loc``: the one decoder of stored events.
+
+        The line's checksum, sequence number (and id, when known) are checked; its
+        record was checked against its type when written, so it is rebuilt as is.
+        This is the resume path, kept lean.
+        """
         if not check_frame(data):
             raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
         try:
             obj = _raw_decode(data.decode())[0]
-            if obj["seq"] != seq:
+            if obj["seq"] != seq or (event_id is not None and obj["id"] != event_id):
                 raise CorruptionError(
                     self.paths.chunk(loc.chunk),
                     loc.offset,
-                    f"expected event #{seq}, found #{obj['seq']}",
+                    f"index says #{seq} {event_id or ''}, chunk says #{obj['seq']} {obj['id']}",
                 )
             kind, digest = obj["kind"], obj["digest"]
+            record: Record | None = None
             if digest is None:
                 record = record_from_stored(kind, obj["record"])
-            else:
-                blob = read_blob(self.paths, digest)  # its digest is checked
-                record = record_from_stored(kind, _raw_decode(blob.decode())[0])
+            elif resolve:
+                record = self._blob_record(kind, digest)
             return Event(
                 id=obj["id"],
                 parent_id=obj["parent_id"],

@@ -60,7 +60,6 @@ class Recovery:
         self.notes: list[str] = []
         # The state after recovery:
         self.last: ChunkLine | None = None
-        self.last_location: Location | None = None
         self.chunk_count = 0
         self.chunk_size = 0  # committed size of the last chunk
 
@@ -100,7 +99,6 @@ def _chunk_state(paths: SessionPaths, plan: Recovery) -> None:
     plan.chunk_size = tail.end
     if tail.last is not None:
         plan.last = tail.last
-        plan.last_location = Location(last, tail.last_offset, tail.end - tail.last_offset)
         return
     # The newest chunk holds nothing committed yet: the last event ends the previous chunk,
     # which was complete and synced before the newest one was created.
@@ -110,17 +108,15 @@ def _chunk_state(paths: SessionPaths, plan: Recovery) -> None:
         if prev.end != prev_size or prev.last is None:
             raise CorruptionError(paths.chunk(last - 1), prev.end, "chunk ends in a torn line")
         plan.last = prev.last
-        plan.last_location = Location(last - 1, prev.last_offset, prev.end - prev.last_offset)
 
 
 def _resume_point(paths: SessionPaths, index_fd: int, trusted: int) -> tuple[int, Location | None]:
     """Where to start re-deriving the index: a sequence number and its predecessor's location."""
-    while trusted > 0:
+    if trusted > 0:
         entry = decode_index_entry(os.pread(index_fd, INDEX_WIDTH, (trusted - 1) * INDEX_WIDTH))
         if entry is not None and entry.seq == trusted - 1:
             return trusted, entry.location
-        trusted = 0  # a durable entry is damaged: re-derive everything from the chunks
-    return 0, None
+    return 0, None  # nothing durable, or a durable entry is damaged: re-derive it all
 
 
 def _index_state(paths: SessionPaths, plan: Recovery, head_ixd: int) -> None:
