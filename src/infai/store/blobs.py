@@ -14,7 +14,7 @@ import hashlib
 import os
 
 from .errors import BlobDigestError, CorruptionError
-from .fsio import FileIO, write_all
+from .fsio import FileIO, write_file
 from .layout import SessionPaths
 
 PREFIX = "sha256:"
@@ -37,12 +37,7 @@ def put_blobs(io: FileIO, paths: SessionPaths, payloads: list[tuple[str, bytes]]
         # Temp files live in the session directory, so recovery finds leftovers
         # without listing blobs/, which grows with the session.
         tmp = f"{paths.root}/.blob-{digest.removeprefix(PREFIX)}.tmp"
-        fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            write_all(io, fd, data)
-            io.fsync(fd)
-        finally:
-            io.close(fd)
+        write_file(io, tmp, data)
         io.rename(tmp, final)
         created = True
     if created:

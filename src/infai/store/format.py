@@ -26,7 +26,7 @@ FORMAT_VERSION = 1
 #: Bytes per index entry, newline included.
 INDEX_WIDTH = 512
 #: Bytes in the HEAD file when it names an event, newline included.
-HEAD_WIDTH = 100
+HEAD_WIDTH = 128
 NIL_ID = "00000000-0000-0000-0000-000000000000"
 
 _CRC_TAIL = len(b',"crc":"00000000"}')
@@ -442,13 +442,13 @@ def encode_head(event_id: str | None, seq: int, ixd: int) -> bytes:
     """
     if event_id is None:
         return b""
-    data = b'{"id":"%s","seq":%12d,"ixd":%12d}' % (event_id.encode(), seq, ixd)
+    data = frame_open(b'{"id":"%s","seq":%12d,"ixd":%12d' % (event_id.encode(), seq, ixd))
     return data + b" " * (HEAD_WIDTH - 1 - len(data)) + b"\n"
 
 
 def decode_head(data: bytes) -> Head | None:
     """Parse HEAD; ``None`` if empty or unreadable (recovery rebuilds it from the log)."""
-    if len(data) != HEAD_WIDTH:
+    if len(data) != HEAD_WIDTH or not check_frame(data):
         return None
     try:
         obj = json.loads(data)

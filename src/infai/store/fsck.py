@@ -29,7 +29,7 @@ from .format import (
     index_entry_from_line,
 )
 from .format import Location as Loc
-from .fsio import FileIO, write_all
+from .fsio import FileIO, atomic_write
 from .layout import SessionPaths
 from .recovery import analyze, apply
 
@@ -211,15 +211,7 @@ def repair(io: FileIO, paths: SessionPaths) -> list[str]:
             )
     rebuilt = b"".join(entries)
     if not paths.index.exists() or paths.index.read_bytes() != rebuilt:
-        tmp = str(paths.index) + ".tmp"
-        fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            write_all(io, fd, rebuilt)
-            io.fsync(fd)
-        finally:
-            io.close(fd)
-        io.rename(tmp, str(paths.index))
-        io.fsync_dir(str(paths.root))
+        atomic_write(io, str(paths.index), rebuilt)
         done.append(f"{paths.index}: rebuilt {len(entries)} entries from the chunks")
     for orphan in orphan_blobs(paths):
         io.unlink(str(paths.blobs / orphan))

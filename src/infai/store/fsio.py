@@ -63,18 +63,24 @@ OsIO = FileIO
 
 def write_all(io: FileIO, fd: int, data: bytes, offset: int | None = None) -> None:
     """Write every byte, looping over short writes (``offset``: use pwrite)."""
-    view = memoryview(data)
-    while view:
-        n = (
-            io.write(fd, view.tobytes())
-            if offset is None
-            else io.pwrite(fd, view.tobytes(), offset)
-        )
+    done = 0
+    while done < len(data):
+        rest = data[done:] if done else data  # no copy unless a write came up short
+        n = io.write(fd, rest) if offset is None else io.pwrite(fd, rest, offset + done)
         if n <= 0:
             raise OSError(f"write returned {n}")
-        view = view[n:]
-        if offset is not None:
-            offset += n
+        done += n
+
+
+def write_file(io: FileIO, path: str, data: bytes, *, sync: bool = True) -> None:
+    """Create or replace ``path`` with ``data`` and (by default) fsync it."""
+    fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        write_all(io, fd, data)
+        if sync:
+            io.fsync(fd)
+    finally:
+        io.close(fd)
 
 
 def atomic_write(io: FileIO, path: str, data: bytes, *, sync: bool = True) -> None:
@@ -84,13 +90,7 @@ def atomic_write(io: FileIO, path: str, data: bytes, *, sync: bool = True) -> No
     (used for hints that recovery can rebuild).
     """
     tmp = path + ".tmp"
-    fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        write_all(io, fd, data)
-        if sync:
-            io.fsync(fd)
-    finally:
-        io.close(fd)
+    write_file(io, tmp, data, sync=sync)
     io.rename(tmp, path)
     if sync:
         io.fsync_dir(os.path.dirname(path))

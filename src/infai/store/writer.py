@@ -42,7 +42,7 @@ from .format import (
     encode_head,
     now_rfc3339,
 )
-from .fsio import FileIO, write_all
+from .fsio import FileIO, write_all, write_file
 from .layout import SessionPaths, check_uuid
 from .reader import SessionReader
 from .records import RECORD_TYPES, Record, encode_record, preview
@@ -309,12 +309,7 @@ class SessionWriter(SessionReader):
         if self._index_wfd < 0:
             self._index_wfd = io.open(str(self.paths.index), os.O_WRONLY | os.O_CREAT)
         if self._strict:
-            tmp = io.open(str(self.paths.head_tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            try:
-                write_all(io, tmp, head)
-                io.fsync(tmp)
-            finally:
-                io.close(tmp)
+            write_file(io, str(self.paths.head_tmp), head)
         write_all(io, self._index_wfd, b"".join(entries), offset=self._count * INDEX_WIDTH)
         if self._ids is not None:
             for line in lines:
