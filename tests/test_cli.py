@@ -256,6 +256,7 @@ def test_export_rm_import_roundtrip(home: Path, tmp_path: Path) -> None:
         json.dumps({"call_id": "c", "name": "read", "content": "y" * 50_000}),
     )
     before = json.loads(run(home, "session", "log", sid, "--all", "--json").stdout)
+    meta_before = json.loads(run(home, "session", "ls", "--json").stdout)
     exported = tmp_path / "s.jsonl"
     run(home, "session", "export", sid, "-o", str(exported))
     assert len(exported.read_text().splitlines()) == 5
@@ -267,6 +268,8 @@ def test_export_rm_import_roundtrip(home: Path, tmp_path: Path) -> None:
     strip = [{k: v for k, v in e.items() if k != "location"} for e in before]
     assert [{k: v for k, v in e.items() if k != "location"} for e in after] == strip
     assert json.loads(run(home, "session", "fsck", sid, "--json").stdout)[0]["ok"]
+    # Metadata comes back as it was: name, timestamps, links.
+    assert json.loads(run(home, "session", "ls", "--json").stdout) == meta_before
     other = tmp_path / "other-home"
     assert run(other, "session", "import", "-", input=exported.read_text()).stdout.strip() == sid
 

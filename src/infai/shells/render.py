@@ -8,9 +8,14 @@ from typing import Any
 from infai.store import Entry, Event, FsckReport, SessionInfo, record_to_obj
 
 
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control characters (escapes, newlines) shown as '?'."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
 def session_line(info: SessionInfo) -> str:
-    name = info.name or "-"
-    return f"{info.id}  {info.updated_at}  {name}  {info.working_dir or ''}".rstrip()
+    name = printable(info.name or "-")
+    return f"{info.id}  {info.updated_at}  {name}  {printable(info.working_dir or '')}".rstrip()
 
 
 def entry_json(entry: Entry, head: str | None) -> dict[str, Any]:

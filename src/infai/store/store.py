@@ -270,6 +270,12 @@ class Store:
             raise SessionNotFound(paths.root.name)
         return lock
 
+    def restore_info(self, info: SessionInfo) -> None:
+        """Write ``info`` as the session's metadata, unchanged (import uses it)."""
+        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
+        paths = self.paths(info.id)
+        atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
 

@@ -134,6 +134,8 @@ def import_session(store: Store, source: IO[bytes], name: str = "<stdin>") -> Se
             step = 1000
             for start in range(0, len(events), step):
                 writer.import_batch(events[start : start + step])
+        # Metadata as it was exported (timestamps, links to a parent session, extra).
+        store.restore_info(info.replace(format=created.format))
     except BaseException:
         store.remove_session(created.id)
         raise
