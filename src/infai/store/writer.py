@@ -5,10 +5,10 @@ everything else can be rebuilt from them, so only the chunk must be durable when
 an append returns:
 
 1. blobs the events name: temp file, fsync, rename, fsync ``blobs/`` (new ones only);
-2. on rotation, create the next chunk and fsync ``chunks/`` before writing to it;
-3. if ``index_sync_interval`` entries were written since the last index fsync,
+2. if ``index_sync_interval`` entries were written since the last index fsync,
    fsync the index first; the count of entries known durable goes into the line
    as ``ixd`` so recovery re-checks at most that interval;
+3. on rotation, create the next chunk and fsync ``chunks/`` before writing to it;
 4. write the checksummed line(s) in one write and ``fdatasync`` the chunk: the
    append is now committed; it is acknowledged when the call returns;
 5. write the index entries and overwrite HEAD in place, without syncing: both are
@@ -18,10 +18,13 @@ an append returns:
 sync the chunk; write and sync ``HEAD.tmp``; write and sync the index entry;
 rename ``HEAD.tmp`` over HEAD; sync the session directory.
 
-A batch is written as one transaction (each line tagged ``[i, n]``) with the same
-constant number of fsyncs as a single event. Any ``OSError`` on the write path
-poisons the writer: the call raises :class:`StoreIOError`, nothing is
-acknowledged, and every later write is refused until the session is reopened.
+A batch is written as one transaction (each line tagged ``[i, n]``, the last one
+carrying the length and CRC of the others) with the same constant number of
+fsyncs as a single event. Any ``OSError`` on the write path poisons the writer:
+the call raises :class:`StoreIOError`, nothing is acknowledged, the failed bytes
+are cut back out of the chunk (a page the kernel kept after a failed sync must
+not look committed to the next writer), and every later write is refused until
+the session is reopened.
 """
 
 from __future__ import annotations
