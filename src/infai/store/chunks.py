@@ -36,6 +36,7 @@ class ChunkFiles:
     def __init__(self, paths: SessionPaths) -> None:
         self.paths = paths
         self._fds: dict[int, int] = {}
+        self._block: tuple[int, int, bytes] | None = None  # see read_back
 
     def fd(self, number: int) -> int:
         fd = self._fds.get(number)
@@ -78,6 +79,19 @@ class ChunkFiles:
                 out[k] = span[loc.offset - first.offset : loc.end - first.offset]
             i = j
         return out
+
+    def read_back(self, loc: Location) -> bytes:
+        """:meth:`read`, for a walk toward older lines: reads a block ending at the
+        line and serves the lines before it from that block."""
+        cached = self._block
+        if cached is not None and cached[0] == loc.chunk and cached[1] <= loc.offset:
+            start, block = cached[1], cached[2]
+            if loc.end - start <= len(block):
+                return block[loc.offset - start : loc.end - start]
+        start = min(loc.offset, max(0, loc.end - BLOCK))
+        block = self.read(Location(loc.chunk, start, loc.end - start))
+        self._block = (loc.chunk, start, block)
+        return block[loc.offset - start :]
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -152,7 +166,7 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
             parsed = decode_chunk_line(raw) if raw.endswith(b"\n") else None
             if parsed is None:
                 if not _is_torn(raw):
-                    raise CorruptionError(path, start, "complete line fails its checksum")
+                    raise CorruptionError(path, start, "complete line fails its checksum or does not parse")
                 # Zeroed bytes can swallow the newline before a valid line. That line
                 # must then close a batch whose own members were zeroed (torn);
                 # anything else means damage before a committed record.

@@ -23,6 +23,7 @@ class Event:
         "record",
         "role",
         "seq",
+        "parent_seq",
         "timestamp",
     )
 
@@ -39,6 +40,7 @@ class Event:
         digest: str | None,
         seq: int,
         preview: str,
+        parent_seq: int = -1,
     ) -> None:
         self.id = id
         self.parent_id = parent_id
@@ -50,6 +52,8 @@ class Event:
         self.digest = digest
         self.seq = seq
         self.preview = preview
+        #: the parent's sequence number (-1 for a root)
+        self.parent_seq = parent_seq
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Event) and all(

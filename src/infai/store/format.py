@@ -118,6 +118,7 @@ class ChunkLine:
     __slots__ = (
         "batch",
         "members",
+        "parent_loc",
         "branch_from",
         "digest",
         "id",
@@ -163,6 +164,9 @@ class ChunkLine:
         self.digest = digest
         self.ixd = ixd
         self.batch = batch
+        #: where the parent's line is (None for a root): context is rebuilt by
+        #: following these from line to line, without the index
+        self.parent_loc: Location | None = None
         #: on a batch's last line: (length, CRC-32) of the lines before it in the batch
         self.members: tuple[int, int] | None = None
         self.record_obj: object = None
@@ -193,6 +197,10 @@ class _Escaped:
         self.preview = esc(line.preview)
 
 
+def _loc(loc: Location | None) -> str:
+    return "null" if loc is None else f"[{loc.chunk},{loc.offset},{loc.length}]"
+
+
 def _line_bytes(line: ChunkLine, esc: _Escaped) -> bytes:
     # Equivalent to ``dumps`` of the fields in this order, written out by hand
     # because appends are on the hot path.
@@ -203,7 +211,8 @@ def _line_bytes(line: ChunkLine, esc: _Escaped) -> bytes:
         extra += f',"members":[{line.members[0]},"{line.members[1]:08x}"]'
     head = (
         f'{{"seq":{line.seq},"id":{esc.id},"parent_id":{esc.parent_id},'
-        f'"parent_seq":{line.parent_seq},"branch_from":{esc.branch_from},'
+        f'"parent_seq":{line.parent_seq},"parent_loc":{_loc(line.parent_loc)},'
+        f'"branch_from":{esc.branch_from},'
         f'"kind":{esc.kind},"role":{esc.role},"timestamp":{esc.timestamp},'
         f'"preview":{esc.preview},"digest":{_str(line.digest)},"ixd":{line.ixd}{extra},"record":'
     )
@@ -249,6 +258,9 @@ def decode_chunk_line(data: bytes) -> ChunkLine | None:
         members = obj.get("members")
         if members is not None:
             line.members = (members[0], int(members[1], 16))
+        parent_loc = obj["parent_loc"]
+        if parent_loc is not None:
+            line.parent_loc = Location(*parent_loc)
         return line
     except (ValueError, KeyError, TypeError, IndexError):
         return None

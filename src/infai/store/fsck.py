@@ -103,6 +103,7 @@ def fsck(paths: SessionPaths) -> FsckReport:
     problem = report.problems.append
 
     seen: dict[str, int] = {}
+    located: dict[str, Loc] = {}
     digests: set[str] = set()
     expected_index: list[bytes] = []
     last_id, last_seq = None, -1
@@ -128,6 +129,8 @@ def fsck(paths: SessionPaths) -> FsckReport:
                     problem(Problem(*where, "root event names a parent sequence number"))
             elif seen.get(line.parent_id) != line.parent_seq:
                 problem(Problem(*where, f"parent {line.parent_id} is not event #{line.parent_seq}"))
+            if line.parent_loc != located.get(line.parent_id):
+                problem(Problem(*where, f"parent location {line.parent_loc} is wrong"))
             if line.branch_from is not None and line.branch_from != line.parent_id:
                 problem(Problem(*where, "branch_from differs from parent_id"))
             want_batch = None if expect_member is None else (expect_member, batch_size)
@@ -142,6 +145,7 @@ def fsck(paths: SessionPaths) -> FsckReport:
             if line.digest is not None:
                 digests.add(line.digest)
             seen[line.id] = line.seq
+            located[line.id] = Loc(number, offset, len(raw))
             last_id, last_seq = line.id, line.seq
             entry = index_entry_from_line(line, Loc(number, offset, len(raw)))
             expected_index.append(encode_index_entry(entry))

@@ -198,7 +198,7 @@ class SessionReader:
         """Load one event; a blob record stays unresolved unless ``resolve``."""
         entry = self.entry(event_id)
         data = self._chunks.read(entry.location)
-        return self._decode_event(data, entry.location, entry.seq, resolve, entry.id)
+        return self._decode_event(data, entry.location, entry.seq, resolve, entry.id)[0]
 
     def resolve(self, event: Event) -> Record:
         """The event's record, loading and verifying its blob if needed."""
@@ -213,24 +213,35 @@ class SessionReader:
         return record_from_stored(kind, _raw_decode(blob.decode())[0])
 
     def context(self, at: str | None = None) -> Context:
-        """The active context at ``at`` (default HEAD), records resolved."""
-        walk = self._walk(at, True)
-        data = self._chunks.read_many([loc for _, _, loc in walk])
-        return Context(
-            [
-                self._decode_event(raw, loc, seq, True)
-                for (seq, _, loc), raw in zip(walk, data, strict=True)
-            ]
-        )
+        """The active context at ``at`` (default HEAD), records resolved.
+
+        Each chunk line names its parent's location, so after one index read for
+        the tip this follows lines back to the boundary, reading each once (in
+        blocks, as parents usually sit just before their children).
+        """
+        seq = self._head_seq if at is None else self.seq_of(at)
+        if seq < 0:
+            return Context([])
+        loc: Location | None = self.entry_at(seq).location
+        event_id = self._head_id if at is None else check_uuid(at, "event id")
+        events: list[Event] = []
+        while loc is not None:
+            event, loc = self._decode_event(self._chunks.read_back(loc), loc, seq, True, event_id)
+            events.append(event)
+            if event.kind == "compaction":
+                break
+            seq, event_id = event.parent_seq, event.parent_id
+        events.reverse()
+        return Context(events)
 
     def _decode_event(
         self, data: bytes, loc: Location, seq: int, resolve: bool, event_id: str | None = None
-    ) -> Event:
+    ) -> tuple[Event, Location | None]:
         """The event in a chunk line read at ``loc``: the one decoder of stored events.
 
         The line's checksum, sequence number (and id, when known) are checked; its
         record was checked against its type when written, so it is rebuilt as is.
-        This is the resume path, kept lean.
+        This is the resume path, kept lean. Returns the parent's location too.
         """
         if not check_frame(data):
             raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
@@ -248,7 +259,7 @@ class SessionReader:
                 record = record_from_stored(kind, obj["record"])
             elif resolve:
                 record = self._blob_record(kind, digest)
-            return Event(
+            event = Event(
                 id=obj["id"],
                 parent_id=obj["parent_id"],
                 branch_from=obj["branch_from"],
@@ -259,7 +270,14 @@ class SessionReader:
                 digest=digest,
                 seq=seq,
                 preview=obj["preview"],
+                parent_seq=obj["parent_seq"],
             )
+            parent_loc = obj["parent_loc"]
+            if (parent_loc is None) != (event.parent_seq < 0) or event.parent_seq >= seq:
+                raise CorruptionError(
+                    self.paths.chunk(loc.chunk), loc.offset, "parent link is inconsistent"
+                )
+            return event, None if parent_loc is None else Location(*parent_loc)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptionError(
                 self.paths.chunk(loc.chunk), loc.offset, f"undecodable event: {exc}"

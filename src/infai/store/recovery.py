@@ -60,6 +60,7 @@ class Recovery:
         self.notes: list[str] = []
         # The state after recovery:
         self.last: ChunkLine | None = None
+        self.last_location: Location | None = None
         self.chunk_count = 0
         self.chunk_size = 0  # committed size of the last chunk
 
@@ -99,6 +100,7 @@ def _chunk_state(paths: SessionPaths, plan: Recovery) -> None:
     plan.chunk_size = tail.end
     if tail.last is not None:
         plan.last = tail.last
+        plan.last_location = Location(last, tail.last_offset, tail.end - tail.last_offset)
         return
     # The newest chunk holds nothing committed yet: the last event ends the previous chunk,
     # which was complete and synced before the newest one was created.
@@ -108,6 +110,7 @@ def _chunk_state(paths: SessionPaths, plan: Recovery) -> None:
         if prev.end != prev_size or prev.last is None:
             raise CorruptionError(paths.chunk(last - 1), prev.end, "chunk ends in a torn line")
         plan.last = prev.last
+        plan.last_location = Location(last - 1, prev.last_offset, prev.end - prev.last_offset)
 
 
 def _resume_point(paths: SessionPaths, index_fd: int, trusted: int) -> tuple[int, Location | None]:

@@ -40,6 +40,7 @@ from .format import (
     INDEX_WIDTH,
     NIL_ID,
     ChunkLine,
+    Location,
     check_timestamp,
     encode_event,
     encode_head,
@@ -99,6 +100,7 @@ class SessionWriter(SessionReader):
         self._on_first_append = on_first_append
         self._on_close = on_close
         self._strict = options.durability == "strict"
+        self._head_loc = plan.last_location
         self.appended = 0
 
     # -- selection (two-phase branching) ------------------------------------
@@ -189,6 +191,8 @@ class SessionWriter(SessionReader):
         blobs: list[tuple[str, bytes]] = []
         n = len(specs)
         local = dict(known)
+        in_batch: dict[str, int] = {}  # id -> position, for parents written alongside
+        parent_at: list[int | None] = []
         for i, (event_id, parent_id, branch_from, role, timestamp, record) in enumerate(specs):
             if type(record) not in RECORD_TYPES.values():
                 raise InvalidInput(f"not a record: {type(record).__name__}")
@@ -201,35 +205,45 @@ class SessionWriter(SessionReader):
                 blobs.append((digest, data))
                 inline = None
             seq = self._count + i
+            parent_loc = None
             if parent_id == NIL_ID:
                 parent_seq = -1
             elif parent_id in local:
                 parent_seq = local[parent_id]
             else:
                 parent_seq = self.seq_of(parent_id)
+            if parent_id in in_batch:
+                parent_at.append(in_batch[parent_id])
+            else:
+                parent_at.append(None)
+                if parent_seq == self._head_seq:
+                    parent_loc = self._head_loc
+                elif parent_seq >= 0:
+                    parent_loc = self.entry_at(parent_seq).location
             local[event_id] = seq
-            lines.append(
-                ChunkLine(
-                    seq=seq,
-                    id=event_id,
-                    parent_id=parent_id,
-                    parent_seq=parent_seq,
-                    branch_from=branch_from,
-                    kind=record.kind,
-                    role=role,
-                    timestamp=timestamp,
-                    preview=preview(record),
-                    record=inline,
-                    digest=digest,
-                    ixd=0,
-                    batch=(i, n) if n > 1 else None,
-                )
+            in_batch[event_id] = i
+            line = ChunkLine(
+                seq=seq,
+                id=event_id,
+                parent_id=parent_id,
+                parent_seq=parent_seq,
+                branch_from=branch_from,
+                kind=record.kind,
+                role=role,
+                timestamp=timestamp,
+                preview=preview(record),
+                record=inline,
+                digest=digest,
+                ixd=0,
+                batch=(i, n) if n > 1 else None,
             )
+            line.parent_loc = parent_loc
+            lines.append(line)
         try:
             if self._on_first_append is not None:
                 self._on_first_append()
                 self._on_first_append = None
-            self._commit(lines, blobs)
+            self._commit(lines, blobs, parent_at)
         except OSError as exc:
             self._failed = exc
             raise StoreIOError(
@@ -249,6 +263,7 @@ class SessionWriter(SessionReader):
                 digest=line.digest,
                 seq=line.seq,
                 preview=line.preview,
+                parent_seq=line.parent_seq,
             )
             for line, spec in zip(lines, specs, strict=True)
         ]
@@ -273,7 +288,9 @@ class SessionWriter(SessionReader):
         if self._lock is None:
             raise StoreIOError(f"session {self.session_id}: writer is closed")
 
-    def _commit(self, lines: list[ChunkLine], blobs: list[tuple[str, bytes]]) -> None:
+    def _commit(
+        self, lines: list[ChunkLine], blobs: list[tuple[str, bytes]], parent_at: list[int | None]
+    ) -> None:
         io, opts = self._io, self._opts
         if blobs:
             put_blobs(io, self.paths, blobs)
@@ -284,9 +301,13 @@ class SessionWriter(SessionReader):
             self._open_chunk()
         encoded: list[bytes] = []
         entries: list[bytes] = []
+        locations: list[Location] = []
         offset = self._chunk_size
         for i, line in enumerate(lines):
             line.ixd = self._ixd
+            j = parent_at[i]
+            if j is not None:
+                line.parent_loc = locations[j]
             if i and i == len(lines) - 1:
                 # The closing line vouches for the rest of its batch: recovery checks
                 # one CRC over their bytes instead of walking every line back.
@@ -295,6 +316,7 @@ class SessionWriter(SessionReader):
             data, entry = encode_event(line, self._chunk_no, offset)
             encoded.append(data)
             entries.append(entry)
+            locations.append(Location(self._chunk_no, offset, len(data)))
             offset += len(data)
         try:
             write_all(io, self._chunk_fd, b"".join(encoded))
@@ -319,6 +341,7 @@ class SessionWriter(SessionReader):
                 self._ids[line.id] = line.seq
         self._count += len(lines)
         self._head_id, self._head_seq = last.id, last.seq
+        self._head_loc = locations[-1]
         if self._strict:
             io.fsync(self._index_wfd)
             self._ixd = self._count
