@@ -38,6 +38,10 @@ at the end. Run from the repo root (about a minute full, ~10 s quick, on 2 cores
 
 ``--sizes``, ``--reps``, ``--dir`` (where the temp dir goes: it must be the disk you care
 about, not a tmpfs) and ``--keep`` are also accepted; progress goes to stderr.
+
+This module is the runner: the resume child process, the timed workloads, the tables, the
+targets and the CLI. The seeded session tree and its records live in ``workload.py``, the two
+baseline stores in ``baselines.py``.
 """
 
 from __future__ import annotations
@@ -54,301 +58,47 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import sqlite3
-
-_SRC = Path(__file__).resolve().parent.parent / "src"
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:  # run as a script: make the sibling ``benchmarks.*`` importable
+    sys.path.insert(0, str(_ROOT))
+_SRC = _ROOT / "src"
 if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
+from benchmarks.baselines import (  # noqa: E402  (needs the sys.path set up above)
+    EVENT_KEYS,
+    JSONL_DUMPS,
+    SQLITE_PATH,
+    NaiveSession,
+    SqliteSession,
+    build_naive,
+    build_sqlite,
+    event_id,
+    meta_line,
+    naive_list,
+    naive_resume,
+    sqlite_list,
+    sqlite_resume,
+    stamp,
+)
+from benchmarks.workload import (  # noqa: E402
+    BASE_EPOCH,
+    BRANCHES,
+    PATH_LEN,
+    Tree,
+    content_chars,
+    iter_events,
+    make_tree,
+    prose,
+    record_for,
+)
+
 STORES = ("infai", "naive", "sqlite")
 LABELS = {"infai": "infai", "naive": "naive jsonl", "sqlite": "sqlite tree"}
-BRANCHES = 40
-PATH_LEN = 500
-TOOL_FRACTION = 0.05
-TOOL_RESULT_BYTES = 64 * 1024
-BASE_EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
-WORDS = (
-    "the a to of and in is it that for on with as this be are file test function error "
-    "value return import class self def module path config session event store branch "
-    "parent head index chunk blob record tool call result message user assistant model "
-    "context compaction fix bug refactor check run output line build pass fail"
-)
-VOCAB = WORDS.split()
-JSONL_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
-EVENT_KEYS = ("id", "parent_id", "kind", "role", "timestamp", "record")
-
-
-# ----------------------------------------------------------------------------- fixture data
-
-
-@dataclass
-class Tree:
-    """Shape of one session: event i has parent ``parents[i]`` (-1 = root)."""
-
-    parents: list[int] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
-    roles: list[str] = field(default_factory=list)
-    segments: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, fork)
-
-    def active_path(self) -> list[int]:
-        path, i = [], len(self.parents) - 1
-        while i >= 0:
-            path.append(i)
-            i = self.parents[i]
-        return path[::-1]
-
-
-def make_tree(n: int, seed: int) -> Tree:
-    """``BRANCHES`` chains appended one after another, each forking from a random earlier
-    event; the last (active) one forks at a depth that makes its root path ``PATH_LEN`` long."""
-    if n < 2 * PATH_LEN:
-        raise SystemExit(f"size {n} too small: need >= {2 * PATH_LEN} events")
-    rng = random.Random(seed)
-    fork_depth = rng.randint(PATH_LEN * 2 // 5, PATH_LEN * 3 // 5)
-    last_len = PATH_LEN - fork_depth - 1
-    rest = n - last_len
-    trunk = max(fork_depth + 1, rest // BRANCHES)
-    q, r = divmod(rest - trunk, BRANCHES - 2)
-    lengths = [trunk] + [q + (i < r) for i in range(BRANCHES - 2)] + [last_len]
-    tree, depth = Tree(), list[int]()
-    p_tool = TOOL_FRACTION / (1 - TOOL_FRACTION)  # a step emits a call+result pair w.p. p_tool
-    for b, length in enumerate(lengths):
-        if b == 0:
-            fork = -1
-        elif b == len(lengths) - 1:
-            fork = rng.choice([i for i, d in enumerate(depth) if d == fork_depth])
-        else:
-            fork = rng.randrange(len(depth))
-        start, prev, user_turn, j = len(tree.parents), fork, True, 0
-        tree.segments.append((start, start + length, fork))
-        while j < length:
-            if length - j >= 2 and rng.random() < p_tool:
-                steps = [("tool_call", "assistant"), ("tool_result", "tool")]
-            else:
-                steps = [("message", "user" if user_turn else "assistant")]
-                user_turn = not user_turn
-            for kind, role in steps:
-                tree.parents.append(prev)
-                tree.kinds.append(kind)
-                tree.roles.append(role)
-                depth.append(depth[prev] + 1 if prev >= 0 else 0)
-                prev = len(tree.parents) - 1
-            j += len(steps)
-    assert len(tree.parents) == n and len(tree.active_path()) == PATH_LEN
-    return tree
-
-
-def prose(rng: random.Random, size: int) -> str:
-    return " ".join(rng.choices(VOCAB, k=size // 3))[:size]
-
-
-def record_for(i: int, kind: str, seed: int) -> dict[str, Any]:
-    """Deterministic record of event i; tool results are 64 KiB of unique random hex."""
-    rng = random.Random(seed * 1_000_003 + i)
-    if kind == "tool_result":
-        content = rng.randbytes(TOOL_RESULT_BYTES // 2).hex()
-        return {"call_id": f"call_{i - 1}", "name": "bash", "content": content}
-    if kind == "tool_call":
-        args = {"command": f"pytest -q tests/test_{rng.randrange(1000)}.py"}
-        return {"call_id": f"call_{i}", "name": "bash", "arguments": args}
-    return {"content": prose(rng, rng.randint(200, 1000))}
-
-
-def iter_events(tree: Tree, seed: int) -> Iterator[tuple[int, int, str, str, dict[str, Any]]]:
-    for i, (parent, kind, role) in enumerate(
-        zip(tree.parents, tree.kinds, tree.roles, strict=True)
-    ):
-        yield i, parent, kind, role, record_for(i, kind, seed)
-
-
-def event_id(i: int) -> str:
-    """UUIDv7-shaped, deterministic, time-ordered id for the baselines."""
-    ms = BASE_EPOCH * 1000 + i
-    rand = (i * 0x9E3779B97F4A7C15) & ((1 << 62) - 1)
-    return str(uuid.UUID(int=(ms << 80) | (0x7 << 76) | (0b10 << 62) | rand))
-
-
-def stamp(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def meta_line(sid: str, name: str, when: float) -> bytes:
-    record = {"name": name, "working_dir": "/tmp", "model": "offline"}
-    record |= {"created_at": stamp(when), "updated_at": stamp(when)}
-    ev = {"id": sid, "parent_id": None, "kind": "meta", "role": "", "timestamp": stamp(when)}
-    return JSONL_DUMPS(ev | {"record": record}).encode() + b"\n"
-
-
-def content_chars(records: Iterable[Any]) -> int:
-    """Validation checksum: total characters of ``content`` over a path's records."""
-    total = 0
-    for rec in records:
-        text = rec.get("content") if isinstance(rec, dict) else getattr(rec, "content", None)
-        total += len(text) if isinstance(text, str) else 0
-    return total
-
-
-# ----------------------------------------------------------------------------- naive jsonl
-
-
-def baseline_rows(tree: Tree, seed: int) -> Iterator[tuple[str, str | None, str, str, str, Any]]:
-    """(id, parent_id, kind, role, timestamp, record) of every event, for both baselines."""
-    for i, parent, kind, role, rec in iter_events(tree, seed):
-        pid = event_id(parent) if parent >= 0 else None
-        yield event_id(i), pid, kind, role, stamp(BASE_EPOCH + i), rec
-
-
-def build_naive(path: Path, tree: Tree, seed: int) -> None:
-    with open(path, "wb") as f:
-        f.write(meta_line(event_id(-1), "bench", BASE_EPOCH))
-        for row in baseline_rows(tree, seed):
-            f.write(JSONL_DUMPS(dict(zip(EVENT_KEYS, row, strict=True))).encode() + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def naive_resume(path: Path) -> list[dict[str, Any]]:
-    by_id: dict[str, dict[str, Any]] = {}
-    last: dict[str, Any] | None = None
-    with open(path, "rb") as f:
-        for line in f:
-            ev = json.loads(line)
-            if ev["kind"] != "meta":
-                by_id[ev["id"]] = last = ev
-    path_: list[dict[str, Any]] = []
-    while last is not None:
-        path_.append(last)
-        if last["kind"] == "compaction" or last["parent_id"] is None:
-            break
-        last = by_id.get(last["parent_id"])
-    return path_[::-1]
-
-
-class NaiveSession:
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self.fd, meta_line(str(uuid.uuid4()), "append", time.time()))
-        self.head: str | None = None
-
-    def _line(self, content: str, role: str) -> bytes:
-        eid, now = str(uuid.uuid4()), stamp(time.time())
-        row = (eid, self.head, "message", role, now, {"content": content})
-        self.head = eid
-        return JSONL_DUMPS(dict(zip(EVENT_KEYS, row, strict=True))).encode() + b"\n"
-
-    def append_batch(self, items: list[tuple[str, str]]) -> None:
-        """One write + one fsync for all lines; a single append is a batch of one."""
-        os.write(self.fd, b"".join(self._line(c, r) for c, r in items))
-        os.fsync(self.fd)
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def naive_list(root: Path) -> list[dict[str, Any]]:
-    out = []
-    for entry in os.scandir(root):
-        with open(entry.path, "rb") as f:
-            meta = json.loads(f.readline())
-        out.append({"id": meta["id"], **meta["record"]})
-    out.sort(key=lambda s: s["updated_at"], reverse=True)
-    return out
-
-
-# ----------------------------------------------------------------------------- sqlite tree
-
-SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,
-  parent_id TEXT, kind TEXT NOT NULL, role TEXT NOT NULL, timestamp TEXT NOT NULL,
-  record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS head(k INTEGER PRIMARY KEY CHECK (k = 0), event_id TEXT);
-INSERT OR IGNORE INTO head VALUES (0, NULL);
-"""
-SQLITE_INSERT = (
-    "INSERT INTO events(id, parent_id, kind, role, timestamp, record) VALUES (?,?,?,?,?,?)"
-)
-SQLITE_PATH = """
-WITH RECURSIVE path(seq, parent_id, kind) AS (
-  SELECT e.seq, e.parent_id, e.kind FROM events e JOIN head h ON e.id = h.event_id
-  UNION ALL
-  SELECT e.seq, e.parent_id, e.kind FROM path p JOIN events e ON e.id = p.parent_id
-  WHERE p.kind != 'compaction'
-)
-SELECT e.id, e.parent_id, e.kind, e.role, e.timestamp, e.record
-FROM path p JOIN events e ON e.seq = p.seq ORDER BY e.seq
-"""
-
-
-def sqlite_connect(path: Path) -> sqlite3.Connection:
-    import sqlite3
-
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.executescript(SQLITE_SCHEMA)
-    return conn
-
-
-def build_sqlite(path: Path, tree: Tree, seed: int) -> None:
-    conn = sqlite_connect(path)
-    conn.execute("BEGIN")
-    rows = ((*row[:5], JSONL_DUMPS(row[5])) for row in baseline_rows(tree, seed))
-    conn.executemany(SQLITE_INSERT, rows)
-    conn.execute("UPDATE head SET event_id = ?", (event_id(len(tree.parents) - 1),))
-    conn.execute("COMMIT")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-
-
-def sqlite_resume(path: Path) -> list[dict[str, Any]]:
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute(SQLITE_PATH).fetchall()
-    finally:
-        conn.close()
-    return [dict(zip(EVENT_KEYS, (*row[:5], json.loads(row[5])), strict=True)) for row in rows]
-
-
-class SqliteSession:
-    def __init__(self, path: Path) -> None:
-        self.conn = sqlite_connect(path)
-        self.head: str | None = None
-
-    def append_batch(self, items: list[tuple[str, str]]) -> None:
-        """One transaction (inserts + HEAD update); a single append is a batch of one."""
-        rows = []
-        for content, role in items:
-            eid = str(uuid.uuid4())
-            rec = JSONL_DUMPS({"content": content})
-            rows.append((eid, self.head, "message", role, stamp(time.time()), rec))
-            self.head = eid
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.executemany(SQLITE_INSERT, rows)
-        self.conn.execute("UPDATE head SET event_id = ?", (self.head,))
-        self.conn.execute("COMMIT")
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def sqlite_list(path: Path) -> list[tuple[Any, ...]]:
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    try:
-        sql = "SELECT id, name, working_dir, model, created_at, updated_at FROM sessions"
-        return conn.execute(sql + " ORDER BY updated_at DESC").fetchall()
-    finally:
-        conn.close()
 
 
 # ----------------------------------------------------------------------------- infai

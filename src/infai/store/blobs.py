@@ -24,12 +24,19 @@ def digest_of(data: bytes) -> str:
     return PREFIX + hashlib.sha256(data).hexdigest()
 
 
-def put_blobs(io: FileIO, paths: SessionPaths, payloads: list[tuple[str, bytes]]) -> None:
+def put_blobs(
+    io: FileIO,
+    paths: SessionPaths,
+    payloads: list[tuple[str, bytes]],
+    *,
+    sync_existing: bool = False,
+) -> None:
     """Make each ``(digest, data)`` durable under ``blobs/`` (skipping ones present).
 
-    All new blobs are synced, renamed into place, then ``blobs/`` is synced once.
+    All new blobs are synced, renamed into place, then ``blobs/`` is synced once;
+    with ``sync_existing`` it is synced even if every blob was already there.
     """
-    created = False
+    created = sync_existing
     for digest, data in payloads:
         final = str(paths.blob(digest))
         if os.path.exists(final):

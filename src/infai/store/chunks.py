@@ -166,7 +166,7 @@ def committed_tail(paths: SessionPaths, number: int) -> Tail:
             parsed = decode_chunk_line(raw) if raw.endswith(b"\n") else None
             if parsed is None:
                 if not _is_torn(raw):
-                    raise CorruptionError(path, start, "complete line fails its checksum or does not parse")
+                    raise CorruptionError(path, start, "complete line is not a valid event")
                 # Zeroed bytes can swallow the newline before a valid line. That line
                 # must then close a batch whose own members were zeroed (torn);
                 # anything else means damage before a committed record.

@@ -62,6 +62,8 @@ class Recovery:
         self.last: ChunkLine | None = None
         self.last_location: Location | None = None
         self.chunk_count = 0
+        #: the last writer finished cleanly: nothing it wrote can be unsynced
+        self.clean = False
         self.chunk_size = 0  # committed size of the last chunk
 
     @property
@@ -204,6 +206,9 @@ def analyze(paths: SessionPaths) -> Recovery:
     last = plan.last
     current = head is not None and last is not None and (head.id, head.seq) == (last.id, last.seq)
     _index_state(paths, plan, head.ixd if current and head else 0)
+    # HEAD naming the newest event with every index entry durable is written only
+    # after a writer's last sync (a clean close, a strict append, or recovery).
+    plan.clean = current and head is not None and head.ixd >= plan.count
     if not current and not (last is None and have_head == b""):
         plan.head = encode_head(last.id, last.seq, last.seq + 1) if last else b""
         if have_head is not None:
@@ -220,7 +225,10 @@ def settle(io: FileIO, paths: SessionPaths, plan: Recovery) -> None:
     Its last line may be complete but never synced, its newest chunk or blob may
     be a directory entry never synced: this writer would otherwise build on them
     and acknowledge events whose parents a power cut could still take away.
+    Skipped when the plan shows the last writer finished cleanly.
     """
+    if plan.clean:
+        return
     if plan.chunk_count:
         fd = io.open(str(paths.chunk(plan.chunk_count - 1)), os.O_RDONLY)
         try:

@@ -387,8 +387,9 @@ class Store:
     def recover(self, paths: SessionPaths) -> Recovery:
         """Analyse and apply recovery (caller holds the lock); returns the plan."""
         plan = analyze(paths)
+        # Settle first: applying the plan may write a HEAD that calls the log clean.
+        settle(self.io, paths, plan)
         if not plan.empty or plan.index_durable < plan.count:
             apply(self.io, paths, plan)
-        settle(self.io, paths, plan)
         self.recovery_notes[paths.root.name] = plan.notes
         return plan

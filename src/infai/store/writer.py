@@ -101,6 +101,7 @@ class SessionWriter(SessionReader):
         self._on_close = on_close
         self._strict = options.durability == "strict"
         self._head_loc = plan.last_location
+        self._blobs_synced = False
         self.appended = 0
 
     # -- selection (two-phase branching) ------------------------------------
@@ -293,7 +294,10 @@ class SessionWriter(SessionReader):
     ) -> None:
         io, opts = self._io, self._opts
         if blobs:
-            put_blobs(io, self.paths, blobs)
+            # The first time this writer names a blob that already exists, sync
+            # blobs/ anyway: a killed writer may have renamed it there unsynced.
+            put_blobs(io, self.paths, blobs, sync_existing=not self._blobs_synced)
+            self._blobs_synced = True
         if self._count - self._ixd >= opts.index_sync_interval and self._index_wfd >= 0:
             io.fsync(self._index_wfd)
             self._ixd = self._count
@@ -361,10 +365,10 @@ class SessionWriter(SessionReader):
                 self._chunk_fd = -1
             self._chunk_no, self._chunk_size = self._chunk_no + 1, 0
         path = str(self.paths.chunk(self._chunk_no))
-        existed = os.path.exists(path)
         self._chunk_fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        if not existed:
-            io.fsync_dir(str(self.paths.chunks))
+        # Even an existing chunk: a killed writer may have created it and died
+        # before syncing its directory entry.
+        io.fsync_dir(str(self.paths.chunks))
 
     # -- closing -----------------------------------------------------------
 
