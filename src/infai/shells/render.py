@@ -31,16 +31,7 @@ def entry_line(entry: Entry, head: str | None) -> str:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "parent_id": event.parent_id,
-        "branch_from": event.branch_from,
-        "kind": event.kind,
-        "role": event.role,
-        "timestamp": event.timestamp,
-        "digest": event.digest,
-        "record": record_to_obj(event.record) if event.record is not None else None,
-    }
+    return event.to_obj()
 
 
 def event_text(event: Event) -> str:

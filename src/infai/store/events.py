@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .format import IndexEntry
-from .records import CompactionRecord, Record
+from .records import CompactionRecord, Record, record_to_obj
 
 #: A timeline entry: an event's links, kind, role, location and preview, read from
 #: the index alone (drawing a timeline never opens a chunk or a blob).
@@ -54,6 +54,19 @@ class Event:
         self.preview = preview
         #: the parent's sequence number (-1 for a root)
         self.parent_seq = parent_seq
+
+    def to_obj(self) -> dict[str, object]:
+        """The event as JSON-ready data (the record as stored; ``None`` if unresolved)."""
+        return {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "branch_from": self.branch_from,
+            "kind": self.kind,
+            "role": self.role,
+            "timestamp": self.timestamp,
+            "digest": self.digest,
+            "record": None if self.record is None else record_to_obj(self.record),
+        }
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Event) and all(

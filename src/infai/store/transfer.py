@@ -16,7 +16,7 @@ import json
 from .errors import InvalidInput, SessionExists
 from .format import NIL_ID, check_timestamp, dumps
 from .layout import check_uuid
-from .records import Record, encode_record, record_from_obj, record_to_obj
+from .records import Record, encode_record, record_from_obj
 from .store import SessionInfo, Store
 from .writer import check_role
 
@@ -37,20 +37,9 @@ def export_lines(store: Store, session_id: str) -> Iterator[bytes]:
         for entry in reader.entries():
             event = reader.event(entry.id, resolve=True)
             assert event.record is not None
-            yield (
-                dumps(
-                    {
-                        "id": event.id,
-                        "parent_id": event.parent_id,
-                        "branch_from": event.branch_from,
-                        "kind": event.kind,
-                        "role": event.role,
-                        "timestamp": event.timestamp,
-                        "record": record_to_obj(event.record),
-                    }
-                )
-                + b"\n"
-            )
+            obj = event.to_obj()
+            del obj["digest"]  # the record travels inline
+            yield (dumps(obj) + b"\n")
 
 
 #: (id, parent id, branch_from, role, timestamp, record) of one imported event
