@@ -239,12 +239,24 @@ def bench_appends(tmp: Path, ops: int, batches: int, with_infai: bool) -> dict[s
             os.write(fd, block)
             os.fsync(fd)
 
+        line = b"y" * 1400  # about one event's line
+
+        def raw_line(_content: str, _role: str) -> None:
+            os.write(fd, line)
+            os.fdatasync(fd)
+
+        def raw_lines(_items: list[tuple[str, str]]) -> None:
+            os.write(fd, line * 10)  # a batch of ten: only the bytes differ
+            os.fdatasync(fd)
+
         single: dict[str, Callable[[str, str], object]] = {
             "raw": raw,
+            "raw_line": raw_line,
             "naive": lambda c, r: naive.append_batch([(c, r)]),
             "sqlite": lambda c, r: lite.append_batch([(c, r)]),
         }
         batch: dict[str, Callable[[list[tuple[str, str]]], object]] = {
+            "raw_lines": raw_lines,
             "naive": naive.append_batch,
             "sqlite": lite.append_batch,
         }
@@ -279,6 +291,8 @@ def bench_appends(tmp: Path, ops: int, batches: int, with_infai: bool) -> dict[s
 
     return {
         "raw_fsync_4k_ms": ms(single_s.pop("raw")),
+        "raw_fdatasync_1400b_ms": ms(single_s.pop("raw_line")),
+        "raw_fdatasync_14000b_ms": ms(batch_s.pop("raw_lines")),
         "single_ms": {name: ms(v) for name, v in single_s.items()},
         "batch10_ms": {name: ms(v) for name, v in batch_s.items()},
         "single_p90_ms": {name: ms(v, p90=True) for name, v in single_s.items()},
@@ -475,6 +489,8 @@ def render(res: dict[str, Any]) -> str:
         f"{env['fs']} ({env['dir']}); resume = median of {cfg['reps']} fresh processes, "
         f"path {PATH_LEN} events, {BRANCHES} branches, 5% 64 KiB tool results",
         f"raw 4 KiB os.write+os.fsync on this disk: {fmt(app['raw_fsync_4k_ms'])} ms (median)",
+        f"raw append+fdatasync of one 1,400-byte line: {fmt(app['raw_fdatasync_1400b_ms'])} ms, "
+        f"of ten (a batch's bytes): {fmt(app['raw_fdatasync_14000b_ms'])} ms",
     ]
     if env["fs"] in ("tmpfs", "ramfs"):
         notes.append(f"WARNING: {env['fs']} makes fsync free; rerun with --dir on a real disk")
