@@ -1,0 +1,46 @@
+"""Messages and model providers, provider-neutral.
+
+A model is anything with a ``stream(request)`` async iterator of typed
+:mod:`~infai.llm.messages` events: text and reasoning deltas, tool-call
+fragments, notices, provider errors *as data*, and finally the settled
+:class:`~infai.llm.messages.Message`. The loop never sees an SDK type or an SDK
+exception. :mod:`~infai.llm.fakes` ships the models tests and new users need:
+a scripted model, a function-driven model, and the deterministic ``offline``
+model that runs with no key and no network.
+"""
+
+from .fakes import FunctionModel, OfflineModel, ScriptedModel
+from .messages import (
+    Done,
+    Message,
+    Model,
+    Notice,
+    ProviderError,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    collect,
+)
+
+__all__ = [
+    "Done",
+    "FunctionModel",
+    "Message",
+    "Model",
+    "Notice",
+    "OfflineModel",
+    "ProviderError",
+    "ReasoningDelta",
+    "Request",
+    "ScriptedModel",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolSpec",
+    "collect",
+]
