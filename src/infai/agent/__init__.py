@@ -1,0 +1,11 @@
+"""The agent: context assembly from the store, and the loop that runs a turn.
+
+One turn persists what must survive a crash before it matters (the user's
+message before generation, each tool call before it runs) and streams the rest
+live. Shells drive it; they never talk to the store or a model directly.
+"""
+
+from .context import to_messages
+from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
+
+__all__ = ["AgentEvent", "Saved", "Streamed", "TurnEnded", "run_turn", "to_messages"]

@@ -1,0 +1,107 @@
+"""From stored events to the messages a model is sent.
+
+The active path from the store (HEAD back to the nearest compaction) becomes
+provider-neutral :class:`~infai.llm.Message` values. A compaction's summary and
+a branch summary become user messages that say what they are. Tool calls join
+the assistant message that made them, and every call gets a result right after
+it: a crash or a cancellation can leave a call with no result in the store, and
+such a call gets a synthesized "interrupted" error result, so nothing dangling
+is ever sent. A result whose call is not on the path is not sent either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from infai.llm import Message, ToolCall
+from infai.llm.messages import Role
+from infai.store import (
+    BranchSummaryRecord,
+    CompactionRecord,
+    Event,
+    MessageRecord,
+    ToolCallRecord,
+    ToolResultRecord,
+)
+
+INTERRUPTED = "interrupted: this tool call did not finish (the session stopped before it did)"
+
+
+def _summary(record: CompactionRecord) -> str:
+    sections = [
+        ("Goals", record.goals),
+        ("Constraints", record.constraints),
+        ("Decisions", record.decisions),
+        ("Files changed", record.files_changed),
+        ("Unresolved work", record.unresolved),
+        ("Facts worth keeping", record.facts),
+    ]
+    lines = [
+        "Summary of the conversation so far (earlier messages were compacted):",
+        record.summary,
+    ]
+    for title, items in sections:
+        if items:
+            lines.append(f"{title}:")
+            lines += [f"- {item}" for item in items]
+    return "\n".join(lines)
+
+
+def to_messages(events: list[Event]) -> list[Message]:
+    """The messages for ``events`` (resolved records, oldest first)."""
+    out: list[Message] = []
+    pending: dict[str, ToolCall] = {}  # calls still waiting for their result
+
+    def settle_pending() -> None:
+        for call in pending.values():
+            out.append(
+                Message(
+                    role="tool",
+                    content=INTERRUPTED,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    is_error=True,
+                )
+            )
+        pending.clear()
+
+    for event in events:
+        record = event.record
+        if isinstance(record, ToolCallRecord):
+            call = ToolCall(record.call_id, record.name, dict(record.arguments))
+            if out and out[-1].role == "assistant":
+                out[-1] = replace(out[-1], tool_calls=(*out[-1].tool_calls, call))
+            else:
+                settle_pending()
+                out.append(Message(role="assistant", tool_calls=(call,)))
+            pending[call.id] = call
+        elif isinstance(record, ToolResultRecord):
+            if pending.pop(record.call_id, None) is None:
+                continue  # its call is not on the path: never send a dangling result
+            out.append(
+                Message(
+                    role="tool",
+                    content=record.content,
+                    tool_call_id=record.call_id,
+                    tool_name=record.name,
+                    is_error=record.is_error,
+                )
+            )
+        else:
+            settle_pending()
+            if isinstance(record, MessageRecord):
+                role: Role = (
+                    "assistant"
+                    if event.role == "assistant"
+                    else "system"
+                    if event.role == "system"
+                    else "user"
+                )
+                out.append(Message(role=role, content=record.content, reasoning=record.reasoning))
+            elif isinstance(record, CompactionRecord):
+                out.append(Message(role="user", content=_summary(record)))
+            elif isinstance(record, BranchSummaryRecord):
+                text = f"Summary of work on a branch that was left:\n{record.summary}"
+                out.append(Message(role="user", content=text))
+    settle_pending()
+    return out

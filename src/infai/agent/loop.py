@@ -1,0 +1,161 @@
+"""One turn of the agent: a small function that emits typed events.
+
+The durability contract, in order:
+
+1. the user's message is appended (durable) before the model is asked anything;
+2. the model's deltas stream live (:class:`Streamed`) and are never persisted;
+3. the settled assistant message and the tool calls it made are appended in one
+   transaction, so every call is durable before it runs;
+4. each call is decided by the permission seam, run, and its result appended
+   (the decision is recorded in the result's metadata: who, what, when);
+5. the loop asks the model again until it stops calling tools.
+
+A provider error ends the turn as data (:class:`TurnEnded` with ``"error"``);
+nothing of the failed generation is stored. Cancelling the task (Ctrl-C, a
+client gone) stops the stream or the running tool; an interruption marker is
+appended so the turn reads as interrupted, and context assembly gives any call
+left without a result an "interrupted" one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from infai.llm import Done, Message, Model, ProviderError, Request, StreamEvent, ToolCall
+from infai.store import (
+    Event,
+    MessageRecord,
+    SessionWriter,
+    ToolCallRecord,
+    ToolResultRecord,
+)
+from infai.store.format import now_rfc3339
+from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
+
+from .context import to_messages
+
+INTERRUPTED_TURN = "[turn interrupted]"
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """An event is now durable in the session."""
+
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """A live delta or notice from the model (shown, never persisted)."""
+
+    event: StreamEvent
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The turn is over: done, failed (``error`` says why) or cancelled."""
+
+    outcome: Literal["done", "error", "cancelled"]
+    error: str | None = None
+
+
+AgentEvent = Saved | Streamed | TurnEnded
+
+
+def _assistant_records(message: Message) -> list[tuple[MessageRecord | ToolCallRecord, str]]:
+    settled = MessageRecord(
+        content=message.content,
+        reasoning=message.reasoning,
+        model=message.model,
+        stop_reason=message.stop_reason,
+        usage=message.usage,
+        metadata=dict(message.metadata),
+    )
+    calls = [
+        ToolCallRecord(call_id=c.id, name=c.name, arguments=dict(c.arguments))
+        for c in message.tool_calls
+    ]
+    return [(settled, "assistant"), *((call, "assistant") for call in calls)]
+
+
+async def _run_tool(
+    call: ToolCall, toolbox: Toolbox, permissions: Permissions, context: ToolContext
+) -> tuple[ToolOutput, dict[str, str]]:
+    """Decide, then run; every failure becomes an error output for the model."""
+    tool = toolbox.get(call.name)
+    if tool is None:
+        known = ", ".join(spec.name for spec in toolbox.specs()) or "none"
+        return ToolOutput(f"unknown tool {call.name!r} (tools: {known})", is_error=True), {}
+    decision = await permissions.decide(call.name, call.arguments, context)
+    record = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
+    record["at"] = now_rfc3339()
+    if not decision.allowed:
+        why = f": {decision.reason}" if decision.reason else ""
+        return ToolOutput(f"permission denied by {decision.by}{why}", is_error=True), record
+    try:
+        return await tool.run(call.arguments, context), record
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a tool's bug must not crash the loop
+        return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True), record
+
+
+async def run_turn(
+    writer: SessionWriter,
+    model: Model,
+    prompt: str,
+    *,
+    toolbox: Toolbox,
+    permissions: Permissions,
+    context: ToolContext,
+    system: str = "",
+    max_steps: int = 50,
+) -> AsyncIterator[AgentEvent]:
+    """Run one prompt to completion, yielding what happens as it happens."""
+    yield Saved(writer.append(MessageRecord(content=prompt), "user"))
+    try:
+        for _ in range(max_steps):
+            request = Request(
+                messages=tuple(to_messages(writer.context().events)),
+                system=system,
+                tools=toolbox.specs(),
+            )
+            outcome: Message | ProviderError | None = None
+            async for event in model.stream(request):
+                if isinstance(event, Done):
+                    outcome = event.message
+                elif isinstance(event, ProviderError):
+                    outcome = event
+                else:
+                    yield Streamed(event)
+            if not isinstance(outcome, Message):
+                error = outcome.message if outcome else "the model's stream ended without a reply"
+                yield TurnEnded("error", error)
+                return
+            for saved in writer.append_batch(_assistant_records(outcome)):
+                yield Saved(saved)
+            if not outcome.tool_calls:
+                yield TurnEnded("done")
+                return
+            for call in outcome.tool_calls:
+                output, decision = await _run_tool(call, toolbox, permissions, context)
+                metadata = dict(output.metadata)
+                if decision:
+                    metadata["permission"] = decision
+                result = ToolResultRecord(
+                    call_id=call.id,
+                    name=call.name,
+                    content=output.content,
+                    is_error=output.is_error,
+                    metadata=metadata,
+                )
+                yield Saved(writer.append(result, "tool"))
+        yield TurnEnded("error", f"stopped after {max_steps} model calls in one turn")
+    except asyncio.CancelledError:
+        writer.append(
+            MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True}), "user"
+        )
+        raise

@@ -1,0 +1,20 @@
+"""Tools the model may call, and the permission seam in front of them.
+
+A tool is a :class:`~infai.tools.base.Tool`: a :class:`~infai.llm.ToolSpec`
+the model sees and an async ``run`` that returns a
+:class:`~infai.tools.base.ToolOutput`. A tool never raises for a failure the
+model should hear about: it returns an error output. Before any tool runs, the
+loop asks a :class:`~infai.tools.base.Permissions` object for a decision.
+"""
+
+from .base import (
+    AllowAll,
+    Decision,
+    Permissions,
+    Tool,
+    Toolbox,
+    ToolContext,
+    ToolOutput,
+)
+
+__all__ = ["AllowAll", "Decision", "Permissions", "Tool", "ToolContext", "ToolOutput", "Toolbox"]
