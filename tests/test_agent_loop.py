@@ -267,3 +267,38 @@ def test_context_assembly_repairs_and_labels_what_the_store_holds(store: Store) 
     assert (messages[4].tool_call_id, messages[4].content) == ("a", INTERRUPTED)
     assert "Tried a regex" in messages[5].content
     assert all(m.content != "orphan" for m in messages)
+
+
+def test_headless_policy_denies_a_write_and_records_who_decided(
+    store: Store, tmp_path: Path
+) -> None:
+    from infai.tools import Policy, builtin_tools
+
+    work = tmp_path / "work"
+    work.mkdir()
+    sid = store.create_session(working_dir=str(work)).id
+    model = ScriptedModel(
+        [
+            call("write_file", path="x.txt", content="hi"),
+            call("read_file", "c2", path="x.txt"),
+            "ok",
+        ]
+    )
+    with store.open_writer(sid) as w:
+        asyncio.run(
+            drive(
+                w,
+                model,
+                "write then read",
+                toolbox=Toolbox(builtin_tools()),
+                permissions=Policy(),
+                context=ToolContext(work, sid),
+            )
+        )
+        results = [r for _, _, r in stored(w) if isinstance(r, ToolResultRecord)]
+    assert not (work / "x.txt").exists()
+    denied, read = results
+    assert denied.is_error and "nobody can approve" in denied.content
+    assert denied.metadata["permission"]["by"] == "default"
+    assert read.is_error and "cannot read x.txt" in read.content  # allowed, file absent
+    assert read.metadata["permission"]["verdict"] == "allow"

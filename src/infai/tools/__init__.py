@@ -16,5 +16,18 @@ from .base import (
     ToolContext,
     ToolOutput,
 )
+from .builtin import builtin_tools
+from .policy import Policy, Rule
 
-__all__ = ["AllowAll", "Decision", "Permissions", "Tool", "ToolContext", "ToolOutput", "Toolbox"]
+__all__ = [
+    "AllowAll",
+    "Decision",
+    "Permissions",
+    "Policy",
+    "Rule",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "Toolbox",
+    "builtin_tools",
+]

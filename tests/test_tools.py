@@ -1,0 +1,195 @@
+"""Built-in tools, path confinement and the permission policy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
+from infai.tools.builtin import MAX_OUTPUT, Bash
+from infai.tools.paths import resolve
+from infai.tools.policy import Answer
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    (root / "README.md").write_text("# demo\nhello world\n")
+    (tmp_path / "secret.txt").write_text("outside")
+    return root
+
+
+def ctx(root: Path) -> ToolContext:
+    return ToolContext(root, "session")
+
+
+def run(tool_name: str, root: Path, **arguments: Any) -> ToolOutput:
+    tool = {t.spec.name: t for t in builtin_tools()}[tool_name]
+    return asyncio.run(tool.run(arguments, ctx(root)))
+
+
+# -- paths -------------------------------------------------------------------------------------
+
+
+def test_paths_that_leave_the_working_dir_are_seen_as_outside(work: Path) -> None:
+    (work / "link-out").symlink_to(work.parent / "secret.txt")
+    (work / "link-in").symlink_to(work / "README.md")
+    assert resolve(work, "src/app.py").inside
+    assert resolve(work, ".").inside
+    assert resolve(work, "src/../README.md").inside
+    assert resolve(work, "link-in").inside
+    assert not resolve(work, "../secret.txt").inside
+    assert not resolve(work, str(work.parent / "secret.txt")).inside
+    assert not resolve(work, "link-out").inside
+    assert not resolve(work, "/etc/passwd").inside
+    assert not resolve(work, "src/../../project-other/x").inside
+
+
+# -- the policy ----------------------------------------------------------------------------------
+
+
+def decide(policy: Policy, root: Path, tool: str, **arguments: Any) -> tuple[str, str, str]:
+    d = asyncio.run(policy.decide(tool, arguments, ctx(root)))
+    return d.verdict, d.by, d.reason
+
+
+def test_defaults_allow_reading_inside_and_ask_for_the_rest(work: Path) -> None:
+    headless = Policy()
+    assert decide(headless, work, "read_file", path="src/app.py")[0] == "allow"
+    assert decide(headless, work, "grep", pattern="x", path="src")[0] == "allow"
+    assert decide(headless, work, "list_files", pattern="**/*")[0] == "allow"
+    for tool, arguments in [
+        ("write_file", {"path": "new.txt", "content": "x"}),
+        ("edit_file", {"path": "README.md", "old_text": "a", "new_text": "b"}),
+        ("bash", {"command": "ls"}),
+        ("read_file", {"path": "../secret.txt"}),
+        ("read_file", {"path": "/etc/passwd"}),
+        ("grep", {"pattern": "x", "path": ".."}),
+    ]:
+        verdict, by, reason = decide(headless, work, tool, **arguments)
+        assert (verdict, by) == ("deny", "default"), (tool, arguments)
+        assert "nobody can approve" in reason
+
+
+def test_rule_precedence_is_deny_then_ask_then_allow(work: Path) -> None:
+    policy = Policy(
+        [
+            Rule.parse("allow", "bash git *"),
+            Rule.parse("ask", "bash git push*"),
+            Rule.parse("deny", "bash git push --force*"),
+            Rule.parse("allow", "write_file docs/*"),
+        ]
+    )
+    assert decide(policy, work, "bash", command="git status")[:2] == (
+        "allow",
+        "rule 'allow bash git *'",
+    )
+    assert decide(policy, work, "bash", command="git push origin")[0] == "deny"  # asked, headless
+    assert decide(policy, work, "bash", command="git push origin")[1] == "rule 'ask bash git push*'"
+    verdict, by, _ = decide(policy, work, "bash", command="git push --force origin")
+    assert (verdict, by) == ("deny", "rule 'deny bash git push --force*'")
+    assert decide(policy, work, "write_file", path="docs/a.md", content="")[0] == "allow"
+    assert decide(policy, work, "write_file", path="src/a.py", content="")[:2] == (
+        "deny",
+        "default",
+    )
+
+
+def test_rule_parse() -> None:
+    assert Rule.parse("allow", "bash  git status*") == Rule("allow", "bash", "git status*")
+    assert Rule.parse("deny", "grep") == Rule("deny", "grep", "*")
+    with pytest.raises(ValueError):
+        Rule.parse("allow", "  ")
+
+
+def test_the_approver_answers_ask_and_allow_always_is_exact(work: Path) -> None:
+    asked: list[tuple[str, str]] = []
+    answers: list[Answer] = ["allow-always", "deny", "allow"]
+
+    async def approver(tool: str, subject: str) -> Answer:
+        asked.append((tool, subject))
+        return answers.pop(0)
+
+    policy = Policy(approver=approver)
+    assert decide(policy, work, "bash", command="ls *.py") == (
+        "allow",
+        "user",
+        "allowed always for this session",
+    )
+    assert decide(policy, work, "bash", command="ls *.py")[0] == "allow"  # not asked again
+    assert decide(policy, work, "bash", command="ls x.py")[:2] == ("deny", "user")  # not a glob
+    assert decide(policy, work, "bash", command="rm -rf /")[:2] == ("allow", "user")
+    assert asked == [("bash", "ls *.py"), ("bash", "ls x.py"), ("bash", "rm -rf /")]
+
+
+# -- the tools ---------------------------------------------------------------------------------
+
+
+def test_read_file_whole_and_by_lines(work: Path) -> None:
+    assert run("read_file", work, path="README.md").content == "# demo\nhello world\n"
+    part = run("read_file", work, path="src/app.py", start_line=3, end_line=4)
+    assert part.content == "line 3\nline 4\n" and part.metadata["lines"] == [3, 4]
+    missing = run("read_file", work, path="nope.txt")
+    assert missing.is_error and "cannot read nope.txt" in missing.content
+    past = run("read_file", work, path="src/app.py", start_line=50)
+    assert past.is_error and "past the end" in past.content
+
+
+def test_write_and_edit(work: Path) -> None:
+    out = run("write_file", work, path="notes/todo.md", content="- one\n- two\n")
+    assert not out.is_error and (work / "notes" / "todo.md").read_text() == "- one\n- two\n"
+    assert not run("edit_file", work, path="notes/todo.md", old_text="one", new_text="1").is_error
+    assert (work / "notes" / "todo.md").read_text() == "- 1\n- two\n"
+    twice = run("edit_file", work, path="src/app.py", old_text="line", new_text="row")
+    assert twice.is_error and "found 10 times" in twice.content
+    none = run("edit_file", work, path="src/app.py", old_text="absent", new_text="x")
+    assert none.is_error and "not found" in none.content
+    assert "row" not in (work / "src" / "app.py").read_text()  # nothing changed
+
+
+def test_list_and_grep(work: Path) -> None:
+    assert run("list_files", work, pattern="**/*.py").content == "src/app.py"
+    assert "(no matches)" in run("list_files", work, pattern="*.rs").content
+    hits = run("grep", work, pattern=r"line [12]\b").content.splitlines()
+    assert hits == ["src/app.py:1:line 1", "src/app.py:2:line 2"]
+    bad = run("grep", work, pattern="(")
+    assert bad.is_error and "bad regular expression" in bad.content
+
+
+def test_bash_output_exit_code_and_cap(work: Path) -> None:
+    ok = run("bash", work, command="echo hi && pwd")
+    assert not ok.is_error and ok.content == f"exit code 0\nhi\n{work.resolve()}\n"
+    failed = run("bash", work, command="echo oops >&2; exit 3")
+    assert failed.is_error and failed.content == "exit code 3\noops\n"
+    big = run("bash", work, command=f"head -c {MAX_OUTPUT * 2} /dev/zero | tr '\\0' x")
+    assert len(big.content) < MAX_OUTPUT + 100 and "more characters cut" in big.content
+
+
+def test_bash_timeout_kills_the_whole_process_group(work: Path) -> None:
+    started = time.monotonic()
+    out = run("bash", work, command="(sleep 5; touch late) & sleep 5", timeout_seconds=0.5)
+    assert out.is_error and "timed out after 0.5s" in out.content
+    assert time.monotonic() - started < 3
+    time.sleep(0.2)
+    assert not (work / "late").exists()
+
+
+def test_cancelling_bash_kills_what_it_started(work: Path) -> None:
+    async def scenario() -> None:
+        task = asyncio.create_task(Bash().run({"command": "sleep 1 && touch finished"}, ctx(work)))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    time.sleep(1.3)
+    assert not (work / "finished").exists()
+    assert os.path.isdir(work)
