@@ -7,5 +7,16 @@ live. Shells drive it; they never talk to the store or a model directly.
 
 from .context import to_messages
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
+from .prompt import system_prompt
+from .session import AgentSession
 
-__all__ = ["AgentEvent", "Saved", "Streamed", "TurnEnded", "run_turn", "to_messages"]
+__all__ = [
+    "AgentEvent",
+    "AgentSession",
+    "Saved",
+    "Streamed",
+    "TurnEnded",
+    "run_turn",
+    "system_prompt",
+    "to_messages",
+]

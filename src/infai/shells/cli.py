@@ -359,3 +359,10 @@ def session_import(store: Store, file: str, as_json: bool) -> None:
         emit_json(info.to_obj())
     else:
         click.echo(info.id)
+
+
+def entry() -> None:
+    """The console script: the store commands plus the agent's (imported lazily)."""
+    from . import agent_cli  # noqa: F401  (registers run and chat on main)
+
+    main()

@@ -1,0 +1,72 @@
+"""One agent session object that every shell drives (CLI, TUI, server).
+
+:class:`AgentSession` owns the session's writer (so it holds the writer lock
+while open), the model, the tools and the permission policy. Shells call
+:meth:`AgentSession.prompt` and render the events; they choose an older event
+to continue from with :meth:`AgentSession.select` (HEAD moves only when the next
+prompt is stored) and never touch the store or the model themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from infai.llm import Model
+from infai.store import Store
+from infai.tools import Permissions, Toolbox, ToolContext
+
+from .loop import AgentEvent, run_turn
+from .prompt import system_prompt
+
+
+class AgentSession:
+    """A session opened for an agent: prompt it, branch it, close it."""
+
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        model: Model,
+        toolbox: Toolbox,
+        permissions: Permissions,
+        instructions: str = "",
+    ) -> None:
+        self.store = store
+        info = store.info(session_id)
+        self.working_dir = Path(info.working_dir or ".").resolve()
+        self.model = model
+        self.toolbox = toolbox
+        self.permissions = permissions
+        self.instructions = instructions
+        self.writer = store.open_writer(session_id)
+        self.session_id = self.writer.session_id
+        if info.model != model.name:
+            store.update_info(self.session_id, model=model.name)
+
+    def select(self, event_id: str | None) -> None:
+        """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
+        self.writer.select(event_id)
+
+    async def prompt(self, text: str) -> AsyncIterator[AgentEvent]:
+        """Run one prompt to completion; see :func:`~infai.agent.loop.run_turn`."""
+        async for event in run_turn(
+            self.writer,
+            self.model,
+            text,
+            toolbox=self.toolbox,
+            permissions=self.permissions,
+            context=ToolContext(self.working_dir, self.session_id),
+            system=system_prompt(self.working_dir, self.instructions),
+        ):
+            yield event
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def __enter__(self) -> AgentSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

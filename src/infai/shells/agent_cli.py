@@ -1,0 +1,176 @@
+"""``infai run`` and ``infai chat``: the agent from the command line.
+
+``run`` sends one prompt and prints the answer as it streams (or, with
+``--json``, one JSON object per agent event); it exits 0 when the turn ends
+normally, 1 when it fails (a provider error, too many steps), 2 on bad input,
+and 130 when interrupted (the session stays valid; the turn is marked
+interrupted). ``chat`` is a plain line-based loop over the same session object.
+In these headless shells a call the policy would ask about is denied unless an
+``--allow`` rule allows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from infai.store import Store
+
+from .cli import BadInput, main, report_recovery, store_errors
+
+
+def _event_json(event: Any) -> dict[str, Any]:
+    from infai.agent import Saved, Streamed, TurnEnded
+
+    if isinstance(event, Saved):
+        return {"type": "saved", "event": event.event.to_obj()}
+    if isinstance(event, Streamed):
+        inner = event.event
+        data = {k: getattr(inner, k) for k in inner.__slots__}
+        return {"type": "stream", **data}
+    assert isinstance(event, TurnEnded)
+    return {"type": "end", "outcome": event.outcome, "error": event.error}
+
+
+def _open(
+    store: Store,
+    session_id: str | None,
+    resume: bool,
+    model_name: str,
+    allow: tuple[str, ...],
+    working_dir: Path,
+) -> Any:
+    from infai.agent import AgentSession
+    from infai.llm.registry import UnknownModel, build_model
+    from infai.tools import Policy, Rule, Toolbox, builtin_tools
+
+    try:
+        model = build_model(model_name)
+        rules = [Rule.parse("allow", text) for text in allow]
+    except (UnknownModel, ValueError) as exc:
+        raise BadInput(str(exc)) from None
+    if session_id is None and resume:
+        here = str(working_dir)
+        recent = [i for i in store.list_sessions() if i.working_dir == here]
+        if not recent:
+            raise BadInput(f"no session to continue in {here}")
+        session_id = recent[0].id
+    if session_id is None:
+        session_id = store.create_session(working_dir=str(working_dir), model=model.name).id
+    session = AgentSession(
+        store,
+        session_id,
+        model=model,
+        toolbox=Toolbox(builtin_tools()),
+        permissions=Policy(rules),
+    )
+    report_recovery(store, session.session_id)
+    return session
+
+
+async def _turn(session: Any, prompt: str, as_json: bool) -> str:
+    from infai.agent import Saved, Streamed, TurnEnded
+    from infai.llm import TextDelta
+    from infai.store import ToolResultRecord
+
+    outcome, error, mid_line = "done", None, False
+    async for event in session.prompt(prompt):
+        if as_json:
+            click.echo(json.dumps(_event_json(event), ensure_ascii=False))
+        elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
+            click.echo(event.event.text, nl=False)
+            mid_line = True
+        elif isinstance(event, Saved) and event.event.kind == "message" and mid_line:
+            click.echo()  # the streamed message is complete
+            mid_line = False
+        elif isinstance(event, Saved) and isinstance(event.event.record, ToolResultRecord):
+            result = event.event.record
+            status = "error" if result.is_error else "ok"
+            first = (result.content.splitlines() or [""])[0][:120]
+            click.echo(f"[{result.name} {status}] {first}", err=True)
+        if isinstance(event, TurnEnded):
+            outcome, error = event.outcome, event.error
+    if mid_line:
+        click.echo()
+    if error:
+        click.echo(f"infai: {error}", err=True)
+    return outcome
+
+
+session_option = click.option("--session", "session_id", help="Continue this session.")
+continue_option = click.option(
+    "--continue", "resume", is_flag=True, help="Continue the newest session of this directory."
+)
+model_option = click.option("--model", "model_name", default="offline", show_default=True)
+allow_option = click.option(
+    "--allow",
+    multiple=True,
+    metavar="RULE",
+    help="Allow calls matching 'TOOL [PATTERN]', e.g. --allow 'bash git status*'.",
+)
+
+
+@main.command("run")
+@click.argument("prompt")
+@session_option
+@continue_option
+@click.option("--from", "from_event", help="Branch: continue from this older event.")
+@model_option
+@allow_option
+@click.option("--json", "as_json", is_flag=True, help="Print agent events as JSON lines.")
+@click.pass_obj
+@store_errors
+def run(
+    store: Store,
+    prompt: str,
+    session_id: str | None,
+    resume: bool,
+    from_event: str | None,
+    model_name: str,
+    allow: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Run one prompt to completion and print the answer."""
+    session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    with session:
+        if from_event:
+            session.select(from_event)
+        try:
+            outcome = asyncio.run(_turn(session, prompt, as_json))
+        except KeyboardInterrupt:
+            click.echo("\ninfai: interrupted", err=True)
+            sys.exit(130)
+    if not as_json:
+        click.echo(f"session {session.session_id}", err=True)
+    sys.exit(0 if outcome == "done" else 1)
+
+
+@main.command("chat")
+@session_option
+@continue_option
+@model_option
+@allow_option
+@click.pass_obj
+@store_errors
+def chat(
+    store: Store, session_id: str | None, resume: bool, model_name: str, allow: tuple[str, ...]
+) -> None:
+    """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
+    session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    with session:
+        click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
+        for line in sys.stdin:
+            text = line.strip()
+            if text in ("/exit", "/quit"):
+                break
+            if text:
+                try:
+                    asyncio.run(_turn(session, text, as_json=False))
+                except KeyboardInterrupt:
+                    click.echo("\ninfai: interrupted", err=True)

@@ -1,0 +1,114 @@
+"""`infai run` and `infai chat` with the offline and scripted models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infai.shells import agent_cli  # noqa: F401  (registers run and chat)
+from infai.shells.cli import main
+from infai.store import Store
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    return root
+
+
+def infai(home: Path, *args: str, code: int = 0, stdin: str | None = None) -> Result:
+    result = CliRunner().invoke(main, ["--home", str(home), *args], input=stdin)
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def script(work: Path, *replies: object) -> str:
+    path = work / "script.json"
+    path.write_text(json.dumps(list(replies)))
+    return f"scripted:{path}"
+
+
+def test_run_with_the_offline_model(home: Path, work: Path) -> None:
+    out = infai(home, "run", "what is this repo?")
+    assert out.stdout.startswith("offline model: you said 'what is this repo?'")
+    sid = out.stderr.strip().splitlines()[-1].removeprefix("session ")
+    info = Store(home).info(sid)
+    assert info.working_dir == str(work) and info.model == "offline"
+    again = infai(home, "run", "--continue", "and now?")
+    assert "(3 messages in context)" in again.stdout
+    assert again.stderr.strip().endswith(sid)
+
+
+def test_run_json_events(home: Path, work: Path) -> None:
+    lines = [json.loads(x) for x in infai(home, "run", "--json", "hi").stdout.splitlines()]
+    assert lines[0]["type"] == "saved" and lines[0]["event"]["record"] == {"content": "hi"}
+    assert {x["type"] for x in lines[1:-2]} == {"stream"}
+    assert lines[-2]["type"] == "saved" and lines[-2]["event"]["role"] == "assistant"
+    assert lines[-1] == {"type": "end", "outcome": "done", "error": None}
+
+
+def test_run_tools_are_denied_headless_unless_allowed(home: Path, work: Path) -> None:
+    write = {
+        "content": "writing",
+        "tool_calls": [
+            {"id": "c1", "name": "write_file", "arguments": {"path": "out.txt", "content": "hi"}}
+        ],
+    }
+    model = script(work, write, "done")
+    denied = infai(home, "run", "--model", model, "write it")
+    assert "[write_file error] permission denied" in denied.stderr
+    assert not (work / "out.txt").exists()
+    allowed = infai(home, "run", "--model", model, "--allow", "write_file out.txt", "write it")
+    assert "[write_file ok] wrote 2 characters to out.txt" in allowed.stderr
+    assert (work / "out.txt").read_text() == "hi"
+    assert allowed.stdout == "writing\ndone\n"
+
+
+def test_run_fails_with_exit_1_on_a_provider_error(home: Path, work: Path) -> None:
+    model = script(work, {"error": "rate limited", "status": 429})
+    out = infai(home, "run", "--model", model, "hi", code=1)
+    assert "infai: rate limited" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "openai:gpt-4.1"], "unknown model 'openai:gpt-4.1'"),
+        (["--model", "scripted:/nonexistent.json"], "cannot read model script"),
+        (["--continue"], "no session to continue"),
+        (["--allow", " "], "empty allow rule"),
+        (["--session", "not-a-uuid"], "not a UUID"),
+    ],
+)
+def test_run_bad_input_is_exit_2(home: Path, work: Path, args: list[str], message: str) -> None:
+    out = infai(home, "run", *args, "hi", code=2)
+    assert message in out.stderr
+
+
+def test_run_from_an_older_event_branches(home: Path, work: Path) -> None:
+    first = infai(home, "run", "--json", "one").stdout.splitlines()
+    user_event = json.loads(first[0])["event"]["id"]
+    infai(home, "run", "--continue", "two")
+    branch = infai(home, "run", "--continue", "--from", user_event, "--json", "instead")
+    saved = json.loads(branch.stdout.splitlines()[0])["event"]
+    assert saved["parent_id"] == user_event and saved["branch_from"] == user_event
+    sid = Store(home).list_sessions()[0].id
+    with Store(home).open_reader(sid) as reader:
+        assert [e.preview for e in reader.path()][:2] == ["one", "instead"]
+        assert len(reader.leaves()) == 2
+
+
+def test_chat_reads_prompts_line_by_line(home: Path, work: Path) -> None:
+    out = infai(home, "chat", stdin="first\n\nsecond\n/exit\nnot sent\n")
+    assert out.stdout.count("offline model: you said") == 2
+    assert "not sent" not in out.stdout
