@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
 
-from infai.llm import Done, Message, Model, ProviderError, Request, StreamEvent, ToolCall
+from infai.llm import Done, Message, Model, Notice, ProviderError, Request, StreamEvent, ToolCall
 from infai.store import (
     Event,
     MessageRecord,
@@ -35,6 +35,13 @@ from infai.store import (
 from infai.store.format import now_rfc3339
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
 
+from .compaction import (
+    DEFAULT_THRESHOLD,
+    CompactionFailed,
+    compact,
+    last_input_tokens,
+    needs_compaction,
+)
 from .context import to_messages
 
 INTERRUPTED_TURN = "[turn interrupted]"
@@ -113,8 +120,21 @@ async def run_turn(
     context: ToolContext,
     system: str = "",
     max_steps: int = 50,
+    compact_at: float | None = DEFAULT_THRESHOLD,
 ) -> AsyncIterator[AgentEvent]:
-    """Run one prompt to completion, yielding what happens as it happens."""
+    """Run one prompt to completion, yielding what happens as it happens.
+
+    First, if the model last reported input usage at ``compact_at`` of its
+    context window (``None``: never), the context is compacted; a failed
+    compaction is reported as a notice and the turn goes on without it.
+    """
+    if compact_at is not None and needs_compaction(writer.context().events, model, compact_at):
+        used = last_input_tokens(writer.context().events)
+        yield Streamed(Notice(f"compacting: {used} of {model.context_window} tokens in use"))
+        try:
+            yield Saved(await compact(writer, model))
+        except CompactionFailed as exc:
+            yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
     yield Saved(writer.append(MessageRecord(content=prompt), "user"))
     try:
         for _ in range(max_steps):

@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from infai.llm import Model
-from infai.store import Store
+from infai.store import Event, Store
 from infai.tools import Permissions, Toolbox, ToolContext
 
+from .compaction import compact
 from .loop import AgentEvent, run_turn
 from .prompt import system_prompt
 
@@ -61,6 +62,10 @@ class AgentSession:
             system=system_prompt(self.working_dir, self.instructions),
         ):
             yield event
+
+    async def compact(self) -> Event:
+        """Compact now; raises :class:`~infai.agent.compaction.CompactionFailed`."""
+        return await compact(self.writer, self.model)
 
     def close(self) -> None:
         self.writer.close()

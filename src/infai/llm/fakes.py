@@ -142,13 +142,20 @@ class FunctionModel:
 
 
 class OfflineModel(FunctionModel):
-    """The built-in ``offline`` model: deterministic, local, no tools."""
+    """The built-in ``offline`` model: deterministic, local, no tools.
+
+    Asked for a summary (``purpose="summary"``) it lists the user's requests as
+    goals and reports how many messages it summarised, as the JSON object the
+    compaction prompt asks for.
+    """
 
     def __init__(self, *, context_window: int = 32_000) -> None:
         super().__init__(self._answer, name="offline", context_window=context_window)
 
     @staticmethod
     def _answer(request: Request) -> str:
+        if request.purpose == "summary":
+            return OfflineModel._summary(request)
         last = next((m for m in reversed(request.messages) if m.role == "user"), None)
         if last is None:
             return "offline model: there is no user message to answer."
@@ -157,4 +164,23 @@ class OfflineModel(FunctionModel):
             f"offline model: you said {first_line!r} "
             f"({len(request.messages)} messages in context). "
             "Configure a real model for real answers."
+        )
+
+    @staticmethod
+    def _summary(request: Request) -> str:
+        asks = [
+            m.content.strip().splitlines()[0]
+            for m in request.messages[:-1]
+            if m.role == "user" and m.content.strip()
+        ]
+        return json.dumps(
+            {
+                "summary": f"offline summary of {len(request.messages) - 1} messages",
+                "goals": asks[-5:],
+                "constraints": [],
+                "decisions": [],
+                "files_changed": [],
+                "unresolved": [],
+                "facts": [],
+            }
         )

@@ -60,12 +60,18 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """What a model is asked: the system prompt is separate from the messages."""
+    """What a model is asked: the system prompt is separate from the messages.
+
+    ``purpose`` is ``"summary"`` when the harness asks for a compaction summary
+    (a JSON object, see :mod:`infai.agent.compaction`), so a model may treat it
+    specially; providers ignore it.
+    """
 
     messages: tuple[Message, ...]
     system: str = ""
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
+    purpose: Literal["chat", "summary"] = "chat"
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,24 @@ def run(
     sys.exit(0 if outcome == "done" else 1)
 
 
+@main.command("compact")
+@click.argument("session_id", metavar="SESSION")
+@model_option
+@click.pass_obj
+@store_errors
+def compact_command(store: Store, session_id: str, model_name: str) -> None:
+    """Summarise the session's active context into a compaction event (prints its id)."""
+    from infai.agent.compaction import CompactionFailed
+
+    session = _open(store, session_id, False, model_name, (), Path(os.getcwd()))
+    with session:
+        try:
+            event = asyncio.run(session.compact())
+        except CompactionFailed as exc:
+            raise click.ClickException(f"compaction failed, nothing changed: {exc}") from None
+    click.echo(event.id)
+
+
 @main.command("chat")
 @session_option
 @continue_option

@@ -1,0 +1,102 @@
+"""Compaction: the model summarises the active context into a boundary event.
+
+The summary is asked for as one JSON object with the sections a summary must
+keep (goals, constraints, decisions, files changed, unresolved work, and facts
+that would be expensive or dangerous to rediscover) and stored as a
+``compaction`` event after HEAD; the events before it stay in the store, and
+the next context starts from it. If the model fails, answers with something
+that is not such an object, or the task is cancelled, nothing is appended and
+the session is exactly as it was, so a retry simply works.
+
+Automatic compaction: before asking the model, the loop looks at the input
+tokens the model last reported on the active path; at ``threshold`` (80% by
+default) of the model's context window it compacts first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from infai.llm import Message, Model, ProviderError, Request, collect
+from infai.store import CompactionRecord, Event, MessageRecord, SessionWriter
+
+from .context import to_messages
+
+DEFAULT_THRESHOLD = 0.8
+
+SUMMARY_SYSTEM = """You compact a coding agent's conversation so work can continue without it.
+Answer with ONE JSON object and nothing else, with these keys:
+"summary": a paragraph on where the work stands;
+"goals", "constraints", "decisions", "files_changed", "unresolved", "facts": lists of short
+strings. "facts" keeps what would be expensive or dangerous to rediscover (exact commands,
+identifiers, paths, numbers). Leave nothing out that the next step depends on."""
+
+SUMMARY_ASK = "Summarise the conversation above as the JSON object described."
+_LISTS = ("goals", "constraints", "decisions", "files_changed", "unresolved", "facts")
+
+
+class CompactionFailed(Exception):
+    """The summary could not be made; the session is unchanged."""
+
+
+def parse_summary(text: str, tokens_before: int | None = None) -> CompactionRecord:
+    """The compaction record in a model's answer (a JSON object, fences allowed)."""
+    match = re.search(r"\{.*\}", text, re.S)
+    try:
+        obj = json.loads(match.group(0) if match else text)
+    except ValueError:
+        raise CompactionFailed("the summary is not a JSON object") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("summary"), str):
+        raise CompactionFailed("the summary has no 'summary' text")
+    lists: dict[str, list[str]] = {}
+    for key in _LISTS:
+        value = obj.get(key, [])
+        if not isinstance(value, list):
+            raise CompactionFailed(f"the summary's {key!r} is not a list")
+        lists[key] = [str(item) for item in value]
+    return CompactionRecord(
+        summary=obj["summary"],
+        goals=lists["goals"],
+        constraints=lists["constraints"],
+        decisions=lists["decisions"],
+        files_changed=lists["files_changed"],
+        unresolved=lists["unresolved"],
+        facts=lists["facts"],
+        tokens_before=tokens_before,
+    )
+
+
+def last_input_tokens(events: list[Event]) -> int:
+    """The input tokens the model last reported on this path (0 if none)."""
+    for event in reversed(events):
+        record = event.record
+        if isinstance(record, MessageRecord) and record.usage is not None:
+            return record.usage.input_tokens
+    return 0
+
+
+def needs_compaction(events: list[Event], model: Model, threshold: float) -> bool:
+    return last_input_tokens(events) >= threshold * model.context_window
+
+
+async def compact(writer: SessionWriter, model: Model) -> Event:
+    """Summarise the active context and append the compaction event; or raise.
+
+    Raises :class:`CompactionFailed` (nothing appended) when the model fails or
+    answers with something that is not a summary.
+    """
+    events = writer.context().events
+    messages = to_messages(events)
+    if not messages:
+        raise CompactionFailed("there is nothing to compact")
+    request = Request(
+        messages=(*messages, Message(role="user", content=SUMMARY_ASK)),
+        system=SUMMARY_SYSTEM,
+        purpose="summary",
+    )
+    answer = await collect(model.stream(request))
+    if isinstance(answer, ProviderError):
+        raise CompactionFailed(f"the model failed: {answer.message}")
+    record = parse_summary(answer.content, last_input_tokens(events) or None)
+    return writer.append(record, "assistant")

@@ -1,0 +1,157 @@
+"""Compaction: manual, automatic at the threshold, and the failure paths."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from infai.agent import Saved, Streamed, run_turn, to_messages
+from infai.agent.compaction import CompactionFailed, compact, parse_summary
+from infai.llm import Message, Notice, OfflineModel, ProviderError, Request, ScriptedModel
+from infai.shells import agent_cli  # noqa: F401
+from infai.shells.cli import main
+from infai.store import CompactionRecord, SessionWriter, Store, Usage
+from infai.tools import AllowAll, Toolbox, ToolContext
+
+SUMMARY = {
+    "summary": "Parser rewritten; tests pass except one.",
+    "goals": ["ship the parser"],
+    "constraints": ["no new dependencies"],
+    "decisions": ["use a hand-written lexer"],
+    "files_changed": ["src/parser.py"],
+    "unresolved": ["test_unicode fails"],
+    "facts": ["run tests with: make test"],
+}
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Any:
+    store = Store(tmp_path / "home")
+    sid = store.create_session().id
+    with store.open_writer(sid) as w:
+        yield w
+
+
+def turn(writer: SessionWriter, model: Any, prompt: str) -> list[Any]:
+    async def go() -> list[Any]:
+        context = ToolContext(Path("."), writer.session_id)
+        return [
+            e
+            async for e in run_turn(
+                writer, model, prompt, toolbox=Toolbox(), permissions=AllowAll(), context=context
+            )
+        ]
+
+    return asyncio.run(go())
+
+
+def test_manual_compaction_appends_a_boundary_with_every_section(writer: SessionWriter) -> None:
+    turn(writer, ScriptedModel(["first answer"]), "first question")
+    model = ScriptedModel([f"```json\n{json.dumps(SUMMARY)}\n```"])
+    event = asyncio.run(compact(writer, model))
+    record = event.record
+    assert isinstance(record, CompactionRecord)
+    assert record.summary == SUMMARY["summary"] and record.facts == SUMMARY["facts"]
+    assert record.files_changed == ["src/parser.py"] and record.unresolved == ["test_unicode fails"]
+    request = model.requests[0]
+    assert request.purpose == "summary" and "JSON object" in request.system
+    assert [m.content for m in request.messages][:2] == ["first question", "first answer"]
+    # The next context starts at the boundary; the old events stay in the store.
+    assert [e.kind for e in writer.context().events] == ["compaction"]
+    assert writer.count == 3
+    first = to_messages(writer.context().events)[0]
+    assert "Parser rewritten" in first.content
+    assert "- run tests with: make test" in first.content
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [ProviderError("overloaded", status=529), "I summarised it for you!", '{"goals": []}'],
+)
+def test_a_failed_summary_changes_nothing_and_a_retry_works(
+    writer: SessionWriter, reply: Any
+) -> None:
+    turn(writer, ScriptedModel(["answer"]), "question")
+    before = (writer.count, writer.head)
+    with pytest.raises(CompactionFailed):
+        asyncio.run(compact(writer, ScriptedModel([reply])))
+    assert (writer.count, writer.head) == before
+    asyncio.run(compact(writer, ScriptedModel([json.dumps(SUMMARY)])))
+    assert writer.count == before[0] + 1
+
+
+def test_a_cancelled_summary_changes_nothing(writer: SessionWriter) -> None:
+    turn(writer, ScriptedModel(["answer"]), "question")
+    before = writer.count
+    started = asyncio.Event()
+
+    class Slow:
+        name, context_window = "slow", 1000
+
+        async def stream(self, request: Request) -> Any:
+            started.set()
+            await asyncio.Event().wait()
+            yield  # pragma: no cover
+
+    async def scenario() -> None:
+        task = asyncio.create_task(compact(writer, Slow()))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert writer.count == before
+
+
+def test_compaction_runs_by_itself_at_the_threshold(writer: SessionWriter) -> None:
+    heavy = Message(role="assistant", content="long answer", usage=Usage(input_tokens=850))
+    model = ScriptedModel([heavy, json.dumps(SUMMARY), "after"], context_window=1000)
+    turn(writer, model, "q1")
+    events = turn(writer, model, "q2")  # 850 >= 0.8 * 1000: compact before storing q2
+    notices = [
+        e.event.message for e in events if isinstance(e, Streamed) and isinstance(e.event, Notice)
+    ]
+    assert notices == ["compacting: 850 of 1000 tokens in use"]
+    saved = [e.event for e in events if isinstance(e, Saved)]
+    assert [e.kind for e in saved] == ["compaction", "message", "message"]
+    assert isinstance(saved[0].record, CompactionRecord) and saved[0].record.tokens_before == 850
+    assert model.requests[1].purpose == "summary"
+    assert [m.role for m in model.requests[2].messages] == ["user", "user"]  # summary, q2
+    assert [e.kind for e in writer.context().events] == ["compaction", "message", "message"]
+
+
+def test_below_the_threshold_nothing_is_compacted(writer: SessionWriter) -> None:
+    light = Message(role="assistant", content="short", usage=Usage(input_tokens=799))
+    model = ScriptedModel([light, "again"], context_window=1000)
+    turn(writer, model, "q1")
+    turn(writer, model, "q2")
+    assert all(r.purpose == "chat" for r in model.requests)
+
+
+def test_the_offline_model_summarises_deterministically(writer: SessionWriter) -> None:
+    turn(writer, OfflineModel(), "build the parser")
+    event = asyncio.run(compact(writer, OfflineModel()))
+    assert isinstance(event.record, CompactionRecord)
+    assert event.record.goals == ["build the parser"]
+    assert parse_summary(json.dumps(SUMMARY)).decisions == ["use a hand-written lexer"]
+
+
+def test_cli_compact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    home = str(tmp_path / "home")
+    runner = CliRunner()
+    ran = runner.invoke(main, ["--home", home, "run", "hello"])
+    sid = ran.stderr.strip().splitlines()[-1].removeprefix("session ")
+    out = runner.invoke(main, ["--home", home, "compact", sid])
+    assert out.exit_code == 0, out.output
+    with Store(Path(home)).open_reader(sid) as reader:
+        assert reader.event(out.stdout.strip()).kind == "compaction"
+    empty = Store(Path(home)).create_session().id
+    failed = runner.invoke(main, ["--home", home, "compact", empty])
+    assert failed.exit_code == 1 and "nothing to compact" in failed.stderr
