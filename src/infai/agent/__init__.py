@@ -9,12 +9,15 @@ from .context import to_messages
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
 from .session import AgentSession
+from .subagent import Narrowed, TaskTool
 
 __all__ = [
     "AgentEvent",
     "AgentSession",
+    "Narrowed",
     "Saved",
     "Streamed",
+    "TaskTool",
     "TurnEnded",
     "run_turn",
     "system_prompt",

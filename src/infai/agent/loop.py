@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from infai.llm import Done, Message, Model, Notice, ProviderError, Request, StreamEvent, ToolCall
@@ -155,13 +155,15 @@ async def run_turn(
                 error = outcome.message if outcome else "the model's stream ended without a reply"
                 yield TurnEnded("error", error)
                 return
-            for saved in writer.append_batch(_assistant_records(outcome)):
+            stored = writer.append_batch(_assistant_records(outcome))
+            for saved in stored:
                 yield Saved(saved)
             if not outcome.tool_calls:
                 yield TurnEnded("done")
                 return
-            for call in outcome.tool_calls:
-                output, decision = await _run_tool(call, toolbox, permissions, context)
+            for call, call_event in zip(outcome.tool_calls, stored[1:], strict=True):
+                here = replace(context, call_event_id=call_event.id)
+                output, decision = await _run_tool(call, toolbox, permissions, here)
                 metadata = dict(output.metadata)
                 if decision:
                     metadata["permission"] = decision

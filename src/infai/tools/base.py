@@ -12,10 +12,12 @@ from infai.llm import ToolSpec
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Where a tool runs: the session's working directory and its id."""
+    """Where a tool runs: the session's working directory and its id, and (while a
+    call runs) the id of the stored ``tool_call`` event that asked for it."""
 
     working_dir: Path
     session_id: str
+    call_event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

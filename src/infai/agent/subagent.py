@@ -1,0 +1,108 @@
+"""Subagents: a ``task`` tool that runs a prompt in a child session of its own.
+
+The child session is linked both ways: its ``session.json`` names the parent
+session and the ``tool_call`` event that started it, and the parent's
+``tool_result`` names the child session in its metadata. The parent receives
+only the child's final answer; none of the child's events enter the parent's
+context. The child's permissions can only be narrower than the parent's: every
+call is first checked against the child's own restrictions (which can only
+deny) and then decided by the parent's policy, approver included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from infai.llm import Model, ToolSpec
+from infai.store import MessageRecord, Store
+from infai.tools import Decision, Permissions, Toolbox, ToolContext, ToolOutput
+
+from .loop import TurnEnded, run_turn
+from .prompt import system_prompt
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    """The parent's permissions, narrowed: only ``tools`` (patterns) may run at all."""
+
+    parent: Permissions
+    tools: tuple[str, ...] = ("*",)
+    by: str = "subagent"
+
+    async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
+        if not any(fnmatchcase(tool, pattern) for pattern in self.tools):
+            return Decision("deny", self.by, f"{tool} is not among this subagent's tools")
+        return await self.parent.decide(tool, arguments, context)
+
+
+@dataclass
+class TaskTool:
+    """Starts a subagent for a self-contained piece of work and returns its answer."""
+
+    store: Store
+    model: Model
+    tools: Iterable[Any]
+    permissions: Permissions
+    allowed: tuple[str, ...] = ("*",)
+    max_steps: int = 30
+    children: list[str] = field(default_factory=list)
+
+    spec = ToolSpec(
+        "task",
+        "Give a self-contained task to a subagent working in a session of its own; "
+        "returns only its final answer.",
+        {
+            "type": "object",
+            "properties": {"prompt": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["prompt"],
+        },
+    )
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        prompt = str(arguments.get("prompt", "")).strip()
+        if not prompt:
+            return ToolOutput("task needs a prompt", is_error=True)
+        label = str(arguments.get("description") or prompt.splitlines()[0])[:60]
+        child = self.store.create_session(
+            name=f"subagent: {label}",
+            working_dir=str(context.working_dir),
+            model=self.model.name,
+            parent_session=context.session_id,
+            parent_event=context.call_event_id,
+        )
+        self.children.append(child.id)
+        toolbox = Toolbox(t for t in self.tools if t.spec.name != "task")  # no recursion
+        permissions = Narrowed(self.permissions, self.allowed)
+        outcome: TurnEnded | None = None
+        with self.store.open_writer(child.id) as writer:
+            async for event in run_turn(
+                writer,
+                self.model,
+                prompt,
+                toolbox=toolbox,
+                permissions=permissions,
+                context=ToolContext(context.working_dir, child.id),
+                system=system_prompt(
+                    context.working_dir,
+                    "You are a subagent: finish the task and answer with the result only.",
+                ),
+                max_steps=self.max_steps,
+            ):
+                if isinstance(event, TurnEnded):
+                    outcome = event
+            answer = next(
+                (
+                    e.record.content
+                    for e in reversed(writer.context().events)
+                    if e.role == "assistant" and isinstance(e.record, MessageRecord)
+                ),
+                "",
+            )
+        metadata = {"child_session": child.id}
+        if outcome is None or outcome.outcome != "done":
+            why = outcome.error if outcome else "no outcome"
+            return ToolOutput(f"subagent failed: {why}", is_error=True, metadata=metadata)
+        return ToolOutput(answer, metadata=metadata)
