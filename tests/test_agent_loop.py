@@ -302,3 +302,42 @@ def test_headless_policy_denies_a_write_and_records_who_decided(
     assert denied.metadata["permission"]["by"] == "default"
     assert read.is_error and "cannot read x.txt" in read.content  # allowed, file absent
     assert read.metadata["permission"]["verdict"] == "allow"
+
+
+def test_a_session_keeps_its_context_in_memory_between_turns(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent import AgentSession
+    from infai.store.writer import SessionWriter as Writer
+
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    model = ScriptedModel(["a1", "a2", "a3", "b1"])
+    reads: list[str | None] = []
+    real_context = Writer.context
+
+    def counting(self: Writer, at: str | None = None) -> Any:
+        reads.append(at)
+        return real_context(self, at)
+
+    monkeypatch.setattr(Writer, "context", counting)
+    with AgentSession(
+        store, sid, model=model, toolbox=Toolbox(), permissions=AllowAll()
+    ) as session:
+
+        async def prompt(text: str) -> None:
+            async for _ in session.prompt(text):
+                pass
+
+        asyncio.run(prompt("q1"))
+        first = len(reads)
+        asyncio.run(prompt("q2"))
+        asyncio.run(prompt("q3"))
+        assert len(reads) == first  # served from memory
+        fresh = to_messages(real_context(session.writer).events)
+        assert [m.content for m in model.requests[2].messages] == [m.content for m in fresh][:-1]
+        # Branching from an older event rebuilds it.
+        q1 = session.writer.path()[0].id
+        session.select(q1)
+        asyncio.run(prompt("instead"))
+        assert len(reads) > first
+        assert [m.content for m in model.requests[3].messages] == ["q1", "instead"]

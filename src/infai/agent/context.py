@@ -16,10 +16,12 @@ from dataclasses import replace
 from infai.llm import Message, ToolCall
 from infai.llm.messages import Role
 from infai.store import (
+    NIL_ID,
     BranchSummaryRecord,
     CompactionRecord,
     Event,
     MessageRecord,
+    SessionWriter,
     ToolCallRecord,
     ToolResultRecord,
 )
@@ -45,6 +47,42 @@ def _summary(record: CompactionRecord) -> str:
             lines.append(f"{title}:")
             lines += [f"- {item}" for item in items]
     return "\n".join(lines)
+
+
+class ContextCache:
+    """The active context's events, kept in memory between model calls.
+
+    A long-lived session need not read its path back from the store for every
+    request: events it appends after the cached tip extend the cache; anything
+    else (a selected older event, a compaction, another tip) rebuilds it.
+    """
+
+    def __init__(self, writer: SessionWriter) -> None:
+        self.writer = writer
+        self._events: list[Event] | None = None
+        self._tip: str | None = None
+
+    def events(self) -> list[Event]:
+        if self._events is None or self._tip != self.writer.head:
+            self._events = list(self.writer.context().events)
+            self._tip = self.writer.head
+        return self._events
+
+    def invalidate(self) -> None:
+        self._events = None
+
+    def appended(self, events: list[Event]) -> None:
+        """Tell the cache the writer just appended ``events`` (in order)."""
+        if (
+            self._events is None
+            or not events
+            or events[0].parent_id != (self._tip or NIL_ID)
+            or any(e.kind == "compaction" for e in events)
+        ):
+            self._events = None
+            return
+        self._events.extend(events)
+        self._tip = events[-1].id
 
 
 def to_messages(events: list[Event]) -> list[Message]:

@@ -42,7 +42,7 @@ from .compaction import (
     last_input_tokens,
     needs_compaction,
 )
-from .context import to_messages
+from .context import ContextCache, to_messages
 
 INTERRUPTED_TURN = "[turn interrupted]"
 
@@ -121,25 +121,35 @@ async def run_turn(
     system: str = "",
     max_steps: int = 50,
     compact_at: float | None = DEFAULT_THRESHOLD,
+    cache: ContextCache | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
     First, if the model last reported input usage at ``compact_at`` of its
     context window (``None``: never), the context is compacted; a failed
-    compaction is reported as a notice and the turn goes on without it.
+    compaction is reported as a notice and the turn goes on without it. A
+    ``cache`` kept across turns spares re-reading the context from the store.
     """
-    if compact_at is not None and needs_compaction(writer.context().events, model, compact_at):
-        used = last_input_tokens(writer.context().events)
+    cache = cache or ContextCache(writer)
+
+    def saved(*events: Event) -> list[Saved]:
+        cache.appended(list(events))
+        return [Saved(e) for e in events]
+
+    if compact_at is not None and needs_compaction(cache.events(), model, compact_at):
+        used = last_input_tokens(cache.events())
         yield Streamed(Notice(f"compacting: {used} of {model.context_window} tokens in use"))
         try:
-            yield Saved(await compact(writer, model))
+            for item in saved(await compact(writer, model)):
+                yield item
         except CompactionFailed as exc:
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
-    yield Saved(writer.append(MessageRecord(content=prompt), "user"))
+    for item in saved(writer.append(MessageRecord(content=prompt), "user")):
+        yield item
     try:
         for _ in range(max_steps):
             request = Request(
-                messages=tuple(to_messages(writer.context().events)),
+                messages=tuple(to_messages(cache.events())),
                 system=system,
                 tools=toolbox.specs(),
             )
@@ -156,8 +166,8 @@ async def run_turn(
                 yield TurnEnded("error", error)
                 return
             stored = writer.append_batch(_assistant_records(outcome))
-            for saved in stored:
-                yield Saved(saved)
+            for item in saved(*stored):
+                yield item
             if not outcome.tool_calls:
                 yield TurnEnded("done")
                 return
@@ -174,9 +184,11 @@ async def run_turn(
                     is_error=output.is_error,
                     metadata=metadata,
                 )
-                yield Saved(writer.append(result, "tool"))
+                for item in saved(writer.append(result, "tool")):
+                    yield item
         yield TurnEnded("error", f"stopped after {max_steps} model calls in one turn")
     except asyncio.CancelledError:
+        cache.invalidate()
         writer.append(
             MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True}), "user"
         )

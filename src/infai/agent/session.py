@@ -17,6 +17,7 @@ from infai.store import Event, Store
 from infai.tools import Permissions, Toolbox, ToolContext
 
 from .compaction import compact
+from .context import ContextCache
 from .loop import AgentEvent, run_turn
 from .prompt import system_prompt
 
@@ -43,6 +44,7 @@ class AgentSession:
         self.instructions = instructions
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
+        self.cache = ContextCache(self.writer)
         if info.model != model.name:
             store.update_info(self.session_id, model=model.name)
 
@@ -60,6 +62,7 @@ class AgentSession:
             permissions=self.permissions,
             context=ToolContext(self.working_dir, self.session_id),
             system=system_prompt(self.working_dir, self.instructions),
+            cache=self.cache,
         ):
             yield event
 
