@@ -6,6 +6,7 @@ live. Shells drive it; they never talk to the store or a model directly.
 """
 
 from .context import to_messages
+from .hub import EventHub, Lagged
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
 from .session import AgentSession
@@ -14,6 +15,8 @@ from .subagent import Narrowed, TaskTool
 __all__ = [
     "AgentEvent",
     "AgentSession",
+    "EventHub",
+    "Lagged",
     "Narrowed",
     "Saved",
     "Streamed",

@@ -18,6 +18,7 @@ from infai.tools import Permissions, Toolbox, ToolContext
 
 from .compaction import compact
 from .context import ContextCache
+from .hub import EventHub
 from .loop import AgentEvent, run_turn
 from .prompt import system_prompt
 
@@ -45,6 +46,8 @@ class AgentSession:
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
         self.cache = ContextCache(self.writer)
+        #: every event of this session's turns, for watchers other than the caller
+        self.hub = EventHub()
         if info.model != model.name:
             store.update_info(self.session_id, model=model.name)
 
@@ -64,6 +67,7 @@ class AgentSession:
             system=system_prompt(self.working_dir, self.instructions),
             cache=self.cache,
         ):
+            self.hub.publish(event)
             yield event
 
     async def compact(self) -> Event:
