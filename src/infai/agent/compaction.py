@@ -19,7 +19,13 @@ import json
 import re
 
 from infai.llm import Message, Model, ProviderError, Request, collect
-from infai.store import CompactionRecord, Event, MessageRecord, SessionWriter
+from infai.store import (
+    BranchSummaryRecord,
+    CompactionRecord,
+    Event,
+    MessageRecord,
+    SessionWriter,
+)
 
 from .context import to_messages
 
@@ -65,6 +71,48 @@ def parse_summary(text: str, tokens_before: int | None = None) -> CompactionReco
         facts=lists["facts"],
         tokens_before=tokens_before,
     )
+
+
+BRANCH_SYSTEM = """The user is leaving a line of work to continue from an earlier point.
+In a short paragraph, say what was tried on the abandoned line, what was learned, and
+anything that must not be forgotten (commands, paths, pitfalls). Plain text only."""
+
+BRANCH_ASK = "Summarise the abandoned work above."
+
+
+async def summarize_branch(writer: SessionWriter, model: Model, target: str) -> Event:
+    """Leave HEAD's branch for ``target``, recording what the abandoned branch did.
+
+    The events from HEAD back to its common ancestor with ``target`` are
+    summarised by the model and stored as a ``branch_summary`` event after
+    ``target``, which becomes HEAD. On failure nothing is appended.
+    """
+    keep = {e.id for e in writer.path(target, to_boundary=False)}
+    abandoned = []
+    for entry in reversed(writer.path(to_boundary=False)):
+        if entry.id in keep:
+            ancestor: str | None = entry.id
+            break
+        abandoned.append(entry)
+    else:
+        ancestor = None
+    if not abandoned:
+        raise CompactionFailed("the target is on the current branch: nothing is abandoned")
+    events = [writer.event(e.id, resolve=True) for e in reversed(abandoned)]
+    request = Request(
+        messages=(*to_messages(events), Message(role="user", content=BRANCH_ASK)),
+        system=BRANCH_SYSTEM,
+        purpose="summary",
+    )
+    answer = await collect(model.stream(request))
+    if isinstance(answer, ProviderError):
+        raise CompactionFailed(f"the model failed: {answer.message}")
+    if not answer.content.strip():
+        raise CompactionFailed("the model gave an empty summary")
+    record = BranchSummaryRecord(
+        summary=answer.content.strip(), abandoned_tip=writer.head, common_ancestor=ancestor
+    )
+    return writer.append(record, "assistant", parent=target)
 
 
 def last_input_tokens(events: list[Event]) -> int:

@@ -16,7 +16,7 @@ from infai.llm import Model
 from infai.store import Event, Store
 from infai.tools import Permissions, Toolbox, ToolContext
 
-from .compaction import compact
+from .compaction import compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, run_turn
@@ -69,6 +69,18 @@ class AgentSession:
         ):
             self.hub.publish(event)
             yield event
+
+    async def switch(self, event_id: str, *, summarize: bool = True) -> Event | None:
+        """Move to another branch at ``event_id``.
+
+        With ``summarize``, the abandoned branch is summarised into a
+        ``branch_summary`` event after ``event_id`` (HEAD moves there now);
+        without, this is :meth:`select` (HEAD moves with the next prompt).
+        """
+        if not summarize:
+            self.select(event_id)
+            return None
+        return await summarize_branch(self.writer, self.model, event_id)
 
     async def compact(self) -> Event:
         """Compact now; raises :class:`~infai.agent.compaction.CompactionFailed`."""
