@@ -83,7 +83,8 @@ def test_run_fails_with_exit_1_on_a_provider_error(home: Path, work: Path) -> No
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "openai:gpt-4.1"], "unknown model 'openai:gpt-4.1'"),
+        (["--model", "openai:gpt-4.1"], "needs an API key: set OPENAI_API_KEY"),
+        (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "scripted:/nonexistent.json"], "cannot read model script"),
         (["--continue"], "no session to continue"),
         (["--allow", " "], "empty allow rule"),

@@ -126,6 +126,38 @@ def test_compaction_runs_by_itself_at_the_threshold(writer: SessionWriter) -> No
     assert [e.kind for e in writer.context().events] == ["compaction", "message", "message"]
 
 
+def test_a_long_tool_loop_is_compacted_between_model_calls(
+    writer: SessionWriter, tmp_path: Path
+) -> None:
+    from infai.llm import ToolCall
+    from infai.tools import builtin_tools
+
+    (tmp_path / "notes.txt").write_text("remember this\n")
+    call = ToolCall("c1", "read_file", {"path": "notes.txt"})
+    heavy = Message(role="assistant", tool_calls=(call,), usage=Usage(input_tokens=900))
+    model = ScriptedModel([heavy, json.dumps(SUMMARY), "done reading"], context_window=1000)
+
+    async def go() -> list[Any]:
+        context = ToolContext(tmp_path, writer.session_id)
+        tools = Toolbox(builtin_tools())
+        return [
+            e
+            async for e in run_turn(
+                writer, model, "read it", toolbox=tools, permissions=AllowAll(), context=context
+            )
+        ]
+
+    events = asyncio.run(go())
+    kinds = [e.event.kind for e in events if isinstance(e, Saved)]
+    # prompt, reply + call, result, then (900 >= 800) a compaction before asking again
+    assert kinds == ["message", "message", "tool_call", "tool_result", "compaction", "message"]
+    assert model.requests[1].purpose == "summary"
+    # the summary was made with the tool's result in view, and the next call starts from it
+    assert any("remember this" in m.content for m in model.requests[1].messages)
+    assert [m.role for m in model.requests[2].messages] == ["user"]
+    assert writer.context().events[-1].record.content == "done reading"  # type: ignore[union-attr]
+
+
 def test_below_the_threshold_nothing_is_compacted(writer: SessionWriter) -> None:
     light = Message(role="assistant", content="short", usage=Usage(input_tokens=799))
     model = ScriptedModel([light, "again"], context_window=1000)

@@ -135,7 +135,14 @@ def to_messages(events: list[Event]) -> list[Message]:
                     if event.role == "system"
                     else "user"
                 )
-                out.append(Message(role=role, content=record.content, reasoning=record.reasoning))
+                # an assistant's metadata carries what its provider needs back
+                # (an Anthropic thinking signature); nothing else is sent on
+                meta = dict(record.metadata) if role == "assistant" else {}
+                out.append(
+                    Message(
+                        role=role, content=record.content, reasoning=record.reasoning, metadata=meta
+                    )
+                )
             elif isinstance(record, CompactionRecord):
                 out.append(Message(role="user", content=_summary(record)))
             elif isinstance(record, BranchSummaryRecord):

@@ -125,7 +125,8 @@ async def run_turn(
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
-    First, if the model last reported input usage at ``compact_at`` of its
+    Before the prompt, and again before each later model call of the turn's
+    tool loop, if the model last reported input usage at ``compact_at`` of its
     context window (``None``: never), the context is compacted; a failed
     compaction is reported as a notice and the turn goes on without it. A
     ``cache`` kept across turns spares re-reading the context from the store.
@@ -136,7 +137,9 @@ async def run_turn(
         cache.appended(list(events))
         return [Saved(e) for e in events]
 
-    if compact_at is not None and needs_compaction(cache.events(), model, compact_at):
+    async def maybe_compact() -> AsyncIterator[AgentEvent]:
+        if compact_at is None or not needs_compaction(cache.events(), model, compact_at):
+            return
         used = last_input_tokens(cache.events())
         yield Streamed(Notice(f"compacting: {used} of {model.context_window} tokens in use"))
         try:
@@ -144,10 +147,16 @@ async def run_turn(
                 yield item
         except CompactionFailed as exc:
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
+
+    async for item in maybe_compact():
+        yield item
     for item in saved(writer.append(MessageRecord(content=prompt), "user")):
         yield item
     try:
-        for _ in range(max_steps):
+        for step in range(max_steps):
+            if step:  # a long tool loop can fill the window between two prompts
+                async for item in maybe_compact():
+                    yield item
             request = Request(
                 messages=tuple(to_messages(cache.events())),
                 system=system,

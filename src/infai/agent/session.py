@@ -16,7 +16,7 @@ from infai.llm import Model
 from infai.store import Event, Store
 from infai.tools import Permissions, Toolbox, ToolContext
 
-from .compaction import compact, summarize_branch
+from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, run_turn
@@ -35,6 +35,7 @@ class AgentSession:
         toolbox: Toolbox,
         permissions: Permissions,
         instructions: str = "",
+        compact_at: float | None = DEFAULT_THRESHOLD,
     ) -> None:
         self.store = store
         info = store.info(session_id)
@@ -43,6 +44,8 @@ class AgentSession:
         self.toolbox = toolbox
         self.permissions = permissions
         self.instructions = instructions
+        #: auto-compaction threshold (fraction of the context window; None: off)
+        self.compact_at = compact_at
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
         self.cache = ContextCache(self.writer)
@@ -66,6 +69,7 @@ class AgentSession:
             context=ToolContext(self.working_dir, self.session_id),
             system=system_prompt(self.working_dir, self.instructions),
             cache=self.cache,
+            compact_at=self.compact_at,
         ):
             self.hub.publish(event)
             yield event

@@ -107,11 +107,15 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class ProviderError:
-    """The provider failed; ``retryable`` says whether trying again may help."""
+    """The provider failed; ``retryable`` says whether trying again may help.
+
+    ``retry_after`` is the wait in seconds the provider asked for, if it did.
+    """
 
     message: str
     status: int | None = None
     retryable: bool = False
+    retry_after: float | None = None
     kind: Literal["error"] = "error"
 
 

@@ -6,30 +6,40 @@
   object with ``content`` and optional ``reasoning`` and ``tool_calls``
   (``[{"id", "name", "arguments"}]``), or ``{"error": ..., "status": ...}``.
   Tests and demos script whole conversations with it.
+- ``openai:MODEL`` and ``anthropic:MODEL``: a model through the provider's
+  official SDK, reached at ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` (or the
+  provider's own endpoint) with the key in ``OPENAI_API_KEY`` /
+  ``ANTHROPIC_API_KEY``.
+- any other name: a model from configuration (``[models.NAME]``), passed in as
+  ``configured``.
 
-Named providers (``openai:…``, ``anthropic:…``) and models from configuration
-are not available yet; asking for one is a clear error, not a silent fallback.
+A name that is none of these is a clear error listing what is available, never
+a silent fallback. The SDKs are imported only when such a model is built.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .fakes import OfflineModel, Reply, ScriptedModel
 from .messages import Message, Model, ProviderError, ToolCall
+from .providers import PROVIDERS, ModelSpec, ModelUnavailable
 
+#: context windows assumed for ``provider:model`` names not in configuration
+DEFAULT_WINDOWS = {"openai": 128_000, "anthropic": 200_000}
 
-class UnknownModel(ValueError):
-    """No model by that name can be built here."""
+#: kept for callers that catch the old name
+UnknownModel = ModelUnavailable
 
 
 def _reply(item: Any, where: str) -> Reply:
     if isinstance(item, str):
         return item
     if not isinstance(item, dict):
-        raise UnknownModel(f"{where}: a reply must be a string or an object")
+        raise ModelUnavailable(f"{where}: a reply must be a string or an object")
     if "error" in item:
         return ProviderError(str(item["error"]), item.get("status"), bool(item.get("retryable")))
     calls = tuple(
@@ -49,23 +59,55 @@ def load_script(path: Path) -> list[Reply]:
     try:
         items = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UnknownModel(f"cannot read model script {path}: {exc}") from None
+        raise ModelUnavailable(f"cannot read model script {path}: {exc}") from None
     if not isinstance(items, list):
-        raise UnknownModel(f"{path}: a model script is a JSON list of replies")
+        raise ModelUnavailable(f"{path}: a model script is a JSON list of replies")
     try:
         return [_reply(item, f"{path}: reply {i + 1}") for i, item in enumerate(items)]
     except (KeyError, TypeError, ValueError) as exc:
-        raise UnknownModel(f"{path}: malformed reply: {exc}") from None
+        raise ModelUnavailable(f"{path}: malformed reply: {exc}") from None
 
 
-def build_model(name: str) -> Model:
-    """The model called ``name``; raises :class:`UnknownModel` with what is available."""
-    if name == "offline":
+def spec_for(name: str, configured: Mapping[str, ModelSpec] | None = None) -> ModelSpec | None:
+    """The SDK model spec ``name`` stands for, or None for a built-in model."""
+    if configured and name in configured:
+        return configured[name]
+    provider, sep, model = name.partition(":")
+    if sep and provider in PROVIDERS:
+        if not model:
+            raise ModelUnavailable(f"model name {name!r} lacks the model after '{provider}:'")
+        return ModelSpec(
+            provider="openai" if provider == "openai" else "anthropic",
+            model=model,
+            context_window=DEFAULT_WINDOWS[provider],
+            name=name,
+        )
+    return None
+
+
+def build_model(name: str, configured: Mapping[str, ModelSpec] | None = None) -> Model:
+    """The model called ``name``; raises :class:`ModelUnavailable` saying why not."""
+    if name == "offline" and not (configured and name in configured):
         return OfflineModel()
     if name.startswith("scripted:"):
         path = Path(name.removeprefix("scripted:"))
         return ScriptedModel(load_script(path), name=name)
-    raise UnknownModel(
-        f"unknown model {name!r}: available are 'offline' and 'scripted:FILE' "
-        "(the openai and anthropic providers are not built yet)"
-    )
+    spec = spec_for(name, configured)
+    if spec is None:
+        names = ", ".join(sorted(configured or ())) or "none"
+        raise ModelUnavailable(
+            f"unknown model {name!r}: use 'offline', 'scripted:FILE', 'openai:MODEL', "
+            f"'anthropic:MODEL' or a configured name (configured: {names})"
+        )
+    return build_spec(spec)
+
+
+def build_spec(spec: ModelSpec) -> Model:
+    """A model for ``spec``, through its provider's SDK."""
+    if spec.provider == "openai":
+        from .openai_provider import OpenAIModel
+
+        return OpenAIModel(spec)
+    from .anthropic_provider import AnthropicModel
+
+    return AnthropicModel(spec)

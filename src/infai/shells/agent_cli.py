@@ -38,22 +38,33 @@ def _event_json(event: Any) -> dict[str, Any]:
     return {"type": "end", "outcome": event.outcome, "error": event.error}
 
 
+def _config(working_dir: Path) -> Any:
+    from infai.agent.config import ConfigError, load_config
+
+    try:
+        return load_config(working_dir)
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+
+
 def _open(
     store: Store,
     session_id: str | None,
     resume: bool,
-    model_name: str,
+    model_name: str | None,
     allow: tuple[str, ...],
     working_dir: Path,
 ) -> Any:
     from infai.agent import AgentSession
-    from infai.llm.registry import UnknownModel, build_model
+    from infai.llm.providers import ModelUnavailable
+    from infai.llm.registry import build_model
     from infai.tools import Policy, Rule, Toolbox, builtin_tools
 
+    config = _config(working_dir)
     try:
-        model = build_model(model_name)
-        rules = [Rule.parse("allow", text) for text in allow]
-    except (UnknownModel, ValueError) as exc:
+        model = build_model(model_name or config.default_model, config.models)
+        rules = [*config.rules, *(Rule.parse("allow", text) for text in allow)]
+    except (ModelUnavailable, ValueError) as exc:
         raise BadInput(str(exc)) from None
     if session_id is None and resume:
         here = str(working_dir)
@@ -69,6 +80,7 @@ def _open(
         model=model,
         toolbox=Toolbox(builtin_tools()),
         permissions=Policy(rules),
+        compact_at=config.compact_at,
     )
     report_recovery(store, session.session_id)
     return session
@@ -76,7 +88,7 @@ def _open(
 
 async def _turn(session: Any, prompt: str, as_json: bool) -> str:
     from infai.agent import Saved, Streamed, TurnEnded
-    from infai.llm import TextDelta
+    from infai.llm import Notice, TextDelta
     from infai.store import ToolResultRecord
 
     outcome, error, mid_line = "done", None, False
@@ -86,6 +98,11 @@ async def _turn(session: Any, prompt: str, as_json: bool) -> str:
         elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
             click.echo(event.event.text, nl=False)
             mid_line = True
+        elif isinstance(event, Streamed) and isinstance(event.event, Notice):
+            if mid_line:
+                click.echo()
+                mid_line = False
+            click.echo(f"infai: {event.event.message}", err=True)
         elif isinstance(event, Saved) and event.event.kind == "message" and mid_line:
             click.echo()  # the streamed message is complete
             mid_line = False
@@ -107,7 +124,12 @@ session_option = click.option("--session", "session_id", help="Continue this ses
 continue_option = click.option(
     "--continue", "resume", is_flag=True, help="Continue the newest session of this directory."
 )
-model_option = click.option("--model", "model_name", default="offline", show_default=True)
+model_option = click.option(
+    "--model",
+    "model_name",
+    help="offline, provider:model (openai:gpt-4.1) or a configured name "
+    "(default: the config's 'model', else offline).",
+)
 allow_option = click.option(
     "--allow",
     multiple=True,
@@ -132,7 +154,7 @@ def run(
     session_id: str | None,
     resume: bool,
     from_event: str | None,
-    model_name: str,
+    model_name: str | None,
     allow: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -156,7 +178,7 @@ def run(
 @model_option
 @click.pass_obj
 @store_errors
-def compact_command(store: Store, session_id: str, model_name: str) -> None:
+def compact_command(store: Store, session_id: str, model_name: str | None) -> None:
     """Summarise the session's active context into a compaction event (prints its id)."""
     from infai.agent.compaction import CompactionFailed
 
@@ -177,7 +199,11 @@ def compact_command(store: Store, session_id: str, model_name: str) -> None:
 @click.pass_obj
 @store_errors
 def chat(
-    store: Store, session_id: str | None, resume: bool, model_name: str, allow: tuple[str, ...]
+    store: Store,
+    session_id: str | None,
+    resume: bool,
+    model_name: str | None,
+    allow: tuple[str, ...],
 ) -> None:
     """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
     session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
@@ -192,3 +218,30 @@ def chat(
                     asyncio.run(_turn(session, text, as_json=False))
                 except KeyboardInterrupt:
                     click.echo("\ninfai: interrupted", err=True)
+
+
+@main.command("models")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per model.")
+def models_command(as_json: bool) -> None:
+    """List the models you can name with --model (built-in and configured)."""
+    from infai.agent.config import describe_models
+
+    config = _config(Path(os.getcwd()))
+    rows = describe_models(config)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(dict(row)))
+        return
+    for row in rows:
+        mark = "*" if row["name"] == config.default_model else " "
+        line = f"{mark} {row['name']:<20} {row['provider']:<10} {row['model']}"
+        if "context_window" in row:
+            line += f"  window {row['context_window']}"
+            if row.get("base_url"):
+                line += f"  at {row['base_url']}"
+            if not row["key_set"]:
+                line += f"  (no key: {row['key_env']})"
+        click.echo(line)
+    click.echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
+    sources = ", ".join(str(p) for p in config.sources) or "no config file"
+    click.echo(f"  config: {sources}; * marks the default", err=True)

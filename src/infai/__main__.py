@@ -1,0 +1,5 @@
+"""``python -m infai``: the same as the ``infai`` command."""
+
+from infai.shells.cli import entry
+
+entry()

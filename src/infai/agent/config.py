@@ -1,0 +1,217 @@
+"""Configuration in TOML: the user's file and the project's, merged.
+
+Two files are read, both optional: the user's (``$INFAI_CONFIG``, else
+``~/.config/infai/config.toml`` or the platform's equivalent) and the project's
+(``.infai/config.toml`` in the working directory). The project's file is read
+second and wins: top-level settings replace the user's, a model table is merged
+key by key into the user's table of the same name, and permission rules add to
+the user's (deny beats ask beats allow whichever file they come from). ::
+
+    model = "local"                 # the default model (else "offline")
+    compact_at = 0.8                # auto-compaction: fraction of the window, or false
+
+    [models.local]                  # use it as --model local
+    provider = "openai"             # "openai" (and compatible servers) or "anthropic"
+    model = "qwen2.5-coder:14b"     # the provider's model id
+    base_url = "http://127.0.0.1:11434/v1"
+    key_env = "OLLAMA_API_KEY"      # where the key is (default: the SDK's variable)
+    context_window = 32768
+    max_tokens = 4096               # optional
+    thinking_budget = 4096          # anthropic only: extended thinking
+
+    [permissions]
+    allow = ["bash git status*", "bash git diff*"]
+    ask = ["write_file *.lock"]
+    deny = ["bash rm -rf*"]
+
+Anything unknown or mistyped is an error naming the file and the key, never
+ignored: a misspelt ``deny`` must not quietly allow. A project's file is part
+of the repository you run in; review it as you would its code.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infai.llm.providers import PROVIDERS, ModelSpec
+from infai.llm.registry import DEFAULT_WINDOWS
+from infai.tools import Rule
+
+from .compaction import DEFAULT_THRESHOLD
+
+PROJECT_FILE = Path(".infai") / "config.toml"
+MODEL_KEYS = {
+    "provider": str,
+    "model": str,
+    "base_url": str,
+    "key_env": str,
+    "context_window": int,
+    "max_tokens": int,
+    "thinking_budget": int,
+}
+VERDICTS = ("allow", "ask", "deny")
+
+
+class ConfigError(ValueError):
+    """A configuration file is unreadable or says something infai cannot use."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The merged configuration; ``sources`` lists the files it came from."""
+
+    default_model: str = "offline"
+    compact_at: float | None = DEFAULT_THRESHOLD
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
+    sources: tuple[Path, ...] = ()
+    #: where each configured model was defined (for ``infai models``)
+    model_sources: dict[str, Path] = field(default_factory=dict)
+
+
+def user_config_path() -> Path:
+    env = os.environ.get("INFAI_CONFIG")
+    if env:
+        return Path(env)
+    from platformdirs import user_config_path as platform_path
+
+    return platform_path("infai") / "config.toml"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _check_model(path: Path, name: str, table: Any) -> dict[str, Any]:
+    where = f"{path}: models.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    for key, value in table.items():
+        kind = MODEL_KEYS.get(key)
+        if kind is None:
+            known = ", ".join(MODEL_KEYS)
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {known})")
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}: must be a {kind.__name__}, not {value!r}")
+        if isinstance(value, int) and value <= 0:
+            raise ConfigError(f"{where}.{key}: must be positive, not {value}")
+    return dict(table)
+
+
+def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
+    where = f"{path}: models.{name}"
+    provider = table.get("provider")
+    if provider not in PROVIDERS:
+        raise ConfigError(f"{where}.provider: must be one of {', '.join(PROVIDERS)}")
+    if not table.get("model"):
+        raise ConfigError(f"{where}.model: the provider's model id is required")
+    return ModelSpec(
+        provider=provider,
+        model=table["model"],
+        base_url=table.get("base_url"),
+        key_env=table.get("key_env"),
+        context_window=table.get("context_window", DEFAULT_WINDOWS[provider]),
+        max_tokens=table.get("max_tokens"),
+        thinking_budget=table.get("thinking_budget"),
+        name=name,
+    )
+
+
+def _rules(path: Path, table: Any) -> list[Rule]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: permissions must be a table")
+    rules = []
+    for verdict, texts in table.items():
+        if verdict not in VERDICTS:
+            raise ConfigError(f"{path}: permissions: unknown key {verdict!r} (allow, ask, deny)")
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise ConfigError(f"{path}: permissions.{verdict}: must be a list of strings")
+        for text in texts:
+            try:
+                rules.append(Rule.parse(verdict, text))
+            except ValueError as exc:
+                raise ConfigError(f"{path}: permissions.{verdict}: {exc}") from None
+    return rules
+
+
+def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
+    """The user's and the project's configuration, merged (either may be absent)."""
+    user = user_path or user_config_path()
+    project = working_dir / PROJECT_FILE
+    default_model = "offline"
+    compact_at: float | None = DEFAULT_THRESHOLD
+    tables: dict[str, dict[str, Any]] = {}
+    sources: dict[str, Path] = {}
+    rules: list[Rule] = []
+    read: list[Path] = []
+    for path in (user, project):
+        if not path.is_file():
+            continue
+        data = _read(path)
+        read.append(path)
+        for key, value in data.items():
+            if key == "model":
+                if not isinstance(value, str) or not value:
+                    raise ConfigError(f"{path}: model: must be a model name")
+                default_model = value
+            elif key == "compact_at":
+                compact_at = _threshold(path, value)
+            elif key == "models":
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{path}: models must be a table of tables")
+                for name, table in value.items():
+                    tables.setdefault(name, {}).update(_check_model(path, name, table))
+                    sources[name] = path
+            elif key == "permissions":
+                rules += _rules(path, value)
+            else:
+                known = "model, compact_at, models, permissions"
+                raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
+    models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
+    return Config(default_model, compact_at, models, tuple(rules), tuple(read), sources)
+
+
+def _threshold(path: Path, value: Any) -> float | None:
+    if value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{path}: compact_at: a fraction in (0, 1] or false, not {value!r}")
+    return float(value)
+
+
+def describe_models(config: Config) -> list[Mapping[str, Any]]:
+    """What ``infai models`` shows: built-ins, then each configured model."""
+    rows: list[Mapping[str, Any]] = [
+        {"name": "offline", "provider": "built-in", "model": "offline", "source": "built-in"},
+        {
+            "name": "scripted:FILE",
+            "provider": "built-in",
+            "model": "replays FILE",
+            "source": "built-in",
+        },
+    ]
+    for name, spec in sorted(config.models.items()):
+        rows.append(
+            {
+                "name": name,
+                "provider": spec.provider,
+                "model": spec.model,
+                "base_url": spec.resolved_base_url(),
+                "key_env": spec.key_env or f"(default: {spec.provider.upper()}_API_KEY)",
+                "key_set": spec.api_key() is not None,
+                "context_window": spec.context_window,
+                "source": str(config.model_sources[name]),
+            }
+        )
+    return rows

@@ -1,0 +1,218 @@
+"""The OpenAI provider: Chat Completions with streaming, through the official SDK.
+
+Chat Completions is the dialect every OpenAI-compatible server speaks (Ollama,
+vLLM, llama.cpp server, OpenRouter), so one provider reaches them all with a
+``base_url``. Messages map one to one (system prompt first, assistant tool
+calls as ``function`` calls with JSON-string arguments, results as ``tool``
+messages). Reasoning that such servers stream as ``reasoning_content`` or
+``reasoning`` becomes reasoning deltas. Tool-call fragments are reassembled by
+index; arguments that are not a JSON object end the stream with an error rather
+than running a tool on a guess. Usage comes from the final chunk
+(``stream_options.include_usage``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
+
+from infai.store import Usage
+
+from .messages import (
+    Done,
+    Message,
+    ProviderError,
+    ReasoningDelta,
+    Request,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
+from .providers import ModelSpec, body_message, status_error, with_retries
+
+STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+def to_openai(request: Request) -> list[dict[str, Any]]:
+    """The request's messages in Chat Completions form."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "tool":
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+        elif message.role == "assistant":
+            item: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                item["content"] = message.content or None
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(item)
+        else:
+            out.append({"role": message.role, "content": message.content})
+    return out
+
+
+def tools_to_openai(request: Request) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+            },
+        }
+        for spec in request.tools
+    ]
+
+
+class _Call:
+    __slots__ = ("id", "name", "arguments")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
+
+
+class OpenAIModel:
+    """A model behind the OpenAI Chat Completions API (or a compatible server)."""
+
+    def __init__(self, spec: ModelSpec, *, client: openai.AsyncOpenAI | None = None) -> None:
+        self.spec = spec
+        self._client = client or openai.AsyncOpenAI(
+            api_key=spec.require_key(),
+            base_url=spec.resolved_base_url(),
+            max_retries=0,  # retries are ours, and announced
+            timeout=spec.timeout,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.spec.display_name
+
+    @property
+    def context_window(self) -> int:
+        return self.spec.context_window
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        return with_retries(self._attempt, request, self.spec.retry, "openai")
+
+    async def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
+        try:
+            async for event in self._events(request):
+                yield event
+        except openai.APIStatusError as exc:
+            message, _ = body_message(exc.body, exc.message)
+            yield status_error("openai", exc.status_code, message, exc.response.headers)
+        except (openai.APIConnectionError, httpx2.TransportError) as exc:
+            yield ProviderError(f"openai: the connection failed: {exc}", retryable=True)
+        except openai.APIError as exc:
+            message, _ = body_message(exc.body, exc.message)
+            yield ProviderError(f"openai: the stream failed: {message}", retryable=True)
+        except (ValueError, KeyError, TypeError) as exc:
+            yield ProviderError(f"openai: malformed stream: {type(exc).__name__}: {exc}")
+
+    async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
+        options: dict[str, Any] = {}
+        if request.tools:
+            options["tools"] = tools_to_openai(request)
+        max_tokens = request.max_tokens or self.spec.max_tokens
+        if max_tokens:
+            options["max_tokens"] = max_tokens
+        create: Any = self._client.chat.completions.create  # our dicts are its TypedDicts
+        stream = await create(
+            model=self.spec.model,
+            messages=to_openai(request),
+            stream=True,
+            stream_options={"include_usage": True},
+            **options,
+        )
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _Call] = {}
+        finish: str | None = None
+        usage: Usage | None = None
+        model_id = self.spec.model
+        async with stream:
+            async for chunk in stream:
+                model_id = chunk.model or model_id
+                if chunk.usage is not None:
+                    details = chunk.usage.prompt_tokens_details
+                    usage = Usage(
+                        input_tokens=chunk.usage.prompt_tokens,
+                        output_tokens=chunk.usage.completion_tokens,
+                        cache_read_tokens=(details.cached_tokens or 0) if details else 0,
+                    )
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    finish = choice.finish_reason or finish
+                    extra = delta.model_extra or {}
+                    thought = extra.get("reasoning_content") or extra.get("reasoning")
+                    if isinstance(thought, str) and thought:
+                        reasoning.append(thought)
+                        yield ReasoningDelta(thought)
+                    if delta.content:
+                        text.append(delta.content)
+                        yield TextDelta(delta.content)
+                    for fragment in delta.tool_calls or ():
+                        call = calls.setdefault(fragment.index, _Call())
+                        name = args = None
+                        if fragment.id:
+                            call.id = fragment.id
+                        if fragment.function is not None:
+                            name = fragment.function.name
+                            args = fragment.function.arguments
+                            call.name += name or ""
+                            call.arguments += args or ""
+                        yield ToolCallDelta(fragment.index, fragment.id, name, args or "")
+        if finish is None:
+            yield ProviderError("openai: the stream ended before the reply did", retryable=True)
+            return
+        settled: list[ToolCall] = []
+        for index in sorted(calls):
+            call = calls[index]
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                yield ProviderError(
+                    f"openai: the model sent tool call {call.name!r} with arguments that are "
+                    f"not a JSON object: {call.arguments[:200]!r}"
+                )
+                return
+            settled.append(ToolCall(call.id or f"call_{index}", call.name, arguments))
+        stop = "tool_use" if settled else STOP_REASONS.get(finish, "end_turn")
+        yield Done(
+            Message(
+                role="assistant",
+                content="".join(text),
+                reasoning="".join(reasoning) or None,
+                tool_calls=tuple(settled),
+                usage=usage,
+                stop_reason=stop,
+                model=model_id,
+                metadata={"provider": "openai", "finish_reason": finish},
+            )
+        )

@@ -1,0 +1,188 @@
+"""What the SDK-backed providers share: their settings, retries, and errors.
+
+A :class:`ModelSpec` says how to reach one model: the provider (``openai`` or
+``anthropic``), the provider's model id, an optional base URL (an OpenAI-
+compatible server such as Ollama, vLLM or llama.cpp), the environment variable
+that holds the key, and the context window. Configuration files produce specs;
+so does a plain ``provider:model`` name.
+
+Retries are the harness's, not the SDK's (whose retries are silent): an error
+that may pass (a rate limit, an overloaded or failing server, a timeout, a lost
+connection) is retried with exponential backoff, honouring ``Retry-After``, and
+each retry is announced with a :class:`~infai.llm.messages.Notice` the shells
+show. Only failures before the first delta are retried: once text has been
+shown, a silent restart would show it twice, so the error ends the stream as
+data and the user decides.
+
+Usage is normalised: ``input_tokens`` is the whole prompt (cached tokens
+included, as OpenAI counts it; Anthropic's separate cache counts are added
+back), so the compaction threshold means the same for every provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .messages import (
+    Notice,
+    ProviderError,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+
+Provider = Literal["openai", "anthropic"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_BASE_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+DEFAULT_CONTEXT_WINDOW = 128_000
+#: HTTP statuses worth another try: timeout, conflict, rate limit, server trouble
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class ModelUnavailable(ValueError):
+    """A model cannot be built as asked (unknown name, missing key, bad setting)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently transient errors are retried."""
+
+    attempts: int = 4
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The wait before retry number ``attempt`` (0-based), jittered."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_delay)
+        backoff = self.base_delay * 2.0**attempt
+        return min(self.max_delay, backoff * (0.75 + random.random() / 2))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """How to reach one model through a provider's SDK."""
+
+    provider: Provider
+    model: str
+    base_url: str | None = None
+    #: the environment variable holding the API key (the SDK's own by default)
+    key_env: str | None = None
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    max_tokens: int | None = None
+    #: Anthropic extended thinking: the token budget (None: off)
+    thinking_budget: int | None = None
+    #: the name the user knows it by (a config entry's name, or provider:model)
+    name: str | None = None
+    retry: RetryPolicy = RetryPolicy()
+    #: the request timeout, seconds
+    timeout: float = 600.0
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"{self.provider}:{self.model}"
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
+
+    def resolved_base_url(self) -> str | None:
+        return self.base_url or os.environ.get(DEFAULT_BASE_ENV[self.provider]) or None
+
+    def require_key(self) -> str:
+        """The API key; a local server (a base URL) may do without one."""
+        key = self.api_key()
+        if key:
+            return key
+        if self.resolved_base_url():
+            return "not-needed"
+        env = self.key_env or DEFAULT_KEY_ENV[self.provider]
+        raise ModelUnavailable(
+            f"model {self.display_name!r} needs an API key: set {env} "
+            f"(or give the model a base_url for a local server)"
+        )
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds only), if any."""
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return float(millis) / 1000
+        seconds = headers.get("retry-after")
+        return float(seconds) if seconds is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def body_message(body: object, fallback: str) -> tuple[str, str]:
+    """The message and type in an error body (``{"error": {...}}`` or the inner object)."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            message = inner.get("message")
+            kind = inner.get("type")
+            return (
+                message if isinstance(message, str) and message else fallback,
+                kind if isinstance(kind, str) else "error",
+            )
+    return fallback, "error"
+
+
+def status_error(provider: str, status: int, message: str, headers: Any) -> ProviderError:
+    """An HTTP error as data, with a message that says what happened."""
+    what = {
+        401: "the API key was refused",
+        403: "permission denied",
+        404: "not found (check the model name and base URL)",
+        429: "rate limited",
+        529: "overloaded",
+    }.get(status, "server error" if status >= 500 else "request refused")
+    return ProviderError(
+        f"{provider}: {what} (HTTP {status}): {message}",
+        status=status,
+        retryable=status in RETRY_STATUSES,
+        retry_after=parse_retry_after(headers),
+    )
+
+
+Attempt = Callable[[Request], AsyncIterator[StreamEvent]]
+
+
+async def with_retries(
+    attempt: Attempt, request: Request, policy: RetryPolicy, provider: str
+) -> AsyncIterator[StreamEvent]:
+    """Run ``attempt``, retrying a retryable error that came before any delta."""
+    for number in range(policy.attempts):
+        started = False
+        async for event in attempt(request):
+            if (
+                isinstance(event, ProviderError)
+                and event.retryable
+                and not started
+                and number + 1 < policy.attempts
+            ):
+                wait = policy.delay(number, event.retry_after)
+                yield Notice(
+                    f"{event.message}; retrying in {wait:.1f}s "
+                    f"(attempt {number + 2} of {policy.attempts})"
+                )
+                await asyncio.sleep(wait)
+                break
+            if isinstance(event, TextDelta | ReasoningDelta | ToolCallDelta):
+                started = True
+            yield event
+            if isinstance(event, ProviderError):
+                return
+        else:
+            return
+    # unreachable: the last attempt never breaks

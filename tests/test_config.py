@@ -1,0 +1,178 @@
+"""Configuration: user and project TOML merged, errors that name file and key, ``infai models``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakeapi import FakeAnthropic, FakeOpenAI, Reply
+from infai.agent.config import ConfigError, load_config
+from infai.tools import Rule
+
+USER = """
+model = "fast"
+compact_at = 0.7
+
+[models.fast]
+provider = "anthropic"
+model = "claude-haiku"
+context_window = 100000
+
+[models.local]
+provider = "openai"
+model = "qwen"
+base_url = "http://127.0.0.1:11434/v1"
+context_window = 32768
+
+[permissions]
+allow = ["bash git status*"]
+deny = ["bash rm -rf*"]
+"""
+
+PROJECT = """
+model = "local"
+
+[models.local]
+context_window = 8192
+
+[permissions]
+ask = ["write_file *.lock"]
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    user = tmp_path / "user.toml"
+    work = tmp_path / "work"
+    (work / ".infai").mkdir(parents=True)
+    return user, work
+
+
+def test_user_and_project_files_merge(files: tuple[Path, Path]) -> None:
+    user, work = files
+    user.write_text(USER)
+    (work / ".infai" / "config.toml").write_text(PROJECT)
+    config = load_config(work, user)
+    assert config.default_model == "local"  # the project wins
+    assert config.compact_at == 0.7  # the user's, not overridden
+    local = config.models["local"]
+    assert (local.provider, local.model, local.context_window) == ("openai", "qwen", 8192)
+    assert local.base_url == "http://127.0.0.1:11434/v1"  # merged key by key
+    assert config.models["fast"].provider == "anthropic"
+    assert config.rules == (
+        Rule("allow", "bash", "git status*"),
+        Rule("deny", "bash", "rm -rf*"),
+        Rule("ask", "write_file", "*.lock"),
+    )
+    assert config.sources == (user, work / ".infai" / "config.toml")
+
+
+def test_no_files_means_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path, tmp_path / "absent.toml")
+    assert config.default_model == "offline" and config.models == {} and config.rules == ()
+    assert config.compact_at == 0.8 and config.sources == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model = ", "not valid TOML"),
+        ("modle = 'x'", "unknown key 'modle'"),
+        ("[models.a]\nprovider = 'openai'\nmodel = 'm'\nbaseurl = 'x'", "models.a: unknown key"),
+        ("[models.a]\nprovider = 'google'\nmodel = 'm'", "models.a.provider: must be one of"),
+        ("[models.a]\nprovider = 'openai'", "models.a.model: the provider's model id"),
+        ("[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = '8k'", "must be a int"),
+        ("[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = 0", "must be positive"),
+        ("[permissions]\ndenny = ['bash']", "unknown key 'denny'"),
+        ("[permissions]\ndeny = 'bash rm*'", "permissions.deny: must be a list"),
+        ("compact_at = 2", "compact_at: a fraction"),
+    ],
+)
+def test_mistakes_are_errors_that_name_the_file_and_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    user = tmp_path / "config.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(tmp_path, user)
+    assert str(user) in str(caught.value)
+
+
+def test_compaction_can_be_turned_off(tmp_path: Path) -> None:
+    user = tmp_path / "config.toml"
+    user.write_text("compact_at = false")
+    assert load_config(tmp_path, user).compact_at is None
+
+
+def infai(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infai", *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_infai_models_lists_builtins_and_configured(files: tuple[Path, Path]) -> None:
+    user, work = files
+    user.write_text(USER)
+    env = {"INFAI_CONFIG": str(user)}
+    out = infai("models", cwd=work, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[0] == "offline"
+    assert any(line.startswith("* fast") and "anthropic" in line for line in lines)
+    assert "no key: (default: ANTHROPIC_API_KEY)" in out.stdout
+    listed = infai("models", "--json", cwd=work, env=env).stdout
+    rows = [json.loads(line) for line in listed.splitlines()]
+    local = next(r for r in rows if r["name"] == "local")
+    assert local["context_window"] == 32768 and local["source"] == str(user)
+
+
+def test_a_bad_config_is_exit_2_naming_the_file(files: tuple[Path, Path]) -> None:
+    user, work = files
+    (work / ".infai" / "config.toml").write_text("[permissions]\ndeny = 3\n")
+    out = infai("run", "hi", cwd=work, env={"INFAI_CONFIG": str(user)})
+    assert out.returncode == 2
+    assert ".infai/config.toml: permissions.deny: must be a list" in out.stderr
+
+
+def test_infai_run_with_a_configured_openai_compatible_model(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    user, work = files
+    with FakeOpenAI([Reply(text="Hello from the fake server.")]) as s:
+        (work / ".infai" / "config.toml").write_text(
+            f'model = "local"\n[models.local]\nprovider = "openai"\nmodel = "qwen"\n'
+            f'base_url = "{s.base_url}"\ncontext_window = 4096\n'
+        )
+        env = {"INFAI_CONFIG": str(user), "INFAI_HOME": str(tmp_path / "home")}
+        out = infai("run", "say hello", cwd=work, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Hello from the fake server."
+    assert s.requests[0].body["model"] == "qwen"
+
+
+def test_infai_run_with_provider_model_names_and_sdk_environment(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    user, work = files
+    with FakeAnthropic([Reply(status=429, retry_after=0.01), Reply(text="Claude here.")]) as s:
+        env = {
+            "INFAI_CONFIG": str(user),
+            "INFAI_HOME": str(tmp_path / "home"),
+            "ANTHROPIC_BASE_URL": s.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+        }
+        out = infai("run", "--model", "anthropic:claude-x", "hi", cwd=work, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Claude here."
+    assert "rate limited" in out.stderr and "retrying" in out.stderr  # the notice was shown
+    assert s.requests[1].body["model"] == "claude-x"
