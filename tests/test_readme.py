@@ -19,3 +19,14 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
     assert scope["lazy"].record is None  # type: ignore[attr-defined]
     assert [e.kind for e in ctx.events] == ["compaction"]  # type: ignore[attr-defined]
     assert scope["b"].branch_from == scope["a"].id  # type: ignore[attr-defined]
+
+
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
+    from infai.agent.config import load_config
+
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), re.S)
+    assert blocks, "README has no configuration example"
+    user = tmp_path / "config.toml"
+    user.write_text(blocks[0])
+    config = load_config(tmp_path, user)
+    assert config.default_model in config.models
