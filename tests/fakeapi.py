@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,8 @@ class Reply:
     stop: str | None = None
     #: the Anthropic thinking signature sent with reasoning
     signature: str = "sig-1"
+    #: seconds to wait before each event (a slow model, for cancellation tests)
+    pause: float = 0.0
 
 
 @dataclass
@@ -69,6 +72,9 @@ class FakeServer:
     def __init__(self, replies: list[Reply] | None = None) -> None:
         self.replies: list[Reply] = list(replies or [])
         self.requests: list[Recorded] = []
+        #: streams whose client went away before the end
+        self.disconnects = 0
+        self.disconnected = threading.Event()
         self._lock = threading.Lock()
         server = self
 
@@ -147,11 +153,18 @@ class FakeServer:
             handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             handler.wfile.flush()
 
-        for text in self._events(reply):
-            data = text.encode()
-            half = len(data) // 2  # every event in two writes: the SDK must reassemble
-            chunk(data[:half])
-            chunk(data[half:])
+        try:
+            for text in self._events(reply):
+                time.sleep(reply.pause)
+                data = text.encode()
+                half = len(data) // 2  # every event in two writes: the SDK must reassemble
+                chunk(data[:half])
+                chunk(data[half:])
+        except (BrokenPipeError, ConnectionResetError):
+            with self._lock:
+                self.disconnects += 1
+            self.disconnected.set()
+            return
         if reply.drop:
             handler.close_connection = True
             return

@@ -113,3 +113,14 @@ def test_chat_reads_prompts_line_by_line(home: Path, work: Path) -> None:
     out = infai(home, "chat", stdin="first\n\nsecond\n/exit\nnot sent\n")
     assert out.stdout.count("offline model: you said") == 2
     assert "not sent" not in out.stdout
+
+
+def test_run_offers_the_task_tool_for_subagents(home: Path, work: Path) -> None:
+    call = {"id": "t1", "name": "task", "arguments": {"prompt": "count the files"}}
+    model = script(work, {"tool_calls": [call]}, "three files", "The subagent counted three.")
+    out = infai(home, "run", "--model", model, "how many files?")
+    assert "[task ok] three files" in out.stderr
+    assert out.stdout.endswith("The subagent counted three.\n")
+    sessions = {i.id: i for i in Store(home).list_sessions()}
+    [child] = [i for i in sessions.values() if i.parent_session]
+    assert child.parent_session in sessions

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fakeapi import FakeAnthropic, FakeOpenAI, FakeServer, Reply
-from infai.agent import Saved, run_turn
+from infai.agent import Saved, Streamed, run_turn
 from infai.llm import (
     Done,
     Message,
@@ -388,3 +388,39 @@ def test_openai_base_url_and_key_come_from_the_environment(
     assert message.content == "env ok"
     assert s.requests[0].headers["authorization"] == "Bearer sk-from-env"
     assert s.requests[0].body["model"] == "local-model"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_cancelling_a_turn_closes_the_stream_and_marks_the_turn(
+    flavour: str, tmp_path: Path
+) -> None:
+    from infai.agent.loop import INTERRUPTED_TURN
+
+    slow = Reply(text="a slow and very long answer " * 20, pause=0.05)
+    store = Store(tmp_path / "home")
+    sid = store.create_session().id
+    with server(flavour, slow) as s, store.open_writer(sid) as writer:
+        m = model(flavour, s)
+
+        async def go() -> list[Any]:
+            seen: list[Any] = []
+
+            async def consume() -> None:
+                context = ToolContext(tmp_path, sid)
+                async for event in run_turn(
+                    writer, m, "talk", toolbox=Toolbox(), permissions=AllowAll(), context=context
+                ):
+                    seen.append(event)
+
+            task = asyncio.create_task(consume())
+            while not any(isinstance(e, Streamed) and isinstance(e.event, TextDelta) for e in seen):
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return seen
+
+        asyncio.run(go())
+        assert s.disconnected.wait(10), "the server never saw the client go"
+        contents = [e.record.content for e in writer.context().events]  # type: ignore[union-attr]
+        assert contents == ["talk", INTERRUPTED_TURN]

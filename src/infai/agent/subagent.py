@@ -106,3 +106,11 @@ class TaskTool:
             why = outcome.error if outcome else "no outcome"
             return ToolOutput(f"subagent failed: {why}", is_error=True, metadata=metadata)
         return ToolOutput(answer, metadata=metadata)
+
+
+def standard_toolbox(store: Store, model: Model, permissions: Permissions) -> Toolbox:
+    """The tools every shell offers: the built-ins plus ``task`` (subagents)."""
+    from infai.tools import builtin_tools
+
+    tools = builtin_tools()
+    return Toolbox([*tools, TaskTool(store, model, tools, permissions)])

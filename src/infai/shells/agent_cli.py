@@ -58,7 +58,8 @@ def _open(
     from infai.agent import AgentSession
     from infai.llm.providers import ModelUnavailable
     from infai.llm.registry import build_model
-    from infai.tools import Policy, Rule, Toolbox, builtin_tools
+    from infai.agent.subagent import standard_toolbox
+    from infai.tools import Policy, Rule
 
     config = _config(working_dir)
     try:
@@ -74,12 +75,13 @@ def _open(
         session_id = recent[0].id
     if session_id is None:
         session_id = store.create_session(working_dir=str(working_dir), model=model.name).id
+    permissions = Policy(rules)
     session = AgentSession(
         store,
         session_id,
         model=model,
-        toolbox=Toolbox(builtin_tools()),
-        permissions=Policy(rules),
+        toolbox=standard_toolbox(store, model, permissions),
+        permissions=permissions,
         compact_at=config.compact_at,
     )
     report_recovery(store, session.session_id)

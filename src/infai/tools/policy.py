@@ -8,8 +8,9 @@ file tools, the pattern for search tools. Precedence, from first to last:
 2. a matching **ask** rule asks;
 3. a matching **allow** rule allows;
 4. the defaults: reading, listing and searching inside the working directory
-   are allowed; writing, editing and shell commands ask; anything that leaves
-   the working directory asks.
+   are allowed, and so is ``task`` (a subagent, whose every call is decided
+   by this policy again); writing, editing and shell commands ask; anything
+   that leaves the working directory asks.
 
 "Ask" goes to the approval callback the shell supplies (the TUI's dialog, the
 server's approval queue). Without one (a headless run) ask means deny, unless
@@ -34,6 +35,8 @@ Answer = Literal["allow", "allow-always", "deny"]
 Approver = Callable[[str, str], Awaitable[Answer]]
 
 READ_ONLY = {"read_file", "list_files", "grep"}
+#: tools that only start work whose every tool call meets this policy again
+DELEGATING = {"task"}
 PATH_ARGUMENT = {"read_file": "path", "write_file": "path", "edit_file": "path"}
 
 
@@ -110,6 +113,8 @@ class Policy:
                 return Ruling("ask", "default", f"{given} is outside the working directory")
         if tool in READ_ONLY:
             return Ruling("allow", "default", "reads inside the working directory")
+        if tool in DELEGATING:
+            return Ruling("allow", "default", "each call it makes is decided on its own")
         return Ruling("ask", "default", f"{tool} can change things")
 
     async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
