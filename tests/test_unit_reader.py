@@ -19,6 +19,7 @@ from infai.store import (
     InvalidInput,
     MessageRecord,
     Store,
+    StoreError,
     StoreOptions,
     ToolResultRecord,
 )
@@ -109,6 +110,20 @@ def test_context_resolves_blobs(store: Store, tree: Tree) -> None:
         assert events[tree.e].record == ToolResultRecord(
             call_id="1", name="read", content="E" * 500
         )
+
+
+def test_context_can_leave_blobs_unread(store: Store, tree: Tree, tmp_path: Path) -> None:
+    with store.open_reader(tree.sid) as r:
+        away = tmp_path / "blobs-away"
+        r.paths.blobs.rename(away)  # reading any blob would now fail
+        try:
+            events = {e.id: e for e in r.context(resolve=False).events}
+            assert events[tree.e].record is None and events[tree.e].digest is not None
+            assert events[tree.e].preview.startswith("read: EEE")
+            with pytest.raises(StoreError):
+                r.context()
+        finally:
+            away.rename(r.paths.blobs)
 
 
 def test_event_leaves_blob_unresolved(store: Store, tree: Tree) -> None:

@@ -212,12 +212,14 @@ class SessionReader:
         blob = read_blob(self.paths, digest)  # its digest is checked
         return record_from_stored(kind, _raw_decode(blob.decode())[0])
 
-    def context(self, at: str | None = None) -> Context:
+    def context(self, at: str | None = None, *, resolve: bool = True) -> Context:
         """The active context at ``at`` (default HEAD), records resolved.
 
         Each chunk line names its parent's location, so after one index read for
         the tip this follows lines back to the boundary, reading each once (in
-        blocks, as parents usually sit just before their children).
+        blocks, as parents usually sit just before their children). Without
+        ``resolve``, records in blobs stay unresolved (a viewer shows previews
+        and loads a blob only when asked: :meth:`resolve`).
         """
         seq = self._head_seq if at is None else self.seq_of(at)
         if seq < 0:
@@ -226,7 +228,8 @@ class SessionReader:
         event_id = self._head_id if at is None else check_uuid(at, "event id")
         events: list[Event] = []
         while loc is not None:
-            event, loc = self._decode_event(self._chunks.read_back(loc), loc, seq, True, event_id)
+            data = self._chunks.read_back(loc)
+            event, loc = self._decode_event(data, loc, seq, resolve, event_id)
             events.append(event)
             if event.kind == "compaction":
                 break
