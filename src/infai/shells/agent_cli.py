@@ -38,12 +38,22 @@ def _event_json(event: Any) -> dict[str, Any]:
     return {"type": "end", "outcome": event.outcome, "error": event.error}
 
 
-def _config(working_dir: Path) -> Any:
-    from infai.agent.config import ConfigError, load_config
+def workspace(
+    store: Store,
+    working_dir: Path,
+    model_name: str | None = None,
+    allow: tuple[str, ...] = (),
+    approver: Any = None,
+) -> Any:
+    """The shell's :class:`~infai.shells.workspace.Workspace`; user mistakes exit 2."""
+    from infai.agent.config import ConfigError
+    from infai.llm.providers import ModelUnavailable
+
+    from .workspace import Workspace
 
     try:
-        return load_config(working_dir)
-    except ConfigError as exc:
+        return Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
+    except (ConfigError, ModelUnavailable, ValueError) as exc:
         raise BadInput(str(exc)) from None
 
 
@@ -55,35 +65,13 @@ def _open(
     allow: tuple[str, ...],
     working_dir: Path,
 ) -> Any:
-    from infai.agent import AgentSession
-    from infai.llm.providers import ModelUnavailable
-    from infai.llm.registry import build_model
-    from infai.agent.subagent import standard_toolbox
-    from infai.tools import Policy, Rule
-
-    config = _config(working_dir)
-    try:
-        model = build_model(model_name or config.default_model, config.models)
-        rules = [*config.rules, *(Rule.parse("allow", text) for text in allow)]
-    except (ModelUnavailable, ValueError) as exc:
-        raise BadInput(str(exc)) from None
+    space = workspace(store, working_dir, model_name, allow)
     if session_id is None and resume:
-        here = str(working_dir)
-        recent = [i for i in store.list_sessions() if i.working_dir == here]
-        if not recent:
-            raise BadInput(f"no session to continue in {here}")
-        session_id = recent[0].id
-    if session_id is None:
-        session_id = store.create_session(working_dir=str(working_dir), model=model.name).id
-    permissions = Policy(rules)
-    session = AgentSession(
-        store,
-        session_id,
-        model=model,
-        toolbox=standard_toolbox(store, model, permissions),
-        permissions=permissions,
-        compact_at=config.compact_at,
-    )
+        latest = space.latest_here()
+        if latest is None:
+            raise BadInput(f"no session to continue in {space.working_dir}")
+        session_id = latest.id
+    session = space.open(session_id)
     report_recovery(store, session.session_id)
     return session
 
@@ -226,9 +214,12 @@ def chat(
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per model.")
 def models_command(as_json: bool) -> None:
     """List the models you can name with --model (built-in and configured)."""
-    from infai.agent.config import describe_models
+    from infai.agent.config import ConfigError, describe_models, load_config
 
-    config = _config(Path(os.getcwd()))
+    try:
+        config = load_config(Path(os.getcwd()))
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
     rows = describe_models(config)
     if as_json:
         for row in rows:
