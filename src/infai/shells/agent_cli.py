@@ -238,3 +238,29 @@ def models_command(as_json: bool) -> None:
     click.echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
     sources = ", ".join(str(p) for p in config.sources) or "no config file"
     click.echo(f"  config: {sources}; * marks the default", err=True)
+
+
+@main.command("tui")
+@session_option
+@continue_option
+@model_option
+@allow_option
+@click.pass_obj
+@store_errors
+def tui(
+    store: Store,
+    session_id: str | None = None,
+    resume: bool = False,
+    model_name: str | None = None,
+    allow: tuple[str, ...] = (),
+) -> None:
+    """The terminal UI (also what plain `infai` opens)."""
+    from .tui import InfaiApp
+
+    space = workspace(store, Path(os.getcwd()), model_name, allow)
+    if session_id is None and resume:
+        latest = space.latest_here()
+        session_id = latest.id if latest else None
+    if session_id is not None:
+        store.info(session_id)  # a clear error now rather than inside the UI
+    InfaiApp(space, session_id).run()

@@ -77,7 +77,7 @@ def store_errors(func: F) -> F:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-@click.group()
+@click.group(invoke_without_command=True)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
@@ -94,9 +94,16 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.version_option(package_name="infai")
 @click.pass_context
 def main(ctx: click.Context, home: Path | None, durability: str) -> None:
-    """infai: an agent harness with a durable, branchable session store."""
+    """infai: an agent harness with a durable, branchable session store.
+
+    With no command, opens the terminal UI in the current directory.
+    """
     options = StoreOptions(durability="strict" if durability == "strict" else "fast")
     ctx.obj = Store(home or default_home(), options=options)
+    if ctx.invoked_subcommand is None:
+        from .agent_cli import tui
+
+        ctx.invoke(tui)
 
 
 @main.group()

@@ -1,0 +1,408 @@
+"""The terminal UI: a thin Textual shell over one :class:`~infai.agent.AgentSession`.
+
+The app never writes to the store itself: prompts, cancellation, compaction,
+branch selection and model switches all go through the session object, the
+same one the CLI and the server drive. What is shown comes from the session's
+events as they are saved (a user's prompt appears once it is durable) and from
+live deltas while a reply streams. "ask" permissions open a modal; the turn
+waits for the answer.
+
+Ctrl-C cancels a turn in flight (the session records the interruption and
+stays valid); a second Ctrl-C within two seconds quits. Quitting cancels any
+turn and waits for it to settle before the session is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import suppress
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.widgets import Footer, Input, Tree
+from textual.worker import Worker, WorkerCancelled, WorkerFailed
+
+from infai.agent import AgentSession, Saved, Streamed, TurnEnded
+from infai.agent.compaction import CompactionFailed
+from infai.llm import Notice, ReasoningDelta, TextDelta
+from infai.store import MessageRecord, StoreError
+from infai.tools.policy import Answer
+
+from ..workspace import Workspace
+from .chat import ChatView
+from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
+from .panels import PendingBar, Status, StatusBar, Timeline
+
+QUIT_WINDOW = 2.0
+
+CSS = """
+#main { height: 1fr; }
+ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
+Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
+Timeline.shown { display: block; }
+PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
+#prompt { height: 3; }
+StatusBar { height: 1; background: $panel; color: $text; }
+.user { background: $boost; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
+.interrupted { color: $warning; text-style: italic; }
+.notice { color: $text-muted; text-style: italic; }
+.notice.error { color: $error; text-style: bold; }
+ToolView .call { color: $text-muted; }
+ToolView.failed .call { color: $error; }
+.boundary { color: $accent; }
+.empty { height: 0; }
+.more { width: 100%; }
+"""
+
+
+class InfaiApp(App[None]):
+    """Chat, timeline, sessions and approvals over the workspace's sessions."""
+
+    TITLE = "infai"
+    CSS = CSS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "cancel / quit", priority=True),
+        Binding("ctrl+t", "toggle_timeline", "timeline"),
+        Binding("ctrl+o", "sessions", "sessions"),
+        Binding("ctrl+n", "new_session", "new"),
+        Binding("f2", "rename", "rename"),
+        Binding("f1", "help", "help"),
+        Binding("escape", "back_to_head", "back to HEAD", show=False),
+    ]
+
+    def __init__(self, workspace: Workspace, session_id: str | None = None) -> None:
+        super().__init__()
+        self.workspace = workspace
+        workspace.approver = self.approve
+        self.session: AgentSession | None = None
+        self._initial = session_id
+        self._created: set[str] = set()  # sessions this app made (removed again if left empty)
+        self.state = Status()
+        self.turn: Worker[None] | None = None
+        self._armed = -QUIT_WINDOW
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield ChatView(id="chat")
+            yield Timeline(id="timeline")
+        yield PendingBar(id="pending")
+        yield Input(placeholder="Ask infai…  (/help for commands)", id="prompt")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        await self.open_session(self._initial)
+        self.query_one("#prompt", Input).focus()
+
+    # -- sessions -------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        turn = self.turn
+        return turn is not None and turn.is_running and not turn.is_cancelled
+
+    async def open_session(self, session_id: str | None) -> bool:
+        """Close the current session (if any) and open another (None: a new one)."""
+        if self.busy:
+            self.notify("a turn is running (Ctrl-C cancels it)", severity="warning")
+            return False
+        self._close_session()
+        try:
+            if session_id is None:
+                session_id = self.workspace.new_session()
+                self._created.add(session_id)
+            self.session = self.workspace.open(session_id)
+        except StoreError as exc:
+            self.notify(f"cannot open the session: {exc}", severity="error", timeout=10)
+            return False
+        await self.reload()
+        for note in self.workspace.store.recovery_notes.get(session_id, []):
+            await self.query_one(ChatView).notice(f"recovered: {note}")
+            self.notify(f"recovered: {note}", severity="warning", timeout=10)
+        return True
+
+    def _close_session(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        empty = session.writer.count == 0
+        session.close()
+        if empty and session.session_id in self._created:
+            self.workspace.store.remove_session(session.session_id)
+
+    async def reload(self) -> None:
+        """Show the session as stored: the path to the pending parent (or HEAD)."""
+        session = self.session
+        if session is None:
+            return
+        writer = session.writer
+        pending = writer.pending_parent
+        entries = writer.path(pending) if writer.count else []
+        chat = self.query_one(ChatView)
+        await chat.show_path(entries, writer.event, writer.resolve)
+        self.query_one(PendingBar).show(writer.entry(pending) if pending else None)
+        self._refresh_timeline()
+        self.state.used_tokens = self._last_input_tokens(entries)
+        self._refresh_status()
+
+    def _last_input_tokens(self, entries: list) -> int:  # type: ignore[type-arg]
+        assert self.session is not None
+        for entry in reversed(entries[-50:]):
+            if entry.role == "assistant" and entry.kind == "message":
+                record = self.session.writer.event(entry.id).record
+                if isinstance(record, MessageRecord) and record.usage is not None:
+                    return record.usage.input_tokens
+        return 0
+
+    def _refresh_status(self) -> None:
+        session = self.session
+        if session is not None:
+            writer = session.writer
+            self.state.model = session.model.name
+            self.state.context_window = session.model.context_window
+            head = writer.entry(writer.head).seq if writer.head else -1
+            self.state.branch = f"HEAD #{head} of {writer.count}"
+            name = self.workspace.store.info(session.session_id).name
+            self.title = f"infai — {name or session.session_id[:13]}"
+        self.query_one(StatusBar).show(self.state)
+
+    # -- prompts and turns ----------------------------------------------------
+
+    async def on_input_submitted(self, message: Input.Submitted) -> None:
+        if message.input.id != "prompt":
+            return
+        text = message.value.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            message.input.value = ""
+            await self.command(text)
+            return
+        if self.busy:  # keep what was typed: nothing is lost
+            self.notify("a turn is running: send when it ends, or Ctrl-C", severity="warning")
+            return
+        if self.session is None:
+            self.notify("no session is open (Ctrl-O)", severity="error")
+            return
+        message.input.value = ""
+        self.turn = self.run_worker(self._turn(text), group="turn", exit_on_error=False)
+
+    async def _turn(self, text: str) -> None:
+        assert self.session is not None
+        chat = self.query_one(ChatView)
+        self.state.notice = ""
+        try:
+            async for event in self.session.prompt(text):
+                if isinstance(event, Streamed):
+                    inner = event.event
+                    if isinstance(inner, TextDelta):
+                        await (await chat.live_reply()).append_text(inner.text)
+                        self._durability("streaming, not saved yet")
+                    elif isinstance(inner, ReasoningDelta):
+                        (await chat.live_reply()).append_reasoning(inner.text)
+                    elif isinstance(inner, Notice):
+                        await chat.notice(inner.message)
+                        self.state.notice = inner.message
+                        self.notify(inner.message, timeout=4)
+                        self._refresh_status()
+                elif isinstance(event, Saved):
+                    await self._saved(event)
+                elif isinstance(event, TurnEnded) and event.outcome == "error":
+                    await chat.drop_live()
+                    await chat.notice(f"error: {event.error}", error=True)
+        except asyncio.CancelledError:
+            await chat.drop_live()
+            await chat.notice("[turn interrupted] — the session is saved; go on when ready")
+            self._durability("saved")
+            raise
+        finally:
+            self._refresh_timeline()
+
+    def _refresh_timeline(self) -> None:
+        timeline = self.query_one(Timeline)
+        if self.session is not None and timeline.has_class("shown"):
+            writer = self.session.writer
+            timeline.load(list(writer.entries()), writer.head, writer.pending_parent)
+
+    async def _saved(self, event: Saved) -> None:
+        chat = self.query_one(ChatView)
+        stored = event.event
+        if stored.kind == "compaction":
+            await self.reload()
+            return
+        await chat.add_event(stored)
+        record = stored.record
+        if isinstance(record, MessageRecord) and record.usage is not None:
+            self.state.used_tokens = record.usage.input_tokens
+        if stored.role == "user":
+            self.query_one(PendingBar).show(None)
+        self._durability("saved")
+
+    def _durability(self, state: str) -> None:
+        if self.state.durability != state:
+            self.state.durability = state
+            self._refresh_status()
+        elif state == "saved":
+            self._refresh_status()
+
+    async def approve(self, tool: str, subject: str) -> Answer:
+        """The policy's approver: a modal, answered by the user (the turn waits)."""
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        screen = ApprovalScreen(tool, subject)
+
+        def answered(answer: Answer | None) -> None:
+            if not future.done():
+                future.set_result(answer or "deny")
+
+        self.push_screen(screen, callback=answered)
+        try:
+            return await future
+        finally:
+            if screen.is_active:  # the turn was cancelled while asking
+                screen.dismiss("deny")
+
+    # -- commands ---------------------------------------------------------------
+
+    async def command(self, text: str) -> None:
+        name, _, argument = text[1:].partition(" ")
+        argument = argument.strip()
+        if name == "compact":
+            self.compact()
+        elif name == "model":
+            await self.switch_model(argument)
+        elif name == "rename":
+            self.rename(argument)
+        elif name == "new":
+            await self.action_new_session()
+        elif name == "sessions":
+            self.action_sessions()
+        elif name == "help":
+            self.action_help()
+        elif name in ("quit", "exit"):
+            await self.action_quit()
+        else:
+            self.notify(f"unknown command /{name} (see /help)", severity="error")
+
+    @work(group="turn", exit_on_error=False)
+    async def compact(self) -> None:
+        if self.session is None:
+            return
+        self.notify("compacting…")
+        try:
+            await self.session.compact()
+        except CompactionFailed as exc:
+            self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
+            return
+        await self.reload()
+        self.notify("compacted: the context now starts from the summary")
+
+    async def switch_model(self, name: str) -> None:
+        if not name:
+            self.notify(f"model: {self.workspace.model.name} (/model NAME to switch)")
+            return
+        if self.busy or self.session is None:
+            self.notify("wait for the turn to end", severity="warning")
+            return
+        try:
+            model = self.workspace.build_model(name)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        self.workspace.model_name, self.workspace.model = name, model
+        await self.open_session(self.session.session_id)  # reopened with the new model
+        self.notify(f"model: {model.name}")
+
+    def rename(self, name: str) -> None:
+        if self.session is None:
+            return
+        if name:
+            self.workspace.store.update_info(self.session.session_id, name=name)
+            self._refresh_status()
+            return
+        current = self.workspace.store.info(self.session.session_id).name
+
+        def done(new: str | None) -> None:
+            if new and self.session is not None:
+                self.rename(new)
+
+        self.push_screen(RenameScreen(current), callback=done)
+
+    # -- actions ----------------------------------------------------------------
+
+    async def action_interrupt(self) -> None:
+        now = time.monotonic()
+        if self.busy:
+            assert self.turn is not None
+            self.turn.cancel()
+            self._armed = now
+            self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
+            return
+        if now - self._armed < QUIT_WINDOW:
+            await self.action_quit()
+            return
+        self._armed = now
+        self.notify("press Ctrl-C again to quit", timeout=QUIT_WINDOW)
+
+    async def action_quit(self) -> None:
+        await self._settle_turn()
+        self._close_session()
+        self.exit()
+
+    async def _settle_turn(self) -> None:
+        """Cancel a running turn and wait until it has recorded its interruption."""
+        turn = self.turn
+        if turn is not None and not turn.is_finished:
+            turn.cancel()
+            with suppress(WorkerCancelled, WorkerFailed):
+                await turn.wait()
+
+    def action_toggle_timeline(self) -> None:
+        timeline = self.query_one(Timeline)
+        if timeline.has_class("shown"):
+            timeline.remove_class("shown")
+            self.query_one("#prompt", Input).focus()
+            return
+        timeline.add_class("shown")
+        self._refresh_timeline()
+        timeline.focus()
+
+    async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
+        event_id = message.node.data
+        if not event_id or self.session is None:
+            return
+        if self.busy:
+            self.notify("wait for the turn to end", severity="warning")
+            return
+        writer = self.session.writer
+        self.session.select(None if event_id == writer.head else event_id)
+        await self.reload()
+        self.query_one("#prompt", Input).focus()
+
+    async def action_back_to_head(self) -> None:
+        if self.session is not None and self.session.writer.pending_parent and not self.busy:
+            self.session.select(None)
+            await self.reload()
+
+    def action_sessions(self) -> None:
+        current = self.session.session_id if self.session else None
+
+        async def picked(choice: str | None) -> None:
+            if choice == SessionPicker.NEW:
+                await self.open_session(None)
+            elif choice and choice != current:
+                await self.open_session(choice)
+
+        self.push_screen(SessionPicker(self.workspace.sessions(), current), callback=picked)
+
+    async def action_new_session(self) -> None:
+        await self.open_session(None)
+
+    def action_rename(self) -> None:
+        self.rename("")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())

@@ -1,0 +1,312 @@
+"""The conversation view: one widget per event, the reply being written streaming in.
+
+Only what is on the active path is shown, and only its last page at first:
+opening a session of 20,000 events reads the path from the index (previews,
+no chunk reads beyond the shown page, no blobs) and mounts a page of widgets;
+older pages mount when the user scrolls to the top and asks. A streamed reply
+appends to its own Markdown widget through Textual's Markdown stream, so a
+token never re-renders the rest of the conversation. Tool calls are one line;
+their results fold, and a result kept in a blob is read only when unfolded.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Button, Collapsible, Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+from infai.store import (
+    BranchSummaryRecord,
+    CompactionRecord,
+    Entry,
+    Event,
+    MessageRecord,
+    Record,
+    ToolCallRecord,
+    ToolResultRecord,
+)
+
+PAGE = 40
+#: results longer than this many lines start folded
+FOLD_LINES = 6
+INTERRUPTED_TURN = "[turn interrupted]"
+
+#: loads an event by id (no blob), and resolves an event's record (reads its blob)
+Loader = Callable[[str], Event]
+Resolver = Callable[[Event], Record]
+
+
+def _args_line(arguments: dict[str, Any]) -> str:
+    parts = []
+    for key, value in arguments.items():
+        text = str(value).replace("\n", "⏎")
+        parts.append(f"{key}={text[:60]}{'…' if len(text) > 60 else ''}")
+    return " ".join(parts)
+
+
+def edit_diff(call: ToolCallRecord) -> Syntax | None:
+    """A coloured diff of what an edit or a write does, or None for other tools."""
+    args = call.arguments
+    path = str(args.get("path", ""))
+    if call.name == "edit_file":
+        old = str(args.get("old_text", "")).splitlines()
+        new = str(args.get("new_text", "")).splitlines()
+    elif call.name == "write_file":
+        old, new = [], str(args.get("content", "")).splitlines()
+    else:
+        return None
+    lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2)
+    return Syntax("\n".join(lines), "diff", theme="ansi_dark", word_wrap=True)
+
+
+class UserMessage(Static):
+    def __init__(self, event: Event, text: str) -> None:
+        interrupted = text == INTERRUPTED_TURN
+        super().__init__(Text(text), classes="interrupted" if interrupted else "user")
+        self.event_id = event.id
+
+
+class Notice(Static):
+    """A line that is not part of the conversation: a retry, a compaction, an error."""
+
+    def __init__(self, text: str, *, error: bool = False) -> None:
+        super().__init__(Text(text), classes="notice error" if error else "notice")
+
+
+class AssistantMessage(Widget):
+    """An assistant reply: reasoning folded, text as Markdown; may be streaming."""
+
+    DEFAULT_CSS = """
+    AssistantMessage { height: auto; margin: 0 0 1 0; }
+    AssistantMessage Collapsible { padding: 0; border: none; }
+    """
+
+    def __init__(self, text: str = "", reasoning: str = "", event_id: str | None = None) -> None:
+        super().__init__(classes="assistant")
+        self.event_id = event_id
+        self.text = text
+        self.reasoning = reasoning
+        self._markdown = Markdown(text)
+        self._thoughts = Static(Text(reasoning), classes="reasoning")
+        self._fold = Collapsible(self._thoughts, title="reasoning", collapsed=True)
+        self._fold.display = bool(reasoning)
+        self._stream: MarkdownStream | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self._fold
+        yield self._markdown
+
+    async def append_text(self, delta: str) -> None:
+        self.text += delta
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self._markdown)
+        await self._stream.write(delta)
+
+    def append_reasoning(self, delta: str) -> None:
+        self.reasoning += delta
+        self._fold.display = True
+        self._thoughts.update(Text(self.reasoning))
+
+    async def settle(self, event: Event, record: MessageRecord) -> None:
+        """The reply is durable: show exactly what was stored."""
+        self.event_id = event.id
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        if record.content != self.text:
+            self.text = record.content
+            await self._markdown.update(record.content)
+        if (record.reasoning or "") != self.reasoning:
+            self.reasoning = record.reasoning or ""
+            self._thoughts.update(Text(self.reasoning))
+            self._fold.display = bool(self.reasoning)
+
+
+class ToolView(Widget):
+    """A tool call on one line; its result folded below, loaded when unfolded."""
+
+    DEFAULT_CSS = """
+    ToolView { height: auto; }
+    ToolView Collapsible { padding: 0 0 0 2; border: none; }
+    """
+
+    def __init__(self, event: Event, call: ToolCallRecord | None, resolver: Resolver) -> None:
+        super().__init__(classes="tool")
+        self.event_id = event.id
+        self.call = call
+        self.call_id = call.call_id if call else None
+        self._resolver = resolver
+        self._result: Event | None = None
+        self._body = Static("", classes="result")
+        title = f"▸ {call.name} {_args_line(call.arguments)}" if call else f"▸ {event.preview}"
+        self._head = Static(Text(title), classes="call")
+        self._fold = Collapsible(self._body, title="running…", collapsed=True)
+
+    def compose(self) -> ComposeResult:
+        yield self._head
+        diff = edit_diff(self.call) if self.call else None
+        if diff is not None:
+            yield Static(diff, classes="diff")
+        yield self._fold
+
+    def show_result(self, event: Event) -> None:
+        """Attach the result; short ones open at once, long or blob ones stay folded."""
+        self._result = event
+        record = event.record
+        status = "error" if isinstance(record, ToolResultRecord) and record.is_error else "ok"
+        preview = event.preview.split(": ", 1)[-1].replace("\n", " ")
+        size = "" if record is not None else " (stored as a blob: unfold to load)"
+        self._fold.title = f"{'✗' if status == 'error' else '✓'} {preview[:70]}{size}"
+        self.set_class(status == "error", "failed")
+        if isinstance(record, ToolResultRecord):
+            lines = record.content.splitlines()
+            if len(lines) <= FOLD_LINES:
+                self._body.update(Text(record.content))
+                self._fold.collapsed = False
+
+    @property
+    def has_result(self) -> bool:
+        return self._result is not None
+
+    def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
+        if self._result is None:
+            return
+        if self._result.record is None:  # in a blob: read it now, once
+            self._result.record = self._resolver(self._result)
+        record = self._result.record
+        if isinstance(record, ToolResultRecord):
+            self._body.update(Text(record.content))
+
+
+class ChatView(VerticalScroll):
+    """The active path's events, a page at a time, and the live reply."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._ids: list[str] = []
+        self._shown_from = 0
+        self._loader: Loader = _no_session
+        self._resolver: Resolver = _no_session_record
+        self._tools: dict[str, ToolView] = {}
+        self.live: AssistantMessage | None = None
+
+    # -- whole views --------------------------------------------------------
+
+    async def show_path(self, entries: list[Entry], loader: Loader, resolver: Resolver) -> None:
+        """Show the path (index entries); only the last page is read and mounted."""
+        self._ids = [entry.id for entry in entries]
+        self._loader, self._resolver = loader, resolver
+        self._tools.clear()
+        self.live = None
+        await self.remove_children()
+        self._shown_from = max(0, len(self._ids) - PAGE)
+        if self._shown_from:
+            await self.mount(self._more_button())
+        await self.mount_all([self._widget(loader(i)) for i in self._ids[self._shown_from :]])
+        self.scroll_end(animate=False)
+
+    def _more_button(self) -> Button:
+        return Button(f"▲ {self._shown_from} earlier events", id="more", classes="more")
+
+    async def show_earlier(self) -> None:
+        """Mount the page before the first one shown (at the top)."""
+        if not self._shown_from:
+            return
+        start = max(0, self._shown_from - PAGE)
+        page = [self._widget(self._loader(i)) for i in self._ids[start : self._shown_from]]
+        button = self.query_one("#more", Button)
+        self._shown_from = start
+        await self.mount_all(page, after=button)
+        if start:
+            button.label = f"▲ {start} earlier events"
+        else:
+            await button.remove()
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "more":
+            event.stop()
+            await self.show_earlier()
+
+    @property
+    def mounted_events(self) -> int:
+        return len(self._ids) - self._shown_from
+
+    # -- one event ----------------------------------------------------------
+
+    def _widget(self, event: Event) -> Widget:
+        record = event.record
+        if isinstance(record, ToolCallRecord) or (record is None and event.kind == "tool_call"):
+            call = record if isinstance(record, ToolCallRecord) else None
+            view = ToolView(event, call, self._resolver)
+            if view.call_id:
+                self._tools[view.call_id] = view
+            return view
+        if event.kind == "tool_result":
+            call_id = record.call_id if isinstance(record, ToolResultRecord) else None
+            caller = self._tools.get(call_id) if call_id else self._first_waiting()
+            if caller is not None:
+                caller.show_result(event)
+                return Widget(classes="empty")
+            orphan = ToolView(event, None, self._resolver)
+            orphan.show_result(event)
+            return orphan
+        if isinstance(record, MessageRecord):
+            if event.role == "assistant":
+                return AssistantMessage(record.content, record.reasoning or "", event.id)
+            return UserMessage(event, record.content)
+        if isinstance(record, CompactionRecord):
+            return self._folded("── compacted: earlier messages summarised ──", record.summary)
+        if isinstance(record, BranchSummaryRecord):
+            return self._folded("── summary of a branch that was left ──", record.summary)
+        return Static(Text(f"{event.kind}: {event.preview}"), classes="notice")
+
+    def _first_waiting(self) -> ToolView | None:
+        """The oldest call still without a result (results follow their calls in order)."""
+        return next((v for v in self._tools.values() if not v.has_result), None)
+
+    def _folded(self, title: str, body: str) -> Collapsible:
+        return Collapsible(Static(Text(body)), title=title, collapsed=True, classes="boundary")
+
+    async def add_event(self, event: Event) -> None:
+        """A settled event of the running turn."""
+        record = event.record
+        if event.role == "assistant" and isinstance(record, MessageRecord) and self.live:
+            await self.live.settle(event, record)
+            self.live = None
+            return
+        self._ids.append(event.id)
+        await self.mount(self._widget(event))
+        self.scroll_end(animate=False)
+
+    async def live_reply(self) -> AssistantMessage:
+        """The widget the current reply streams into (created on first use)."""
+        if self.live is None:
+            self.live = AssistantMessage()
+            await self.mount(self.live)
+        return self.live
+
+    async def drop_live(self) -> None:
+        """The reply failed or was cancelled: it was never stored, so it goes."""
+        if self.live is not None:
+            await self.live.remove()
+            self.live = None
+
+    async def notice(self, text: str, *, error: bool = False) -> None:
+        await self.mount(Notice(text, error=error))
+        self.scroll_end(animate=False)
+
+
+def _no_session(event_id: str) -> Event:
+    raise LookupError("no session is shown")
+
+
+def _no_session_record(event: Event) -> Record:
+    raise LookupError("no session is shown")

@@ -1,0 +1,176 @@
+"""Dialogs: approve a tool call, pick a session, rename one, and help.
+
+Each is a modal screen with a fixed-width box that shrinks with the terminal,
+so it fits at 60x20 as well as at 80x24 and never pushes the layout behind it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from infai.store import SessionInfo
+from infai.tools.policy import Answer
+
+MODAL_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{
+    width: 76; max-width: 95%; height: auto; max-height: 90%;
+    border: round $accent; background: $surface; padding: 0 1;
+}}
+{name} .title {{ text-style: bold; }}
+{name} .keys {{ color: $text-muted; }}
+"""
+
+
+class ApprovalScreen(ModalScreen[Answer]):
+    """Allow once (y), allow always for this pattern (a), or deny (n, Esc)."""
+
+    DEFAULT_CSS = (
+        MODAL_CSS.format(name="ApprovalScreen")
+        + """
+    ApprovalScreen #subject { max-height: 8; overflow-y: auto; }
+    """
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer('allow')", "allow once"),
+        Binding("a", "answer('allow-always')", "allow always"),
+        Binding("n", "answer('deny')", "deny"),
+        Binding("escape", "answer('deny')", "deny", show=False),
+    ]
+
+    def __init__(self, tool: str, subject: str) -> None:
+        super().__init__()
+        self.tool = tool
+        self.subject = subject
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(f"Allow {self.tool}?"), classes="title")
+            yield Static(Text(self.subject or "(no arguments)"), id="subject")
+            yield Static(
+                "[b]y[/b] allow once   [b]a[/b] allow always (this exact call)   [b]n[/b]/Esc deny",
+                classes="keys",
+            )
+
+    def action_answer(self, answer: Answer) -> None:
+        self.dismiss(answer)
+
+
+def _ago(stamp: str, now: datetime | None = None) -> str:
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return "just now"
+
+
+def session_label(info: SessionInfo) -> Text:
+    name = info.name or "(unnamed)"
+    text = Text(f"{name[:28]:<28} ", style="bold")
+    text.append(f"{_ago(info.updated_at):>8}  ")
+    text.append(info.working_dir or "-", style="dim")
+    return text
+
+
+class SessionPicker(ModalScreen[str | None]):
+    """Recent sessions, newest first; Enter opens one, n starts a new one."""
+
+    DEFAULT_CSS = (
+        MODAL_CSS.format(name="SessionPicker")
+        + """
+    SessionPicker OptionList { height: auto; max-height: 14; }
+    """
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss(None)", "close"),
+        Binding("n", "new", "new session"),
+    ]
+    NEW = "__new__"
+
+    def __init__(self, sessions: list[SessionInfo], current: str | None) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Sessions (newest first)", classes="title")
+            options = [Option(session_label(i), id=i.id) for i in self.sessions]
+            picker = OptionList(*options)
+            yield picker
+            yield Static(
+                "[b]Enter[/b] open   [b]n[/b] new session   [b]Esc[/b] close", classes="keys"
+            )
+
+    def on_mount(self) -> None:
+        picker = self.query_one(OptionList)
+        ids = [i.id for i in self.sessions]
+        if self.current in ids:
+            picker.highlighted = ids.index(self.current)
+        picker.focus()
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.dismiss(message.option.id)
+
+    def action_new(self) -> None:
+        self.dismiss(self.NEW)
+
+
+class RenameScreen(ModalScreen[str | None]):
+    """A new name for the session (Enter saves, Esc keeps the old one)."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="RenameScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, current: str | None) -> None:
+        super().__init__()
+        self.current = current or ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Rename session", classes="title")
+            yield Input(self.current, placeholder="a name to show in listings")
+            yield Static("[b]Enter[/b] save   [b]Esc[/b] cancel", classes="keys")
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        self.dismiss(message.value.strip() or None)
+
+
+HELP = """\
+[b]Keys[/b]
+  Enter        send the prompt
+  Ctrl-C       cancel the turn in flight; twice to quit
+  Ctrl-T       timeline: pick an older event to continue from
+  Esc          back to HEAD (forget the picked event)
+  Ctrl-O       sessions: resume another, or start a new one
+  Ctrl-N       new session      F2  rename this session
+  F1           this help
+
+[b]Commands[/b]
+  /compact         summarise the context into a boundary now
+  /model NAME      switch model (offline, provider:model, a configured name)
+  /rename NAME     rename this session
+  /new  /sessions  /help  /quit
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "dismiss(None)", "close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(HELP)

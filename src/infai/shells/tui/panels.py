@@ -1,0 +1,114 @@
+"""The status bar, the pending-parent bar and the timeline of branches.
+
+The timeline is drawn from the index alone (ids, links, kinds, previews): no
+chunk line and no blob is read to show even a large session's tree. A run of
+events without forks is one list; a fork opens one child node per branch, so
+a long linear session is a flat list, not a 20,000-deep tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static, Tree
+from textual.widgets.tree import TreeNode
+
+from infai.store import Entry
+
+BAR = 12
+
+
+@dataclass
+class Status:
+    """What the status bar shows."""
+
+    model: str = "offline"
+    used_tokens: int = 0
+    context_window: int = 1
+    branch: str = "-"
+    durability: str = "saved"
+    notice: str = ""
+
+
+def token_bar(used: int, window: int, width: int = BAR) -> str:
+    filled = min(width, round(width * used / window)) if window > 0 else 0
+    return "█" * filled + "░" * (width - filled)
+
+
+class StatusBar(Static):
+    """Model · tokens against the window · branch · saved or saving · last notice."""
+
+    def show(self, status: Status) -> None:
+        pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
+        text = Text()
+        text.append(f" {status.model} ", style="bold")
+        text.append(f"│ {token_bar(status.used_tokens, status.context_window)} ")
+        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
+        text.append(f"│ {status.branch} ")
+        saved = status.durability == "saved"
+        text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
+        if status.notice:
+            text.append(f"│ {status.notice}", style="italic")
+        self.update(text)
+
+
+class PendingBar(Static):
+    """Says where the next prompt will continue from, when that is not HEAD."""
+
+    def show(self, entry: Entry | None) -> None:
+        self.display = entry is not None
+        if entry is not None:
+            preview = entry.preview.replace("\n", " ")[:50]
+            self.update(
+                Text(f"↳ next prompt continues from #{entry.seq} {preview} — Esc: back to HEAD")
+            )
+
+
+def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
+    mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
+    preview = entry.preview.replace("\n", " ")[:48]
+    style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
+    return Text(f"{mark}#{entry.seq} {entry.role}: {preview}", style=style)
+
+
+class Timeline(Tree[str]):
+    """Every event of the session as branches; selecting one sets the pending parent."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("session", **kwargs)  # type: ignore[arg-type]
+        self.show_root = False
+        self.guide_depth = 2
+
+    def load(self, entries: list[Entry], head: str | None, pending: str | None) -> None:
+        """Rebuild from index entries (oldest first)."""
+        self.clear()
+        children: dict[str, list[Entry]] = {}
+        roots: list[Entry] = []
+        for entry in entries:
+            if entry.parent_seq < 0:
+                roots.append(entry)
+            else:
+                children.setdefault(entry.parent_id, []).append(entry)
+        cursor_node: TreeNode[str] | None = None
+        # (node to add to, the branch's first event), walked without recursion
+        work: list[tuple[TreeNode[str], Entry]] = [(self.root, r) for r in reversed(roots)]
+        while work:
+            parent, entry = work.pop()
+            while True:
+                node = parent.add_leaf(_label(entry, head, pending), data=entry.id)
+                if entry.id == (pending or head):
+                    cursor_node = node
+                kids = children.get(entry.id, [])
+                if len(kids) == 1:
+                    entry = kids[0]
+                    continue
+                forks = [
+                    (parent.add(Text(f"⑂ branch at #{entry.seq}"), expand=True), kid)
+                    for kid in kids
+                ]
+                work.extend(reversed(forks))
+                break
+        self.root.expand()
+        if cursor_node is not None:
+            self.move_cursor(cursor_node)
