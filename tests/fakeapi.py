@@ -47,6 +47,16 @@ class Reply:
     signature: str = "sig-1"
     #: seconds to wait before each event (a slow model, for cancellation tests)
     pause: float = 0.0
+    #: the type of the error object sent by ``stream_error`` (None: a transient one)
+    stream_error_type: str | None = None
+    #: response headers to add (``x-should-retry``, say)
+    headers: dict[str, str] = field(default_factory=dict)
+    #: wire quirks of real servers: "bare_finish" (a finish chunk with no delta),
+    #: "usage_without_choices", "repeat_name" (the name in every fragment),
+    #: "no_index" (fragments without an index), "no_usage", "late_id" (id and
+    #: name in the second fragment); anthropic: "redacted" (a redacted thinking
+    #: block), "two_thinking" (two thinking blocks, each with its signature)
+    quirks: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -140,6 +150,8 @@ class FakeServer:
             handler.send_header("content-length", str(len(data)))
             if reply.retry_after is not None:
                 handler.send_header("retry-after", str(reply.retry_after))
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(data)
             return
@@ -193,6 +205,9 @@ class FakeOpenAI(FakeServer):
 
     def _events(self, reply: Reply) -> Iterator[str]:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            if "no_index" in reply.quirks:
+                for fragment in delta.get("tool_calls", ()):
+                    fragment.pop("index", None)
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             return _sse(
                 {
@@ -213,35 +228,59 @@ class FakeOpenAI(FakeServer):
             yield "data: {not json\n\n"
             return
         if reply.stream_error:
-            yield _sse({"error": {"message": reply.stream_error, "type": "server_error"}})
+            kind = reply.stream_error_type or "server_error"
+            error = {"message": reply.stream_error, "type": kind}
+            yield _sse({"error": error})
             return
         if reply.drop:
             return
+        quirks = reply.quirks
         for index, (call_id, name, arguments) in enumerate(reply.tool_calls):
-            head = {"index": index, "id": call_id, "type": "function"}
-            head["function"] = {"name": name, "arguments": ""}
-            yield chunk({"tool_calls": [head]})
             raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            head: dict[str, Any] = {"index": index, "id": call_id, "type": "function"}
+            head["function"] = {"name": name, "arguments": ""}
+            if "late_id" in quirks:  # a first fragment with nothing but the index
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": ""}}]})
+            yield chunk({"tool_calls": [head]})
             for piece in _pieces(raw, 4):
-                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                fragment: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+                if "repeat_name" in quirks:
+                    fragment["function"]["name"] = name
+                    fragment["id"] = call_id
+                yield chunk({"tool_calls": [fragment]})
         finish = reply.stop or ("tool_calls" if reply.tool_calls else "stop")
-        yield chunk({}, finish)
+        if "bare_finish" in quirks:
+            yield _sse(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "fake-model",
+                    "choices": [{"index": 0, "finish_reason": finish}],
+                }
+            )
+        else:
+            yield chunk({}, finish)
+        if "no_usage" in quirks:
+            yield "data: [DONE]\n\n"
+            return
         usage = {
             "prompt_tokens": reply.input_tokens,
             "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens,
             "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
         }
-        yield _sse(
-            {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": "fake-model",
-                "choices": [],
-                "usage": usage,
-            }
-        )
+        final: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "fake-model",
+            "choices": [],
+            "usage": usage,
+        }
+        if "usage_without_choices" in quirks:
+            del final["choices"]
+        yield _sse(final)
         yield "data: [DONE]\n\n"
 
 
@@ -279,13 +318,22 @@ class FakeAnthropic(FakeServer):
         yield event("ping", {})
         index = 0
         block: dict[str, Any]
-        if reply.reasoning:
+        if "redacted" in reply.quirks:
+            block = {"type": "redacted_thinking", "data": "opaque-data"}
+            yield event("content_block_start", {"index": index, "content_block": block})
+            yield event("content_block_stop", {"index": index})
+            index += 1
+        thoughts = [reply.reasoning] if reply.reasoning else []
+        if "two_thinking" in reply.quirks:
+            thoughts.append("second thought")
+        for number, thought in enumerate(thoughts):
             block = {"type": "thinking", "thinking": "", "signature": ""}
             yield event("content_block_start", {"index": index, "content_block": block})
-            for piece in _pieces(reply.reasoning):
+            for piece in _pieces(thought):
                 delta = {"type": "thinking_delta", "thinking": piece}
                 yield event("content_block_delta", {"index": index, "delta": delta})
-            delta = {"type": "signature_delta", "signature": reply.signature}
+            signature = reply.signature if number == 0 else f"{reply.signature}-{number}"
+            delta = {"type": "signature_delta", "signature": signature}
             yield event("content_block_delta", {"index": index, "delta": delta})
             yield event("content_block_stop", {"index": index})
             index += 1
@@ -299,7 +347,8 @@ class FakeAnthropic(FakeServer):
                 yield "event: content_block_delta\ndata: {not json\n\n"
                 return
             if reply.stream_error:
-                error = {"type": "overloaded_error", "message": reply.stream_error}
+                kind = reply.stream_error_type or "overloaded_error"
+                error = {"type": kind, "message": reply.stream_error}
                 yield event("error", {"error": error})
                 return
             if reply.drop:

@@ -11,11 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from infai.agent import Saved, Streamed, run_turn, to_messages
+from infai.agent.compaction import SUMMARY_ASK as SUMMARY_ASK_TEXT
 from infai.agent.compaction import CompactionFailed, compact, parse_summary
 from infai.llm import Message, Notice, OfflineModel, ProviderError, Request, ScriptedModel
 from infai.shells import agent_cli  # noqa: F401
 from infai.shells.cli import main
-from infai.store import CompactionRecord, SessionWriter, Store, Usage
+from infai.store import CompactionRecord, MessageRecord, SessionWriter, Store, Usage
 from infai.tools import AllowAll, Toolbox, ToolContext
 
 SUMMARY = {
@@ -156,6 +157,61 @@ def test_a_long_tool_loop_is_compacted_between_model_calls(
     assert any("remember this" in m.content for m in model.requests[1].messages)
     assert [m.role for m in model.requests[2].messages] == ["user"]
     assert writer.context().events[-1].record.content == "done reading"  # type: ignore[union-attr]
+
+
+def test_a_huge_tool_result_counts_before_the_next_call(
+    writer: SessionWriter, tmp_path: Path
+) -> None:
+    """Reported usage is stale once a big result is appended: it is estimated on top."""
+    from infai.llm import ToolCall
+    from infai.tools import builtin_tools
+
+    (tmp_path / "big.txt").write_text("x" * 3000)  # ~750 tokens
+    call = ToolCall("c1", "read_file", {"path": "big.txt"})
+    light = Message(role="assistant", tool_calls=(call,), usage=Usage(input_tokens=100))
+    failing = ProviderError("no summary today")
+    model = ScriptedModel([light, failing, "answered anyway", "x"], context_window=1000)
+
+    async def go() -> list[Any]:
+        context = ToolContext(tmp_path, writer.session_id)
+        tools = Toolbox(builtin_tools())
+        return [
+            e
+            async for e in run_turn(
+                writer, model, "read", toolbox=tools, permissions=AllowAll(), context=context
+            )
+        ]
+
+    events = asyncio.run(go())
+    notices = [
+        e.event.message for e in events if isinstance(e, Streamed) and isinstance(e.event, Notice)
+    ]
+    assert notices[0].startswith("compacting: ")  # 100 reported + ~750 estimated >= 800
+    assert int(notices[0].split()[1]) > 800
+    assert notices[1].startswith("compaction failed, continuing without it")
+    assert model.requests[2].purpose == "chat"  # the turn went on
+    assert len(notices) == 2  # and did not retry the summary at every later step
+
+
+def test_compaction_of_a_context_larger_than_the_window_still_fits(
+    writer: SessionWriter,
+) -> None:
+    from infai.store import ToolCallRecord, ToolResultRecord
+
+    writer.append(MessageRecord(content="the goal: ship it"), "user")
+    for i in range(30):
+        writer.append(MessageRecord(content=f"step {i}"), "assistant")
+        writer.append(ToolCallRecord(call_id=f"c{i}", name="bash", arguments={}), "assistant")
+        writer.append(ToolResultRecord(call_id=f"c{i}", name="bash", content="y" * 400), "tool")
+    model = ScriptedModel([json.dumps(SUMMARY)], context_window=2000)
+    asyncio.run(compact(writer, model))
+    sent = model.requests[0].messages
+    assert sent[0].content == "the goal: ship it"  # the first message stays
+    assert "messages omitted here to fit the window" in sent[1].content
+    assert sum(len(m.content) for m in sent) < 2000 * 4
+    calls = {c.id for m in sent for c in m.tool_calls}
+    assert all(m.tool_call_id in calls for m in sent if m.role == "tool")  # nothing dangles
+    assert sent[-1].content == SUMMARY_ASK_TEXT
 
 
 def test_below_the_threshold_nothing_is_compacted(writer: SessionWriter) -> None:

@@ -29,6 +29,7 @@ from infai.llm import (
     ToolCall,
     ToolCallDelta,
     ToolSpec,
+    close_model,
 )
 from infai.llm.anthropic_provider import AnthropicModel
 from infai.llm.openai_provider import OpenAIModel
@@ -64,7 +65,10 @@ def model(flavour: str, fake: FakeServer, **options: Any) -> Model:
 
 def run(m: Model, request: Request = HELLO) -> list[StreamEvent]:
     async def go() -> list[StreamEvent]:
-        return [event async for event in m.stream(request)]
+        try:
+            return [event async for event in m.stream(request)]
+        finally:
+            await close_model(m)
 
     return asyncio.run(go())
 
@@ -267,7 +271,13 @@ def test_openai_conversation_with_tool_results_maps_to_chat_messages() -> None:
 
 def test_anthropic_merges_turns_and_sends_thinking_back_with_its_signature() -> None:
     calls = (ToolCall("t1", "read_file", {"path": "a"}), ToolCall("t2", "grep", {"pattern": "x"}))
-    thinking = {"provider": "anthropic", "thinking_signature": "sig-abc"}
+    thinking = {
+        "provider": "anthropic",
+        "thinking_blocks": [
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "thinking", "thinking": "plan", "signature": "sig-abc"},
+        ],
+    }
     request = Request(
         messages=(
             Message(role="assistant", content="from a summary"),  # must not open the turns
@@ -294,8 +304,9 @@ def test_anthropic_merges_turns_and_sends_thinking_back_with_its_signature() -> 
     assert [t["role"] for t in turns] == ["user", "assistant"] * 3  # a user turn opens
     assert turns[0]["content"] == [{"type": "text", "text": "(continue)"}]
     block = {"type": "thinking", "thinking": "plan", "signature": "sig-abc"}
-    assert turns[3]["content"][0] == block
-    assert [b["type"] for b in turns[3]["content"]] == ["thinking", "tool_use", "tool_use"]
+    assert turns[3]["content"][:2] == [{"type": "redacted_thinking", "data": "opaque"}, block]
+    kinds = [b["type"] for b in turns[3]["content"]]
+    assert kinds == ["redacted_thinking", "thinking", "tool_use", "tool_use"]
     results = turns[4]["content"]
     assert [b["type"] for b in results] == ["tool_result", "tool_result", "text"]
     assert results[1] == {
@@ -315,10 +326,121 @@ def test_anthropic_usage_counts_cached_tokens_in_the_input() -> None:
     assert message.usage.input_tokens == 1000 and message.usage.cache_read_tokens == 900
 
 
-def test_anthropic_thinking_signature_is_kept_in_metadata() -> None:
-    with FakeAnthropic([Reply(text="42", reasoning="hmm", signature="sig-xyz")]) as s:
+def test_anthropic_thinking_blocks_are_kept_in_order_with_their_signatures() -> None:
+    reply = Reply(
+        text="42", reasoning="hmm", signature="sig-x", quirks={"redacted", "two_thinking"}
+    )
+    with FakeAnthropic([reply]) as s:
         message = settled(run(model("anthropic", s, thinking_budget=1024)))
-    assert message.metadata["thinking_signature"] == "sig-xyz"
+    assert message.metadata["thinking_blocks"] == [
+        {"type": "redacted_thinking", "data": "opaque-data"},
+        {"type": "thinking", "thinking": "hmm", "signature": "sig-x"},
+        {"type": "thinking", "thinking": "second thought", "signature": "sig-x-1"},
+    ]
+    assert message.reasoning == "hmmsecond thought"
+    # and they go back exactly so
+    back = Request(messages=(Message(role="user", content="q"), message))
+    with FakeAnthropic([Reply(text="ok")]) as s:
+        run(model("anthropic", s, thinking_budget=1024), back)
+    sent = s.requests[0].body["messages"][1]["content"]
+    assert sent[:3] == message.metadata["thinking_blocks"]
+
+
+def test_anthropic_adaptive_thinking_is_requested_as_such() -> None:
+    with FakeAnthropic([Reply(text="ok")]) as s:
+        run(model("anthropic", s, adaptive_thinking=True, thinking_budget=999))
+    assert s.requests[0].body["thinking"] == {"type": "adaptive"}
+
+
+def test_anthropic_never_sends_whitespace_only_text() -> None:
+    request = Request(
+        messages=(
+            Message(role="user", content="go"),
+            Message(role="assistant", content="\n\n", tool_calls=(ToolCall("t1", "ls", {}),)),
+            Message(role="tool", content="a b", tool_call_id="t1"),
+            Message(role="user", content="  "),
+            Message(role="assistant", content=" \n"),
+        )
+    )
+    with FakeAnthropic([Reply(text="ok")]) as s:
+        run(model("anthropic", s), request)
+    turns = s.requests[0].body["messages"]
+    assert turns[1]["content"] == [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]
+    assert [b["type"] for b in turns[2]["content"]] == ["tool_result"]
+    assert turns[3]["content"] == [{"type": "text", "text": "(empty)"}]
+
+
+@pytest.mark.parametrize(
+    "quirks", [{"bare_finish"}, {"usage_without_choices"}, {"no_usage"}, {"late_id"}]
+)
+def test_openai_compatible_server_quirks(quirks: set[str]) -> None:
+    calls: list[tuple[str, str, dict[str, Any] | str]] = [("c1", "grep", {"pattern": "x"})]
+    with FakeOpenAI([Reply(text="hi", tool_calls=calls, quirks=quirks)]) as s:
+        message = settled(run(model("openai", s)))
+    assert message.content == "hi"
+    assert message.tool_calls == (ToolCall("c1", "grep", {"pattern": "x"}),)
+    assert (message.usage is None) == ("no_usage" in quirks)
+
+
+def test_openai_fragments_with_repeated_names_or_no_index() -> None:
+    calls: list[tuple[str, str, dict[str, Any] | str]] = [
+        ("a", "read_file", {"path": "1"}),
+        ("b", "grep", {"pattern": "2"}),
+    ]
+    for quirks in ({"repeat_name"}, {"no_index", "repeat_name"}):
+        with FakeOpenAI([Reply(tool_calls=calls, quirks=quirks)]) as s:
+            message = settled(run(model("openai", s)))
+        assert message.tool_calls == (
+            ToolCall("a", "read_file", {"path": "1"}),
+            ToolCall("b", "grep", {"pattern": "2"}),
+        ), quirks
+
+
+def test_openai_error_objects_in_the_stream_are_retried_only_when_transient() -> None:
+    fatal = Reply(stream_error="context length exceeded", stream_error_type="invalid_request_error")
+    with FakeOpenAI([fatal]) as s:
+        events = run(model("openai", s))
+    error = events[-1]
+    assert isinstance(error, ProviderError) and not error.retryable
+    assert "invalid_request_error" in error.message and len(s.requests) == 1
+    with FakeOpenAI([Reply(stream_error="busy"), Reply(text="fine")]) as s:
+        events = run(model("openai", s))
+    assert settled(events).content == "fine" and len(s.requests) == 2
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_x_should_retry_overrides_the_status(flavour: str) -> None:
+    no = Reply(status=503, headers={"x-should-retry": "false"})
+    with server(flavour, no) as s:
+        events = run(model(flavour, s))
+    assert isinstance(events[-1], ProviderError) and len(s.requests) == 1
+    yes = Reply(status=400, headers={"x-should-retry": "true"})
+    with server(flavour, yes, Reply(text="ok")) as s:
+        events = run(model(flavour, s))
+    assert settled(events).content == "ok" and len(s.requests) == 2
+
+
+def test_a_retry_after_longer_than_two_minutes_is_not_waited_for() -> None:
+    with FakeOpenAI([Reply(status=429, retry_after=3600)]) as s:
+        events = run(model("openai", s))
+    error = events[-1]
+    assert isinstance(error, ProviderError) and error.retry_after == 3600
+    assert not any(isinstance(e, Notice) for e in events) and len(s.requests) == 1
+
+
+def test_openai_max_tokens_name_depends_on_the_endpoint() -> None:
+    import openai
+
+    with FakeOpenAI([Reply(text="a"), Reply(text="b")]) as s:
+        run(model("openai", s, max_tokens=100))  # a compatible server: the classic name
+        official = OpenAIModel(
+            ModelSpec("openai", "o3", key_env="FAKE_KEY", max_tokens=100, retry=FAST),
+            client=openai.AsyncOpenAI(api_key="k", base_url=s.base_url, max_retries=0),
+        )
+        run(official)  # OpenAI's own API (no base_url configured): the newer name
+    assert s.requests[0].body["max_tokens"] == 100
+    assert s.requests[1].body["max_completion_tokens"] == 100
+    assert "max_tokens" not in s.requests[1].body
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -335,17 +457,20 @@ def test_a_whole_tool_turn_through_the_agent_loop(flavour: str, tmp_path: Path) 
 
         async def go() -> list[Any]:
             context = ToolContext(tmp_path, sid)
-            return [
-                e
-                async for e in run_turn(
-                    writer,
-                    m,
-                    "what do my notes say?",
-                    toolbox=Toolbox(builtin_tools()),
-                    permissions=AllowAll(),
-                    context=context,
-                )
-            ]
+            try:
+                return [
+                    e
+                    async for e in run_turn(
+                        writer,
+                        m,
+                        "what do my notes say?",
+                        toolbox=Toolbox(builtin_tools()),
+                        permissions=AllowAll(),
+                        context=context,
+                    )
+                ]
+            finally:
+                await close_model(m)
 
         events = asyncio.run(go())
         kinds = [e.event.kind for e in events if isinstance(e, Saved)]
@@ -418,6 +543,7 @@ def test_cancelling_a_turn_closes_the_stream_and_marks_the_turn(
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
+            await close_model(m)
             return seen
 
         asyncio.run(go())

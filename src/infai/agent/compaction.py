@@ -8,9 +8,11 @@ the next context starts from it. If the model fails, answers with something
 that is not such an object, or the task is cancelled, nothing is appended and
 the session is exactly as it was, so a retry simply works.
 
-Automatic compaction: before asking the model, the loop looks at the input
-tokens the model last reported on the active path; at ``threshold`` (80% by
-default) of the model's context window it compacts first.
+Automatic compaction: before asking the model, the loop sizes the next request
+(the usage the model last reported, plus an estimate for what was appended
+since, such as a large tool result); at ``threshold`` (80% by default) of the
+model's context window it compacts first. A context already too large for the
+window is still summarised: the oldest messages after the first give way.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ import json
 import re
 
 from infai.llm import Message, Model, ProviderError, Request, collect
+from infai.llm.fakes import estimate_tokens
 from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
     Event,
     MessageRecord,
     SessionWriter,
+    ToolCallRecord,
+    ToolResultRecord,
 )
+from infai.store.records import record_to_obj
 
 from .context import to_messages
 
@@ -124,8 +130,62 @@ def last_input_tokens(events: list[Event]) -> int:
     return 0
 
 
+def _event_tokens(event: Event) -> int:
+    record = event.record
+    if isinstance(record, MessageRecord):
+        return estimate_tokens(record.content) + estimate_tokens(record.reasoning or "")
+    if isinstance(record, ToolCallRecord):
+        return estimate_tokens(json.dumps(record.arguments)) + 8
+    if isinstance(record, ToolResultRecord):
+        return estimate_tokens(record.content) + 8
+    if isinstance(record, CompactionRecord | BranchSummaryRecord):
+        return estimate_tokens(json.dumps(record_to_obj(record)))
+    return estimate_tokens(event.preview)
+
+
+def context_tokens(events: list[Event]) -> int:
+    """How large the next request is: the last reported usage plus what came after.
+
+    The reported input and output of the last reply are exact; what was
+    appended since (tool results above all, which can be huge) is estimated at
+    four characters a token. With no report at all, everything is estimated.
+    """
+    since = 0
+    for event in reversed(events):
+        record = event.record
+        if isinstance(record, MessageRecord) and record.usage is not None:
+            return record.usage.input_tokens + record.usage.output_tokens + since
+        since += _event_tokens(event)
+    return since
+
+
 def needs_compaction(events: list[Event], model: Model, threshold: float) -> bool:
-    return last_input_tokens(events) >= threshold * model.context_window
+    return context_tokens(events) >= threshold * model.context_window
+
+
+def _fit(messages: list[Message], budget: int) -> list[Message]:
+    """The messages, oldest dropped (the first kept) until they fit ``budget`` tokens.
+
+    A conversation can outgrow the window before it is compacted (one huge tool
+    result does it); the summary request must still fit, so the middle gives
+    way. Results are dropped with their call, never left dangling.
+    """
+
+    def size(items: list[Message]) -> int:
+        return sum(estimate_tokens(m.content) + 8 for m in items)
+
+    if size(messages) <= budget or len(messages) < 3:
+        return messages
+    head, rest = messages[0], messages[1:]
+    dropped = 0
+    while len(rest) > 1 and size([head, *rest]) > budget:
+        rest.pop(0)
+        dropped += 1
+        while rest and rest[0].role == "tool":
+            rest.pop(0)
+            dropped += 1
+    note = Message(role="user", content=f"({dropped} messages omitted here to fit the window)")
+    return [head, note, *rest]
 
 
 async def compact(writer: SessionWriter, model: Model) -> Event:
@@ -138,6 +198,9 @@ async def compact(writer: SessionWriter, model: Model) -> Event:
     messages = to_messages(events)
     if not messages:
         raise CompactionFailed("there is nothing to compact")
+    reply_room = min(4096, model.context_window // 8)  # left for the summary itself
+    room = int(model.context_window * 0.9) - estimate_tokens(SUMMARY_SYSTEM) - reply_room
+    messages = _fit(messages, room)
     request = Request(
         messages=(*messages, Message(role="user", content=SUMMARY_ASK)),
         system=SUMMARY_SYSTEM,

@@ -8,6 +8,7 @@ key by key into the user's table of the same name, and permission rules add to
 the user's (deny beats ask beats allow whichever file they come from). ::
 
     model = "local"                 # the default model (else "offline")
+    trusted_projects = ["~/src"]    # user file only: projects whose file applies in full
     compact_at = 0.8                # auto-compaction: fraction of the window, or false
 
     [models.local]                  # use it as --model local
@@ -17,7 +18,7 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     key_env = "OLLAMA_API_KEY"      # where the key is (default: the SDK's variable)
     context_window = 32768
     max_tokens = 4096               # optional
-    thinking_budget = 4096          # anthropic only: extended thinking
+    thinking = "adaptive"           # anthropic only: "adaptive", or a thinking_budget
 
     [permissions]
     allow = ["bash git status*", "bash git diff*"]
@@ -25,8 +26,13 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     deny = ["bash rm -rf*"]
 
 Anything unknown or mistyped is an error naming the file and the key, never
-ignored: a misspelt ``deny`` must not quietly allow. A project's file is part
-of the repository you run in; review it as you would its code.
+ignored: a misspelt ``deny`` must not quietly allow.
+
+A project's file comes with the repository you run in, so by default it may
+not decide where your keys go or what runs unasked: its models with a
+``base_url`` or ``key_env`` and its ``allow`` rules are left out, with a
+warning the shells print. To trust a project, list its directory (or a parent)
+in your own file: ``trusted_projects = ["~/src/myproject"]``.
 """
 
 from __future__ import annotations
@@ -53,7 +59,12 @@ MODEL_KEYS = {
     "context_window": int,
     "max_tokens": int,
     "thinking_budget": int,
+    "thinking": str,
 }
+#: settings a project's file may not give a model unless the user trusts the project:
+#: they decide where your key is sent, and which key
+KEY_SETTINGS = ("base_url", "key_env")
+TRUST_HINT = "add its directory to trusted_projects in your own config"
 VERDICTS = ("allow", "ask", "deny")
 
 
@@ -72,6 +83,8 @@ class Config:
     sources: tuple[Path, ...] = ()
     #: where each configured model was defined (for ``infai models``)
     model_sources: dict[str, Path] = field(default_factory=dict)
+    #: what was left out of an untrusted project's file, for the shells to say
+    warnings: tuple[str, ...] = ()
 
 
 def user_config_path() -> Path:
@@ -89,6 +102,8 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -116,6 +131,13 @@ def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
         raise ConfigError(f"{where}.provider: must be one of {', '.join(PROVIDERS)}")
     if not table.get("model"):
         raise ConfigError(f"{where}.model: the provider's model id is required")
+    thinking = table.get("thinking", "budget" if "thinking_budget" in table else "off")
+    if thinking not in ("off", "adaptive", "budget"):
+        raise ConfigError(f"{where}.thinking: must be 'off', 'adaptive' or 'budget'")
+    if provider != "anthropic" and (thinking != "off" or "thinking_budget" in table):
+        raise ConfigError(f"{where}: thinking settings apply to anthropic models only")
+    if thinking == "budget" and "thinking_budget" not in table:
+        raise ConfigError(f"{where}.thinking_budget: 'budget' thinking needs a token budget")
     return ModelSpec(
         provider=provider,
         model=table["model"],
@@ -123,7 +145,8 @@ def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
         key_env=table.get("key_env"),
         context_window=table.get("context_window", DEFAULT_WINDOWS[provider]),
         max_tokens=table.get("max_tokens"),
-        thinking_budget=table.get("thinking_budget"),
+        thinking_budget=table.get("thinking_budget") if thinking == "budget" else None,
+        adaptive_thinking=thinking == "adaptive",
         name=name,
     )
 
@@ -145,8 +168,26 @@ def _rules(path: Path, table: Any) -> list[Rule]:
     return rules
 
 
+def _trusted(path: Path, value: Any, working_dir: Path) -> bool:
+    """Whether ``trusted_projects`` (a list of directories) covers ``working_dir``."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: trusted_projects: must be a list of directories")
+    here = working_dir.resolve()
+    for entry in value:
+        root = Path(entry).expanduser().resolve()
+        if here == root or root in here.parents:
+            return True
+    return False
+
+
 def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
-    """The user's and the project's configuration, merged (either may be absent)."""
+    """The user's and the project's configuration, merged (either may be absent).
+
+    A project's file is trusted only if the user's ``trusted_projects`` lists its
+    directory (or a parent). Untrusted, what it says about where keys go (a
+    model with ``base_url`` or ``key_env``) and what it allows (``allow`` rules)
+    is left out, with a warning in :attr:`Config.warnings`; the rest applies.
+    """
     user = user_path or user_config_path()
     project = working_dir / PROJECT_FILE
     default_model = "offline"
@@ -155,11 +196,14 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     sources: dict[str, Path] = {}
     rules: list[Rule] = []
     read: list[Path] = []
+    warnings: list[str] = []
+    trusted = False
     for path in (user, project):
         if not path.is_file():
             continue
         data = _read(path)
         read.append(path)
+        untrusted = path == project and not trusted
         for key, value in data.items():
             if key == "model":
                 if not isinstance(value, str) or not value:
@@ -171,15 +215,35 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{path}: models must be a table of tables")
                 for name, table in value.items():
-                    tables.setdefault(name, {}).update(_check_model(path, name, table))
+                    checked = _check_model(path, name, table)
+                    if untrusted and any(k in checked for k in KEY_SETTINGS):
+                        warnings.append(
+                            f"{path}: models.{name} left out: a project's config may not set "
+                            f"base_url or key_env unless you trust it ({TRUST_HINT})"
+                        )
+                        continue
+                    tables.setdefault(name, {}).update(checked)
                     sources[name] = path
             elif key == "permissions":
-                rules += _rules(path, value)
+                found = _rules(path, value)
+                if untrusted and any(r.verdict == "allow" for r in found):
+                    warnings.append(
+                        f"{path}: its allow rules were left out: a project's config may only "
+                        f"ask or deny unless you trust it ({TRUST_HINT})"
+                    )
+                    found = [r for r in found if r.verdict != "allow"]
+                rules += found
+            elif key == "trusted_projects" and path == user:
+                trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions"
+                known = "model, compact_at, models, permissions" + (
+                    ", trusted_projects" if path == user else ""
+                )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
-    return Config(default_model, compact_at, models, tuple(rules), tuple(read), sources)
+    return Config(
+        default_model, compact_at, models, tuple(rules), tuple(read), sources, tuple(warnings)
+    )
 
 
 def _threshold(path: Path, value: Any) -> float | None:

@@ -39,7 +39,7 @@ from .compaction import (
     DEFAULT_THRESHOLD,
     CompactionFailed,
     compact,
-    last_input_tokens,
+    context_tokens,
     needs_compaction,
 )
 from .context import ContextCache, to_messages
@@ -137,15 +137,19 @@ async def run_turn(
         cache.appended(list(events))
         return [Saved(e) for e in events]
 
+    failed = False  # one failed compaction per turn is enough
+
     async def maybe_compact() -> AsyncIterator[AgentEvent]:
-        if compact_at is None or not needs_compaction(cache.events(), model, compact_at):
+        nonlocal failed
+        if failed or compact_at is None or not needs_compaction(cache.events(), model, compact_at):
             return
-        used = last_input_tokens(cache.events())
+        used = context_tokens(cache.events())
         yield Streamed(Notice(f"compacting: {used} of {model.context_window} tokens in use"))
         try:
             for item in saved(await compact(writer, model)):
                 yield item
         except CompactionFailed as exc:
+            failed = True
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
 
     async for item in maybe_compact():

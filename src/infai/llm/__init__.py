@@ -23,6 +23,7 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
     ToolSpec,
+    close_model,
     collect,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolSpec",
+    "close_model",
     "collect",
 ]

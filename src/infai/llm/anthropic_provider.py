@@ -3,11 +3,13 @@
 The Messages API wants strictly alternating user and assistant turns made of
 content blocks, so the conversion merges neighbours of one role: tool results
 become ``tool_result`` blocks in a user turn, an assistant's tool calls become
-``tool_use`` blocks after its text. With thinking enabled (``thinking_budget``
-in the model's config), the model's thinking streams as reasoning deltas and
-its signature is kept in the settled message's metadata, because the API
-requires a thinking block to be sent back unchanged when a tool loop continues;
-a signature from another provider is never sent.
+``tool_use`` blocks after its text. With thinking enabled (``thinking =
+"adaptive"`` or a ``thinking_budget`` in the model's config), the model's
+thinking streams as reasoning deltas and its blocks (thinking with their
+signatures, redacted thinking) are kept, in order and unchanged, in the settled
+message's metadata, because the API requires them sent back exactly so when a
+tool loop continues; another provider's reasoning is never sent as thinking.
+Text that is only whitespace is not sent (the API refuses such blocks).
 """
 
 from __future__ import annotations
@@ -42,22 +44,19 @@ STOP_REASONS: dict[str, StopReason] = {
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
 }
+THINKING_TYPES = ("thinking", "redacted_thinking")
 #: error types in a stream's ``error`` event that are worth another try
 RETRY_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
 def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    meta = message.metadata
-    if meta.get("provider") == "anthropic":
-        signature = meta.get("thinking_signature")
-        if isinstance(signature, str) and signature and message.reasoning:
-            blocks.append(
-                {"type": "thinking", "thinking": message.reasoning, "signature": signature}
-            )
-        for data in meta.get("redacted_thinking") or ():
-            blocks.append({"type": "redacted_thinking", "data": data})
-    if message.content:
+    if message.metadata.get("provider") == "anthropic":
+        # the thinking blocks exactly as received, in order, each with its signature
+        for block in message.metadata.get("thinking_blocks") or ():
+            if isinstance(block, dict) and block.get("type") in THINKING_TYPES:
+                blocks.append(dict(block))
+    if message.content.strip():  # the API refuses whitespace-only text blocks
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         block = {"type": "tool_use", "id": call.id, "name": call.name}
@@ -88,7 +87,7 @@ def to_anthropic(request: Request) -> list[dict[str, Any]]:
                 "is_error": message.is_error,
             }
             add("user", [block])
-        elif message.content:
+        elif message.content.strip():
             text = message.content
             if message.role == "system":
                 text = f"[system note] {text}"
@@ -125,6 +124,10 @@ class AnthropicModel:
     def context_window(self) -> int:
         return self.spec.context_window
 
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (in the event loop that used them)."""
+        await self._client.close()
+
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         return with_retries(self._attempt, request, self.spec.retry, "anthropic")
 
@@ -157,7 +160,11 @@ class AnthropicModel:
         if request.tools:
             options["tools"] = tools_to_anthropic(request)
         budget = self.spec.thinking_budget
-        if budget and request.purpose == "chat":
+        if request.purpose != "chat":
+            pass  # a summary needs no thinking
+        elif self.spec.adaptive_thinking:
+            options["thinking"] = {"type": "adaptive"}
+        elif budget:
             options["thinking"] = {"type": "enabled", "budget_tokens": budget}
             options["max_tokens"] = max(options["max_tokens"], budget + 1024)
         return options
@@ -166,8 +173,7 @@ class AnthropicModel:
         stream = await self._client.messages.create(stream=True, **self._options(request))
         text: list[str] = []
         reasoning: list[str] = []
-        signature = ""
-        redacted: list[str] = []
+        thinking: dict[int, dict[str, Any]] = {}  # block index -> the block as it arrives
         calls: dict[int, list[str]] = {}  # block index -> [id, name, argument json]
         order: list[int] = []
         usage = Usage()
@@ -185,8 +191,14 @@ class AnthropicModel:
                         calls[event.index] = [block.id, block.name, ""]
                         order.append(event.index)
                         yield ToolCallDelta(len(order) - 1, block.id, block.name)
+                    elif block.type == "thinking":
+                        thinking[event.index] = {
+                            "type": "thinking",
+                            "thinking": "",
+                            "signature": "",
+                        }
                     elif block.type == "redacted_thinking":
-                        redacted.append(block.data)
+                        thinking[event.index] = {"type": "redacted_thinking", "data": block.data}
                 elif kind == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
@@ -194,9 +206,11 @@ class AnthropicModel:
                         yield TextDelta(delta.text)
                     elif delta.type == "thinking_delta":
                         reasoning.append(delta.thinking)
+                        if event.index in thinking:
+                            thinking[event.index]["thinking"] += delta.thinking
                         yield ReasoningDelta(delta.thinking)
-                    elif delta.type == "signature_delta":
-                        signature += delta.signature
+                    elif delta.type == "signature_delta" and event.index in thinking:
+                        thinking[event.index]["signature"] += delta.signature
                     elif delta.type == "input_json_delta" and event.index in calls:
                         calls[event.index][2] += delta.partial_json
                         position = order.index(event.index)
@@ -222,10 +236,8 @@ class AnthropicModel:
                 return
             settled.append(ToolCall(call_id, name, arguments))
         metadata: dict[str, Any] = {"provider": "anthropic", "stop_reason": stop}
-        if signature:
-            metadata["thinking_signature"] = signature
-        if redacted:
-            metadata["redacted_thinking"] = redacted
+        if thinking:
+            metadata["thinking_blocks"] = [thinking[i] for i in sorted(thinking)]
         yield Done(
             Message(
                 role="assistant",

@@ -154,3 +154,13 @@ async def collect(events: AsyncIterator[StreamEvent]) -> Message | ProviderError
         if isinstance(event, ProviderError):
             return event
     return ProviderError("the model's stream ended without a reply", retryable=True)
+
+
+async def close_model(model: Model) -> None:
+    """Release what a model holds (an SDK client's connections), if anything.
+
+    Call it in the event loop the model streamed in, before that loop ends.
+    """
+    closer = getattr(model, "aclose", None)
+    if closer is not None:
+        await closer()

@@ -36,6 +36,8 @@ from .messages import (
 )
 from .providers import ModelSpec, body_message, status_error, with_retries
 
+#: error types or codes, in an error object inside a stream, worth another try
+RETRY_TYPES = {"server_error", "rate_limit_error", "rate_limit_exceeded", "overloaded_error"}
 STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -95,6 +97,18 @@ class _Call:
         self.arguments = ""
 
 
+def _index_of(fragment: Any, calls: dict[int, _Call]) -> int:
+    """Which call a fragment continues: its index, else (servers that send none) its id."""
+    if fragment.index is not None:
+        return int(fragment.index)
+    for index, call in calls.items():
+        if fragment.id and call.id == fragment.id:
+            return index
+    if fragment.id or not calls:
+        return len(calls)
+    return max(calls)  # no index and no id: it continues the latest call
+
+
 class OpenAIModel:
     """A model behind the OpenAI Chat Completions API (or a compatible server)."""
 
@@ -115,6 +129,10 @@ class OpenAIModel:
     def context_window(self) -> int:
         return self.spec.context_window
 
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (in the event loop that used them)."""
+        await self._client.close()
+
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         return with_retries(self._attempt, request, self.spec.retry, "openai")
 
@@ -127,10 +145,12 @@ class OpenAIModel:
             yield status_error("openai", exc.status_code, message, exc.response.headers)
         except (openai.APIConnectionError, httpx2.TransportError) as exc:
             yield ProviderError(f"openai: the connection failed: {exc}", retryable=True)
-        except openai.APIError as exc:
-            message, _ = body_message(exc.body, exc.message)
-            yield ProviderError(f"openai: the stream failed: {message}", retryable=True)
-        except (ValueError, KeyError, TypeError) as exc:
+        except openai.APIError as exc:  # an error object inside the stream
+            message, kind = body_message(exc.body, exc.message)
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            retry = kind in RETRY_TYPES or code in RETRY_TYPES
+            yield ProviderError(f"openai: the stream failed ({kind}): {message}", retryable=retry)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             yield ProviderError(f"openai: malformed stream: {type(exc).__name__}: {exc}")
 
     async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
@@ -139,7 +159,10 @@ class OpenAIModel:
             options["tools"] = tools_to_openai(request)
         max_tokens = request.max_tokens or self.spec.max_tokens
         if max_tokens:
-            options["max_tokens"] = max_tokens
+            # OpenAI's own API wants the newer name (its reasoning models refuse the
+            # old one); compatible servers know the old one best
+            official = self.spec.resolved_base_url() is None
+            options["max_completion_tokens" if official else "max_tokens"] = max_tokens
         create: Any = self._client.chat.completions.create  # our dicts are its TypedDicts
         stream = await create(
             model=self.spec.model,
@@ -164,9 +187,11 @@ class OpenAIModel:
                         output_tokens=chunk.usage.completion_tokens,
                         cache_read_tokens=(details.cached_tokens or 0) if details else 0,
                     )
-                for choice in chunk.choices:
-                    delta = choice.delta
+                for choice in chunk.choices or ():
                     finish = choice.finish_reason or finish
+                    delta = choice.delta
+                    if delta is None:  # some servers send a bare finish_reason
+                        continue
                     extra = delta.model_extra or {}
                     thought = extra.get("reasoning_content") or extra.get("reasoning")
                     if isinstance(thought, str) and thought:
@@ -176,16 +201,18 @@ class OpenAIModel:
                         text.append(delta.content)
                         yield TextDelta(delta.content)
                     for fragment in delta.tool_calls or ():
-                        call = calls.setdefault(fragment.index, _Call())
+                        index = _index_of(fragment, calls)
+                        call = calls.setdefault(index, _Call())
                         name = args = None
                         if fragment.id:
                             call.id = fragment.id
                         if fragment.function is not None:
                             name = fragment.function.name
                             args = fragment.function.arguments
-                            call.name += name or ""
+                            if name and name != call.name:  # some servers repeat it
+                                call.name += name
                             call.arguments += args or ""
-                        yield ToolCallDelta(fragment.index, fragment.id, name, args or "")
+                        yield ToolCallDelta(index, fragment.id, name, args or "")
         if finish is None:
             yield ProviderError("openai: the stream ended before the reply did", retryable=True)
             return

@@ -10,7 +10,9 @@ Retries are the harness's, not the SDK's (whose retries are silent): an error
 that may pass (a rate limit, an overloaded or failing server, a timeout, a lost
 connection) is retried with exponential backoff, honouring ``Retry-After``, and
 each retry is announced with a :class:`~infai.llm.messages.Notice` the shells
-show. Only failures before the first delta are retried: once text has been
+show. A server's ``x-should-retry`` header overrides the status code's verdict,
+and a ``Retry-After`` longer than two minutes ends the attempt with the error
+rather than hanging the turn. Only failures before the first delta are retried: once text has been
 shown, a silent restart would show it twice, so the error ends the stream as
 data and the user decides.
 
@@ -58,11 +60,13 @@ class RetryPolicy:
     attempts: int = 4
     base_delay: float = 1.0
     max_delay: float = 30.0
+    #: a server asking for a longer wait than this is not retried (the error is shown)
+    max_retry_after: float = 120.0
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """The wait before retry number ``attempt`` (0-based), jittered."""
+    def delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """The wait before retry number ``attempt`` (0-based), jittered; None: give up."""
         if retry_after is not None and retry_after >= 0:
-            return min(retry_after, self.max_delay)
+            return retry_after if retry_after <= self.max_retry_after else None
         backoff = self.base_delay * 2.0**attempt
         return min(self.max_delay, backoff * (0.75 + random.random() / 2))
 
@@ -78,8 +82,10 @@ class ModelSpec:
     key_env: str | None = None
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_tokens: int | None = None
-    #: Anthropic extended thinking: the token budget (None: off)
+    #: Anthropic extended thinking with a token budget (None: off)
     thinking_budget: int | None = None
+    #: Anthropic adaptive thinking (the model decides; newer models require it)
+    adaptive_thinking: bool = False
     #: the name the user knows it by (a config entry's name, or provider:model)
     name: str | None = None
     retry: RetryPolicy = RetryPolicy()
@@ -147,10 +153,14 @@ def status_error(provider: str, status: int, message: str, headers: Any) -> Prov
         429: "rate limited",
         529: "overloaded",
     }.get(status, "server error" if status >= 500 else "request refused")
+    retryable = status in RETRY_STATUSES
+    should = headers.get("x-should-retry") if headers is not None else None
+    if should in ("true", "false"):  # the server knows better than the status code
+        retryable = should == "true"
     return ProviderError(
         f"{provider}: {what} (HTTP {status}): {message}",
         status=status,
-        retryable=status in RETRY_STATUSES,
+        retryable=retryable,
         retry_after=parse_retry_after(headers),
     )
 
@@ -165,19 +175,15 @@ async def with_retries(
     for number in range(policy.attempts):
         started = False
         async for event in attempt(request):
-            if (
-                isinstance(event, ProviderError)
-                and event.retryable
-                and not started
-                and number + 1 < policy.attempts
-            ):
+            if isinstance(event, ProviderError) and event.retryable and not started:
                 wait = policy.delay(number, event.retry_after)
-                yield Notice(
-                    f"{event.message}; retrying in {wait:.1f}s "
-                    f"(attempt {number + 2} of {policy.attempts})"
-                )
-                await asyncio.sleep(wait)
-                break
+                if wait is not None and number + 1 < policy.attempts:
+                    yield Notice(
+                        f"{event.message}; retrying in {wait:.1f}s "
+                        f"(attempt {number + 2} of {policy.attempts})"
+                    )
+                    await asyncio.sleep(wait)
+                    break
             if isinstance(event, TextDelta | ReasoningDelta | ToolCallDelta):
                 started = True
             yield event

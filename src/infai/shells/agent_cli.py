@@ -15,14 +15,17 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from infai.store import Store
 
 from .cli import BadInput, main, report_recovery, store_errors
+
+T = TypeVar("T")
 
 
 def _event_json(event: Any) -> dict[str, Any]:
@@ -52,9 +55,12 @@ def workspace(
     from .workspace import Workspace
 
     try:
-        return Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
+        space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     except (ConfigError, ModelUnavailable, ValueError) as exc:
         raise BadInput(str(exc)) from None
+    for warning in space.config.warnings:
+        click.echo(f"infai: {warning}", err=True)
+    return space
 
 
 def _open(
@@ -74,6 +80,16 @@ def _open(
     session = space.open(session_id)
     report_recovery(store, session.session_id)
     return session
+
+
+async def _closing(session: Any, work: Awaitable[T]) -> T:
+    """Run ``work``, then close the model's connections in the same event loop."""
+    from infai.llm import close_model
+
+    try:
+        return await work
+    finally:
+        await close_model(session.model)
 
 
 async def _turn(session: Any, prompt: str, as_json: bool) -> str:
@@ -154,7 +170,7 @@ def run(
         if from_event:
             session.select(from_event)
         try:
-            outcome = asyncio.run(_turn(session, prompt, as_json))
+            outcome = asyncio.run(_closing(session, _turn(session, prompt, as_json)))
         except KeyboardInterrupt:
             click.echo("\ninfai: interrupted", err=True)
             sys.exit(130)
@@ -175,7 +191,7 @@ def compact_command(store: Store, session_id: str, model_name: str | None) -> No
     session = _open(store, session_id, False, model_name, (), Path(os.getcwd()))
     with session:
         try:
-            event = asyncio.run(session.compact())
+            event = asyncio.run(_closing(session, session.compact()))
         except CompactionFailed as exc:
             raise click.ClickException(f"compaction failed, nothing changed: {exc}") from None
     click.echo(event.id)
@@ -196,8 +212,11 @@ def chat(
     allow: tuple[str, ...],
 ) -> None:
     """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
+    from infai.llm import close_model
+
     session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
-    with session:
+    # one event loop for the whole chat: an SDK client's connections belong to it
+    with session, asyncio.Runner() as runner:
         click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
         for line in sys.stdin:
             text = line.strip()
@@ -205,9 +224,10 @@ def chat(
                 break
             if text:
                 try:
-                    asyncio.run(_turn(session, text, as_json=False))
+                    runner.run(_turn(session, text, as_json=False))
                 except KeyboardInterrupt:
                     click.echo("\ninfai: interrupted", err=True)
+        runner.run(close_model(session.model))
 
 
 @main.command("models")
@@ -220,6 +240,8 @@ def models_command(as_json: bool) -> None:
         config = load_config(Path(os.getcwd()))
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
+    for warning in config.warnings:
+        click.echo(f"infai: {warning}", err=True)
     rows = describe_models(config)
     if as_json:
         for row in rows:
@@ -232,7 +254,7 @@ def models_command(as_json: bool) -> None:
             line += f"  window {row['context_window']}"
             if row.get("base_url"):
                 line += f"  at {row['base_url']}"
-            if not row["key_set"]:
+            elif not row["key_set"]:  # a local server (a base URL) may need none
                 line += f"  (no key: {row['key_env']})"
         click.echo(line)
     click.echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
