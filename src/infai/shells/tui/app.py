@@ -98,6 +98,11 @@ class InfaiApp(App[None]):
         await self.open_session(self._initial)
         self.query_one("#prompt", Input).focus()
 
+    async def on_unmount(self) -> None:
+        """However the app ends, a running turn settles before the session closes."""
+        await self._settle_turn()
+        self._close_session()
+
     # -- sessions -------------------------------------------------------------
 
     @property
@@ -110,7 +115,8 @@ class InfaiApp(App[None]):
         if self.busy:
             self.notify("a turn is running (Ctrl-C cancels it)", severity="warning")
             return False
-        self._close_session()
+        current = self.session.session_id if self.session else None
+        self._close_session(discard_empty=session_id != current)
         try:
             if session_id is None:
                 session_id = self.workspace.new_session()
@@ -125,13 +131,14 @@ class InfaiApp(App[None]):
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
         return True
 
-    def _close_session(self) -> None:
+    def _close_session(self, discard_empty: bool = True) -> None:
+        """Close the open session; one this app created and nobody used goes away."""
         session, self.session = self.session, None
         if session is None:
             return
         empty = session.writer.count == 0
         session.close()
-        if empty and session.session_id in self._created:
+        if discard_empty and empty and session.session_id in self._created:
             self.workspace.store.remove_session(session.session_id)
 
     async def reload(self) -> None:

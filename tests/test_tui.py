@@ -1,0 +1,377 @@
+"""The TUI, driven by Textual's pilot at 80x24 and at a small 60x20."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from infai.llm import Done, Message, Request, ScriptedModel, StreamEvent, TextDelta, ToolCall
+from infai.shells.tui import InfaiApp
+from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, ToolView, UserMessage
+from infai.shells.tui.modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
+from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
+from infai.shells.workspace import Workspace
+from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord
+
+SIZES = [(80, 24), (60, 20)]
+
+
+class GatedModel:
+    """Streams "Hello " at once, the rest only when ``release`` is set."""
+
+    name = "gated"
+    context_window = 10_000
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        yield TextDelta("Hello ")
+        await self.release.wait()
+        yield TextDelta("world.")
+        yield Done(Message(role="assistant", content="Hello world.", stop_reason="end_turn"))
+
+
+def workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Workspace:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    space = Workspace(Store(tmp_path / "home"), work, allow=allow)
+    if model is not None:
+        space.model = model
+    return space
+
+
+def run_app(
+    app: InfaiApp, scenario: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int]
+) -> None:
+    async def go() -> None:
+        async with app.run_test(size=size) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(go())
+
+
+async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str = "") -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"timed out waiting for {what or condition}")
+
+
+async def send(pilot: Pilot[None], text: str) -> None:
+    """Type ``text`` key by key (letters and spaces) and press Enter."""
+    await pilot.press(*("space" if c == " " else c for c in text))
+    await pilot.press("enter")
+
+
+def inside_screen(app: InfaiApp, selector: str) -> bool:
+    region = app.screen.query_one(selector).region
+    width, height = app.size
+    return region.height > 0 and region.right <= width and region.bottom <= height
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_prompt_is_answered_and_saved(tmp_path: Path, size: tuple[int, int]) -> None:
+    space = workspace(tmp_path, ScriptedModel(["The **answer** is 42."]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "what is the answer")
+        await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
+        chat = app.query_one(ChatView)
+        [user] = chat.query(UserMessage)
+        [reply] = chat.query(AssistantMessage)
+        assert "what is the answer" in str(user.render())
+        assert reply.text == "The **answer** is 42." and reply.event_id is not None
+        assert app.query_one("#prompt", Input).value == ""
+        assert "saved" in str(app.query_one(StatusBar).render())
+        for part in ("#prompt", "StatusBar", "ChatView"):
+            assert inside_screen(app, part), part
+
+    run_app(app, scenario, size)
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        records = [e.record for e in reader.context().events]
+    assert [r.content for r in records if isinstance(r, MessageRecord)] == [
+        "what is the answer",
+        "The **answer** is 42.",
+    ]
+
+
+def test_streaming_appends_to_the_reply_without_touching_the_rest(tmp_path: Path) -> None:
+    model = GatedModel()
+    app = InfaiApp(workspace(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hi")
+        await until(pilot, lambda: bool(app.query(AssistantMessage)), "the first delta")
+        chat = app.query_one(ChatView)
+        user = chat.query_one(UserMessage)
+        live = chat.query_one(AssistantMessage)
+        markdown = live._markdown
+        assert live.text == "Hello " and live.event_id is None
+        assert "streaming" in str(app.query_one(StatusBar).render())
+        await pilot.resize_terminal(60, 20)  # mid-stream: the layout must hold
+        await pilot.pause()
+        model.release.set()
+        await until(pilot, lambda: not app.busy, "the turn's end")
+        assert chat.query_one(UserMessage) is user  # nothing else was re-rendered
+        assert chat.query_one(AssistantMessage) is live and live._markdown is markdown
+        assert live.text == "Hello world." and live.event_id is not None
+        for part in ("#prompt", "StatusBar"):
+            assert inside_screen(app, part), part
+
+    run_app(app, scenario, (80, 24))
+
+
+def write_call(path: str) -> Message:
+    arguments = {"path": path, "content": "hello\n"}
+    return Message(role="assistant", tool_calls=(ToolCall("w1", "write_file", arguments),))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_ask_opens_a_modal_and_allow_once_runs_the_tool(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path, ScriptedModel([write_call("out.txt"), "written"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "write it")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval modal")
+        assert "write_file" in str(app.screen.query_one(".title").render())
+        assert inside_screen(app, "ApprovalScreen > Vertical")
+        await pilot.press("y")
+        await until(pilot, lambda: not app.busy, "the turn's end")
+        [tool] = app.query(ToolView)
+        assert tool.has_result and not tool.has_class("failed")
+        assert app.query_one(".diff")  # the write is shown as a diff
+
+    run_app(app, scenario, size)
+    assert (space.working_dir / "out.txt").read_text() == "hello\n"
+
+
+def test_deny_and_allow_always(tmp_path: Path) -> None:
+    replies: list[Any] = [write_call("a.txt"), "denied", write_call("b.txt"), "ok"]
+    replies += [write_call("b.txt"), "again"]
+    space = workspace(tmp_path, ScriptedModel(replies))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("n")
+        await until(pilot, lambda: not app.busy)
+        assert app.query(ToolView)[0].has_class("failed")
+        await send(pilot, "two")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("a")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "three")  # the same call again: no question this time
+        await until(pilot, lambda: not app.busy)
+        assert not isinstance(app.screen, ApprovalScreen)
+
+    run_app(app, scenario, (80, 24))
+    assert not (space.working_dir / "a.txt").exists()
+    assert (space.working_dir / "b.txt").read_text() == "hello\n"
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        results = [e.record for e in reader.context().events if e.kind == "tool_result"]
+    verdicts = [r.metadata["permission"]["by"] for r in results if isinstance(r, ToolResultRecord)]
+    assert verdicts[0] == "user" and verdicts[1] == "user" and verdicts[2].startswith("rule")
+
+
+def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path) -> None:
+    space = workspace(tmp_path, GatedModel())
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hi")
+        await until(pilot, lambda: bool(app.query(AssistantMessage)))
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: app.turn is not None and app.turn.is_finished)
+        assert not app.query(AssistantMessage)  # the unsaved reply is gone
+        assert any("interrupted" in str(n.render()) for n in app.query(".notice"))
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: app.session is None, "the app to quit")
+
+    run_app(app, scenario, (80, 24))
+    [info] = space.store.list_sessions()
+    assert space.store.fsck(info.id).ok
+    with space.store.open_reader(info.id) as reader:
+        contents = [e.record.content for e in reader.context().events]  # type: ignore[union-attr]
+    assert contents == ["hi", "[turn interrupted]"]
+
+
+def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["first answer", "second answer", "branched"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "first")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "second")
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        assert timeline.display and timeline.has_focus
+        nodes = [n for n in _walk(timeline.root) if n.data]
+        assert len(nodes) == 4
+        first_answer = nodes[1]
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
+        assert "#1" in str(app.query_one(PendingBar).render())
+        assert len(app.query(AssistantMessage)) == 1  # the chat shows the path to it
+        assert app.session is not None and app.session.writer.pending_parent == first_answer.data
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.query_one(PendingBar).display)
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display)
+        await send(pilot, "other way")
+        await until(pilot, lambda: not app.busy)
+        assert not app.query_one(PendingBar).display
+        writer = app.session.writer
+        new_prompt = writer.path()[-2]
+        assert new_prompt.parent_id == first_answer.data
+        labels = [str(n.label) for n in _walk(timeline.root)]
+        assert any("branch at #1" in label for label in labels)
+
+    run_app(app, scenario, (80, 24))
+
+
+def _walk(node: Any) -> list[Any]:
+    out = []
+    for child in node.children:
+        out.append(child)
+        out += _walk(child)
+    return out
+
+
+def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["a"]))
+    older = space.store.create_session(name="older", working_dir=str(space.working_dir)).id
+    newer = space.store.create_session(name="newer", working_dir=str(space.working_dir)).id
+    app = InfaiApp(space, older)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        assert app.session is not None and app.session.session_id == older
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker))
+        picker = app.screen
+        assert isinstance(picker, SessionPicker)
+        # newest first: opening a session with another model is activity too
+        assert [i.id for i in picker.sessions] == [older, newer]
+        assert inside_screen(app, "SessionPicker > Vertical")
+        await pilot.press("down", "enter")  # the highlight starts on the current session
+        await until(pilot, lambda: app.session is not None and app.session.session_id == newer)
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker))
+        await pilot.press("n")
+        await until(pilot, lambda: app.session is not None and app.session.session_id != newer)
+
+    run_app(app, scenario, (80, 24))
+    # the new session was left empty, so it is gone again; the others stay
+    assert {i.id for i in space.store.list_sessions()} == {older, newer}
+
+
+def test_rename_help_and_commands(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["x"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen))
+        await pilot.press(*"demo", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        assert app.session is not None
+        assert space.store.info(app.session.session_id).name == "demo"
+        await send(pilot, "/help")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await send(pilot, "/model nope")
+        await until(pilot, lambda: any("unknown model" in n.message for n in app._notifications))
+        await send(pilot, "/model offline")
+        await until(pilot, lambda: app.session is not None and app.session.model.name == "offline")
+        await send(pilot, "/frobnicate")
+        await until(pilot, lambda: any("/frobnicate" in n.message for n in app._notifications))
+
+    run_app(app, scenario, (80, 24))
+
+
+def test_compact_command_appends_a_boundary(tmp_path: Path) -> None:
+    space = workspace(tmp_path)  # the offline model answers summaries too
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hello")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: bool(app.query(".boundary")), "the compaction boundary")
+        assert not app.query(UserMessage)  # the context now starts at the summary
+
+    run_app(app, scenario, (80, 24))
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        assert reader.context().events[0].kind == "compaction"
+
+
+@pytest.fixture(scope="module")
+def big_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A session of 20,000 events on one path, some tool results in blobs."""
+    root = tmp_path_factory.mktemp("big")
+    store = Store(root / "home")
+    sid = store.create_session(name="big", working_dir=str(root / "work")).id
+    (root / "work").mkdir()
+    with store.open_writer(sid) as writer:
+        for start in range(0, 20_000, 1000):
+            batch: list[tuple[Any, str]] = []
+            for i in range(start, start + 1000, 4):
+                batch.append((MessageRecord(content=f"question {i}"), "user"))
+                batch.append((ToolCallRecord(call_id=f"c{i}", name="read_file"), "assistant"))
+                content = "B" * 20_000 if i % 40 == 0 else f"result {i}"
+                result = ToolResultRecord(call_id=f"c{i}", name="read_file", content=content)
+                batch.append((result, "tool"))
+                batch.append((MessageRecord(content=f"answer {i}"), "assistant"))
+            writer.append_batch(batch)
+    return root, sid
+
+
+def test_a_20000_event_session_opens_a_page_without_reading_blobs(
+    big_session: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import infai.store.reader as reader_module
+
+    root, sid = big_session
+    reads: list[str] = []
+    real = reader_module.read_blob  # type: ignore[attr-defined]
+
+    def counting(paths: Any, digest: str) -> bytes:
+        reads.append(digest)
+        return real(paths, digest)
+
+    monkeypatch.setattr(reader_module, "read_blob", counting)
+    space = Workspace(Store(root / "home"), root / "work")
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        chat = app.query_one(ChatView)
+        assert chat.mounted_events == PAGE
+        assert len(chat.children) <= PAGE + 1  # the page and the "earlier" button
+        assert reads == []
+        await pilot.click("#more")
+        await until(pilot, lambda: chat.mounted_events == 2 * PAGE)
+        assert reads == []
+        folded = [v for v in chat.query(ToolView) if "blob" in str(v._fold.title)]
+        assert folded, "a blob result is shown folded"
+        folded[0]._fold.collapsed = False
+        await until(pilot, lambda: len(reads) == 1, "the blob to load on unfold")
+        assert "BBBB" in str(folded[0]._body.render())
+
+    run_app(app, scenario, (80, 24))
