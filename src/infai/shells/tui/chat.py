@@ -260,6 +260,8 @@ class ChatView(VerticalScroll):
             return orphan
         if isinstance(record, MessageRecord):
             if event.role == "assistant":
+                if not record.content.strip() and not record.reasoning:
+                    return Widget(classes="empty")  # a reply that only called tools
                 return AssistantMessage(record.content, record.reasoning or "", event.id)
             return UserMessage(event, record.content)
         if isinstance(record, CompactionRecord):
