@@ -28,6 +28,7 @@ crash: $(BIN)/infai
 bench: $(BIN)/infai
 	$(BIN)/python benchmarks/store_bench.py
 	$(BIN)/python benchmarks/agent_bench.py
+	$(BIN)/python benchmarks/server_bench.py
 
 clean:
 	rm -rf $(VENV)

@@ -52,7 +52,11 @@ class AgentSession:
         #: every event of this session's turns, for watchers other than the caller
         self.hub = EventHub()
         if info.model != model.name:
-            store.update_info(self.session_id, model=model.name)
+            try:
+                store.update_info(self.session_id, model=model.name)
+            except BaseException:
+                self.writer.close()  # never leave the lock held by a session nobody has
+                raise
 
     def select(self, event_id: str | None) -> None:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""

@@ -371,5 +371,7 @@ def session_import(store: Store, file: str, as_json: bool) -> None:
 def entry() -> None:
     """The console script: the store commands plus the agent's (imported lazily)."""
     from . import agent_cli  # noqa: F401  (registers run and chat on main)
+    from .server_cli import register as register_serve
 
+    register_serve(main)
     main()

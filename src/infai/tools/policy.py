@@ -30,7 +30,8 @@ from .base import Decision, ToolContext
 from .paths import resolve
 
 Verdict = Literal["allow", "ask", "deny"]
-Answer = Literal["allow", "allow-always", "deny"]
+#: "timeout": nobody answered in time (a served session's question expired)
+Answer = Literal["allow", "allow-always", "deny", "timeout"]
 #: shows the user a question (tool, subject) and returns the answer
 Approver = Callable[[str, str], Awaitable[Answer]]
 
@@ -135,4 +136,6 @@ class Policy:
             return Decision("allow", "user", "allowed always for this session")
         if answer == "allow":
             return Decision("allow", "user", "allowed once")
+        if answer == "timeout":
+            return Decision("deny", "timeout", "nobody answered in time")
         return Decision("deny", "user", "denied")

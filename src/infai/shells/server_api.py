@@ -1,0 +1,548 @@
+"""The HTTP API described as data: every route, its inputs, its answers.
+
+One table (:data:`OPERATIONS`) is the single source of truth for the server:
+the routes are built from it, every path parameter, query parameter and body is
+checked against it before a handler runs (so nothing in a bad request reaches
+the store), and the OpenAPI document at ``GET /v1/openapi.json`` is generated
+from it, so the document cannot drift from the routes. Schemas are plain JSON
+Schema (the small subset :func:`validate` understands), checked with messages
+that name the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Schema = dict[str, Any]
+
+#: request bodies larger than this are refused (413) before they are parsed
+MAX_BODY = 4 * 1024 * 1024
+#: the longest prompt accepted, in characters
+MAX_PROMPT = 1_000_000
+
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _type_name(value: object) -> str:
+    for name, types in _JSON_TYPES.items():
+        if isinstance(value, types) and not (isinstance(value, bool) and name != "boolean"):
+            return name
+    return type(value).__name__
+
+
+def _is(value: object, kind: str) -> bool:
+    if isinstance(value, bool) and kind in ("integer", "number"):
+        return False
+    return isinstance(value, _JSON_TYPES[kind])
+
+
+def validate(value: Any, schema: Schema, where: str = "body") -> str | None:
+    """The first way ``value`` breaks ``schema`` (a message naming the field), or None.
+
+    Understands ``type`` (a name or a list), ``enum``, ``properties``,
+    ``required``, ``additionalProperties: false``, ``items``, ``minLength``,
+    ``maxLength``, ``format: uuid`` and ``$ref`` into :data:`COMPONENTS`.
+    Every string must be valid Unicode (no lone surrogates): the store writes UTF-8.
+    """
+    if "$ref" in schema:
+        return validate(value, COMPONENTS[schema["$ref"].rsplit("/", 1)[-1]], where)
+    kinds = schema.get("type")
+    if kinds is not None:
+        wanted = [kinds] if isinstance(kinds, str) else list(kinds)
+        if not any(_is(value, k) for k in wanted):
+            return f"{where}: expected {' or '.join(wanted)}, got {_type_name(value)}"
+    if "enum" in schema and value not in schema["enum"]:
+        choices = ", ".join(repr(c) for c in schema["enum"])
+        return f"{where}: must be one of {choices}"
+    if isinstance(value, str):
+        return _check_string(value, schema, where)
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            problem = validate(item, schema["items"], f"{where}[{i}]")
+            if problem:
+                return problem
+    if isinstance(value, dict):
+        return _check_object(value, schema, where)
+    return None
+
+
+def _check_string(value: str, schema: Schema, where: str) -> str | None:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return f"{where}: not valid text (a lone surrogate)"
+    if len(value) < schema.get("minLength", 0):
+        return f"{where}: must not be empty" if not value else f"{where}: too short"
+    if len(value) > schema.get("maxLength", len(value)):
+        return f"{where}: longer than {schema['maxLength']} characters"
+    if schema.get("format") == "uuid" and not _UUID_RE.match(value):
+        return f"{where}: {value[:60]!r} is not a UUID"
+    return None
+
+
+def _check_object(value: dict[str, Any], schema: Schema, where: str) -> str | None:
+    properties: dict[str, Schema] = schema.get("properties", {})
+    for name in schema.get("required", []):
+        if name not in value:
+            return f"{where}: missing field {name!r}"
+    for name, item in value.items():
+        if name in properties:
+            problem = validate(item, properties[name], f"{where}.{name}")
+            if problem:
+                return problem
+        elif schema.get("additionalProperties", True) is False:
+            known = ", ".join(properties) or "none"
+            return f"{where}: unknown field {name[:60]!r} (fields: {known})"
+    return None
+
+
+# -- schemas ---------------------------------------------------------------
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, **more: Any) -> Schema:
+    return {"type": [kind, "null"], **more}
+
+
+_ID: Schema = {"type": "string", "format": "uuid"}
+_TEXT: Schema = {"type": "string"}
+
+COMPONENTS: dict[str, Schema] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string", "description": "What was wrong."}},
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"enum": ["ok"]}, "version": _TEXT},
+    },
+    "Session": {
+        "type": "object",
+        "description": "A session's metadata (session.json).",
+        "required": ["id", "created_at", "updated_at"],
+        "properties": {
+            "id": _ID,
+            "format": {"type": "integer"},
+            "name": _nullable("string"),
+            "working_dir": _nullable("string"),
+            "model": _nullable("string"),
+            "created_at": _TEXT,
+            "updated_at": _TEXT,
+            "parent_session": _nullable("string"),
+            "parent_event": _nullable("string"),
+            "extra": {"type": "object"},
+        },
+    },
+    "SessionDetail": {
+        "type": "object",
+        "description": "Metadata plus the live state of the session in this server.",
+        "required": ["id", "head", "events", "open", "turn", "pending_parent", "watchers"],
+        "properties": {
+            "id": _ID,
+            "head": _nullable("string"),
+            "events": {"type": "integer"},
+            "open": {"type": "boolean", "description": "This server holds its writer."},
+            "turn": _nullable("string", description="The turn in flight."),
+            "busy": _nullable("string"),
+            "pending_parent": _nullable("string"),
+            "watchers": {"type": "integer"},
+            "pending_approvals": {"type": "integer"},
+        },
+    },
+    "SessionList": {
+        "type": "object",
+        "required": ["sessions"],
+        "properties": {"sessions": {"type": "array", "items": _ref("Session")}},
+    },
+    "Entry": {
+        "type": "object",
+        "description": "A timeline entry, read from the index alone (a preview, no record).",
+        "required": ["seq", "id", "parent_id", "kind", "role", "timestamp", "preview", "head"],
+        "properties": {
+            "seq": {"type": "integer"},
+            "parent_seq": {"type": "integer"},
+            "id": _ID,
+            "parent_id": _ID,
+            "branch_from": _nullable("string"),
+            "kind": _TEXT,
+            "role": _TEXT,
+            "timestamp": _TEXT,
+            "blob": {"type": "boolean"},
+            "preview": _TEXT,
+            "head": {"type": "boolean"},
+            "location": {"type": "object"},
+        },
+    },
+    "Timeline": {
+        "type": "object",
+        "required": ["head", "events"],
+        "properties": {
+            "head": _nullable("string"),
+            "events": {"type": "array", "items": _ref("Entry")},
+            "leaves": {"type": "array", "items": _ID},
+        },
+    },
+    "Event": {
+        "type": "object",
+        "description": "A settled event. On the stream a record stored as a blob is null.",
+        "required": ["id", "parent_id", "kind", "role", "timestamp", "record", "seq"],
+        "properties": {
+            "id": _ID,
+            "parent_id": _ID,
+            "branch_from": _nullable("string"),
+            "kind": _TEXT,
+            "role": _TEXT,
+            "timestamp": _TEXT,
+            "digest": _nullable("string"),
+            "record": _nullable("object"),
+            "seq": {"type": "integer"},
+            "preview": _TEXT,
+        },
+    },
+    "Context": {
+        "type": "object",
+        "required": ["events", "boundary"],
+        "properties": {
+            "events": {"type": "array", "items": _ref("Event")},
+            "boundary": _nullable("string", description="The compaction it starts from."),
+        },
+    },
+    "Head": {
+        "type": "object",
+        "required": ["head", "pending_parent"],
+        "properties": {
+            "head": _nullable("string"),
+            "pending_parent": _nullable(
+                "string", description="The event the next prompt follows, if not HEAD."
+            ),
+            "summary": {"anyOf": [_ref("Event"), {"type": "null"}]},
+        },
+    },
+    "TurnStarted": {
+        "type": "object",
+        "required": ["turn", "session"],
+        "properties": {"turn": _ID, "session": _ID},
+    },
+    "TurnCancelled": {
+        "type": "object",
+        "required": ["turn", "outcome"],
+        "properties": {"turn": _ID, "outcome": {"enum": ["cancelled", "done", "error"]}},
+    },
+    "Question": {
+        "type": "object",
+        "description": "A permission question waiting for an answer.",
+        "required": ["id", "tool", "subject", "asked_at", "expires_at"],
+        "properties": {
+            "id": _ID,
+            "tool": _TEXT,
+            "subject": _TEXT,
+            "turn": _nullable("string"),
+            "call_event_id": _nullable("string"),
+            "arguments": _nullable("object"),
+            "asked_at": _TEXT,
+            "expires_at": _TEXT,
+        },
+    },
+    "Approvals": {
+        "type": "object",
+        "required": ["approvals"],
+        "properties": {"approvals": {"type": "array", "items": _ref("Question")}},
+    },
+    "Answered": {
+        "type": "object",
+        "required": ["id", "answer"],
+        "properties": {"id": _ID, "answer": {"enum": ["allow", "allow-always", "deny"]}},
+    },
+}
+
+# -- request bodies ----------------------------------------------------------
+
+NEW_SESSION: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "maxLength": 200},
+        "working_dir": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4096,
+            "description": "An existing absolute directory (default: the server's).",
+        },
+        "model": {"type": "string", "minLength": 1, "maxLength": 200},
+    },
+}
+PROMPT: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["text"],
+    "properties": {
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROMPT},
+        "from": {**_ID, "description": "Branch: continue from this older event."},
+    },
+}
+SELECT: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["event_id"],
+    "properties": {
+        "event_id": {
+            "type": ["string", "null"],
+            "format": "uuid",
+            "description": "The event the next prompt follows (null: HEAD).",
+        },
+        "summarize": {
+            "type": "boolean",
+            "description": "Summarise the abandoned branch now; HEAD moves at once.",
+        },
+    },
+}
+CANCEL: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"turn": {**_ID, "description": "Cancel only if this turn is in flight."}},
+}
+ANSWER: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "answer"],
+    "properties": {"id": _ID, "answer": {"enum": ["allow", "allow-always", "deny"]}},
+}
+EMPTY: Schema = {"type": "object", "additionalProperties": False, "properties": {}}
+
+
+# -- operations --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    where: Literal["path", "query", "header"]
+    schema: Schema
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One route: what it takes and every status it may answer with."""
+
+    method: str
+    path: str
+    id: str
+    summary: str
+    #: status -> (description, response schema name, or None for no JSON body)
+    responses: dict[int, tuple[str, str | None]]
+    params: tuple[Param, ...] = ()
+    body: Schema | None = None
+    body_required: bool = True
+    auth: bool = True
+    stream: bool = False
+    errors: tuple[int, ...] = field(default=())
+
+    def all_responses(self) -> dict[int, tuple[str, str | None]]:
+        """The operation's own answers plus the errors every such route can give."""
+        out = dict(self.responses)
+        if self.auth:
+            out[401] = ("Missing or wrong bearer token.", "Error")
+        if self.params or self.body is not None:
+            out[400] = ("A malformed id, parameter or JSON body.", "Error")
+        if any(p.where == "path" for p in self.params):
+            out[404] = ("No such session, event or question.", "Error")
+        if self.body is not None:
+            out[413] = ("A body larger than 4 MiB.", "Error")
+            out[422] = ("A body that breaks its schema (the message names the field).", "Error")
+        for code in self.errors:
+            out.setdefault(code, (ERROR_TEXT[code], "Error"))
+        return dict(sorted(out.items()))
+
+
+ERROR_TEXT = {
+    409: "The session is busy (a turn in flight), locked by another process, or cannot open.",
+    422: "The request was understood but cannot be carried out (the message says why).",
+}
+
+SESSION = Param("session_id", "path", _ID, "The session's id.", required=True)
+EVENT = Param("event_id", "path", _ID, "An event of the session.", required=True)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", "/v1/health", "health", "Is the server up (no token needed).",
+        {200: ("Up.", "Health")}, auth=False,
+    ),
+    Operation(
+        "GET", "/v1/openapi.json", "openapi", "This document (no token needed).",
+        {200: ("The OpenAPI document.", None)}, auth=False,
+    ),
+    Operation(
+        "GET", "/v1/sessions", "list_sessions", "Every session, most recently used first.",
+        {200: ("The sessions.", "SessionList")},
+    ),
+    Operation(
+        "POST", "/v1/sessions", "create_session", "Create a session.",
+        {201: ("Created.", "Session")}, body=NEW_SESSION, body_required=False,
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}", "get_session", "Metadata and live state.",
+        {200: ("The session.", "SessionDetail")}, params=(SESSION,),
+    ),
+    Operation(
+        "DELETE", "/v1/sessions/{session_id}", "delete_session",
+        "Delete a session (a turn in flight is cancelled first).",
+        {204: ("Deleted.", None)}, params=(SESSION,), errors=(409,),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/events", "list_events",
+        "The timeline: the active path (HEAD back to the last compaction) or every event.",
+        {200: ("Entries with previews.", "Timeline")},
+        params=(
+            SESSION,
+            Param("all", "query", {"type": "boolean"}, "Every event, with the leaves."),
+        ),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/events/{event_id}", "get_event",
+        "One event, its record resolved (a blob's digest is checked).",
+        {200: ("The event.", "Event")}, params=(SESSION, EVENT),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/context", "get_context",
+        "The active context a model would get: compaction summary plus the events after it.",
+        {200: ("The context.", "Context")},
+        params=(SESSION, Param("at", "query", _ID, "Rebuild it at this event instead of HEAD.")),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/head", "get_head",
+        "HEAD and the selected parent of the next prompt.",
+        {200: ("HEAD.", "Head")}, params=(SESSION,),
+    ),
+    Operation(
+        "POST", "/v1/sessions/{session_id}/select", "select_branch",
+        "Choose the event the next prompt follows (a branch), or switch with a summary.",
+        {200: ("Selected.", "Head")}, params=(SESSION,), body=SELECT, errors=(409,),
+    ),
+    Operation(
+        "POST", "/v1/sessions/{session_id}/prompt", "prompt",
+        "Start a turn; answers at once with its id (watch it on the stream).",
+        {202: ("The turn started.", "TurnStarted")}, params=(SESSION,), body=PROMPT,
+        errors=(409,),
+    ),
+    Operation(
+        "POST", "/v1/sessions/{session_id}/cancel", "cancel_turn",
+        "Cancel the turn in flight (the session stays valid; the turn reads as interrupted).",
+        {200: ("Cancelled.", "TurnCancelled")}, params=(SESSION,), body=CANCEL,
+        body_required=False, errors=(409,),
+    ),
+    Operation(
+        "POST", "/v1/sessions/{session_id}/compact", "compact",
+        "Summarise the active context into a compaction event now.",
+        {201: ("The compaction event.", "Event")}, params=(SESSION,), body=EMPTY,
+        body_required=False, errors=(409,),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/approvals", "list_approvals",
+        "Permission questions waiting for an answer.",
+        {200: ("Pending questions.", "Approvals")}, params=(SESSION,),
+    ),
+    Operation(
+        "POST", "/v1/sessions/{session_id}/approvals", "answer_approval",
+        "Answer a permission question: allow, allow-always (this session) or deny.",
+        {200: ("Answered.", "Answered")}, params=(SESSION,), body=ANSWER,
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/stream", "stream",
+        "Server-Sent Events: settled events (SSE id = event id), deltas, turns, approvals. "
+        "With Last-Event-ID (or ?after=) every settled event after it is replayed first.",
+        {200: ("An endless text/event-stream.", None)},
+        params=(
+            SESSION,
+            Param("Last-Event-ID", "header", _ID, "Replay settled events after this one."),
+            Param("after", "query", _ID, "As Last-Event-ID, for clients that cannot set it."),
+        ),
+        stream=True, errors=(409,),
+    ),
+)  # fmt: skip
+
+SSE_EVENTS = {
+    "settled": "A durable event (data: Event; the SSE id is the event id).",
+    "turn_started": "A turn began: {turn}.",
+    "delta": "Live model output, never stored: {turn, kind, ...} (no SSE id).",
+    "turn_ended": "{turn, outcome: done|error|cancelled, error}.",
+    "approval": "A permission question (data: Question).",
+    "approval_resolved": "{id, answer, by: api|timeout|cancelled}.",
+    "selected": "The branch selection changed: {head, pending_parent}.",
+    "ready": "Replay and the turn in flight are sent; live from here: {session, head, turn}.",
+    "lagged": "This client fell behind and is dropped; reconnect with Last-Event-ID.",
+    "closed": "The stream ends: {reason}.",
+}
+
+
+def _parameter(param: Param) -> Schema:
+    return {
+        "name": param.name,
+        "in": param.where,
+        "required": param.required,
+        "description": param.description,
+        "schema": param.schema,
+    }
+
+
+def _operation(op: Operation) -> Schema:
+    doc: Schema = {"operationId": op.id, "summary": op.summary, "responses": {}}
+    if op.params:
+        doc["parameters"] = [_parameter(p) for p in op.params]
+    if op.body is not None:
+        doc["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": op.body}},
+        }
+    if not op.auth:
+        doc["security"] = []
+    for code, (text, schema) in op.all_responses().items():
+        answer: Schema = {"description": text}
+        if op.stream and code == 200:
+            answer["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
+            answer["x-sse-events"] = SSE_EVENTS
+        elif op.id == "openapi" and code == 200:
+            answer["content"] = {"application/json": {"schema": {"type": "object"}}}
+        elif schema is not None:
+            answer["content"] = {"application/json": {"schema": _ref(schema)}}
+        doc["responses"][str(code)] = answer
+    return doc
+
+
+def openapi(version: str) -> Schema:
+    """The OpenAPI 3.1 document of :data:`OPERATIONS`."""
+    paths: dict[str, Schema] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "infai",
+            "version": version,
+            "description": "Drive infai sessions over HTTP; watch them live as Server-Sent "
+            "Events. Every route but health and this document needs the bearer token.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": COMPONENTS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,532 @@
+"""Sessions served over HTTP: one AgentSession each, its turns, questions and watchers.
+
+A session is opened in the server lazily, on the first request that needs its
+writer (a prompt, a stream, a selection, a compaction), and stays open, holding
+the store's writer lock, until it is deleted or the server stops. A second
+server (or ``infai run``) on the same session therefore waits for the lock and
+then fails clearly; it never writes beside this one.
+
+Each open session has one slot for work that writes: a prompt runs as a
+background task (the request that started it has long been answered), a
+compaction or a summarised branch switch runs while its request waits; anything
+else that would write meanwhile gets "busy" (409).
+
+Everything watchers see goes through one :class:`Channel` per session, as SSE
+frames encoded once for all of them: settled events, deltas, turn boundaries,
+permission questions and their answers. Settled events are published exactly
+once and in sequence order, which is the store's order: those the loop hands
+over directly, and those appended out of its sight (the marker of a cancelled
+turn, a compaction, a branch summary) read back from the writer. So a watcher
+that replays the store up to :attr:`Served.published` and then follows the
+channel misses nothing and sees nothing twice. The deltas since the turn's last
+settled event are kept in memory, so a watcher that joins mid-message is sent
+the whole message so far.
+
+A permission question (the policy said "ask") waits for an answer through the
+API, is published on the stream, and is denied when nobody answers in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from infai.agent import AgentSession, Lagged, Saved, Streamed
+from infai.agent.compaction import DEFAULT_THRESHOLD
+from infai.agent.subagent import TaskTool
+from infai.llm import Model
+from infai.store import Event, SessionWriter, Store, ToolCallRecord, ToolResultRecord
+from infai.tools import Policy, Rule, Tool, Toolbox
+from infai.tools.policy import Answer
+
+log = logging.getLogger("infai.server")
+
+#: frames a watcher may fall behind by before it is dropped (it can replay from the store)
+FEED_LIMIT = 10_000
+
+
+class Conflict(Exception):
+    """The session cannot do this now (busy, locked elsewhere, or not openable)."""
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _stamp(seconds: float) -> str:
+    return (
+        datetime.fromtimestamp(seconds, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def event_obj(event: Event, *, stream: bool = False) -> dict[str, Any]:
+    """An event as the API shows it; on the stream a blob's record is left out (null)."""
+    data = event.to_obj()
+    if stream and event.digest is not None:
+        data["record"] = None
+    data["seq"] = event.seq
+    data["preview"] = event.preview
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One SSE message, encoded once however many watchers receive it."""
+
+    name: str
+    data: dict[str, Any]
+    raw: bytes
+    #: a settled event's sequence number (replay skips what it already sent)
+    seq: int | None = None
+
+
+def frame(name: str, data: dict[str, Any], *, event_id: str | None = None) -> Frame:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # one line
+    head = f"event: {name}\n" if event_id is None else f"id: {event_id}\nevent: {name}\n"
+    return Frame(name, data, f"{head}data: {text}\n\n".encode())
+
+
+def settled_frame(event: Event) -> Frame:
+    data = event_obj(event, stream=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    raw = f"id: {event.id}\nevent: settled\ndata: {text}\n\n".encode()
+    return Frame("settled", data, raw, event.seq)
+
+
+class Feed:
+    """The frames published after subscribing, in order, until closed or dropped."""
+
+    def __init__(self, channel: Channel, limit: int) -> None:
+        self._channel = channel
+        self._limit = limit
+        self._pending: deque[Frame] = deque()
+        self._wake = asyncio.Event()
+        self.lagged = False
+        self.closed = False
+
+    def offer(self, item: Frame) -> None:
+        if len(self._pending) >= self._limit:
+            self.lagged = True
+            self._channel.unsubscribe(self)
+        else:
+            self._pending.append(item)
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop after the frames already received have been read."""
+        self.closed = True
+        self._channel.unsubscribe(self)
+        self._wake.set()
+
+    async def batches(self) -> AsyncIterator[list[Frame]]:
+        """Every frame waiting, at once: a watcher behind by many sends them in one write."""
+        while True:
+            if self._pending:
+                batch = list(self._pending)
+                self._pending.clear()
+                yield batch
+                continue
+            if self.lagged:
+                raise Lagged("this watcher fell behind and was dropped")
+            if self.closed:
+                return
+            self._wake.clear()
+            await self._wake.wait()
+
+
+class Channel:
+    """Fan-out of one session's frames to every watcher."""
+
+    def __init__(self, limit: int = FEED_LIMIT) -> None:
+        self._feeds: list[Feed] = []
+        self._limit = limit
+
+    def subscribe(self) -> Feed:
+        feed = Feed(self, self._limit)
+        self._feeds.append(feed)
+        return feed
+
+    def unsubscribe(self, feed: Feed) -> None:
+        if feed in self._feeds:
+            self._feeds.remove(feed)
+
+    def publish(self, item: Frame) -> None:
+        for feed in list(self._feeds):
+            feed.offer(item)
+
+    def close(self, last: Frame) -> None:
+        """Send ``last`` to every watcher and end their feeds."""
+        for feed in list(self._feeds):
+            feed.offer(last)
+            feed.close()
+
+    @property
+    def watchers(self) -> int:
+        return len(self._feeds)
+
+
+@dataclass
+class Question:
+    """A permission question waiting for an answer through the API."""
+
+    id: str
+    tool: str
+    subject: str
+    turn: str | None
+    call_event_id: str | None
+    arguments: dict[str, Any] | None
+    asked_at: str
+    expires_at: str
+    answer: asyncio.Future[Answer]
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "subject": self.subject,
+            "turn": self.turn,
+            "call_event_id": self.call_event_id,
+            "arguments": self.arguments,
+            "asked_at": self.asked_at,
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass
+class Turn:
+    """A prompt being answered."""
+
+    id: str
+    task: asyncio.Task[None] | None = None
+    #: deltas since the turn's last settled event: the message in flight
+    deltas: list[Frame] = field(default_factory=list)
+    #: tool calls of the turn still waiting for their result, oldest first
+    calls: deque[Event] = field(default_factory=deque)
+    outcome: str | None = None
+
+
+class Served:
+    """One session open in the server: its agent, its turn slot, questions and watchers."""
+
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        model: Model,
+        tools: Iterable[Tool],
+        rules: Sequence[Rule],
+        approval_timeout: float,
+        observe: Callable[[Event], None] | None = None,
+        compact_at: float | None = DEFAULT_THRESHOLD,
+    ) -> None:
+        self.approval_timeout = approval_timeout
+        self.questions: dict[str, Question] = {}
+        self.channel = Channel()
+        self.turn: Turn | None = None
+        #: what occupies the slot for writes, if anything
+        self.busy: str | None = None
+        self._observe = observe
+        policy = Policy(list(rules), approver=self.ask)
+        tools = list(tools)
+        if not any(tool.spec.name == "task" for tool in tools):  # subagents, as in every shell
+            tools.append(TaskTool(store, model, list(tools), policy))
+        self.agent = AgentSession(
+            store,
+            session_id,
+            model=model,
+            toolbox=Toolbox(tools),
+            permissions=policy,
+            compact_at=compact_at,
+        )
+        self.session_id = self.agent.session_id
+        #: the sequence number of the last settled event published
+        self.published = self.writer.count - 1
+
+    @property
+    def writer(self) -> SessionWriter:
+        return self.agent.writer
+
+    def publish(self, item: Frame) -> None:
+        if self.turn is not None and item.name == "delta":
+            self.turn.deltas.append(item)
+        self.channel.publish(item)
+
+    # -- settled events ------------------------------------------------------
+
+    def _settled(self, event: Event) -> None:
+        """Publish a settled event, after any appended before it that were not."""
+        if event.seq <= self.published:
+            return
+        if event.seq > self.published + 1:
+            self.catch_up(event.seq)
+        turn = self.turn
+        if turn is not None:
+            turn.deltas.clear()
+            if event.kind == "tool_call":
+                turn.calls.append(event)
+            elif isinstance(event.record, ToolResultRecord):
+                call_id = event.record.call_id
+                turn.calls = deque(
+                    c
+                    for c in turn.calls
+                    if not (isinstance(c.record, ToolCallRecord) and c.record.call_id == call_id)
+                )
+        self.published = event.seq
+        self.channel.publish(settled_frame(event))
+        if self._observe is not None:
+            self._observe(event)
+
+    def catch_up(self, until: int | None = None) -> None:
+        """Publish what was appended out of the loop's sight, read back from the writer."""
+        end = self.writer.count if until is None else until
+        while self.published + 1 < end:
+            entry = self.writer.entry_at(self.published + 1)
+            self._settled(self.writer.event(entry.id))
+
+    def watch(self) -> tuple[Feed, list[Frame], int]:
+        """Subscribe: the feed, the turn in flight so far, and where replay must stop.
+
+        Taken at one instant (no await), so replaying the store up to the returned
+        sequence number and then reading the feed is gapless and has no duplicate.
+        """
+        feed = self.channel.subscribe()
+        now: list[Frame] = []
+        if self.turn is not None:
+            now.append(frame("turn_started", {"turn": self.turn.id}))
+            now.extend(self.turn.deltas)
+        now.extend(frame("approval", q.to_obj()) for q in self.questions.values())
+        return feed, now, self.published + 1
+
+    # -- the slot ------------------------------------------------------------
+
+    def _claim(self, what: str) -> None:
+        if self.busy is not None:
+            raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+        self.busy = what
+
+    def start(self, text: str, from_event: str | None = None) -> Turn:
+        """Start a turn in the background; raises :class:`Conflict` if one is in flight."""
+        self._claim("a turn is in flight")
+        try:
+            if from_event is not None:
+                self.agent.select(from_event)
+        except BaseException:
+            self.busy = None
+            raise
+        turn = Turn(new_id())
+        self.busy = f"turn {turn.id} is in flight"
+        self.turn = turn
+        self.channel.publish(frame("turn_started", {"turn": turn.id}))
+        turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
+        return turn
+
+    async def _run(self, turn: Turn, text: str) -> None:
+        outcome: str = "error"
+        error: str | None = "the turn ended without an outcome"
+        try:
+            async for item in self.agent.prompt(text):
+                if isinstance(item, Saved):
+                    self._settled(item.event)
+                elif isinstance(item, Streamed):
+                    inner = item.event
+                    data = {k: getattr(inner, k) for k in inner.__slots__}
+                    self.publish(frame("delta", {"turn": turn.id, **data}))
+                else:
+                    outcome, error = item.outcome, item.error
+        except asyncio.CancelledError:
+            outcome, error = "cancelled", None
+            raise
+        except Exception as exc:  # a store failure: the turn ends, the server stays up
+            log.exception("turn %s of session %s failed", turn.id, self.session_id)
+            outcome, error = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            try:
+                self.catch_up()
+            finally:
+                turn.outcome = outcome
+                self.turn = None
+                self.busy = None
+                data = {"turn": turn.id, "outcome": outcome, "error": error}
+                self.channel.publish(frame("turn_ended", data))
+
+    async def cancel(self, turn_id: str | None = None) -> Turn:
+        """Cancel the turn in flight and wait until it has stopped."""
+        turn = self.turn
+        if turn is None or turn.task is None or (turn_id is not None and turn_id != turn.id):
+            which = f"turn {turn_id}" if turn_id else "no turn"
+            raise Conflict(f"{which} is not in flight in session {self.session_id}")
+        turn.task.cancel()
+        await asyncio.wait([turn.task])
+        return turn
+
+    async def compact(self) -> Event:
+        self._claim("compacting")
+        try:
+            return await self.agent.compact()
+        finally:
+            self.busy = None
+            self.catch_up()
+
+    async def select(self, event_id: str | None, summarize: bool) -> Event | None:
+        """Choose the next prompt's parent; with ``summarize``, switch branches now."""
+        summary = None
+        if summarize and event_id is not None:
+            self._claim("switching branches")
+            try:
+                summary = await self.agent.switch(event_id, summarize=True)
+            finally:
+                self.busy = None
+                self.catch_up()
+        else:
+            if self.busy is not None:
+                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+            self.agent.select(event_id)
+        self.channel.publish(frame("selected", self.head()))
+        return summary
+
+    def head(self) -> dict[str, Any]:
+        return {"head": self.writer.head, "pending_parent": self.writer.pending_parent}
+
+    # -- permission questions ------------------------------------------------
+
+    async def ask(self, tool: str, subject: str) -> Answer:
+        """The policy's approver: publish the question, wait for the API's answer."""
+        turn = self.turn
+        call = turn.calls[0] if turn is not None and turn.calls else None
+        record = call.record if call is not None else None
+        if not (isinstance(record, ToolCallRecord) and record.name == tool):
+            call, record = None, None
+        now = time.time()
+        question = Question(
+            id=new_id(),
+            tool=tool,
+            subject=subject,
+            turn=turn.id if turn is not None else None,
+            call_event_id=call.id if call is not None else None,
+            arguments=dict(record.arguments) if record is not None else None,
+            asked_at=_stamp(now),
+            expires_at=_stamp(now + self.approval_timeout),
+            answer=asyncio.get_running_loop().create_future(),
+        )
+        self.questions[question.id] = question
+        self.publish(frame("approval", question.to_obj()))
+        answer: Answer = "deny"
+        by = "cancelled"
+        try:
+            answer = await asyncio.wait_for(question.answer, self.approval_timeout)
+            by = "api"
+        except TimeoutError:
+            answer, by = "timeout", "timeout"
+        finally:
+            del self.questions[question.id]
+            shown = None if by == "cancelled" else "deny" if answer == "timeout" else answer
+            data = {"id": question.id, "answer": shown, "by": by}
+            self.publish(frame("approval_resolved", data))
+        return answer
+
+    def answer(self, question_id: str, answer: Answer) -> None:
+        """Answer a pending question; raises KeyError if there is none by that id."""
+        question = self.questions.get(question_id.lower())
+        if question is None or question.answer.done():
+            raise KeyError(question_id)
+        question.answer.set_result(answer)
+
+    # -- closing -------------------------------------------------------------
+
+    async def close(self, reason: str) -> None:
+        """Cancel the turn in flight, end every watcher's stream, release the writer."""
+        turn = self.turn
+        if turn is not None and turn.task is not None:
+            turn.task.cancel()
+            await asyncio.wait([turn.task])
+        self.channel.close(frame("closed", {"reason": reason}))
+        self.agent.close()
+
+
+class Sessions:
+    """The sessions this server has open, opened on first use."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        model_factory: Callable[[str | None], Model],
+        tools: Callable[[], Iterable[Tool]],
+        rules: Sequence[Rule] = (),
+        approval_timeout: float = 300.0,
+        observe: Callable[[Event], None] | None = None,
+        compact_at: float | None = DEFAULT_THRESHOLD,
+    ) -> None:
+        self.store = store
+        self.compact_at = compact_at
+        self.model_factory = model_factory
+        self.tools = tools
+        self.rules = tuple(rules)
+        self.approval_timeout = approval_timeout
+        self.observe = observe
+        self.open: dict[str, Served] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.closing = False
+
+    async def serve(self, session_id: str) -> Served:
+        """The open session (opening it takes the writer lock, in a worker thread)."""
+        served = self.open.get(session_id)
+        if served is not None:
+            return served
+        async with self._locks.setdefault(session_id, asyncio.Lock()):
+            served = self.open.get(session_id)
+            if served is not None:
+                return served
+            if self.closing:
+                raise Conflict("the server is shutting down")
+            info = self.store.info(session_id)
+            try:
+                model = self.model_factory(info.model)
+            except ValueError as exc:
+                raise Conflict(f"cannot open session {session_id}: {exc}") from None
+            served = await asyncio.to_thread(
+                Served,
+                self.store,
+                session_id,
+                model=model,
+                tools=list(self.tools()),
+                rules=self.rules,
+                approval_timeout=self.approval_timeout,
+                observe=self.observe,
+                compact_at=self.compact_at,
+            )
+            self.open[session_id] = served
+            return served
+
+    async def delete(self, session_id: str) -> None:
+        async with self._locks.setdefault(session_id, asyncio.Lock()):
+            served = self.open.pop(session_id, None)
+            if served is not None:
+                await served.close("session deleted")
+            await asyncio.to_thread(self.store.remove_session, session_id)
+
+    def end_streams(self, reason: str) -> None:
+        """End every watcher's stream (the server is about to stop)."""
+        for served in self.open.values():
+            served.channel.close(frame("closed", {"reason": reason}))
+
+    async def aclose(self) -> None:
+        """Stop every turn and release every writer."""
+        self.closing = True
+        while self.open:
+            _, served = self.open.popitem()
+            try:
+                await served.close("server shutting down")
+            except Exception:
+                log.exception("closing session %s failed", served.session_id)
