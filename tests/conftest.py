@@ -54,3 +54,28 @@ def _isolated(
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     yield
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[str]:
+    """A throwaway PostgreSQL server for the whole run (see tests/pgserver.py)."""
+    from pgserver import Cluster
+
+    with Cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_cluster: str) -> Iterator[str]:
+    """A fresh, empty database on the throwaway server, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_cluster, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = pg_cluster.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with psycopg.connect(pg_cluster, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -8,6 +8,8 @@
     ├── EventNotFound (KeyError)    no event with that id in the session
     ├── SessionExists               import or create would overwrite a session
     ├── WriterLocked                another process holds the session's writer lock
+    ├── HeadConflict                (database) another writer moved HEAD first; retry
+    ├── BackendUnavailable          (database) the server cannot be reached or refuses
     ├── UnsupportedFormat           a session written by a newer infai (upgrade to open it)
     ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses further writes
     └── CorruptionError             bytes on disk fail their checksum or do not parse
@@ -59,6 +61,17 @@ class SessionExists(StoreError):
 
 class WriterLocked(StoreError):
     """Another writer holds the session's lock and did not release it in time."""
+
+
+class HeadConflict(StoreError):
+    """Another writer appended to the session first: this append changed nothing.
+
+    The writer has reloaded HEAD; deciding again and retrying is safe.
+    """
+
+
+class BackendUnavailable(StoreError):
+    """The database cannot be reached, or refused what was asked of it."""
 
 
 class UnsupportedFormat(StoreError):

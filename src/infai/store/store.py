@@ -239,6 +239,17 @@ class Store:
     def info(self, session_id: str) -> SessionInfo:
         return self._read_info(self.paths(session_id))
 
+    def exists(self, session_id: str) -> bool:
+        """Whether a session by that id is here (a malformed id is InvalidInput)."""
+        try:
+            self.paths(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Nothing to release: files are opened per reader and writer."""
+
     def _read_info(self, paths: SessionPaths) -> SessionInfo:
         return _decode_info(paths.meta.read_bytes(), str(paths.meta))
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 
+from .backend import SessionStore
 from .errors import InvalidInput, SessionExists
 from .format import NIL_ID, check_timestamp, dumps
 from .layout import check_uuid
 from .records import Record, encode_record, record_from_obj
-from .store import SessionInfo, Store
+from .store import SessionInfo
 from .writer import check_role
 
 TYPE_CHECKING = False
@@ -29,7 +30,7 @@ EXPORT_VERSION = 1
 _EVENT_FIELDS = ("id", "parent_id", "branch_from", "kind", "role", "timestamp", "record")
 
 
-def export_lines(store: Store, session_id: str) -> Iterator[bytes]:
+def export_lines(store: SessionStore, session_id: str) -> Iterator[bytes]:
     """The export file's lines, header first (reads every event and blob)."""
     info = store.info(session_id)
     yield dumps({"infai_export": EXPORT_VERSION, "session": info.to_obj()}) + b"\n"
@@ -103,14 +104,10 @@ def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[Importe
     return info, events
 
 
-def import_session(store: Store, source: IO[bytes], name: str = "<stdin>") -> SessionInfo:
+def import_session(store: SessionStore, source: IO[bytes], name: str = "<stdin>") -> SessionInfo:
     """Create a session from an export file; all-or-nothing, ids preserved."""
     info, events = _parse(source, name)
-    try:
-        store.paths(info.id)
-    except KeyError:
-        pass
-    else:
+    if store.exists(info.id):
         raise SessionExists(f"session {info.id} already exists; remove it first")
     created = store.create_session(
         session_id=info.id,

@@ -1,0 +1,179 @@
+"""What only the PostgreSQL backend promises: migrations, HEAD compare-and-set,
+idempotent retries, pooled connections that survive a drop, and notifications."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from infai.store import MessageRecord, UnsupportedFormat
+from infai.store.errors import BackendUnavailable, HeadConflict
+from infai.store.pg import CHANNEL, PgSessionWriter, PgStore
+from infai.store.pg_schema import LATEST, migrate
+
+
+def msg(text: str) -> MessageRecord:
+    return MessageRecord(content=text)
+
+
+def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert migrate(conn) == ["1: sessions, events, blobs"]
+        assert migrate(conn) == []
+        versions = conn.execute("SELECT version FROM infai_schema").fetchall()
+    assert versions == [(LATEST,)]
+
+
+def test_a_database_from_a_newer_infai_is_refused(pg_url: str) -> None:
+    PgStore(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO infai_schema (version, name) VALUES (99, 'future')")
+    with pytest.raises(UnsupportedFormat, match="upgrade infai"):
+        PgStore(pg_url)
+
+
+def test_without_auto_migrate_an_old_schema_says_what_to_run(pg_url: str) -> None:
+    with pytest.raises(UnsupportedFormat, match="infai store migrate"):
+        PgStore(pg_url, auto_migrate=False)
+
+
+def test_an_unreachable_server_is_a_clear_error(pg_cluster: str) -> None:
+    url = pg_cluster.rsplit(":", 1)[0] + ":1/postgres"  # nothing listens on port 1
+    with pytest.raises(BackendUnavailable, match=r"cannot reach postgresql://127\.0\.0\.1:1/"):
+        PgStore(url, pool_size=1)
+
+
+def test_two_writers_never_fork_head_the_loser_retries(pg_url: str) -> None:
+    with PgStore(pg_url) as store:
+        sid = store.create_session().id
+        one, two = store.open_writer(sid), store.open_writer(sid)
+        first = one.append(msg("from one"), "user")
+        with pytest.raises(HeadConflict, match="another writer appended first"):
+            two.append(msg("from two"), "user")
+        assert two.head == first.id  # reloaded: deciding again is now possible
+        second = two.append(msg("from two, again"), "user")
+        assert second.parent_id == first.id and second.branch_from is None
+        with store.open_reader(sid) as reader:
+            assert [e.record.content for e in reader.context().events] == [  # type: ignore[union-attr]
+                "from one",
+                "from two, again",
+            ]
+            assert len(reader.leaves()) == 1
+
+
+def test_many_writers_at_once_make_one_chain(pg_url: str) -> None:
+    with PgStore(pg_url, pool_size=8) as store:
+        sid = store.create_session().id
+        errors: list[BaseException] = []
+
+        def work(name: str) -> None:
+            writer = store.open_writer(sid)
+            try:
+                for i in range(15):
+                    while True:
+                        try:
+                            writer.append(msg(f"{name}-{i}"), "user")
+                            break
+                        except HeadConflict:
+                            continue
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(f"w{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        with store.open_reader(sid) as reader:
+            entries = list(reader.entries())
+            assert len(entries) == 60 and len(reader.leaves()) == 1
+            assert all(e.parent_seq == e.seq - 1 for e in entries)  # no fork anywhere
+        assert store.fsck(sid).ok
+
+
+def test_a_lost_commit_answer_is_retried_without_duplicating(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PgStore(pg_url) as store:
+        sid = store.create_session().id
+        writer = store.open_writer(sid)
+        real = PgSessionWriter._transaction
+        calls = {"n": 0}
+
+        def flaky(self: PgSessionWriter, *args: Any) -> Any:
+            calls["n"] += 1
+            result = real(self, *args)  # committed...
+            if calls["n"] == 1:
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return result  # ...but the first answer never arrived
+
+        monkeypatch.setattr(PgSessionWriter, "_transaction", flaky)
+        events = writer.append_batch([(msg("a"), "user"), (msg("b"), "assistant")])
+        assert calls["n"] == 2 and [e.seq for e in events] == [0, 1]
+        assert writer.count == 2 and writer.head == events[1].id
+        monkeypatch.setattr(PgSessionWriter, "_transaction", real)
+        with store.open_reader(sid) as reader:
+            assert reader.count == 2
+
+
+def test_dropped_connections_are_replaced(pg_url: str) -> None:
+    with PgStore(pg_url, pool_size=2) as store:
+        sid = store.create_session().id
+        writer = store.open_writer(sid)
+        writer.append(msg("before"), "user")
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        after = writer.append(msg("after"), "user")
+        assert after.seq == 1
+        with store.open_reader(sid) as reader:
+            assert [e.record.content for e in reader.context().events] == ["before", "after"]  # type: ignore[union-attr]
+
+
+def test_each_append_notifies_listeners(pg_url: str) -> None:
+    with PgStore(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        sid = store.create_session().id
+        event = store.open_writer(sid).append(msg("hello"), "user")
+        notes = list(listener.notifies(timeout=5, stop_after=1))
+    assert json.loads(notes[0].payload) == {"session": sid, "seq": 0, "id": event.id}
+
+
+def test_blobs_are_shared_by_content_and_removed_when_unused(pg_url: str) -> None:
+    from infai.store import ToolResultRecord
+
+    big = ToolResultRecord(call_id="c", name="read_file", content="z" * 50_000)
+    with PgStore(pg_url) as store:
+        one, two = store.create_session().id, store.create_session().id
+        store.open_writer(one).append(big, "tool")
+        store.open_writer(two).append(big, "tool")
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT count(*) FROM infai_blobs").fetchone() == (1,)
+        store.remove_session(one)
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT count(*) FROM infai_blobs").fetchone() == (1,)
+        store.remove_session(two)
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT count(*) FROM infai_blobs").fetchone() == (0,)
+
+
+def test_a_tampered_blob_is_reported_not_returned(pg_url: str) -> None:
+    from infai.store import BlobDigestError, ToolResultRecord
+
+    big = ToolResultRecord(call_id="c", name="read_file", content="q" * 50_000)
+    with PgStore(pg_url) as store:
+        sid = store.create_session().id
+        event = store.open_writer(sid).append(big, "tool")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE infai_blobs SET data = %s", (b'{"x": 1}',))
+        with store.open_reader(sid) as reader, pytest.raises(BlobDigestError):
+            reader.event(event.id, resolve=True)
+        report = store.fsck(sid)
+        assert not report.ok and "does not match" in report.problems[0].detail
