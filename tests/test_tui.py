@@ -206,7 +206,7 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path) -> None:
     [info] = space.store.list_sessions()
     assert space.store.fsck(info.id).ok
     with space.store.open_reader(info.id) as reader:
-        contents = [e.record.content for e in reader.context().events]  # type: ignore[union-attr]
+        contents = [e.record.content for e in reader.context().events]
     assert contents == ["hi", "[turn interrupted]"]
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from infai.llm import Model
-from infai.store import Event, Store
+from infai.store import Event, SessionStore
 from infai.tools import Permissions, Toolbox, ToolContext
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
@@ -28,7 +28,7 @@ class AgentSession:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         session_id: str,
         *,
         model: Model,

@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from infai.llm import Model, ToolSpec
-from infai.store import MessageRecord, Store
+from infai.store import MessageRecord, SessionStore
 from infai.tools import Decision, Permissions, Toolbox, ToolContext, ToolOutput
 
 from .loop import TurnEnded, run_turn
@@ -42,7 +42,7 @@ class Narrowed:
 class TaskTool:
     """Starts a subagent for a self-contained piece of work and returns its answer."""
 
-    store: Store
+    store: SessionStore
     model: Model
     tools: Iterable[Any]
     permissions: Permissions
@@ -108,7 +108,7 @@ class TaskTool:
         return ToolOutput(answer, metadata=metadata)
 
 
-def standard_toolbox(store: Store, model: Model, permissions: Permissions) -> Toolbox:
+def standard_toolbox(store: SessionStore, model: Model, permissions: Permissions) -> Toolbox:
     """The tools every shell offers: the built-ins plus ``task`` (subagents)."""
     from infai.tools import builtin_tools
 

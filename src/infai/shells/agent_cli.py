@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
-from infai.store import Store
+from infai.store import SessionStore
 
 from .cli import BadInput, main, report_recovery, store_errors
 
@@ -42,7 +42,7 @@ def _event_json(event: Any) -> dict[str, Any]:
 
 
 def workspace(
-    store: Store,
+    store: SessionStore,
     working_dir: Path,
     model_name: str | None = None,
     allow: tuple[str, ...] = (),
@@ -64,7 +64,7 @@ def workspace(
 
 
 def _open(
-    store: Store,
+    store: SessionStore,
     session_id: str | None,
     resume: bool,
     model_name: str | None,
@@ -155,7 +155,7 @@ allow_option = click.option(
 @click.pass_obj
 @store_errors
 def run(
-    store: Store,
+    store: SessionStore,
     prompt: str,
     session_id: str | None,
     resume: bool,
@@ -184,7 +184,7 @@ def run(
 @model_option
 @click.pass_obj
 @store_errors
-def compact_command(store: Store, session_id: str, model_name: str | None) -> None:
+def compact_command(store: SessionStore, session_id: str, model_name: str | None) -> None:
     """Summarise the session's active context into a compaction event (prints its id)."""
     from infai.agent.compaction import CompactionFailed
 
@@ -205,7 +205,7 @@ def compact_command(store: Store, session_id: str, model_name: str | None) -> No
 @click.pass_obj
 @store_errors
 def chat(
-    store: Store,
+    store: SessionStore,
     session_id: str | None,
     resume: bool,
     model_name: str | None,
@@ -270,7 +270,7 @@ def models_command(as_json: bool) -> None:
 @click.pass_obj
 @store_errors
 def tui(
-    store: Store,
+    store: SessionStore,
     session_id: str | None = None,
     resume: bool = False,
     model_name: str | None = None,

@@ -26,6 +26,7 @@ from infai.store import (
     InvalidInput,
     SessionExists,
     SessionNotFound,
+    SessionStore,
     Store,
     StoreError,
     StoreOptions,
@@ -45,13 +46,13 @@ def emit_json(value: object) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def report_recovery(store: Store, session_id: str) -> None:
+def report_recovery(store: SessionStore, session_id: str) -> None:
     """Say on stderr what recovery did when a writer opened (never silent)."""
     for note in store.recovery_notes.get(session_id, []):
         click.echo(f"infai: recovered: {note}", err=True)
 
 
-def report_unreadable(store: Store) -> None:
+def report_unreadable(store: SessionStore) -> None:
     """Name, on stderr, the sessions that listing had to leave out."""
     for exc in store.unreadable:
         click.echo(f"infai: skipped unreadable session: {exc}", err=True)
@@ -91,15 +92,32 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
     show_default=True,
     help="Write sequence for appends (see docs/store-format.md).",
 )
+@click.option(
+    "--store",
+    "location",
+    envvar="INFAI_STORE",
+    metavar="URL|DIR",
+    help="Where sessions live: a postgresql:// URL (shared by several machines) "
+    "or a directory (default: $INFAI_STORE, else the home).",
+)
 @click.version_option(package_name="infai")
 @click.pass_context
-def main(ctx: click.Context, home: Path | None, durability: str) -> None:
+def main(ctx: click.Context, home: Path | None, durability: str, location: str | None) -> None:
     """infai: an agent harness with a durable, branchable session store.
 
     With no command, opens the terminal UI in the current directory.
     """
     options = StoreOptions(durability="strict" if durability == "strict" else "fast")
-    ctx.obj = Store(home or default_home(), options=options)
+    if location:
+        from infai.store import open_store
+
+        try:
+            ctx.obj = open_store(location, options)
+        except StoreError as exc:
+            raise click.ClickException(str(exc)) from None
+        ctx.call_on_close(ctx.obj.close)
+    else:
+        ctx.obj = Store(home or default_home(), options=options)
     if ctx.invoked_subcommand is None:
         from .agent_cli import tui
 
@@ -119,7 +137,7 @@ def session() -> None:
 @click.pass_obj
 @store_errors
 def session_new(
-    store: Store, name: str | None, working_dir: str | None, model: str | None, as_json: bool
+    store: SessionStore, name: str | None, working_dir: str | None, model: str | None, as_json: bool
 ) -> None:
     """Create a session and print its id."""
     info = store.create_session(name=name, working_dir=working_dir, model=model)
@@ -133,7 +151,7 @@ def session_new(
 @json_option
 @click.pass_obj
 @store_errors
-def session_ls(store: Store, as_json: bool) -> None:
+def session_ls(store: SessionStore, as_json: bool) -> None:
     """List sessions, most recently used first (reads session.json only)."""
     infos = store.list_sessions()
     report_unreadable(store)
@@ -184,7 +202,7 @@ def _read_record_arg(
 @click.pass_obj
 @store_errors
 def session_append(
-    store: Store,
+    store: SessionStore,
     session_id: str,
     kind: str,
     role: str,
@@ -198,7 +216,7 @@ def session_append(
     from infai.store import record_from_obj
 
     rec = record_from_obj(kind, _read_record_arg(kind, content, record, record_file))
-    store.paths(session_id)
+    store.info(session_id)  # a missing session is bad input, before any lock is taken
     with store.open_writer(session_id) as writer:
         report_recovery(store, writer.session_id)
         event = writer.append(rec, role, parent=parent)
@@ -214,7 +232,7 @@ def session_append(
 @json_option
 @click.pass_obj
 @store_errors
-def session_log(store: Store, session_id: str, show_all: bool, as_json: bool) -> None:
+def session_log(store: SessionStore, session_id: str, show_all: bool, as_json: bool) -> None:
     """The active path (HEAD back to the last compaction), previews only."""
     with store.open_reader(session_id) as reader:
         entries = list(reader.entries()) if show_all else reader.path()
@@ -231,7 +249,7 @@ def session_log(store: Store, session_id: str, show_all: bool, as_json: bool) ->
 @json_option
 @click.pass_obj
 @store_errors
-def session_tree(store: Store, session_id: str, as_json: bool) -> None:
+def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
     """Every branch drawn as a tree, HEAD marked (reads the index only)."""
     with store.open_reader(session_id) as reader:
         entries = list(reader.entries())
@@ -249,7 +267,7 @@ def session_tree(store: Store, session_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 @store_errors
-def session_show(store: Store, session_id: str, event_id: str, as_json: bool) -> None:
+def session_show(store: SessionStore, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record resolved (a blob's digest is checked)."""
     with store.open_reader(session_id) as reader:
         event = reader.event(event_id, resolve=True)
@@ -265,7 +283,7 @@ def session_show(store: Store, session_id: str, event_id: str, as_json: bool) ->
 @json_option
 @click.pass_obj
 @store_errors
-def session_context(store: Store, session_id: str, at: str | None, as_json: bool) -> None:
+def session_context(store: SessionStore, session_id: str, at: str | None, as_json: bool) -> None:
     """The reconstructed active context: compaction summary plus the events after it."""
     with store.open_reader(session_id) as reader:
         context = reader.context(at)
@@ -285,7 +303,7 @@ def session_context(store: Store, session_id: str, at: str | None, as_json: bool
 @click.pass_obj
 @store_errors
 def session_fsck(
-    store: Store, session_id: str | None, check_all: bool, repair: bool, as_json: bool
+    store: SessionStore, session_id: str | None, check_all: bool, repair: bool, as_json: bool
 ) -> None:
     """Verify every index entry, chunk line, blob digest, parent link and HEAD."""
     if (session_id is None) == (not check_all):
@@ -308,7 +326,7 @@ def session_fsck(
 @json_option
 @click.pass_obj
 @store_errors
-def session_rm(store: Store, session_id: str, as_json: bool) -> None:
+def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
     """Delete a session and all its events."""
     store.remove_session(session_id)
     if as_json:
@@ -323,7 +341,7 @@ def session_rm(store: Store, session_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 @store_errors
-def session_export(store: Store, session_id: str, output: str | None, as_json: bool) -> None:
+def session_export(store: SessionStore, session_id: str, output: str | None, as_json: bool) -> None:
     """Write the session as one self-contained JSONL file (blobs inlined)."""
     from infai.store.transfer import export_lines
 
@@ -352,7 +370,7 @@ def session_export(store: Store, session_id: str, output: str | None, as_json: b
 @json_option
 @click.pass_obj
 @store_errors
-def session_import(store: Store, file: str, as_json: bool) -> None:
+def session_import(store: SessionStore, file: str, as_json: bool) -> None:
     """Create a session from an export file, ids preserved; prints its id."""
     from infai.store.transfer import import_session
 
@@ -370,7 +388,7 @@ def session_import(store: Store, file: str, as_json: bool) -> None:
 
 def entry() -> None:
     """The console script: the store commands plus the agent's (imported lazily)."""
-    from . import agent_cli  # noqa: F401  (registers run and chat on main)
+    from . import agent_cli, store_cli  # noqa: F401  (they register their commands on main)
     from .server_cli import register as register_serve
 
     register_serve(main)

@@ -55,8 +55,8 @@ from infai.store import (
     InvalidInput,
     SessionExists,
     SessionNotFound,
-    SessionReader,
-    Store,
+    SessionStore,
+    SessionView,
     StoreError,
     UnsupportedFormat,
     WriterLocked,
@@ -224,7 +224,7 @@ def _endpoint(op: Operation, handler: Handler, sessions: Sessions, config: AppCo
 
 
 @contextmanager
-def reading(call: Call) -> Iterator[SessionReader]:
+def reading(call: Call) -> Iterator[SessionView]:
     """The session for reading: its writer if open here, else a reader (no lock)."""
     served = call.sessions.open.get(call.session_id)
     if served is not None:
@@ -469,7 +469,7 @@ def _default_models(name: str | None) -> Model:
 
 
 def create_app(
-    store: Store,
+    store: SessionStore,
     *,
     token: str,
     model_factory: Callable[[str | None], Model] = _default_models,

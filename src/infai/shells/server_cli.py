@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from infai.store import Store
+from infai.store import SessionStore, Store
 
 from .cli import BadInput
 
@@ -68,7 +68,7 @@ def is_loopback(host: str) -> bool:
 )
 @click.pass_obj
 def serve_command(
-    store: Store,
+    store: SessionStore,
     host: str,
     port: int,
     allow_remote: bool,
@@ -96,9 +96,11 @@ def serve_command(
         secret, where = load_token(store.home, token)
     except (TokenError, ValueError) as exc:
         raise BadInput(str(exc)) from None
-    options = StoreOptions(durability=store.options.durability, lock_timeout=lock_timeout)
+    if isinstance(store, Store):  # the file store, with the server's lock timeout
+        options = StoreOptions(durability=store.options.durability, lock_timeout=lock_timeout)
+        store = Store(store.home, options=options)
     app = create_app(
-        Store(store.home, options=options),
+        store,
         token=secret,
         model_factory=lambda name: space.build_model(name or space.model_name),
         rules=space.rules,

@@ -43,7 +43,7 @@ from infai.agent import AgentSession, Lagged, Saved, Streamed
 from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model
-from infai.store import Event, SessionWriter, Store, ToolCallRecord, ToolResultRecord
+from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolResultRecord
 from infai.tools import Policy, Rule, Tool, Toolbox
 from infai.tools.policy import Answer
 
@@ -220,7 +220,7 @@ class Served:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         session_id: str,
         *,
         model: Model,
@@ -254,8 +254,9 @@ class Served:
         self.published = self.writer.count - 1
 
     @property
-    def writer(self) -> SessionWriter:
-        return self.agent.writer
+    def writer(self) -> SessionLog:
+        log: SessionLog = self.agent.writer
+        return log
 
     def publish(self, item: Frame) -> None:
         if self.turn is not None and item.name == "delta":
@@ -459,7 +460,7 @@ class Sessions:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         *,
         model_factory: Callable[[str | None], Model],
         tools: Callable[[], Iterable[Tool]],

@@ -17,7 +17,7 @@ from infai.agent.config import Config, load_config
 from infai.agent.subagent import standard_toolbox
 from infai.llm import Model
 from infai.llm.registry import build_model
-from infai.store import SessionInfo, Store
+from infai.store import SessionInfo, SessionStore
 from infai.tools import Policy, Rule
 from infai.tools.policy import Approver
 
@@ -32,7 +32,7 @@ class Workspace:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         working_dir: Path,
         *,
         model_name: str | None = None,

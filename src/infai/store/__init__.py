@@ -23,6 +23,7 @@ Typical use::
         context = w.context()
 """
 
+from .backend import SessionLog, SessionStore, SessionView, open_store
 from .errors import (
     BlobDigestError,
     CorruptionError,
@@ -99,8 +100,11 @@ __all__ = [
     "Record",
     "SessionExists",
     "SessionInfo",
+    "SessionLog",
     "SessionNotFound",
     "SessionReader",
+    "SessionStore",
+    "SessionView",
     "SessionWriter",
     "Store",
     "StoreError",
@@ -113,6 +117,7 @@ __all__ = [
     "WriterLocked",
     "decode_record",
     "default_home",
+    "open_store",
     "record_from_obj",
     "record_to_obj",
 ]

@@ -99,10 +99,12 @@ class PgStore:
         self.home = default_home()  # this machine's files (the server token)
         self.recovery_notes: dict[str, list[str]] = {}
         self.unreadable: list[Any] = []
+        #: the migrations this process applied when it opened the database
+        self.migrated: list[str] = []
         try:  # one direct connection first: a wrong URL or a down server fails at once
             with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
                 if auto_migrate:
-                    migrate(conn)
+                    self.migrated = migrate(conn)
                 else:
                     check_current(conn)
         except psycopg.Error as exc:

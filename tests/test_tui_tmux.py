@@ -1,0 +1,226 @@
+"""The real ``infai`` command in a real terminal: tmux at 80x24, driven by keystrokes.
+
+The pilot tests drive the app inside the test process; these start the console
+script as a user would (plain ``infai`` opens the TUI), in a detached tmux
+session on a socket of its own, with the offline model and a store under tmp.
+They read the screen with ``capture-pane`` and wait on what it shows (polling
+against a deadline), then check what the store holds after a clean quit
+(Ctrl-C twice) and after the process is killed with SIGKILL.
+
+tmux is required: CI installs it, and a machine without it fails here loudly
+rather than skipping the only test of the real terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from infai.store import MessageRecord, Store
+
+INFAI = Path(sys.executable).parent / "infai"
+SESSION = "infai"
+PLACEHOLDER = "Ask infai"
+REPLY = "offline model: you said"
+PROMPT = "hello from tmux"
+STARTUP = 10.0  # seconds for the interpreter to import everything and draw
+WAIT = 5.0
+
+
+def tmux_binary() -> str:
+    found = shutil.which("tmux") or ("/usr/bin/tmux" if Path("/usr/bin/tmux").exists() else None)
+    if found is None:
+        pytest.fail(
+            "tmux is not installed: the real-terminal tests of the TUI need it "
+            "(apt-get install tmux); they fail rather than skip so CI cannot lose them"
+        )
+    return found
+
+
+class Terminal:
+    """``infai`` running in a detached 80x24 tmux session on a private socket."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmux = ""  # found by start(), in the test itself: a missing tmux fails it
+        self.socket = f"infai-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.home = tmp_path / "home"
+        self.config = tmp_path / "none.toml"  # does not exist: no user configuration
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.conf = tmp_path / "tmux.conf"
+        # remain-on-exit keeps the pane after infai ends, so that it can be inspected
+        self.conf.write_text("set -g remain-on-exit on\nset -g default-shell /bin/sh\n")
+        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        self.env |= {"INFAI_HOME": str(self.home), "INFAI_CONFIG": str(self.config)}
+        self.pid = 0
+
+    def run(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run(
+            [self.tmux, "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=10,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def start(self, status_file: Path | None = None) -> None:
+        """Start infai: exec'd as the pane's process, or (``status_file``) under a shell
+        that writes infai's exit status there once it ends."""
+        self.tmux = tmux_binary()
+        assert INFAI.exists(), f"the console script is missing: {INFAI}"
+        infai = shlex.quote(str(INFAI))
+        if status_file is None:
+            command = f"exec {infai}"
+        else:
+            command = f"{infai}; echo $? > {shlex.quote(str(status_file))}"
+        self.run(
+            "-f", str(self.conf),
+            "new-session", "-d", "-s", SESSION, "-x", "80", "-y", "24", "-c", str(self.work),
+            "-e", f"INFAI_HOME={self.home}",
+            "-e", f"INFAI_CONFIG={self.config}",
+            command,
+        )  # fmt: skip
+        self.pid = int(self.pane("pane_pid"))
+
+    def pane(self, field: str) -> str:
+        return self.run("list-panes", "-t", SESSION, "-F", f"#{{{field}}}").strip()
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", SESSION)
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.run("send-keys", "-t", SESSION, *(["-l"] if literal else []), *keys)
+
+    def wait_for(self, condition: Callable[[str], bool], what: str, timeout: float = WAIT) -> str:
+        """Poll the screen until ``condition`` holds; fail showing the last screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.screen()
+            if condition(shown):
+                return shown
+            if time.monotonic() > deadline or self.pane("pane_dead") == "1":
+                raise AssertionError(f"timed out waiting for {what}; the screen:\n{shown}")
+            time.sleep(0.05)
+
+    def wait_ended(self, timeout: float = WAIT) -> None:
+        """Wait until the pane's process has ended and its pty is closed.
+
+        tmux's own ``pane_dead_status`` is not waited for: tmux 3.3a at times
+        leaves the ended process a zombie it never reaps, and the status empty.
+        """
+        deadline = time.monotonic() + timeout
+        while self.pane("pane_dead") != "1" or not ended(self.pid):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"infai did not end; the screen:\n{self.screen()}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if not self.tmux:
+            return
+        path = self.run("display-message", "-p", "#{socket_path}", check=False).strip()
+        self.run("kill-server", check=False)
+        if path:
+            Path(path).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    term = Terminal(tmp_path)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+def answered(shown: str) -> bool:
+    """The whole reply is on screen and the status bar says it is saved."""
+    return REPLY in shown and "answers." in shown and "✓ saved" in shown
+
+
+def prompt_and_reply(term: Terminal, status_file: Path | None = None) -> None:
+    term.start(status_file)
+    term.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    term.keys(PROMPT, literal=True)
+    term.keys("Enter")
+    shown = term.wait_for(answered, "the offline model's reply, saved")
+    assert f"you said '{PROMPT}'" in " ".join(shown.split())
+
+
+def stored_messages(store: Store) -> tuple[str, list[str]]:
+    [info] = store.list_sessions()
+    with store.open_reader(info.id) as reader:
+        records = [event.record for event in reader.context().events]
+    return info.id, [r.content for r in records if isinstance(r, MessageRecord)]
+
+
+def ended(pid: int) -> bool:
+    """Whether the process has exited (gone, or a zombie not yet reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved(
+    terminal: Terminal, tmp_path: Path
+) -> None:
+    status = tmp_path / "status"
+    prompt_and_reply(terminal, status)
+    terminal.keys("C-c")
+    # the turn is over, so the first Ctrl-C only arms the quit (no cancellation)
+    terminal.wait_for(lambda s: "again to quit" in s, "the first Ctrl-C's hint")
+    assert "cancelled" not in terminal.screen()
+    terminal.keys("C-c")
+    until(lambda: status.exists() and status.read_text().endswith("\n"), "infai to exit")
+    assert status.read_text() == "0\n"  # infai's exit status
+    terminal.wait_ended()  # and the command in the pane has ended
+
+    store = Store(terminal.home)
+    session_id, contents = stored_messages(store)
+    assert contents[0] == PROMPT
+    assert contents[1].startswith(f"{REPLY} '{PROMPT}'")
+    assert len(contents) == 2
+    assert store.info(session_id).working_dir == str(terminal.work.resolve())
+    assert store.fsck(session_id).ok
+
+
+def test_sigkill_after_the_reply_is_saved_loses_nothing(terminal: Terminal) -> None:
+    prompt_and_reply(terminal)
+    # exec'd by the pane's shell: the pane's process is infai itself
+    assert "infai" in Path(f"/proc/{terminal.pid}/cmdline").read_text()
+    os.kill(terminal.pid, signal.SIGKILL)
+    terminal.wait_ended()
+
+    store = Store(terminal.home)
+    session_id, contents = stored_messages(store)
+    assert contents[0] == PROMPT
+    assert contents[1].startswith(f"{REPLY} '{PROMPT}'")
+    assert len(contents) == 2
+    with store.open_writer(session_id, timeout=5) as writer:  # the dead writer's lock is free
+        assert session_id in store.recovery_notes  # recovery ran on open
+        assert writer.count == 2
+        assert [e.role for e in writer.path()] == ["user", "assistant"]
+    assert store.fsck(session_id).ok
