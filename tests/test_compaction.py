@@ -243,3 +243,20 @@ def test_cli_compact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = Store(Path(home)).create_session().id
     failed = runner.invoke(main, ["--home", home, "compact", empty])
     assert failed.exit_code == 1 and "nothing to compact" in failed.stderr
+
+
+def test_compaction_with_an_older_event_picked_summarises_that_branch(
+    writer: SessionWriter,
+) -> None:
+    model = ScriptedModel(["A1", "B1", json.dumps(SUMMARY), "after"])
+    turn(writer, model, "alpha")
+    answer_a = writer.head
+    turn(writer, model, "beta")
+    assert answer_a is not None
+    writer.select(answer_a)
+    event = asyncio.run(compact(writer, model))
+    summarised = [m.content for m in model.requests[2].messages[:-1]]
+    assert summarised == ["alpha", "A1"]  # not the branch being left
+    assert event.parent_id == answer_a and event.branch_from == answer_a
+    turn(writer, model, "go on")
+    assert [m.role for m in model.requests[3].messages] == ["user", "user"]  # summary, prompt

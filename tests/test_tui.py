@@ -365,6 +365,8 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         assert chat.mounted_events == PAGE
         assert len(chat.children) <= PAGE + 1  # the page and the "earlier" button
         assert reads == []
+        chat.scroll_home(animate=False)  # the user scrolls up to the "earlier" button
+        await pilot.pause()
         await pilot.click("#more")
         await until(pilot, lambda: chat.mounted_events == 2 * PAGE)
         assert reads == []
@@ -373,5 +375,96 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         folded[0]._fold.collapsed = False
         await until(pilot, lambda: len(reads) == 1, "the blob to load on unfold")
         assert "BBBB" in str(folded[0]._body.render())
+
+    run_app(app, scenario, (80, 24))
+
+
+class ClosingModel(GatedModel):
+    """A gated model that counts how often it was closed."""
+
+    def __init__(self, reply: str = "Hello world.") -> None:
+        super().__init__()
+        self.closed = 0
+        self.reply = reply
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            await self.release.wait()
+            summary = '{"summary": "s", "goals": []}'
+            yield Done(Message(role="assistant", content=summary))
+            return
+        for line in self.reply.splitlines(keepends=True):
+            yield TextDelta(line)
+        yield Done(Message(role="assistant", content=self.reply, stop_reason="end_turn"))
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_a_long_reply_is_followed_and_the_model_closed_on_exit(tmp_path: Path) -> None:
+    long = "\n\n".join(f"paragraph {i}" for i in range(60))
+    model = ClosingModel(long)
+    app = InfaiApp(workspace(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "talk")
+        await until(pilot, lambda: not app.busy)
+        await pilot.pause(0.2)
+        chat = app.query_one(ChatView)
+        assert chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y  # the end is shown
+
+    run_app(app, scenario, (80, 24))
+    assert model.closed >= 1
+
+
+def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
+    model = ClosingModel("answer")
+    app = InfaiApp(workspace(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: app.busy, "the compaction to start")
+        await send(pilot, "two")  # refused while compacting: the text stays in the input
+        assert app.query_one("#prompt", Input).value == "two"
+        model.release.set()
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.busy and len(app.query(UserMessage)) == 1)
+
+    run_app(app, scenario, (80, 24))
+    [info] = app.workspace.store.list_sessions()
+    with app.workspace.store.open_reader(info.id) as reader:
+        kinds = [e.kind for e in reader.context().events]
+    assert kinds == ["compaction", "message", "message"]  # two came after the summary
+
+
+def test_results_stay_with_their_calls_and_a_damaged_blob_does_not_crash(
+    tmp_path: Path,
+) -> None:
+    space = workspace(tmp_path)
+    sid = space.store.create_session(working_dir=str(space.working_dir)).id
+    with space.store.open_writer(sid) as writer:
+        writer.append(MessageRecord(content="q1"), "user")
+        writer.append(ToolCallRecord(call_id="c1", name="bash"), "assistant")
+        writer.append(MessageRecord(content="[turn interrupted]"), "user")
+        writer.append(ToolCallRecord(call_id="c2", name="read_file"), "assistant")
+        big = ToolResultRecord(call_id="c2", name="read_file", content="Z" * 20_000)
+        result = writer.append(big, "tool")
+    assert result.digest is not None
+    store = space.store
+    assert isinstance(store, Store)
+    blob = store.paths(sid).blobs / result.digest.split(":")[1]
+    blob.write_bytes(b"damaged")
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        first, second = app.query(ToolView)
+        assert "interrupted" in str(first._fold.title) and not first.has_result
+        assert second.has_result and "blob" in str(second._fold.title)
+        second._fold.collapsed = False
+        await until(pilot, lambda: "cannot load" in str(second._body.render()))
+        assert app.is_running
 
     run_app(app, scenario, (80, 24))

@@ -27,7 +27,7 @@ from infai.store import (
     CompactionRecord,
     Event,
     MessageRecord,
-    SessionWriter,
+    SessionLog,
     ToolCallRecord,
     ToolResultRecord,
 )
@@ -86,7 +86,7 @@ anything that must not be forgotten (commands, paths, pitfalls). Plain text only
 BRANCH_ASK = "Summarise the abandoned work above."
 
 
-async def summarize_branch(writer: SessionWriter, model: Model, target: str) -> Event:
+async def summarize_branch(writer: SessionLog, model: Model, target: str) -> Event:
     """Leave HEAD's branch for ``target``, recording what the abandoned branch did.
 
     The events from HEAD back to its common ancestor with ``target`` are
@@ -188,13 +188,17 @@ def _fit(messages: list[Message], budget: int) -> list[Message]:
     return [head, note, *rest]
 
 
-async def compact(writer: SessionWriter, model: Model) -> Event:
+async def compact(writer: SessionLog, model: Model) -> Event:
     """Summarise the active context and append the compaction event; or raise.
+
+    With an older event picked (the writer's pending parent), that branch is
+    the one summarised, and the compaction follows it.
 
     Raises :class:`CompactionFailed` (nothing appended) when the model fails or
     answers with something that is not a summary.
     """
-    events = writer.context().events
+    at = writer.pending_parent  # the branch the next prompt will continue, if one is picked
+    events = writer.context(at).events
     messages = to_messages(events)
     if not messages:
         raise CompactionFailed("there is nothing to compact")
@@ -210,4 +214,4 @@ async def compact(writer: SessionWriter, model: Model) -> Event:
     if isinstance(answer, ProviderError):
         raise CompactionFailed(f"the model failed: {answer.message}")
     record = parse_summary(answer.content, last_input_tokens(events) or None)
-    return writer.append(record, "assistant")
+    return writer.append(record, "assistant", parent=at)

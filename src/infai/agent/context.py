@@ -21,7 +21,7 @@ from infai.store import (
     CompactionRecord,
     Event,
     MessageRecord,
-    SessionWriter,
+    SessionLog,
     ToolCallRecord,
     ToolResultRecord,
 )
@@ -57,15 +57,17 @@ class ContextCache:
     else (a selected older event, a compaction, another tip) rebuilds it.
     """
 
-    def __init__(self, writer: SessionWriter) -> None:
+    def __init__(self, writer: SessionLog) -> None:
         self.writer = writer
         self._events: list[Event] | None = None
         self._tip: str | None = None
 
     def events(self) -> list[Event]:
-        if self._events is None or self._tip != self.writer.head:
-            self._events = list(self.writer.context().events)
-            self._tip = self.writer.head
+        """The context the next request continues: at the picked event, else at HEAD."""
+        tip = self.writer.pending_parent or self.writer.head
+        if self._events is None or self._tip != tip:
+            self._events = list(self.writer.context(tip).events)
+            self._tip = tip
         return self._events
 
     def invalidate(self) -> None:

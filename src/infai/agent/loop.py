@@ -28,7 +28,7 @@ from infai.llm import Done, Message, Model, Notice, ProviderError, Request, Stre
 from infai.store import (
     Event,
     MessageRecord,
-    SessionWriter,
+    SessionLog,
     ToolCallRecord,
     ToolResultRecord,
 )
@@ -111,7 +111,7 @@ async def _run_tool(
 
 
 async def run_turn(
-    writer: SessionWriter,
+    writer: SessionLog,
     model: Model,
     prompt: str,
     *,

@@ -19,7 +19,6 @@ import time
 from contextlib import suppress
 from typing import ClassVar
 
-from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -28,7 +27,7 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from infai.agent import AgentSession, Saved, Streamed, TurnEnded
 from infai.agent.compaction import CompactionFailed
-from infai.llm import Notice, ReasoningDelta, TextDelta
+from infai.llm import Notice, ReasoningDelta, TextDelta, close_model
 from infai.store import MessageRecord, StoreError
 from infai.tools.policy import Answer
 
@@ -101,14 +100,15 @@ class InfaiApp(App[None]):
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
         await self._settle_turn()
-        self._close_session()
+        await self._close_session()
+        await close_model(self.workspace.model)  # in the loop that used its connections
 
     # -- sessions -------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        turn = self.turn
-        return turn is not None and turn.is_running and not turn.is_cancelled
+        turn = self.turn  # a turn or a compaction; busy until it has fully unwound
+        return turn is not None and not turn.is_finished
 
     async def open_session(self, session_id: str | None) -> bool:
         """Close the current session (if any) and open another (None: a new one)."""
@@ -116,22 +116,26 @@ class InfaiApp(App[None]):
             self.notify("a turn is running (Ctrl-C cancels it)", severity="warning")
             return False
         current = self.session.session_id if self.session else None
-        self._close_session(discard_empty=session_id != current)
+        if session_id is not None and session_id == current:
+            await self._close_session(discard_empty=False)  # reopened (another model)
         try:
             if session_id is None:
                 session_id = self.workspace.new_session()
                 self._created.add(session_id)
-            self.session = self.workspace.open(session_id)
+            # waiting for another process's writer lock must not freeze the screen
+            opened = await asyncio.to_thread(self.workspace.open, session_id)
         except StoreError as exc:
             self.notify(f"cannot open the session: {exc}", severity="error", timeout=10)
             return False
+        await self._close_session()
+        self.session = opened
         await self.reload()
         for note in self.workspace.store.recovery_notes.get(session_id, []):
             await self.query_one(ChatView).notice(f"recovered: {note}")
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
         return True
 
-    def _close_session(self, discard_empty: bool = True) -> None:
+    async def _close_session(self, discard_empty: bool = True) -> None:
         """Close the open session; one this app created and nobody used goes away."""
         session, self.session = self.session, None
         if session is None:
@@ -278,7 +282,10 @@ class InfaiApp(App[None]):
         name, _, argument = text[1:].partition(" ")
         argument = argument.strip()
         if name == "compact":
-            self.compact()
+            if self.busy or self.session is None:
+                self.notify("wait for the turn to end", severity="warning")
+            else:
+                self.turn = self.run_worker(self._compact(), group="turn", exit_on_error=False)
         elif name == "model":
             await self.switch_model(argument)
         elif name == "rename":
@@ -294,14 +301,13 @@ class InfaiApp(App[None]):
         else:
             self.notify(f"unknown command /{name} (see /help)", severity="error")
 
-    @work(group="turn", exit_on_error=False)
-    async def compact(self) -> None:
-        if self.session is None:
-            return
+    async def _compact(self) -> None:
+        """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes)."""
+        assert self.session is not None
         self.notify("compacting…")
         try:
             await self.session.compact()
-        except CompactionFailed as exc:
+        except (CompactionFailed, StoreError) as exc:
             self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
             return
         await self.reload()
@@ -319,8 +325,9 @@ class InfaiApp(App[None]):
         except ValueError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
-        self.workspace.model_name, self.workspace.model = name, model
+        old, self.workspace.model_name, self.workspace.model = self.workspace.model, name, model
         await self.open_session(self.session.session_id)  # reopened with the new model
+        await close_model(old)
         self.notify(f"model: {model.name}")
 
     def rename(self, name: str) -> None:
@@ -342,8 +349,7 @@ class InfaiApp(App[None]):
 
     async def action_interrupt(self) -> None:
         now = time.monotonic()
-        if self.busy:
-            assert self.turn is not None
+        if self.busy and self.turn is not None and not self.turn.is_cancelled:
             self.turn.cancel()
             self._armed = now
             self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
@@ -356,7 +362,8 @@ class InfaiApp(App[None]):
 
     async def action_quit(self) -> None:
         await self._settle_turn()
-        self._close_session()
+        await self._close_session()
+        await close_model(self.workspace.model)
         self.exit()
 
     async def _settle_turn(self) -> None:

@@ -30,6 +30,7 @@ from infai.store import (
     Event,
     MessageRecord,
     Record,
+    StoreError,
     ToolCallRecord,
     ToolResultRecord,
 )
@@ -115,12 +116,15 @@ class AssistantMessage(Widget):
         self._fold.display = True
         self._thoughts.update(Text(self.reasoning))
 
+    async def stop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.stop()
+
     async def settle(self, event: Event, record: MessageRecord) -> None:
         """The reply is durable: show exactly what was stored."""
         self.event_id = event.id
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        await self.stop_stream()
         if record.content != self.text:
             self.text = record.content
             await self._markdown.update(record.content)
@@ -168,7 +172,8 @@ class ToolView(Widget):
         self.set_class(status == "error", "failed")
         if isinstance(record, ToolResultRecord):
             lines = record.content.splitlines()
-            if len(lines) <= FOLD_LINES:
+            if len(lines) <= FOLD_LINES:  # short: shown open, the title just says how it went
+                self._fold.title = "✗ failed" if status == "error" else "✓ done"
                 self._body.update(Text(record.content))
                 self._fold.collapsed = False
 
@@ -180,10 +185,19 @@ class ToolView(Widget):
         if self._result is None:
             return
         if self._result.record is None:  # in a blob: read it now, once
-            self._result.record = self._resolver(self._result)
+            try:
+                self._result.record = self._resolver(self._result)
+            except StoreError as exc:  # damaged or missing: say so, keep the app alive
+                self._body.update(Text(f"cannot load this result: {exc}", style="bold red"))
+                return
         record = self._result.record
         if isinstance(record, ToolResultRecord):
             self._body.update(Text(record.content))
+
+    def interrupted(self) -> None:
+        """The turn ended before this call had a result."""
+        self._fold.title = "✗ interrupted: no result"
+        self.set_class(True, "failed")
 
 
 class ChatView(VerticalScroll):
@@ -205,13 +219,16 @@ class ChatView(VerticalScroll):
         self._ids = [entry.id for entry in entries]
         self._loader, self._resolver = loader, resolver
         self._tools.clear()
-        self.live = None
+        if self.live is not None:
+            await self.live.stop_stream()
+            self.live = None
         await self.remove_children()
         self._shown_from = max(0, len(self._ids) - PAGE)
         if self._shown_from:
             await self.mount(self._more_button())
         await self.mount_all([self._widget(loader(i)) for i in self._ids[self._shown_from :]])
         self.scroll_end(animate=False)
+        self.anchor()  # follow what is added (a streaming reply) until the user scrolls up
 
     def _more_button(self) -> Button:
         return Button(f"▲ {self._shown_from} earlier events", id="more", classes="more")
@@ -259,6 +276,11 @@ class ChatView(VerticalScroll):
             orphan.show_result(event)
             return orphan
         if isinstance(record, MessageRecord):
+            if event.role != "assistant":  # a new prompt (or an interruption): calls still
+                for view in list(self._tools.values()):  # waiting will get no result
+                    if not view.has_result:
+                        view.interrupted()
+                self._tools.clear()
             if event.role == "assistant":
                 if not record.content.strip() and not record.reasoning:
                     return Widget(classes="empty")  # a reply that only called tools
@@ -297,9 +319,10 @@ class ChatView(VerticalScroll):
 
     async def drop_live(self) -> None:
         """The reply failed or was cancelled: it was never stored, so it goes."""
-        if self.live is not None:
-            await self.live.remove()
-            self.live = None
+        live, self.live = self.live, None
+        if live is not None:
+            await live.stop_stream()
+            await live.remove()
 
     async def notice(self, text: str, *, error: bool = False) -> None:
         await self.mount(Notice(text, error=error))

@@ -12,7 +12,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -151,26 +151,34 @@ class RenameScreen(ModalScreen[str | None]):
 
 HELP = """\
 [b]Keys[/b]
-  Enter        send the prompt
-  Ctrl-C       cancel the turn in flight; twice to quit
-  Ctrl-T       timeline: pick an older event to continue from
-  Esc          back to HEAD (forget the picked event)
-  Ctrl-O       sessions: resume another, or start a new one
-  Ctrl-N       new session      F2  rename this session
-  F1           this help
+  Enter    send the prompt
+  Ctrl-C   cancel a turn; twice to quit
+  Ctrl-T   timeline: continue from an older event
+  Esc      back to HEAD (forget the picked event)
+  Ctrl-O   sessions: resume one, or start one
+  Ctrl-N   new session      F2  rename
+  F1       this help
 
 [b]Commands[/b]
-  /compact         summarise the context into a boundary now
-  /model NAME      switch model (offline, provider:model, a configured name)
-  /rename NAME     rename this session
+  /compact       summarise the context now
+  /model NAME    switch model: offline,
+                 provider:model or a configured name
+  /rename NAME   rename this session
   /new  /sessions  /help  /quit
 """
 
 
 class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen")
+    """Keys and commands; scrolls when the terminal is too short for all of it."""
+
+    DEFAULT_CSS = (
+        MODAL_CSS.format(name="HelpScreen")
+        + """
+    HelpScreen VerticalScroll { height: auto; max-height: 100%; }
+    """
+    )
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "dismiss(None)", "close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with Vertical(), VerticalScroll():
             yield Static(HELP)

@@ -41,13 +41,13 @@ class StatusBar(Static):
 
     def show(self, status: Status) -> None:
         pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" {status.model} ", style="bold")
-        text.append(f"│ {token_bar(status.used_tokens, status.context_window)} ")
+        saved = status.durability == "saved"  # first: it must survive a narrow terminal
+        text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
+        text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
         text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
         text.append(f"│ {status.branch} ")
-        saved = status.durability == "saved"
-        text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
         if status.notice:
             text.append(f"│ {status.notice}", style="italic")
         self.update(text)
