@@ -545,3 +545,58 @@ def test_a_served_session_offers_subagents_that_stay_out_of_its_context(
     with h.store.open_reader(sid) as reader:
         last = reader.context().events[-1].record
     assert isinstance(last, MessageRecord) and last.content == "it counted three"
+
+
+def test_deleting_a_session_while_it_compacts_cancels_the_compaction(
+    make: Callable[..., Harness],
+) -> None:
+    gated = Gated('{"summary": "late"}')
+    h = make(lambda name: gated)
+    sid = h.new_session()
+    writer_events = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "hi"})
+    assert writer_events.status_code == 202
+    gated.release()  # the turn's reply
+    _wait_idle(h, sid)
+    gated_summary = Gated('{"summary": "never"}')
+    h.sessions.open[sid].agent.model = gated_summary  # the compaction will hang
+    result: dict[str, Any] = {}
+
+    def compact() -> None:
+        result["response"] = h.client.post(f"/v1/sessions/{sid}/compact")
+
+    thread = threading.Thread(target=compact)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while h.client.get(f"/v1/sessions/{sid}").json().get("busy") != "compacting":
+        assert time.monotonic() < deadline, "the compaction never started"
+        time.sleep(0.02)
+    deleted = h.client.delete(f"/v1/sessions/{sid}")
+    thread.join(10)
+    gated_summary.release()
+    assert deleted.status_code == 204
+    response = result["response"]
+    assert response.status_code == 409 and "closed before this finished" in response.json()["error"]
+    assert not h.store.exists(sid)
+
+
+def _wait_idle(h: Harness, sid: str) -> None:
+    deadline = time.monotonic() + 10
+    while h.client.get(f"/v1/sessions/{sid}").json().get("busy") is not None:
+        assert time.monotonic() < deadline, "the session stayed busy"
+        time.sleep(0.02)
+
+
+def test_stopping_the_server_closes_each_session_model(make: Callable[..., Harness]) -> None:
+    class Closable(ScriptedModel):
+        closed = 0
+
+        async def aclose(self) -> None:
+            Closable.closed += 1
+
+    h = make(lambda name: Closable(["hello"]))
+    sid = h.new_session()
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "hi")
+        stream.until("turn_ended")
+    h.close()
+    assert Closable.closed == 1

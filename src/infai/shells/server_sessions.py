@@ -34,15 +34,15 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from infai.agent import AgentSession, Lagged, Saved, Streamed
 from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
-from infai.llm import Model
+from infai.llm import Model, close_model
 from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolResultRecord
 from infai.tools import Policy, Rule, Tool, Toolbox
 from infai.tools.policy import Answer
@@ -51,6 +51,7 @@ log = logging.getLogger("infai.server")
 
 #: frames a watcher may fall behind by before it is dropped (it can replay from the store)
 FEED_LIMIT = 10_000
+T = TypeVar("T")
 
 
 class Conflict(Exception):
@@ -236,6 +237,8 @@ class Served:
         self.turn: Turn | None = None
         #: what occupies the slot for writes, if anything
         self.busy: str | None = None
+        #: slot work other than a turn (compaction, branch switch), cancelled on close
+        self.job: asyncio.Task[Any] | None = None
         self._observe = observe
         policy = Policy(list(rules), approver=self.ask)
         tools = list(tools)
@@ -371,10 +374,25 @@ class Served:
         await asyncio.wait([turn.task])
         return turn
 
+    async def _job(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run slot work (a compaction, a summarised switch) that closing can cancel."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.job = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and not (current is not None and current.cancelling()):
+                why = f"session {self.session_id} was closed before this finished"
+                raise Conflict(why) from None
+            raise
+        finally:
+            self.job = None
+
     async def compact(self) -> Event:
         self._claim("compacting")
         try:
-            return await self.agent.compact()
+            return await self._job(self.agent.compact())
         finally:
             self.busy = None
             self.catch_up()
@@ -385,7 +403,7 @@ class Served:
         if summarize and event_id is not None:
             self._claim("switching branches")
             try:
-                summary = await self.agent.switch(event_id, summarize=True)
+                summary = await self._job(self.agent.switch(event_id, summarize=True))
             finally:
                 self.busy = None
                 self.catch_up()
@@ -448,11 +466,13 @@ class Served:
     async def close(self, reason: str) -> None:
         """Cancel the turn in flight, end every watcher's stream, release the writer."""
         turn = self.turn
-        if turn is not None and turn.task is not None:
-            turn.task.cancel()
-            await asyncio.wait([turn.task])
+        for task in (turn.task if turn is not None else None, self.job):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait([task])
         self.channel.close(frame("closed", {"reason": reason}))
         self.agent.close()
+        await close_model(self.agent.model)
 
 
 class Sessions:
@@ -496,7 +516,7 @@ class Sessions:
                 model = self.model_factory(info.model)
             except ValueError as exc:
                 raise Conflict(f"cannot open session {session_id}: {exc}") from None
-            served = await asyncio.to_thread(
+            opening = asyncio.to_thread(
                 Served,
                 self.store,
                 session_id,
@@ -507,6 +527,11 @@ class Sessions:
                 observe=self.observe,
                 compact_at=self.compact_at,
             )
+            try:
+                served = await opening
+            except BaseException:
+                await close_model(model)
+                raise
             self.open[session_id] = served
             return served
 
