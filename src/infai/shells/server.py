@@ -225,9 +225,12 @@ def _endpoint(op: Operation, handler: Handler, sessions: Sessions, config: AppCo
 
 @contextmanager
 def reading(call: Call) -> Iterator[SessionView]:
-    """The session for reading: its writer if open here, else a reader (no lock)."""
+    """The session for reading: its writer if open here, else a reader (no lock).
+
+    With a shared database, other nodes write too: a fresh reader sees them.
+    """
     served = call.sessions.open.get(call.session_id)
-    if served is not None:
+    if served is not None and not getattr(call.sessions.store, "shared_writers", False):
         yield served.writer
         return
     with call.sessions.store.open_reader(call.session_id) as reader:
@@ -509,6 +512,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sessions.start_watching()  # a shared database: other nodes' appends reach our streams
         yield
         await sessions.aclose()
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import uuid
 from collections import deque
@@ -231,6 +232,7 @@ class Served:
         observe: Callable[[Event], None] | None = None,
         compact_at: float | None = DEFAULT_THRESHOLD,
     ) -> None:
+        self.store = store
         self.approval_timeout = approval_timeout
         self.questions: dict[str, Question] = {}
         self.channel = Channel()
@@ -297,6 +299,26 @@ class Served:
         while self.published + 1 < end:
             entry = self.writer.entry_at(self.published + 1)
             self._settled(self.writer.event(entry.id))
+
+    def catch_up_remote(self, seq: int) -> None:
+        """Publish what another process appended (up to at least ``seq``).
+
+        An idle session's writer is refreshed, so its next turn starts from the
+        latest HEAD. During a turn it is left as it was: that turn was decided on
+        an older HEAD, and its next append must fail with a conflict rather than
+        land on events it never saw; the new events are read with a fresh reader.
+        """
+        if 0 <= seq <= self.published:
+            return
+        refresh = getattr(self.writer, "refresh", None)
+        if self.busy is None and refresh is not None:
+            # idle: the next turn here should start from the latest HEAD
+            refresh()
+            self.catch_up()
+            return
+        with self.store.open_reader(self.session_id) as reader:
+            for number in range(self.published + 1, reader.count):
+                self._settled(reader.event(reader.entry_at(number).id))
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
@@ -497,6 +519,8 @@ class Sessions:
         self.approval_timeout = approval_timeout
         self.observe = observe
         self.open: dict[str, Served] = {}
+        self._watcher: threading.Thread | None = None
+        self._stop_watching = threading.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self.closing = False
 
@@ -535,6 +559,38 @@ class Sessions:
             self.open[session_id] = served
             return served
 
+    def start_watching(self) -> None:
+        """Hear other processes' appends (a shared database): fan them out here too."""
+        watch = getattr(self.store, "watch", None)
+        if watch is None or self._watcher is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def heard(session_id: str | None, seq: int) -> None:
+            loop.call_soon_threadsafe(self._heard, session_id, seq)
+
+        self._stop_watching.clear()
+        self._watcher = threading.Thread(
+            target=watch, args=(heard, self._stop_watching), name="infai-listen", daemon=True
+        )
+        self._watcher.start()
+
+    def _heard(self, session_id: str | None, seq: int) -> None:
+        targets = list(self.open.values()) if session_id is None else [self.open.get(session_id)]
+        for served in targets:
+            if served is None:
+                continue
+            try:
+                served.catch_up_remote(seq)
+            except Exception:
+                log.exception("fanning out session %s failed", served.session_id)
+
+    async def stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            self._stop_watching.set()
+            await asyncio.to_thread(watcher.join, 5)
+
     async def delete(self, session_id: str) -> None:
         async with self._locks.setdefault(session_id, asyncio.Lock()):
             served = self.open.pop(session_id, None)
@@ -550,6 +606,7 @@ class Sessions:
     async def aclose(self) -> None:
         """Stop every turn and release every writer."""
         self.closing = True
+        await self.stop_watching()
         while self.open:
             _, served = self.open.popitem()
             try:

@@ -73,6 +73,8 @@ class SessionStore(Protocol):
     """Sessions: create, list, read, write, check, remove."""
 
     options: StoreOptions
+    #: whether other processes may append to a session this one has open for writing
+    shared_writers: bool
     #: a local directory for this machine's files (the server token), whatever the backend
     home: Path
     recovery_notes: dict[str, list[str]]

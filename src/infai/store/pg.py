@@ -25,8 +25,9 @@ record is resolved, and their SHA-256 is checked then.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -86,6 +87,9 @@ def _entry(row: Sequence[Any]) -> Entry:
 class PgStore:
     """Sessions in a PostgreSQL database (``postgresql://`` URL), pooled connections."""
 
+    #: several processes may write one session (compare-and-set on HEAD, no lock)
+    shared_writers = True
+
     def __init__(
         self,
         url: str,
@@ -141,6 +145,31 @@ class PgStore:
 
     def close(self) -> None:
         self.pool.close()
+
+    def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
+        """Call ``callback(session_id, seq)`` for each append by any process, until ``stop``.
+
+        Blocking: run it in a thread. It listens on :data:`CHANNEL` over a
+        connection of its own; when that connection is lost it reconnects and
+        calls ``callback(None, -1)``, since appends made meanwhile were not heard.
+        """
+        lost = False
+        while not stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    if lost:
+                        callback(None, -1)
+                    while not stop.is_set():
+                        for note in conn.notifies(timeout=0.25):
+                            try:
+                                data = json.loads(note.payload)
+                                callback(str(data["session"]), int(data["seq"]))
+                            except (ValueError, KeyError, TypeError):
+                                continue  # not ours to read
+            except psycopg.OperationalError:
+                lost = True
+                stop.wait(0.5)
 
     def __enter__(self) -> PgStore:
         return self

@@ -144,6 +144,9 @@ def _decode_info(data: bytes, where: str) -> SessionInfo:
 class Store:
     """Sessions under ``home``: create, list, open for reading or writing, remove."""
 
+    #: one writer per session at a time (an OS lock), so an open writer is current
+    shared_writers = False
+
     def __init__(
         self,
         home: str | os.PathLike[str] | None = None,
