@@ -300,6 +300,7 @@ class PgStore:
         report = FsckReport(check_uuid(session_id, "session id"))
         with self.open_reader(session_id) as reader:
             ids: dict[str, int] = {}
+            digests: set[str] = set()  # blobs are stored once per content
             last = -1
             for entry in reader.entries():
                 where = f"{self._safe_url()} session {report.session_id} event #{entry.seq}"
@@ -313,9 +314,10 @@ class PgStore:
                 try:
                     event = reader.event(entry.id, resolve=True)
                     if event.digest is not None:
-                        report.blobs += 1
+                        digests.add(event.digest)
                 except StoreError as exc:
                     report.problems.append(Problem(where, 0, str(exc)))
+            report.blobs = len(digests)
             if report.events != reader.count or (last >= 0 and reader.head_seq != last):
                 where = f"{self._safe_url()} session {report.session_id}"
                 report.problems.append(Problem(where, 0, "HEAD or count disagrees with events"))
