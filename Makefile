@@ -29,6 +29,7 @@ bench: $(BIN)/infai
 	$(BIN)/python benchmarks/store_bench.py
 	$(BIN)/python benchmarks/agent_bench.py
 	$(BIN)/python benchmarks/server_bench.py
+	$(BIN)/python benchmarks/backend_bench.py
 
 clean:
 	rm -rf $(VENV)

@@ -116,7 +116,14 @@ def infai_available() -> str | None:
 
 
 def build_infai(home: Path, tree: Tree, seed: int) -> str:
-    from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord
+    from infai.store import Store
+
+    return build_session(Store(home), tree, seed)
+
+
+def build_session(store: Any, tree: Tree, seed: int) -> str:
+    """The seeded tree as one session of ``store`` (any backend); returns its id."""
+    from infai.store import MessageRecord, ToolCallRecord, ToolResultRecord
 
     def make(kind: str, r: dict[str, Any]) -> MessageRecord | ToolCallRecord | ToolResultRecord:
         if kind == "tool_result":
@@ -125,7 +132,6 @@ def build_infai(home: Path, tree: Tree, seed: int) -> str:
             return ToolCallRecord(call_id=r["call_id"], name=r["name"], arguments=r["arguments"])
         return MessageRecord(content=r["content"])
 
-    store = Store(home)
     info = store.create_session(name="bench", working_dir="/tmp", model="offline")
     starts = {start: fork for start, _, fork in tree.segments}
     ids: list[str] = []
@@ -145,7 +151,7 @@ def build_infai(home: Path, tree: Tree, seed: int) -> str:
         ids.extend(ev.id for ev in w.append_batch(batch, parent=parent))
         if w.head != ids[-1]:
             raise RuntimeError(f"infai HEAD {w.head} is not the last appended event {ids[-1]}")
-    return info.id
+    return str(info.id)
 
 
 # ----------------------------------------------------------------------------- child process

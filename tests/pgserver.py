@@ -4,8 +4,9 @@ Nothing depends on a server the machine happens to run: the cluster is made
 from the system's PostgreSQL binaries (``.ci/run`` installs them), started on a
 free 127.0.0.1 port with trust authentication, and removed afterwards. As root
 (CI), the server runs as the ``postgres`` user, since PostgreSQL refuses root.
-``fsync`` is off: the backend's durability is PostgreSQL's commit, which these
-tests do not crash-test; they test the backend's logic.
+``fsync`` is off for tests: the backend's durability is PostgreSQL's commit,
+which they do not crash-test; they test the backend's logic. The benchmark
+starts one with ``durable=True`` in a directory of its choosing (``parent``).
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ def _free_port() -> int:
 class Cluster:
     """``with Cluster() as url:`` a running server and a database URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False, parent: Path | None = None) -> None:
+        #: with fsync on (benchmarks); tests run without it
+        self.durable = durable
         self.bindir = _bindir()
-        self.root = Path(tempfile.mkdtemp(prefix="infai-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="infai-pg-", dir=parent))
         self.data = self.root / "data"
         self.port = _free_port()
         self.as_root = os.geteuid() == 0
@@ -64,10 +67,9 @@ class Cluster:
         if self.as_root:
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root}"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             "pg_ctl",
             "-D",

@@ -17,8 +17,9 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
         ["store_bench.py", "--quick", "--sessions", "50", "--reps", "1"],
         ["agent_bench.py", "--turns", "3"],
         ["server_bench.py", "--quick"],
+        ["backend_bench.py", "--quick", "--reps", "1"],
     ],
-    ids=["store", "agent", "server"],
+    ids=["store", "agent", "server", "backends"],
 )
 def test_benchmark_script_runs(args: list[str], tmp_path: Path) -> None:
     out = subprocess.run(
