@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:
             url = args.pg
             if url is None:
-                from pgserver import Cluster  # type: ignore[import-not-found]
+                from pgserver import Cluster
 
                 tmp.chmod(0o755)  # as root, the server runs as postgres and must reach it
                 url = stack.enter_context(Cluster(durable=True, parent=tmp))
