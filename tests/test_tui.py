@@ -468,3 +468,42 @@ def test_results_stay_with_their_calls_and_a_damaged_blob_does_not_crash(
         assert app.is_running
 
     run_app(app, scenario, (80, 24))
+
+
+def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["one", "two", "three", "four"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "a")
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        rebuilds: list[int] = []
+        real = timeline.load
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            rebuilds.append(1)
+            real(*args, **kwargs)
+
+        timeline.load = counted  # type: ignore[method-assign]
+        await pilot.press("escape")  # nothing picked: nothing changes
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "b")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "c")
+        await until(pilot, lambda: not app.busy)
+        labels = [str(n.label) for n in _walk(timeline.root) if n.data]
+        assert len(labels) == 6 and rebuilds == []
+        assert labels[-1].startswith("◆ #5") and not any(x.startswith("◆") for x in labels[:-1])
+        first_answer = [n for n in _walk(timeline.root) if n.data][1]
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display)
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "d")  # a fork at #1: the line from #1 must move into a branch
+        await until(pilot, lambda: not app.busy)
+        assert rebuilds == [1]
+        labels = [str(n.label) for n in _walk(timeline.root)]
+        assert sum("branch at #1" in label for label in labels) == 2
+
+    run_app(app, scenario, (80, 24))

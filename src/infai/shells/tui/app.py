@@ -233,11 +233,18 @@ class InfaiApp(App[None]):
         finally:
             self._refresh_timeline()
 
-    def _refresh_timeline(self) -> None:
+    def _refresh_timeline(self, rebuild: bool = False) -> None:
+        """Bring the timeline (if shown) up to date: new events added, else rebuilt."""
         timeline = self.query_one(Timeline)
-        if self.session is not None and timeline.has_class("shown"):
-            writer = self.session.writer
-            timeline.load(list(writer.entries()), writer.head, writer.pending_parent)
+        if self.session is None or not timeline.has_class("shown"):
+            return
+        writer, sid = self.session.writer, self.session.session_id
+        head, pending = writer.head, writer.pending_parent
+        if not rebuild and timeline.session_id == sid and timeline.loaded <= writer.count:
+            new = [writer.entry_at(seq) for seq in range(timeline.loaded, writer.count)]
+            if timeline.extend(new, head, pending):
+                return
+        timeline.load(list(writer.entries()), head, pending, sid)
 
     async def _saved(self, event: Saved) -> None:
         chat = self.query_one(ChatView)
@@ -381,7 +388,7 @@ class InfaiApp(App[None]):
             self.query_one("#prompt", Input).focus()
             return
         timeline.add_class("shown")
-        self._refresh_timeline()
+        self._refresh_timeline(rebuild=True)
         timeline.focus()
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:

@@ -73,16 +73,33 @@ def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
 
 
 class Timeline(Tree[str]):
-    """Every event of the session as branches; selecting one sets the pending parent."""
+    """Every event of the session as branches; selecting one sets the pending parent.
+
+    Built once from the index when shown; afterwards new events are added to it
+    (a turn adds a few), so a long session's tree is not rebuilt at every turn.
+    """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("session", **kwargs)  # type: ignore[arg-type]
         self.show_root = False
         self.guide_depth = 2
+        self.session_id: str | None = None
+        self.loaded = 0
+        self._event_entries: dict[str, Entry] = {}
+        self._by_event: dict[str, TreeNode[str]] = {}
+        self._run_of: dict[str, TreeNode[str]] = {}
+        self._child_count: dict[str, int] = {}
+        self._marks: tuple[str | None, str | None] = (None, None)
 
-    def load(self, entries: list[Entry], head: str | None, pending: str | None) -> None:
+    def load(
+        self, entries: list[Entry], head: str | None, pending: str | None, session_id: str = ""
+    ) -> None:
         """Rebuild from index entries (oldest first)."""
         self.clear()
+        self.session_id, self.loaded = session_id, len(entries)
+        self._event_entries = {e.id: e for e in entries}
+        self._by_event, self._run_of, self._child_count = {}, {}, {}
+        self._marks = (head, pending)
         children: dict[str, list[Entry]] = {}
         roots: list[Entry] = []
         for entry in entries:
@@ -90,25 +107,57 @@ class Timeline(Tree[str]):
                 roots.append(entry)
             else:
                 children.setdefault(entry.parent_id, []).append(entry)
-        cursor_node: TreeNode[str] | None = None
+                self._child_count[entry.parent_id] = self._child_count.get(entry.parent_id, 0) + 1
         # (node to add to, the branch's first event), walked without recursion
         work: list[tuple[TreeNode[str], Entry]] = [(self.root, r) for r in reversed(roots)]
         while work:
             parent, entry = work.pop()
             while True:
-                node = parent.add_leaf(_label(entry, head, pending), data=entry.id)
-                if entry.id == (pending or head):
-                    cursor_node = node
+                self._add(parent, entry)
                 kids = children.get(entry.id, [])
                 if len(kids) == 1:
                     entry = kids[0]
                     continue
-                forks = [
-                    (parent.add(Text(f"⑂ branch at #{entry.seq}"), expand=True), kid)
-                    for kid in kids
-                ]
+                forks = [(self._fork(parent, entry), kid) for kid in kids]
                 work.extend(reversed(forks))
                 break
         self.root.expand()
-        if cursor_node is not None:
-            self.move_cursor(cursor_node)
+        self._cursor(head, pending)
+
+    def _add(self, container: TreeNode[str], entry: Entry) -> None:
+        head, pending = self._marks
+        node = container.add_leaf(_label(entry, head, pending), data=entry.id)
+        self._by_event[entry.id] = node
+        self._run_of[entry.id] = container
+
+    def _fork(self, container: TreeNode[str], at: Entry) -> TreeNode[str]:
+        return container.add(Text(f"⑂ branch at #{at.seq}"), expand=True)
+
+    def _cursor(self, head: str | None, pending: str | None) -> None:
+        node = self._by_event.get(pending or head or "")
+        if node is not None:
+            self.move_cursor(node)
+
+    def extend(self, entries: list[Entry], head: str | None, pending: str | None) -> bool:
+        """Add events appended since the last load; False when only a rebuild will do
+        (a second child of an event whose first child continues its line)."""
+        old = self._marks
+        self._marks = (head, pending)
+        for entry in entries:
+            parent = entry.parent_id
+            count = self._child_count.get(parent, 0)
+            if entry.parent_seq < 0 or parent not in self._by_event or count == 1:
+                return False
+            if count == 0:  # the line goes on
+                self._add(self._run_of[parent], entry)
+            else:  # one more branch at an existing fork
+                self._add(self._fork(self._run_of[parent], self._event_entries[parent]), entry)
+            self._child_count[parent] = count + 1
+            self._event_entries[entry.id] = entry
+            self.loaded += 1
+        for event_id in {*old, head, pending} - {None}:  # markers moved: relabel
+            node = self._by_event.get(event_id or "")
+            if node is not None and event_id is not None:
+                node.set_label(_label(self._event_entries[event_id], head, pending))
+        self._cursor(head, pending)
+        return True
