@@ -54,7 +54,7 @@ from .layout import check_uuid, default_home
 from .options import StoreOptions
 from .pg_schema import check_current, migrate
 from .records import RECORD_TYPES, Record, encode_record, preview, record_from_stored
-from .store import SessionInfo
+from .store import SessionInfo, new_session_info
 from .writer import check_role
 
 CHANNEL = "infai_events"
@@ -191,26 +191,8 @@ class PgStore:
     ) -> SessionInfo:
         if parent_session is not None and not self.exists(parent_session):
             raise SessionNotFound(parent_session)
-        if parent_event is not None:
-            parent_event = check_uuid(parent_event, "parent event id")
-        if session_id:
-            sid = check_uuid(session_id, "session id")
-        else:
-            import uuid_utils
-
-            sid = str(uuid_utils.uuid7())
-        stamp = now_rfc3339()
-        info = SessionInfo(
-            id=sid,
-            name=name,
-            working_dir=working_dir,
-            model=model,
-            created_at=stamp,
-            updated_at=stamp,
-            parent_session=parent_session,
-            parent_event=parent_event,
-        )
-        SessionInfo.from_obj(info.to_obj(), "session metadata")
+        info = new_session_info(name, working_dir, model, parent_session, parent_event, session_id)
+        sid, stamp = info.id, info.created_at
         with self._conn() as conn:
             try:
                 conn.execute(

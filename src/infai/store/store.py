@@ -141,6 +141,38 @@ def _decode_info(data: bytes, where: str) -> SessionInfo:
         raise CorruptionError(where, 0, str(exc).removeprefix(f"{where}: ")) from None
 
 
+def new_session_info(
+    name: str | None,
+    working_dir: str | None,
+    model: str | None,
+    parent_session: str | None,
+    parent_event: str | None,
+    session_id: str | None,
+) -> SessionInfo:
+    """The metadata of a session about to be created (any backend), checked."""
+    if parent_event is not None:
+        parent_event = check_uuid(parent_event, "parent event id")
+    if session_id:
+        sid = check_uuid(session_id, "session id")
+    else:
+        import uuid_utils
+
+        sid = str(uuid_utils.uuid7())
+    stamp = now_rfc3339()
+    info = SessionInfo(
+        id=sid,
+        name=name,
+        working_dir=working_dir,
+        model=model,
+        created_at=stamp,
+        updated_at=stamp,
+        parent_session=parent_session,
+        parent_event=parent_event,
+    )
+    SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
+    return info
+
+
 class Store:
     """Sessions under ``home``: create, list, open for reading or writing, remove."""
 
@@ -193,26 +225,8 @@ class Store:
         """Create an empty session durably and return its metadata."""
         if parent_session is not None:
             self.paths(parent_session)
-        if parent_event is not None:
-            parent_event = check_uuid(parent_event, "parent event id")
-        if session_id:
-            sid = check_uuid(session_id, "session id")
-        else:
-            import uuid_utils
-
-            sid = str(uuid_utils.uuid7())
-        stamp = now_rfc3339()
-        info = SessionInfo(
-            id=sid,
-            name=name,
-            working_dir=working_dir,
-            model=model,
-            created_at=stamp,
-            updated_at=stamp,
-            parent_session=parent_session,
-            parent_event=parent_event,
-        )
-        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
+        info = new_session_info(name, working_dir, model, parent_session, parent_event, session_id)
+        sid = info.id
         self._ensure_home()
         final = self.sessions_dir / sid
         if final.exists():
