@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
-import httpx2
 
 from infai.store import Usage
 
@@ -35,7 +34,7 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
 )
-from .providers import ModelSpec, body_message, status_error, with_retries
+from .providers import ModelSpec, errors_as_data, with_retries
 
 DEFAULT_MAX_TOKENS = 8192
 STOP_REASONS: dict[str, StopReason] = {
@@ -131,23 +130,8 @@ class AnthropicModel:
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         return with_retries(self._attempt, request, self.spec.retry, "anthropic")
 
-    async def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
-        try:
-            async for event in self._events(request):
-                yield event
-        except anthropic.APIStatusError as exc:
-            message, kind = body_message(exc.body, exc.message)
-            if exc.status_code == 200:  # an error event inside the stream
-                failed = f"anthropic: the stream failed ({kind}): {message}"
-                yield ProviderError(failed, retryable=kind in RETRY_TYPES)
-            else:
-                yield status_error("anthropic", exc.status_code, message, exc.response.headers)
-        except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
-            yield ProviderError(f"anthropic: the connection failed: {exc}", retryable=True)
-        except anthropic.APIError as exc:
-            yield ProviderError(f"anthropic: the stream failed: {exc.message}", retryable=True)
-        except (ValueError, KeyError, TypeError) as exc:
-            yield ProviderError(f"anthropic: malformed stream: {type(exc).__name__}: {exc}")
+    def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
+        return errors_as_data(self._events(request), "anthropic", anthropic, RETRY_TYPES)
 
     def _options(self, request: Request) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -17,7 +17,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import openai
 
 from infai.store import Usage
@@ -34,7 +33,7 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
 )
-from .providers import ModelSpec, body_message, status_error, with_retries
+from .providers import ModelSpec, errors_as_data, with_retries
 
 #: error types or codes, in an error object inside a stream, worth another try
 RETRY_TYPES = {"server_error", "rate_limit_error", "rate_limit_exceeded", "overloaded_error"}
@@ -136,22 +135,8 @@ class OpenAIModel:
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         return with_retries(self._attempt, request, self.spec.retry, "openai")
 
-    async def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
-        try:
-            async for event in self._events(request):
-                yield event
-        except openai.APIStatusError as exc:
-            message, _ = body_message(exc.body, exc.message)
-            yield status_error("openai", exc.status_code, message, exc.response.headers)
-        except (openai.APIConnectionError, httpx2.TransportError) as exc:
-            yield ProviderError(f"openai: the connection failed: {exc}", retryable=True)
-        except openai.APIError as exc:  # an error object inside the stream
-            message, kind = body_message(exc.body, exc.message)
-            code = exc.body.get("code") if isinstance(exc.body, dict) else None
-            retry = kind in RETRY_TYPES or code in RETRY_TYPES
-            yield ProviderError(f"openai: the stream failed ({kind}): {message}", retryable=retry)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            yield ProviderError(f"openai: malformed stream: {type(exc).__name__}: {exc}")
+    def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
+        return errors_as_data(self._events(request), "openai", openai, RETRY_TYPES)
 
     async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
         options: dict[str, Any] = {}

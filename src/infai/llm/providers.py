@@ -168,6 +168,39 @@ def status_error(provider: str, status: int, message: str, headers: Any) -> Prov
 Attempt = Callable[[Request], AsyncIterator[StreamEvent]]
 
 
+async def errors_as_data(
+    events: AsyncIterator[StreamEvent], provider: str, sdk: Any, retry_types: set[str]
+) -> AsyncIterator[StreamEvent]:
+    """``events``, with the SDK's exceptions turned into a final :class:`ProviderError`.
+
+    ``sdk`` is the SDK module (``openai`` or ``anthropic``: their exception
+    trees have the same shape). An error reported inside a stream (a status
+    error with status 200, or an API error with no status) is retried only
+    when its type or code is in ``retry_types``.
+    """
+    import httpx2
+
+    try:
+        async for event in events:
+            yield event
+    except sdk.APIStatusError as exc:
+        message, kind = body_message(exc.body, exc.message)
+        if exc.status_code == 200:  # an error event inside the stream
+            failed = f"{provider}: the stream failed ({kind}): {message}"
+            yield ProviderError(failed, retryable=kind in retry_types)
+        else:
+            yield status_error(provider, exc.status_code, message, exc.response.headers)
+    except (sdk.APIConnectionError, httpx2.TransportError) as exc:
+        yield ProviderError(f"{provider}: the connection failed: {exc}", retryable=True)
+    except sdk.APIError as exc:  # an error object inside the stream
+        message, kind = body_message(exc.body, exc.message)
+        code = exc.body.get("code") if isinstance(exc.body, dict) else None
+        retry = kind in retry_types or code in retry_types
+        yield ProviderError(f"{provider}: the stream failed ({kind}): {message}", retryable=retry)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        yield ProviderError(f"{provider}: malformed stream: {type(exc).__name__}: {exc}")
+
+
 async def with_retries(
     attempt: Attempt, request: Request, policy: RetryPolicy, provider: str
 ) -> AsyncIterator[StreamEvent]:
