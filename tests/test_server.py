@@ -97,6 +97,7 @@ class Harness:
         *,
         approval_timeout: float = 30.0,
         lock_timeout: float = 5.0,
+        idle_close: float | None = None,
     ) -> None:
         self.store = Store(home, options=StoreOptions(lock_timeout=lock_timeout))
         self.app = create_app(
@@ -105,6 +106,7 @@ class Harness:
             model_factory=factory,
             working_dir=work,
             approval_timeout=approval_timeout,
+            idle_close=idle_close,
         )
         self.server = ServerThread(self.app).start()
         self.url = self.server.url
@@ -600,3 +602,25 @@ def test_stopping_the_server_closes_each_session_model(make: Callable[..., Harne
         stream.until("turn_ended")
     h.close()
     assert Closable.closed == 1
+
+
+def test_an_idle_session_is_closed_and_its_writer_freed(
+    make: Callable[..., Harness], tmp_path: Path
+) -> None:
+    h = make(lambda name: ScriptedModel(["hello", "again"]), idle_close=0.3)
+    sid = h.new_session()
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "hi")
+        stream.until("turn_ended")
+        time.sleep(0.6)  # watched: stays open however long
+        assert sid in h.sessions.open
+    deadline = time.monotonic() + 10
+    while sid in h.sessions.open:  # nobody watching, nothing in flight: it goes
+        assert time.monotonic() < deadline, "the idle session stayed open"
+        time.sleep(0.05)
+    other = Store(tmp_path / "home", options=StoreOptions(lock_timeout=0))
+    with other.open_writer(sid) as writer:
+        assert writer.count == 2  # another program can write now
+    with h.watch(sid) as (stream, _):  # and the server opens it again when asked
+        h.prompt(sid, "more")
+        stream.until("turn_ended")

@@ -482,6 +482,7 @@ def create_app(
     working_dir: Path | None = None,
     observe: Callable[[Event], None] | None = None,
     compact_at: float | None = DEFAULT_THRESHOLD,
+    idle_close: float | None = 600.0,
 ) -> Starlette:
     """The API as an ASGI app; ``app.state.sessions`` holds the open sessions.
 
@@ -489,7 +490,9 @@ def create_app(
     default); ``tools`` makes each session's tools; ``rules`` start every
     session's policy; a question unanswered after ``approval_timeout`` seconds
     is denied; ``observe`` sees each settled event as it is fanned out;
-    ``compact_at`` is the auto-compaction threshold (None: off).
+    ``compact_at`` is the auto-compaction threshold (None: off); a session idle
+    for ``idle_close`` seconds (no turn, no watcher, no question) is closed,
+    releasing its writer (None: kept open until deleted or the server stops).
     """
     sessions = Sessions(
         store,
@@ -513,6 +516,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sessions.start_watching()  # a shared database: other nodes' appends reach our streams
+        sessions.start_closing_idle(idle_close)
         yield
         await sessions.aclose()
 

@@ -60,6 +60,14 @@ def is_loopback(host: str) -> bool:
     help="Seconds a permission question waits for an answer before it is denied.",
 )
 @click.option(
+    "--idle-close",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Seconds before a session nobody uses is closed, freeing it for other "
+    "programs (0: keep sessions open).",
+)
+@click.option(
     "--lock-timeout",
     type=click.FloatRange(min=0),
     default=2.0,
@@ -76,6 +84,7 @@ def serve_command(
     model_name: str | None,
     allow: tuple[str, ...],
     approval_timeout: float,
+    idle_close: float,
     lock_timeout: float,
 ) -> None:
     """Serve the HTTP API (with live Server-Sent Events) until interrupted."""
@@ -107,6 +116,7 @@ def serve_command(
         approval_timeout=approval_timeout,
         working_dir=space.working_dir,
         compact_at=space.config.compact_at,
+        idle_close=idle_close or None,
     )
     try:
         sock = bind(host, port)

@@ -241,6 +241,8 @@ class Served:
         self.busy: str | None = None
         #: slot work other than a turn (compaction, branch switch), cancelled on close
         self.job: asyncio.Task[Any] | None = None
+        #: when it last did or published anything (monotonic), for closing idle ones
+        self.last_active = time.monotonic()
         self._observe = observe
         policy = Policy(list(rules), approver=self.ask)
         tools = list(tools)
@@ -263,7 +265,19 @@ class Served:
         log: SessionLog = self.agent.writer
         return log
 
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, nobody watching, nothing asked: closing loses nothing."""
+        return (
+            self.busy is None
+            and self.turn is None
+            and self.job is None
+            and not self.questions
+            and self.channel.watchers == 0
+        )
+
     def publish(self, item: Frame) -> None:
+        self.last_active = time.monotonic()
         if self.turn is not None and item.name == "delta":
             self.turn.deltas.append(item)
         self.channel.publish(item)
@@ -340,6 +354,7 @@ class Served:
         if self.busy is not None:
             raise Conflict(f"session {self.session_id} is busy: {self.busy}")
         self.busy = what
+        self.last_active = time.monotonic()
 
     def start(self, text: str, from_event: str | None = None) -> Turn:
         """Start a turn in the background; raises :class:`Conflict` if one is in flight."""
@@ -520,6 +535,7 @@ class Sessions:
         self.observe = observe
         self.open: dict[str, Served] = {}
         self._watcher: threading.Thread | None = None
+        self._closer: asyncio.Task[None] | None = None
         self._stop_watching = threading.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self.closing = False
@@ -558,6 +574,28 @@ class Sessions:
                 raise
             self.open[session_id] = served
             return served
+
+    def start_closing_idle(self, after: float | None) -> None:
+        """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
+
+        A session the server holds open keeps its writer lock (file store), so a
+        TUI or ``infai run`` elsewhere could not write to it; an idle one goes.
+        """
+        if after is None or self._closer is not None:
+            return
+
+        async def close_idle() -> None:
+            while True:
+                await asyncio.sleep(min(30.0, max(after / 4, 0.05)))
+                now = time.monotonic()
+                for sid, served in list(self.open.items()):
+                    if served.idle and now - served.last_active >= after:
+                        async with self._locks.setdefault(sid, asyncio.Lock()):
+                            if self.open.get(sid) is served and served.idle:
+                                del self.open[sid]
+                                await served.close("idle")
+
+        self._closer = asyncio.get_running_loop().create_task(close_idle())
 
     def start_watching(self) -> None:
         """Hear other processes' appends (a shared database): fan them out here too."""
@@ -607,6 +645,10 @@ class Sessions:
         """Stop every turn and release every writer."""
         self.closing = True
         await self.stop_watching()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer.cancel()
+            await asyncio.wait([closer])
         while self.open:
             _, served = self.open.popitem()
             try:
