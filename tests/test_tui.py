@@ -507,3 +507,29 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
         assert sum("branch at #1" in label for label in labels) == 2
 
     run_app(app, scenario, (80, 24))
+
+
+def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
+    from infai.store.pg import PgStore
+
+    store = PgStore(pg_url)
+    work = tmp_path / "work"
+    work.mkdir()
+    space = Workspace(store, work)
+    space.model = ScriptedModel(["stored in the database"])
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hello")
+        await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
+        await pilot.press("ctrl+t")
+        assert len([n for n in _walk(app.query_one(Timeline).root) if n.data]) == 2
+
+    try:
+        run_app(app, scenario, (80, 24))
+        [info] = store.list_sessions()
+        with store.open_reader(info.id) as reader:
+            contents = [e.record.content for e in reader.context().events]  # type: ignore[union-attr]
+        assert contents == ["hello", "stored in the database"]
+    finally:
+        store.close()
