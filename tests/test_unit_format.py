@@ -103,17 +103,19 @@ def test_check_frame_rejects_unframed(bad: bytes) -> None:
     assert not check_frame(bad)
 
 
-@settings(max_examples=150, deadline=None)
-@given(data=st.data())
-def test_any_single_byte_change_is_detected(data: st.DataObject) -> None:
+def test_every_single_byte_change_is_detected() -> None:
+    """Exhaustively: every position, every other byte value (the CRC's hex case too)."""
     framed = encode_chunk_line(make_line())[:-1]
-    pos = data.draw(st.integers(0, len(framed) - 1))
-    new = data.draw(st.integers(0, 255).filter(lambda b: b != framed[pos]))
-    damaged = framed[:pos] + bytes([new]) + framed[pos + 1 :]
-    if damaged.rstrip(b" \n") == framed.rstrip(b" \n") and new in b" \n":
-        return  # only trailing padding changed
-    assert not check_frame(damaged)
-    assert decode_chunk_line(damaged + b"\n") is None
+    for pos in range(len(framed)):
+        for new in range(256):
+            if new == framed[pos]:
+                continue
+            damaged = framed[:pos] + bytes([new]) + framed[pos + 1 :]
+            if damaged.rstrip(b" \n") == framed.rstrip(b" \n") and new in b" \n":
+                continue  # only trailing padding changed
+            assert not check_frame(damaged), (pos, new)
+            if new % 64 == 0:  # the decoder agrees (sampled: it is slower)
+                assert decode_chunk_line(damaged + b"\n") is None
 
 
 def test_truncated_frame_is_rejected() -> None:

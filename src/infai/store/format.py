@@ -80,11 +80,10 @@ def check_frame(line: bytes) -> bool:
     line = line.rstrip(b" \n")
     if len(line) <= _CRC_TAIL or line[-_CRC_TAIL:-10] != b',"crc":"':
         return False
-    try:
-        want = int(line[-10:-2], 16)
-    except ValueError:
-        return False
-    return zlib.crc32(b"}", zlib.crc32(line[:-_CRC_TAIL])) == want and line[-2:] == b'"}'
+    # the exact bytes the writer wrote (eight lower-case hex digits): a checksum
+    # that only parses to the same number ("E" for "e", "0x" prefixes) is damage too
+    crc = zlib.crc32(b"}", zlib.crc32(line[:-_CRC_TAIL]))
+    return line[-10:-2] == b"%08x" % crc and line[-2:] == b'"}'
 
 
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)", re.ASCII)
