@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from infai.store import MessageRecord, UnsupportedFormat
+from infai.store import NIL_ID, MessageRecord, UnsupportedFormat
 from infai.store.errors import BackendUnavailable, HeadConflict
 from infai.store.pg import CHANNEL, PgSessionWriter, PgStore
 from infai.store.pg_schema import LATEST, migrate
@@ -177,3 +177,40 @@ def test_a_tampered_blob_is_reported_not_returned(pg_url: str) -> None:
             reader.event(event.id, resolve=True)
         report = store.fsck(sid)
         assert not report.ok and "does not match" in report.problems[0].detail
+
+
+def test_removing_a_session_never_takes_a_blob_an_append_in_flight_needs(pg_url: str) -> None:
+    from infai.store import ToolResultRecord
+    from infai.store.blobs import digest_of
+    from infai.store.records import encode_record
+
+    big = ToolResultRecord(call_id="c", name="read_file", content="w" * 50_000)
+    digest = digest_of(encode_record(big))
+    with PgStore(pg_url) as store:
+        old = store.create_session().id
+        store.open_writer(old).append(big, "tool")
+        other = store.create_session().id
+        # another node's append, half done: it found the blob there (inserting
+        # nothing) and wrote its event, but has not committed yet
+        with psycopg.connect(pg_url) as racer:
+            racer.execute(
+                "INSERT INTO infai_blobs (digest, data) VALUES (%s, %s)"
+                " ON CONFLICT (digest) DO NOTHING",
+                (digest, encode_record(big)),
+            )
+            racer.execute(
+                "INSERT INTO infai_events (session_id, seq, id, parent_id, parent_seq, kind,"
+                " role, ts, preview, digest) VALUES (%s, 0, %s, %s, -1, 'tool_result', 'tool',"
+                " '2026-01-01T00:00:00Z', 'p', %s)",
+                (other, "01a00000-0000-7000-8000-000000000001", NIL_ID, digest),
+            )
+            remover = threading.Thread(target=store.remove_session, args=(old,))
+            remover.start()
+            remover.join(0.5)
+            assert remover.is_alive()  # it waits for the append to settle
+            racer.commit()
+        remover.join(10)
+        assert not remover.is_alive()
+        with psycopg.connect(pg_url) as conn:
+            kept = conn.execute("SELECT count(*) FROM infai_blobs WHERE digest = %s", (digest,))
+            assert kept.fetchone() == (1,)

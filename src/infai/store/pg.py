@@ -265,7 +265,12 @@ class PgStore:
             deleted = conn.execute("DELETE FROM infai_sessions WHERE id = %s", (sid,)).rowcount
             if not deleted:
                 raise SessionNotFound(sid)
-            # blobs no event names any more (shared by content, so only now unused ones)
+            # Blobs no event names any more. They are shared by content: an append in
+            # flight may have found a blob (and inserted nothing) but not committed the
+            # event naming it yet. This lock waits for such appends (their INSERT holds
+            # ROW EXCLUSIVE until commit) and holds new ones back, so the check below
+            # sees every event that will name a blob it keeps or removes.
+            conn.execute("LOCK TABLE infai_blobs IN SHARE ROW EXCLUSIVE MODE")
             conn.execute(
                 "DELETE FROM infai_blobs b WHERE NOT EXISTS"
                 " (SELECT 1 FROM infai_events e WHERE e.digest = b.digest)"
