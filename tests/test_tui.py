@@ -533,3 +533,27 @@ def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
         assert contents == ["hello", "stored in the database"]
     finally:
         store.close()
+
+
+def test_a_store_failure_mid_turn_is_shown_not_swallowed(tmp_path: Path) -> None:
+    from infai.store import StoreIOError
+
+    app = InfaiApp(workspace(tmp_path, ScriptedModel(["a reply that cannot be saved"])))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        assert app.session is not None
+        writer = app.session.writer
+        real = writer.append_batch
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            raise StoreIOError(28, "No space left on device")
+
+        writer.append_batch = failing
+        await send(pilot, "hi")
+        await until(pilot, lambda: not app.busy)
+        writer.append_batch = real
+        assert any("could not be saved" in str(n.render()) for n in app.query(".notice"))
+        assert "NOT saved" in str(app.query_one(StatusBar).render())
+        assert not app.query(AssistantMessage)
+
+    run_app(app, scenario, (80, 24))

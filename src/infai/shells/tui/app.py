@@ -230,6 +230,11 @@ class InfaiApp(App[None]):
             await chat.notice("[turn interrupted] — the session is saved; go on when ready")
             self._durability("saved")
             raise
+        except StoreError as exc:  # a full disk, a lost database, another writer first
+            await chat.drop_live()
+            await chat.notice(f"the session could not be saved: {exc}", error=True)
+            self.notify(f"not saved: {exc}", severity="error", timeout=10)
+            self._durability("NOT saved")
         finally:
             self._refresh_timeline()
 
