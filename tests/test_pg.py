@@ -214,3 +214,53 @@ def test_removing_a_session_never_takes_a_blob_an_append_in_flight_needs(pg_url:
         with psycopg.connect(pg_url) as conn:
             kept = conn.execute("SELECT count(*) FROM infai_blobs WHERE digest = %s", (digest,))
             assert kept.fetchone() == (1,)
+
+
+def test_after_a_conflict_a_picked_event_stays_picked(pg_url: str) -> None:
+    with PgStore(pg_url) as store:
+        sid = store.create_session().id
+        one, two = store.open_writer(sid), store.open_writer(sid)
+        first = one.append(msg("first"), "user")
+        one.append(msg("second"), "assistant")
+        two.refresh()
+        one.append(msg("third"), "user")  # two has not seen this one
+        two.select(first.id)
+        with pytest.raises(HeadConflict):
+            two.append(msg("a branch"), "user")
+        assert two.pending_parent == first.id
+        branch = two.append(msg("a branch"), "user")
+        assert branch.parent_id == first.id and branch.branch_from == first.id
+
+
+def test_a_prompt_that_lost_the_race_follows_the_winner(pg_url: str, tmp_path: Any) -> None:
+    import asyncio
+
+    from infai.agent import Saved, Streamed, run_turn
+    from infai.llm import Notice, ScriptedModel
+    from infai.tools import AllowAll, Toolbox, ToolContext
+
+    with PgStore(pg_url) as store:
+        sid = store.create_session().id
+        ours, theirs = store.open_writer(sid), store.open_writer(sid)
+        won = theirs.append(msg("their event"), "user")
+        model = ScriptedModel(["answer"])
+
+        async def go() -> list[Any]:
+            context = ToolContext(tmp_path, sid)
+            return [
+                e
+                async for e in run_turn(
+                    ours, model, "mine", toolbox=Toolbox(), permissions=AllowAll(), context=context
+                )
+            ]
+
+        events = asyncio.run(go())
+        notes = [
+            e.event.message
+            for e in events
+            if isinstance(e, Streamed) and isinstance(e.event, Notice)
+        ]
+        assert notes == ["another writer added to this session; your prompt follows it"]
+        saved = [e.event for e in events if isinstance(e, Saved)]
+        assert saved[0].parent_id == won.id and saved[0].record.content == "mine"  # type: ignore[union-attr]
+        assert [m.content for m in model.requests[0].messages] == ["their event", "mine"]

@@ -27,6 +27,7 @@ from typing import Literal
 from infai.llm import Done, Message, Model, Notice, ProviderError, Request, StreamEvent, ToolCall
 from infai.store import (
     Event,
+    HeadConflict,
     MessageRecord,
     SessionLog,
     ToolCallRecord,
@@ -154,7 +155,15 @@ async def run_turn(
 
     async for item in maybe_compact():
         yield item
-    for item in saved(writer.append(MessageRecord(content=prompt), "user")):
+    try:
+        asked = writer.append(MessageRecord(content=prompt), "user")
+    except HeadConflict:
+        # Another process appended since this session was read (a shared store).
+        # Nothing was generated yet, so the prompt simply follows what they wrote.
+        yield Streamed(Notice("another writer added to this session; your prompt follows it"))
+        cache.invalidate()
+        asked = writer.append(MessageRecord(content=prompt), "user")
+    for item in saved(asked):
         yield item
     try:
         for step in range(max_steps):

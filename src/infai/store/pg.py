@@ -590,8 +590,8 @@ class PgSessionWriter(PgSessionReader):
                 raise InvalidInput(f"event {done[0][1]} already exists in {self.session_id}")
             head, head_seq, count = _s(row[0]), row[1], row[2]
             if head != self._head or count != self._count:
+                # reloaded; a picked older event stays picked (it is the caller's choice)
                 self._head, self.head_seq, self._count = head, head_seq, count
-                self._pending = None
                 raise HeadConflict(
                     f"session {self.session_id}: another writer appended first "
                     f"(HEAD is now #{head_seq}); nothing was written, retry"
