@@ -66,16 +66,8 @@ from infai.tools import Rule, Tool, builtin_tools
 from . import render
 from .server_api import MAX_BODY, OPERATIONS, Operation, openapi, validate
 from .server_auth import BearerAuth, check_token
-from .server_sessions import (
-    Conflict,
-    Feed,
-    Frame,
-    Served,
-    Sessions,
-    event_obj,
-    frame,
-    settled_frame,
-)
+from .server_channel import Feed, Frame, event_obj, frame, settled_frame
+from .server_sessions import Conflict, Served, Sessions
 
 log = logging.getLogger("infai.server")
 

@@ -2,7 +2,8 @@
 
 A session is opened in the server lazily, on the first request that needs its
 writer (a prompt, a stream, a selection, a compaction), and stays open, holding
-the store's writer lock, until it is deleted or the server stops. A second
+the store's writer lock, until it is deleted, has been idle (no turn, watcher
+or question) for the configured time, or the server stops. A second
 server (or ``infai run``) on the same session therefore waits for the lock and
 then fails clearly; it never writes beside this one.
 
@@ -29,18 +30,17 @@ API, is published on the stream, and is denied when nobody answers in time.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from infai.agent import AgentSession, Lagged, Saved, Streamed
+from infai.agent import AgentSession, Saved, Streamed
 from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model, close_model
@@ -48,10 +48,11 @@ from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolRes
 from infai.tools import Policy, Rule, Tool, Toolbox
 from infai.tools.policy import Answer
 
+from .server_channel import Channel, Feed, Frame, frame, settled_frame
+
 log = logging.getLogger("infai.server")
 
 #: frames a watcher may fall behind by before it is dropped (it can replay from the store)
-FEED_LIMIT = 10_000
 T = TypeVar("T")
 
 
@@ -69,112 +70,6 @@ def _stamp(seconds: float) -> str:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
-
-
-def event_obj(event: Event, *, stream: bool = False) -> dict[str, Any]:
-    """An event as the API shows it; on the stream a blob's record is left out (null)."""
-    data = event.to_obj()
-    if stream and event.digest is not None:
-        data["record"] = None
-    data["seq"] = event.seq
-    data["preview"] = event.preview
-    return data
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One SSE message, encoded once however many watchers receive it."""
-
-    name: str
-    data: dict[str, Any]
-    raw: bytes
-    #: a settled event's sequence number (replay skips what it already sent)
-    seq: int | None = None
-
-
-def frame(name: str, data: dict[str, Any], *, event_id: str | None = None) -> Frame:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # one line
-    head = f"event: {name}\n" if event_id is None else f"id: {event_id}\nevent: {name}\n"
-    return Frame(name, data, f"{head}data: {text}\n\n".encode())
-
-
-def settled_frame(event: Event) -> Frame:
-    data = event_obj(event, stream=True)
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    raw = f"id: {event.id}\nevent: settled\ndata: {text}\n\n".encode()
-    return Frame("settled", data, raw, event.seq)
-
-
-class Feed:
-    """The frames published after subscribing, in order, until closed or dropped."""
-
-    def __init__(self, channel: Channel, limit: int) -> None:
-        self._channel = channel
-        self._limit = limit
-        self._pending: deque[Frame] = deque()
-        self._wake = asyncio.Event()
-        self.lagged = False
-        self.closed = False
-
-    def offer(self, item: Frame) -> None:
-        if len(self._pending) >= self._limit:
-            self.lagged = True
-            self._channel.unsubscribe(self)
-        else:
-            self._pending.append(item)
-        self._wake.set()
-
-    def close(self) -> None:
-        """Stop after the frames already received have been read."""
-        self.closed = True
-        self._channel.unsubscribe(self)
-        self._wake.set()
-
-    async def batches(self) -> AsyncIterator[list[Frame]]:
-        """Every frame waiting, at once: a watcher behind by many sends them in one write."""
-        while True:
-            if self._pending:
-                batch = list(self._pending)
-                self._pending.clear()
-                yield batch
-                continue
-            if self.lagged:
-                raise Lagged("this watcher fell behind and was dropped")
-            if self.closed:
-                return
-            self._wake.clear()
-            await self._wake.wait()
-
-
-class Channel:
-    """Fan-out of one session's frames to every watcher."""
-
-    def __init__(self, limit: int = FEED_LIMIT) -> None:
-        self._feeds: list[Feed] = []
-        self._limit = limit
-
-    def subscribe(self) -> Feed:
-        feed = Feed(self, self._limit)
-        self._feeds.append(feed)
-        return feed
-
-    def unsubscribe(self, feed: Feed) -> None:
-        if feed in self._feeds:
-            self._feeds.remove(feed)
-
-    def publish(self, item: Frame) -> None:
-        for feed in list(self._feeds):
-            feed.offer(item)
-
-    def close(self, last: Frame) -> None:
-        """Send ``last`` to every watcher and end their feeds."""
-        for feed in list(self._feeds):
-            feed.offer(last)
-            feed.close()
-
-    @property
-    def watchers(self) -> int:
-        return len(self._feeds)
 
 
 @dataclass
