@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 
@@ -34,7 +34,7 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
 )
-from .providers import ModelSpec, errors_as_data, with_retries
+from .providers import ModelSpec, SdkModel
 
 DEFAULT_MAX_TOKENS = 8192
 STOP_REASONS: dict[str, StopReason] = {
@@ -103,35 +103,24 @@ def tools_to_anthropic(request: Request) -> list[dict[str, Any]]:
     ]
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel):
     """A model behind the Anthropic Messages API."""
 
+    provider = "anthropic"
+    sdk: ClassVar[Any] = anthropic
+    retry_types = RETRY_TYPES
+
     def __init__(self, spec: ModelSpec, *, client: anthropic.AsyncAnthropic | None = None) -> None:
-        self.spec = spec
-        self._client = client or anthropic.AsyncAnthropic(
-            api_key=spec.require_key(),
-            base_url=spec.resolved_base_url(),
-            max_retries=0,  # retries are ours, and announced
-            timeout=spec.timeout,
+        super().__init__(
+            spec,
+            client
+            or anthropic.AsyncAnthropic(
+                api_key=spec.require_key(),
+                base_url=spec.resolved_base_url(),
+                max_retries=0,  # retries are ours, and announced
+                timeout=spec.timeout,
+            ),
         )
-
-    @property
-    def name(self) -> str:
-        return self.spec.display_name
-
-    @property
-    def context_window(self) -> int:
-        return self.spec.context_window
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections (in the event loop that used them)."""
-        await self._client.close()
-
-    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        return with_retries(self._attempt, request, self.spec.retry, "anthropic")
-
-    def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
-        return errors_as_data(self._events(request), "anthropic", anthropic, RETRY_TYPES)
 
     def _options(self, request: Request) -> dict[str, Any]:
         options: dict[str, Any] = {

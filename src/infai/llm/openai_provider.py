@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
 
@@ -33,7 +33,7 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
 )
-from .providers import ModelSpec, errors_as_data, with_retries
+from .providers import ModelSpec, SdkModel
 
 #: error types or codes, in an error object inside a stream, worth another try
 RETRY_TYPES = {"server_error", "rate_limit_error", "rate_limit_exceeded", "overloaded_error"}
@@ -108,35 +108,24 @@ def _index_of(fragment: Any, calls: dict[int, _Call]) -> int:
     return max(calls)  # no index and no id: it continues the latest call
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel):
     """A model behind the OpenAI Chat Completions API (or a compatible server)."""
 
+    provider = "openai"
+    sdk: ClassVar[Any] = openai
+    retry_types = RETRY_TYPES
+
     def __init__(self, spec: ModelSpec, *, client: openai.AsyncOpenAI | None = None) -> None:
-        self.spec = spec
-        self._client = client or openai.AsyncOpenAI(
-            api_key=spec.require_key(),
-            base_url=spec.resolved_base_url(),
-            max_retries=0,  # retries are ours, and announced
-            timeout=spec.timeout,
+        super().__init__(
+            spec,
+            client
+            or openai.AsyncOpenAI(
+                api_key=spec.require_key(),
+                base_url=spec.resolved_base_url(),
+                max_retries=0,  # retries are ours, and announced
+                timeout=spec.timeout,
+            ),
         )
-
-    @property
-    def name(self) -> str:
-        return self.spec.display_name
-
-    @property
-    def context_window(self) -> int:
-        return self.spec.context_window
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections (in the event loop that used them)."""
-        await self._client.close()
-
-    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        return with_retries(self._attempt, request, self.spec.retry, "openai")
-
-    def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
-        return errors_as_data(self._events(request), "openai", openai, RETRY_TYPES)
 
     async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
         options: dict[str, Any] = {}

@@ -28,7 +28,7 @@ import os
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .messages import (
     Notice,
@@ -225,3 +225,40 @@ async def with_retries(
         else:
             return
     # unreachable: the last attempt never breaks
+
+
+class SdkModel:
+    """What the SDK-backed models share: a spec, a client, retries, errors as data.
+
+    A subclass names its ``provider`` and ``sdk`` module, the error types worth
+    retrying inside a stream, and implements :meth:`_events` (one attempt).
+    """
+
+    provider: ClassVar[str]
+    sdk: ClassVar[Any]
+    retry_types: ClassVar[set[str]]
+
+    def __init__(self, spec: ModelSpec, client: Any) -> None:
+        self.spec = spec
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        return self.spec.display_name
+
+    @property
+    def context_window(self) -> int:
+        return self.spec.context_window
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (in the event loop that used them)."""
+        await self._client.close()
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        return with_retries(self._attempt, request, self.spec.retry, self.provider)
+
+    def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
+        return errors_as_data(self._events(request), self.provider, self.sdk, self.retry_types)
+
+    def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
