@@ -379,6 +379,68 @@ def test_a_client_disconnecting_mid_turn_leaves_the_turn_running(
         ]
 
 
+def test_a_streamed_prompt_answers_with_its_turn_and_ends_with_it(
+    make: Callable[..., Harness],
+) -> None:
+    h = make(lambda name: ScriptedModel(["streamed answer"]))
+    sid = h.new_session()
+    body = {"text": "go", "stream": True}
+    with h.client.stream("POST", f"/v1/sessions/{sid}/prompt", json=body) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        turn = r.headers["Infai-Turn"]
+        stream = Stream(r)
+        seen = stream.until("turn_ended")
+        assert seen[0].name == "turn_started" and seen[0].data == {"turn": turn}
+        assert seen[-1].data == {"turn": turn, "outcome": "done", "error": None}
+        with pytest.raises(EOFError):
+            stream.next()  # the response ends with the turn
+    assert [e.data["preview"] for e in seen if e.name == "settled"] == ["go", "streamed answer"]
+    assert settled_ids(seen) == store_ids(h, sid)
+    assert h.detail(sid)["turn"] is None
+
+
+def test_a_streamed_prompt_whose_client_goes_is_cancelled(
+    make: Callable[..., Harness],
+) -> None:
+    gated = Gated("an answer nobody waited for")
+    h = make(lambda name: gated)
+    sid = h.new_session()
+    try:
+        with h.watch(sid) as (other, _):
+            body = {"text": "go", "stream": True}
+            with h.client.stream("POST", f"/v1/sessions/{sid}/prompt", json=body) as r:
+                assert r.status_code == 200, r.read()
+                Stream(r).until("delta")
+            # the prompting client is gone; another watcher sees the turn end cancelled
+            end = other.until("turn_ended")
+    finally:
+        gated.release()
+    assert end[-1].data["outcome"] == "cancelled"
+    assert [e.data["record"]["content"] for e in end if e.name == "settled"][-1] == (
+        "[turn interrupted]"
+    )
+    assert h.detail(sid)["turn"] is None
+    again = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "still usable"})
+    assert again.status_code == 202, again.text
+
+
+def test_a_streamed_prompt_to_a_busy_session_is_refused_and_holds_nothing(
+    make: Callable[..., Harness],
+) -> None:
+    gated = Gated("busy")
+    h = make(lambda name: gated)
+    sid = h.new_session()
+    try:
+        h.prompt(sid, "first")
+        busy = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "x", "stream": True})
+        assert busy.status_code == 409 and "busy" in busy.json()["error"]
+        assert h.detail(sid)["watchers"] == 0
+    finally:
+        gated.release()
+    h.wait(lambda: h.detail(sid)["turn"] is None)
+
+
 # -- turns ---------------------------------------------------------------------
 
 

@@ -67,7 +67,7 @@ from . import render
 from .server_api import MAX_BODY, OPERATIONS, Operation, openapi, validate
 from .server_auth import BearerAuth, check_token
 from .server_channel import Feed, Frame, event_obj, frame, settled_frame
-from .server_sessions import Conflict, Served, Sessions
+from .server_sessions import Conflict, Served, Sessions, Turn
 
 log = logging.getLogger("infai.server")
 
@@ -347,8 +347,43 @@ async def prompt(call: Call) -> Response:
     from_event = None if given is None else given.lower()
     known_event(call, from_event)
     served = await call.sessions.serve(call.session_id)
-    turn = served.start(call.body["text"], from_event)
-    return ok({"turn": turn.id, "session": served.session_id}, 202)
+    if not call.body.get("stream"):
+        turn = served.start(call.body["text"], from_event)
+        return ok({"turn": turn.id, "session": served.session_id}, 202)
+    feed, _, _ = served.watch()  # before the turn starts: its first frame is turn_started
+    try:
+        turn = served.start(call.body["text"], from_event)
+    except BaseException:
+        feed.close()
+        raise
+    frames = _turn_frames(turn, feed)
+    headers = {"Infai-Turn": turn.id}
+    return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n", headers=headers)
+
+
+async def _turn_frames(turn: Turn, feed: Feed) -> AsyncIterator[bytes]:
+    """The frames of one turn, up to its ``turn_ended``; the turn is cancelled if the
+    client goes before that (a client that merely fell behind is not a client gone)."""
+    held = True
+    try:
+        async for batch in feed.batches():
+            chunk: list[bytes] = []
+            for item in batch:
+                chunk.append(item.raw)
+                if item.name == "turn_ended" and item.data.get("turn") == turn.id:
+                    held = False
+                    break
+            yield b"".join(chunk)
+            if not held:
+                return
+    except Lagged:
+        held = False
+        yield frame("lagged", {"reason": "fell behind; the turn goes on, watch /stream"}).raw
+    finally:
+        feed.close()
+        if held and turn.task is not None and not turn.task.done():
+            log.info("the client of turn %s went away; cancelling it", turn.id)
+            turn.task.cancel()
 
 
 def _open_or_404(call: Call) -> Served | None:

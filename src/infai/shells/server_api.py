@@ -294,6 +294,11 @@ PROMPT: Schema = {
     "properties": {
         "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROMPT},
         "from": {**_ID, "description": "Branch: continue from this older event."},
+        "stream": {
+            "type": "boolean",
+            "description": "Answer with this turn's frames as Server-Sent Events, ending "
+            "with its turn_ended; closing the connection before that cancels the turn.",
+        },
     },
 }
 SELECT: Schema = {
@@ -438,9 +443,13 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/sessions/{session_id}/prompt", "prompt",
-        "Start a turn; answers at once with its id (watch it on the stream).",
-        {202: ("The turn started.", "TurnStarted")}, params=(SESSION,), body=PROMPT,
-        errors=(409,),
+        "Start a turn; answers at once with its id (watch it on the stream), or with "
+        "stream: true streams the turn itself and cancels it if the client goes.",
+        {
+            202: ("The turn started.", "TurnStarted"),
+            200: ("With stream: true, the turn's frames up to its turn_ended.", None),
+        },
+        params=(SESSION,), body=PROMPT, errors=(409,), stream=True,
     ),
     Operation(
         "POST", "/v1/sessions/{session_id}/cancel", "cancel_turn",
