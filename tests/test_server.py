@@ -493,6 +493,7 @@ def test_allow_always_answers_later_questions_itself(
     with h.watch(sid) as (stream, _):
         h.prompt(sid, "first")
         question = stream.until("approval")[-1].data
+        assert question["always"] == ["allow write_file out.txt"]  # what answering adds
         body = {"id": question["id"], "answer": "allow-always"}
         assert h.client.post(f"/v1/sessions/{sid}/approvals", json=body).status_code == 200
         stream.until("turn_ended")

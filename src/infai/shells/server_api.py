@@ -247,11 +247,16 @@ COMPONENTS: dict[str, Schema] = {
     "Question": {
         "type": "object",
         "description": "A permission question waiting for an answer.",
-        "required": ["id", "tool", "subject", "asked_at", "expires_at"],
+        "required": ["id", "tool", "subject", "always", "asked_at", "expires_at"],
         "properties": {
             "id": _ID,
             "tool": _TEXT,
             "subject": _TEXT,
+            "always": {
+                "type": "array",
+                "items": _TEXT,
+                "description": "The allow rules that answering allow-always adds.",
+            },
             "turn": _nullable("string"),
             "call_event_id": _nullable("string"),
             "arguments": _nullable("object"),

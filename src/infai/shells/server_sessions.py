@@ -45,7 +45,7 @@ from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model, close_model
 from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolResultRecord
-from infai.tools import Policy, Rule, Tool, Toolbox
+from infai.tools import Policy, Rule, Tool, Toolbox, always_rules
 from infai.tools.policy import Answer
 
 from .server_channel import Channel, Feed, Frame, frame, settled_frame
@@ -91,6 +91,7 @@ class Question:
             "id": self.id,
             "tool": self.tool,
             "subject": self.subject,
+            "always": [str(rule) for rule in always_rules(self.tool, self.subject)],
             "turn": self.turn,
             "call_event_id": self.call_event_id,
             "arguments": self.arguments,

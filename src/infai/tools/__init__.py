@@ -17,7 +17,7 @@ from .base import (
     ToolOutput,
 )
 from .builtin import builtin_tools
-from .policy import Policy, Rule
+from .policy import Policy, Rule, always_rules
 
 __all__ = [
     "AllowAll",
@@ -29,5 +29,6 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "Toolbox",
+    "always_rules",
     "builtin_tools",
 ]

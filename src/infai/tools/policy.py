@@ -15,12 +15,26 @@ file tools, the pattern for search tools. Precedence, from first to last:
 "Ask" goes to the approval callback the shell supplies (the TUI's dialog, the
 server's approval queue). Without one (a headless run) ask means deny, unless
 an allow rule, for example from ``--allow``, matched first. The callback may
-answer "allow always", which adds an allow rule for that subject for the rest
-of the session. Every decision says who made it.
+answer "allow always", which adds the allow rules :func:`always_rules` names
+(shown to the user with the question) for the rest of the session. Every
+decision says who made it.
+
+Two limits keep a wildcard allow rule from reaching further than it reads:
+
+- a ``bash`` command that chains, substitutes or redirects (``;``, ``&``,
+  ``|``, backquotes, ``$(``, ``<``, ``>``, a newline) is allowed only by a rule
+  that names it exactly: ``allow bash git status*`` does not allow
+  ``git status; rm -rf ~``;
+- a file path is matched in its normal form (``src/../../x`` is ``../x``), and
+  a path outside the working directory is allowed only by a rule whose pattern
+  itself starts outside (``/`` or ``..``): ``allow write_file *`` means writes
+  in the project, not anywhere.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -39,6 +53,8 @@ READ_ONLY = {"read_file", "list_files", "grep"}
 #: tools that only start work whose every tool call meets this policy again
 DELEGATING = {"task"}
 PATH_ARGUMENT = {"read_file": "path", "write_file": "path", "edit_file": "path"}
+#: shell syntax that chains, substitutes or redirects commands
+SHELL_CONTROL = re.compile(r"[;&|`<>\n\r]|\$\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +83,8 @@ def subject_of(tool: str, arguments: dict[str, Any]) -> str:
     if tool == "bash":
         return str(arguments.get("command", ""))
     if tool in PATH_ARGUMENT:
-        return str(arguments.get(PATH_ARGUMENT[tool], ""))
+        given = str(arguments.get(PATH_ARGUMENT[tool], ""))
+        return os.path.normpath(given) if given else ""
     if tool in ("list_files", "grep"):
         return str(arguments.get("pattern", ""))
     return ""
@@ -95,6 +112,33 @@ def _literal(text: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
+def _is_exact(pattern: str) -> bool:
+    """Whether ``pattern`` matches one text only (no wildcard outside ``[x]`` escapes)."""
+    return re.fullmatch(r"(?:[^*?\[]|\[[*?\[]\])*", pattern) is not None
+
+
+def _starts_outside(pattern: str) -> bool:
+    return pattern.startswith(("/", ".."))
+
+
+def always_rules(tool: str, subject: str) -> list[Rule]:
+    """The allow rules that "allow always" adds for this call, shown before answering.
+
+    A shell command's first two words and anything after them (``git status`` and
+    ``git status *``; never a chained command, which stays exact); a file's
+    directory (``src/*``; a file at the top or outside the working directory stays
+    exact); otherwise exactly this call.
+    """
+    if tool == "bash" and subject.strip() and not SHELL_CONTROL.search(subject):
+        prefix = _literal(" ".join(subject.split()[:2]))
+        return [Rule("allow", tool, prefix), Rule("allow", tool, f"{prefix} *")]
+    if tool in PATH_ARGUMENT and subject and not _starts_outside(subject):
+        parent = os.path.dirname(subject)
+        if parent:
+            return [Rule("allow", tool, f"{_literal(parent)}/*")]
+    return [Rule("allow", tool, _literal(subject) or "*")]
+
+
 class Policy:
     """Rules plus defaults, with an optional approver for "ask"."""
 
@@ -105,18 +149,33 @@ class Policy:
     def rule_on(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Ruling:
         """The ruling for a call, by the precedence in this module's docstring."""
         subject = subject_of(tool, arguments)
+        outside = [
+            given
+            for given in _paths_of(tool, arguments)
+            if not resolve(context.working_dir, given).inside
+        ]
+        chained = tool == "bash" and SHELL_CONTROL.search(subject) is not None
+        passed_over = ""
         for wanted in ("deny", "ask", "allow"):
             for rule in self.rules:
-                if rule.verdict == wanted and rule.matches(tool, subject):
-                    return Ruling(rule.verdict, by=f"rule '{rule}'")
-        for given in _paths_of(tool, arguments):
-            if not resolve(context.working_dir, given).inside:
-                return Ruling("ask", "default", f"{given} is outside the working directory")
+                if rule.verdict != wanted or not rule.matches(tool, subject):
+                    continue
+                if wanted == "allow" and chained and not _is_exact(rule.pattern):
+                    passed_over = f"; rule '{rule}' does not cover a chained command"
+                    continue
+                reaches = not outside or tool not in PATH_ARGUMENT or _starts_outside(rule.pattern)
+                if wanted == "allow" and not reaches:
+                    passed_over = f"; rule '{rule}' covers the working directory only"
+                    continue
+                return Ruling(rule.verdict, by=f"rule '{rule}'")
+        if outside:
+            reason = f"{outside[0]} is outside the working directory{passed_over}"
+            return Ruling("ask", "default", reason)
         if tool in READ_ONLY:
             return Ruling("allow", "default", "reads inside the working directory")
         if tool in DELEGATING:
             return Ruling("allow", "default", "each call it makes is decided on its own")
-        return Ruling("ask", "default", f"{tool} can change things")
+        return Ruling("ask", "default", f"{tool} can change things{passed_over}")
 
     async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
         ruling = self.rule_on(tool, arguments, context)
@@ -132,8 +191,10 @@ class Policy:
         subject = subject_of(tool, arguments)
         answer = await self.approver(tool, subject)
         if answer == "allow-always":
-            self.rules.append(Rule("allow", tool, _literal(subject) or "*"))
-            return Decision("allow", "user", "allowed always for this session")
+            added = always_rules(tool, subject)
+            self.rules.extend(added)
+            shown = ", ".join(f"'{rule}'" for rule in added)
+            return Decision("allow", "user", f"allowed always for this session: {shown}")
         if answer == "allow":
             return Decision("allow", "user", "allowed once")
         if answer == "timeout":

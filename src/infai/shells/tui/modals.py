@@ -18,7 +18,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from infai.store import SessionInfo
-from infai.tools.policy import Answer
+from infai.tools.policy import Answer, always_rules
 
 MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -56,10 +56,14 @@ class ApprovalScreen(ModalScreen[Answer]):
         with Vertical():
             yield Static(Text(f"Allow {self.tool}?"), classes="title")
             yield Static(Text(self.subject or "(no arguments)"), id="subject")
-            yield Static(
-                "[b]y[/b] allow once   [b]a[/b] allow always (this exact call)   [b]n[/b]/Esc deny",
-                classes="keys",
+            always = "  ".join(
+                f"{r.tool} {r.pattern}" for r in always_rules(self.tool, self.subject)
             )
+            keys = Text.from_markup(
+                "[b]y[/b] allow once   [b]n[/b]/Esc deny\n[b]a[/b] allow always: "
+            )
+            keys.append(always, style="bold")
+            yield Static(keys, classes="keys", id="keys")
 
     def action_answer(self, answer: Answer) -> None:
         self.dismiss(answer)
