@@ -493,7 +493,8 @@ def test_allow_always_answers_later_questions_itself(
     with h.watch(sid) as (stream, _):
         h.prompt(sid, "first")
         question = stream.until("approval")[-1].data
-        assert question["always"] == ["allow write_file out.txt"]  # what answering adds
+        assert question["always"] == ["out.txt"]  # what answering adds
+        assert question["reason"] == "write_file can change things"
         body = {"id": question["id"], "answer": "allow-always"}
         assert h.client.post(f"/v1/sessions/{sid}/approvals", json=body).status_code == 200
         stream.until("turn_ended")
@@ -503,6 +504,42 @@ def test_allow_always_answers_later_questions_itself(
     assert (work / "out.txt").read_text() == "2"
     stale = h.client.post(f"/v1/sessions/{sid}/approvals", json=body)
     assert stale.status_code == 404 and "no pending question" in stale.json()["error"]
+
+
+def test_allow_always_with_patterns_allows_what_they_match_and_is_kept(
+    make: Callable[..., Harness], work: Path
+) -> None:
+    replies: list[Message | str] = [
+        write_call("notes/a.txt", "1"),
+        "one",
+        write_call("notes/deep/b.txt", "2"),
+        "two",
+    ]
+    h = make(lambda name: ScriptedModel(replies))
+    sid = h.new_session()
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "first")
+        question = stream.until("approval")[-1].data
+        assert question["always"] == ["notes/*"]
+        url = f"/v1/sessions/{sid}/approvals"
+        for bad, problem in (
+            ({"answer": "allow", "patterns": ["x"]}, "only with the answer 'allow-always'"),
+            ({"answer": "allow-always", "patterns": []}, "needs at least 1 item"),
+            ({"answer": "allow-always", "patterns": ["  "]}, "must not be blank"),
+            ({"answer": "allow-always", "patterns": ["x"] * 21}, "more than 20 items"),
+        ):
+            refused = h.client.post(url, json={"id": question["id"], **bad})
+            assert refused.status_code == 422 and problem in refused.json()["error"], bad
+        body = {"id": question["id"], "answer": "allow-always", "patterns": ["notes/**"]}
+        assert h.client.post(url, json=body).status_code == 200
+        resolved = stream.until("approval_resolved")[-1].data
+        assert resolved["answer"] == "allow-always" and resolved["patterns"] == ["notes/**"]
+        stream.until("turn_ended")
+        h.prompt(sid, "second")
+        second = stream.until("turn_ended")
+    assert not any(e.name == "approval" for e in second)
+    assert (work / "notes" / "deep" / "b.txt").read_text() == "2"
+    assert h.store.info(sid).extra["allowed"] == ["write_file notes/**"]
 
 
 def test_branch_selection_compaction_and_delete(make: Callable[..., Harness]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
 from infai.tools.builtin import MAX_OUTPUT, Bash
 from infai.tools.paths import resolve
-from infai.tools.policy import Answer, always_rules
+from infai.tools.policy import AllowAlways, Answer, Ask, Reply, always_rules
 
 
 @pytest.fixture
@@ -112,12 +112,14 @@ def test_rule_parse() -> None:
 def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
     asked: list[tuple[str, str]] = []
     answers: list[Answer] = ["allow-always", "allow-always", "deny", "deny", "deny", "allow"]
+    remembered: list[Rule] = []
 
-    async def approver(tool: str, subject: str) -> Answer:
-        asked.append((tool, subject))
+    async def approver(ask: Ask) -> Reply:
+        asked.append((ask.tool, ask.subject))
+        assert list(ask.always) == always_rules(ask.tool, ask.subject)
         return answers.pop(0)
 
-    policy = Policy(approver=approver)
+    policy = Policy(approver=approver, remember=remembered.extend)
     shown = always_rules("bash", "git status --short")
     assert [str(r) for r in shown] == ["allow bash git status", "allow bash git status *"]
     assert decide(policy, work, "bash", command="git status --short") == (
@@ -125,7 +127,7 @@ def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
         "user",
         "allowed always for this session: 'allow bash git status', 'allow bash git status *'",
     )
-    assert policy.rules[-2:] == shown
+    assert policy.rules[-2:] == shown and remembered == shown
     assert decide(policy, work, "bash", command="git status")[1] == "rule 'allow bash git status'"
     assert decide(policy, work, "bash", command="git status -v src")[1] == (
         "rule 'allow bash git status *'"
@@ -148,6 +150,30 @@ def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
         ("write_file", "../x.py"),
         ("bash", "git statusx"),
     ]
+    assert len(remembered) == 3  # the two of git status, then src/*
+
+
+def test_the_question_says_why_and_an_edited_pattern_is_what_is_allowed(work: Path) -> None:
+    asks: list[Ask] = []
+    replies: list[Reply] = [AllowAlways(("make *",)), "deny"]
+
+    async def approver(ask: Ask) -> Reply:
+        asks.append(ask)
+        return replies.pop(0)
+
+    policy = Policy([Rule.parse("ask", "bash make deploy*")], approver=approver)
+    assert decide(policy, work, "bash", command="make test")[2] == (
+        "allowed always for this session: 'allow bash make *'"
+    )
+    assert asks[0].reason == "bash can change things"
+    assert decide(policy, work, "bash", command="make lint")[1] == "rule 'allow bash make *'"
+    assert decide(policy, work, "bash", command="make deploy")[:2] == ("deny", "user")  # ask wins
+    assert asks[1].reason == "rule 'ask bash make deploy*' asks"
+    outside = Policy(approver=approver)
+    replies.append("deny")
+    decide(outside, work, "read_file", path="../secret.txt")
+    assert asks[2].reason == "../secret.txt is outside the working directory"
+    assert [r.pattern for r in asks[2].always] == ["../secret.txt"]
 
 
 @pytest.mark.parametrize(
@@ -158,6 +184,10 @@ def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
         ("bash", "make test && rm -rf /", ["make test && rm -rf /"]),
         ("bash", "cat x > y", ["cat x > y"]),
         ("bash", "echo $(id)", ["echo $(id)"]),
+        ("bash", "rm -rf build", ["rm -rf build"]),
+        ("bash", "git push origin feature", ["git push origin feature"]),
+        ("bash", "python -c 'print(1)'", ["python -c 'print(1)'"]),
+        ("bash", "git log --oneline -5", ["git log", "git log *"]),
         ("write_file", "notes.txt", ["notes.txt"]),
         ("write_file", "src/pkg/a.py", ["src/pkg/*"]),
         ("edit_file", "/etc/hosts", ["/etc/hosts"]),

@@ -5,22 +5,39 @@ while open), the model, the tools and the permission policy. Shells call
 :meth:`AgentSession.prompt` and render the events; they choose an older event
 to continue from with :meth:`AgentSession.select` (HEAD moves only when the next
 prompt is stored) and never touch the store or the model themselves.
+
+What the user answered "allow always" is kept with the session (its metadata's
+``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
+session is opened, in any shell.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from infai.llm import Model
-from infai.store import Event, SessionStore
-from infai.tools import Permissions, Toolbox, ToolContext
+from infai.store import Event, InvalidInput, SessionInfo, SessionStore
+from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, run_turn
 from .prompt import system_prompt
+
+#: the key in a session's ``extra`` metadata that keeps its "allow always" rules
+KEPT_RULES = "allowed"
+
+
+def kept_rules(info: SessionInfo) -> list[Rule]:
+    """The allow rules kept with a session; a damaged entry is an error naming it."""
+    texts: Any = info.extra.get(KEPT_RULES, [])
+    where = f"session {info.id} metadata, extra.{KEPT_RULES}"
+    if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise InvalidInput(f"{where}: expected a list of 'tool pattern' texts")
+    return [Rule.parse("allow", text) for text in texts]
 
 
 class AgentSession:
@@ -46,6 +63,9 @@ class AgentSession:
         self.instructions = instructions
         #: auto-compaction threshold (fraction of the context window; None: off)
         self.compact_at = compact_at
+        if isinstance(permissions, Policy):
+            permissions.rules.extend(kept_rules(info))
+            permissions.remember = self._keep
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
         self.cache = ContextCache(self.writer)
@@ -57,6 +77,18 @@ class AgentSession:
             except BaseException:
                 self.writer.close()  # never leave the lock held by a session nobody has
                 raise
+
+    def _keep(self, rules: list[Rule]) -> None:
+        info = self.store.info(self.session_id)
+        kept = [f"{rule.tool} {rule.pattern}" for rule in kept_rules(info)]
+        kept += [text for rule in rules if (text := f"{rule.tool} {rule.pattern}") not in kept]
+        self.store.update_info(self.session_id, extra={**info.extra, KEPT_RULES: kept})
+
+    def use_model(self, model: Model, toolbox: Toolbox) -> None:
+        """Answer with ``model`` from the next request on, keeping the session open
+        (its writer, its lock and any event picked to continue from)."""
+        self.store.update_info(self.session_id, model=model.name)
+        self.model, self.toolbox = model, toolbox
 
     def select(self, event_id: str | None) -> None:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""

@@ -62,6 +62,7 @@ from infai.store import (
     WriterLocked,
 )
 from infai.tools import Rule, Tool, builtin_tools
+from infai.tools.policy import AllowAlways
 
 from . import render
 from .server_api import MAX_BODY, OPERATIONS, Operation, openapi, validate
@@ -414,10 +415,16 @@ async def list_approvals(call: Call) -> Response:
 async def answer_approval(call: Call) -> Response:
     served = _open_or_404(call)
     question_id, answer = call.body["id"].lower(), call.body["answer"]
+    patterns = call.body.get("patterns")
+    if patterns is not None and answer != "allow-always":
+        raise ApiError(422, "body.patterns: only with the answer 'allow-always'")
+    reply = AllowAlways(tuple(p.strip() for p in patterns)) if patterns else answer
+    if isinstance(reply, AllowAlways) and not all(reply.patterns):
+        raise ApiError(422, "body.patterns: a pattern must not be blank")
     try:
         if served is None:
             raise KeyError(question_id)
-        served.answer(question_id, answer)
+        served.answer(question_id, reply)
     except KeyError:
         raise ApiError(
             404, f"no pending question {question_id} in session {call.session_id}"

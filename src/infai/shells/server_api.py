@@ -51,8 +51,9 @@ def validate(value: Any, schema: Schema, where: str = "body") -> str | None:
     """The first way ``value`` breaks ``schema`` (a message naming the field), or None.
 
     Understands ``type`` (a name or a list), ``enum``, ``properties``,
-    ``required``, ``additionalProperties: false``, ``items``, ``minLength``,
-    ``maxLength``, ``format: uuid`` and ``$ref`` into :data:`COMPONENTS`.
+    ``required``, ``additionalProperties: false``, ``items``, ``minItems``,
+    ``maxItems``, ``minLength``, ``maxLength``, ``format: uuid`` and ``$ref`` into
+    :data:`COMPONENTS`.
     Every string must be valid Unicode (no lone surrogates): the store writes UTF-8.
     """
     if "$ref" in schema:
@@ -67,6 +68,10 @@ def validate(value: Any, schema: Schema, where: str = "body") -> str | None:
         return f"{where}: must be one of {choices}"
     if isinstance(value, str):
         return _check_string(value, schema, where)
+    if isinstance(value, list) and len(value) < schema.get("minItems", 0):
+        return f"{where}: needs at least {schema['minItems']} item(s)"
+    if isinstance(value, list) and len(value) > schema.get("maxItems", len(value)):
+        return f"{where}: more than {schema['maxItems']} items"
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             problem = validate(item, schema["items"], f"{where}[{i}]")
@@ -247,15 +252,16 @@ COMPONENTS: dict[str, Schema] = {
     "Question": {
         "type": "object",
         "description": "A permission question waiting for an answer.",
-        "required": ["id", "tool", "subject", "always", "asked_at", "expires_at"],
+        "required": ["id", "tool", "subject", "reason", "always", "asked_at", "expires_at"],
         "properties": {
             "id": _ID,
             "tool": _TEXT,
             "subject": _TEXT,
+            "reason": _TEXT,
             "always": {
                 "type": "array",
                 "items": _TEXT,
-                "description": "The allow rules that answering allow-always adds.",
+                "description": "The patterns (for this tool) that allow-always adds.",
             },
             "turn": _nullable("string"),
             "call_event_id": _nullable("string"),
@@ -331,7 +337,18 @@ ANSWER: Schema = {
     "type": "object",
     "additionalProperties": False,
     "required": ["id", "answer"],
-    "properties": {"id": _ID, "answer": {"enum": ["allow", "allow-always", "deny"]}},
+    "properties": {
+        "id": _ID,
+        "answer": {"enum": ["allow", "allow-always", "deny"]},
+        "patterns": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "minItems": 1,
+            "maxItems": 20,
+            "description": "With allow-always: the patterns to allow for this tool "
+            "(default: the question's always).",
+        },
+    },
 }
 EMPTY: Schema = {"type": "object", "additionalProperties": False, "properties": {}}
 
@@ -475,7 +492,8 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/sessions/{session_id}/approvals", "answer_approval",
-        "Answer a permission question: allow, allow-always (this session) or deny.",
+        "Answer a permission question: allow, allow-always (this session: the "
+        "question's always patterns, or the patterns given) or deny.",
         {200: ("Answered.", "Answered")}, params=(SESSION,), body=ANSWER,
     ),
     Operation(

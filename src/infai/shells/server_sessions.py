@@ -45,8 +45,8 @@ from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model, close_model
 from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolResultRecord
-from infai.tools import Policy, Rule, Tool, Toolbox, always_rules
-from infai.tools.policy import Answer
+from infai.tools import Policy, Rule, Tool, Toolbox
+from infai.tools.policy import AllowAlways, Ask, Reply
 
 from .server_channel import Channel, Feed, Frame, frame, settled_frame
 
@@ -79,19 +79,22 @@ class Question:
     id: str
     tool: str
     subject: str
+    reason: str
+    always: tuple[Rule, ...]
     turn: str | None
     call_event_id: str | None
     arguments: dict[str, Any] | None
     asked_at: str
     expires_at: str
-    answer: asyncio.Future[Answer]
+    answer: asyncio.Future[Reply]
 
     def to_obj(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "tool": self.tool,
             "subject": self.subject,
-            "always": [str(rule) for rule in always_rules(self.tool, self.subject)],
+            "reason": self.reason,
+            "always": [rule.pattern for rule in self.always],
             "turn": self.turn,
             "call_event_id": self.call_event_id,
             "arguments": self.arguments,
@@ -352,18 +355,20 @@ class Served:
 
     # -- permission questions ------------------------------------------------
 
-    async def ask(self, tool: str, subject: str) -> Answer:
+    async def ask(self, ask: Ask) -> Reply:
         """The policy's approver: publish the question, wait for the API's answer."""
         turn = self.turn
         call = turn.calls[0] if turn is not None and turn.calls else None
         record = call.record if call is not None else None
-        if not (isinstance(record, ToolCallRecord) and record.name == tool):
+        if not (isinstance(record, ToolCallRecord) and record.name == ask.tool):
             call, record = None, None
         now = time.time()
         question = Question(
             id=new_id(),
-            tool=tool,
-            subject=subject,
+            tool=ask.tool,
+            subject=ask.subject,
+            reason=ask.reason,
+            always=ask.always,
             turn=turn.id if turn is not None else None,
             call_event_id=call.id if call is not None else None,
             arguments=dict(record.arguments) if record is not None else None,
@@ -373,7 +378,7 @@ class Served:
         )
         self.questions[question.id] = question
         self.publish(frame("approval", question.to_obj()))
-        answer: Answer = "deny"
+        answer: Reply = "deny"
         by = "cancelled"
         try:
             answer = await asyncio.wait_for(question.answer, self.approval_timeout)
@@ -382,12 +387,15 @@ class Served:
             answer, by = "timeout", "timeout"
         finally:
             del self.questions[question.id]
-            shown = None if by == "cancelled" else "deny" if answer == "timeout" else answer
-            data = {"id": question.id, "answer": shown, "by": by}
+            data: dict[str, Any] = {"id": question.id, "answer": None, "by": by}
+            if isinstance(answer, AllowAlways):
+                data.update(answer="allow-always", patterns=list(answer.patterns))
+            elif by != "cancelled":
+                data["answer"] = "deny" if answer == "timeout" else answer
             self.publish(frame("approval_resolved", data))
         return answer
 
-    def answer(self, question_id: str, answer: Answer) -> None:
+    def answer(self, question_id: str, answer: Reply) -> None:
         """Answer a pending question; raises KeyError if there is none by that id."""
         question = self.questions.get(question_id.lower())
         if question is None or question.answer.done():

@@ -66,6 +66,19 @@ class Workspace:
         )
         return info.id
 
+    def use_model(self, session: AgentSession, name: str) -> Model:
+        """Switch ``session`` (and sessions opened later) to the model ``name``, keeping
+        the session open; returns the model it used before, for the caller to close.
+
+        Raises :class:`~infai.llm.providers.ModelUnavailable` and changes nothing if
+        the model cannot be built.
+        """
+        model = self.build_model(name)
+        permissions = session.permissions
+        session.use_model(model, standard_toolbox(self.store, model, permissions))
+        old, self.model_name, self.model = self.model, name, model
+        return old
+
     def open(self, session_id: str | None = None) -> AgentSession:
         """Open ``session_id`` (None: a new session) for the agent."""
         if session_id is None:

@@ -28,7 +28,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -48,6 +48,9 @@ from .options import StoreOptions
 from .pg_schema import check_current, migrate
 from .pg_session import CHANNEL, PgSessionReader, PgSessionWriter
 from .store import SessionInfo, new_session_info
+
+if TYPE_CHECKING:
+    from .store import Changed
 
 __all__ = ["CHANNEL", "PgSessionReader", "PgSessionWriter", "PgStore"]
 
@@ -185,8 +188,8 @@ class PgStore:
             raise SessionNotFound(sid)
         return _info(row[0], sid)
 
-    def update_info(self, session_id: str, **changes: str | None) -> SessionInfo:
-        allowed = {"name", "working_dir", "model"}
+    def update_info(self, session_id: str, **changes: Changed) -> SessionInfo:
+        allowed = {"name", "working_dir", "model", "extra"}
         if not set(changes) <= allowed:
             raise InvalidInput(f"cannot change {sorted(set(changes) - allowed)}")
         sid = check_uuid(session_id, "session id")

@@ -33,7 +33,10 @@ from .recovery import Recovery, analyze, apply, settle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeAlias
+
+    #: a value :meth:`Store.update_info` may set: text, or the ``extra`` object
+    Changed: TypeAlias = str | dict[str, Any] | None
 
     from .fsck import FsckReport
     from .lock import WriterLock
@@ -270,12 +273,12 @@ class Store:
     def _read_info(self, paths: SessionPaths) -> SessionInfo:
         return _decode_info(paths.meta.read_bytes(), str(paths.meta))
 
-    def update_info(self, session_id: str, **changes: str | None) -> SessionInfo:
-        """Change name, working_dir or model (atomically, under the writer lock).
+    def update_info(self, session_id: str, **changes: Changed) -> SessionInfo:
+        """Change name, working_dir, model or extra (atomically, under the writer lock).
 
         If this store has the session open for writing, its writer's lock is used.
         """
-        allowed = {"name", "working_dir", "model"}
+        allowed = {"name", "working_dir", "model", "extra"}
         if not set(changes) <= allowed:
             raise InvalidInput(f"cannot change {sorted(set(changes) - allowed)}")
         paths = self.paths(session_id)
@@ -307,7 +310,7 @@ class Store:
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
 
-    def _write_info(self, paths: SessionPaths, **changes: str | None) -> SessionInfo:
+    def _write_info(self, paths: SessionPaths, **changes: Changed) -> SessionInfo:
         info = self._read_info(paths).replace(updated_at=now_rfc3339(), **changes)
         SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
         atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")

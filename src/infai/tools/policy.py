@@ -46,13 +46,48 @@ from .paths import resolve
 Verdict = Literal["allow", "ask", "deny"]
 #: "timeout": nobody answered in time (a served session's question expired)
 Answer = Literal["allow", "allow-always", "deny", "timeout"]
-#: shows the user a question (tool, subject) and returns the answer
-Approver = Callable[[str, str], Awaitable[Answer]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A permission question as an approver sees it."""
+
+    tool: str
+    #: what rules match for this call: the command, the (normalised) path, the pattern
+    subject: str
+    #: why it asks: the rule that said so, or the default's reason
+    reason: str
+    #: the allow rules that answering "allow-always" adds
+    always: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllowAlways:
+    """Allow this call, and from now on in this session what these patterns match."""
+
+    patterns: tuple[str, ...]
+
+
+Reply = Answer | AllowAlways
+#: shows the user a question and returns the reply
+Approver = Callable[[Ask], Awaitable[Reply]]
+#: told the rules an "allow always" added, so a shell can keep them with the session
+Remember = Callable[[list["Rule"]], None]
 
 READ_ONLY = {"read_file", "list_files", "grep"}
 #: tools that only start work whose every tool call meets this policy again
 DELEGATING = {"task"}
 PATH_ARGUMENT = {"read_file": "path", "write_file": "path", "edit_file": "path"}
+#: commands whose "allow always" stays the exact command: a prefix of them is too wide
+RISKY = frozenset({
+    "rm", "rmdir", "shred", "dd", "mkfs", "sudo", "su", "doas", "chmod", "chown", "chgrp",
+    "kill", "pkill", "killall", "sh", "bash", "zsh", "fish", "dash", "python", "python3",
+    "node", "deno", "perl", "ruby", "php", "eval", "exec", "source", "env", "xargs",
+    "nohup", "timeout", "watch", "find", "curl", "wget", "ssh", "scp", "rsync", "nc",
+    "docker", "kubectl", "npx", "uvx",
+    "git push", "git reset", "git clean", "git checkout", "git rebase", "git branch",
+    "npm publish", "cargo publish", "pip install", "npm install",
+})  # fmt: skip
 #: shell syntax that chains, substitutes or redirects commands
 SHELL_CONTROL = re.compile(r"[;&|`<>\n\r]|\$\(")
 
@@ -125,12 +160,16 @@ def always_rules(tool: str, subject: str) -> list[Rule]:
     """The allow rules that "allow always" adds for this call, shown before answering.
 
     A shell command's first two words and anything after them (``git status`` and
-    ``git status *``; never a chained command, which stays exact); a file's
-    directory (``src/*``; a file at the top or outside the working directory stays
-    exact); otherwise exactly this call.
+    ``git status *``), except a chained command and a command in :data:`RISKY`
+    (deleting, running code, privileges, the network, publishing), which stay
+    exact; a file's directory (``src/*``; a file at the top or outside the working
+    directory stays exact); otherwise exactly this call.
     """
-    if tool == "bash" and subject.strip() and not SHELL_CONTROL.search(subject):
-        prefix = _literal(" ".join(subject.split()[:2]))
+    words = subject.split()
+    if tool == "bash" and words and not SHELL_CONTROL.search(subject):
+        if words[0] in RISKY or " ".join(words[:2]) in RISKY:
+            return [Rule("allow", tool, _literal(" ".join(words)))]
+        prefix = _literal(" ".join(words[:2]))
         return [Rule("allow", tool, prefix), Rule("allow", tool, f"{prefix} *")]
     if tool in PATH_ARGUMENT and subject and not _starts_outside(subject):
         parent = os.path.dirname(subject)
@@ -142,9 +181,16 @@ def always_rules(tool: str, subject: str) -> list[Rule]:
 class Policy:
     """Rules plus defaults, with an optional approver for "ask"."""
 
-    def __init__(self, rules: list[Rule] | None = None, approver: Approver | None = None) -> None:
+    def __init__(
+        self,
+        rules: list[Rule] | None = None,
+        approver: Approver | None = None,
+        *,
+        remember: Remember | None = None,
+    ) -> None:
         self.rules = list(rules or [])
         self.approver = approver
+        self.remember = remember
 
     def rule_on(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Ruling:
         """The ruling for a call, by the precedence in this module's docstring."""
@@ -189,10 +235,18 @@ class Policy:
                 "deny", ruling.by, f"{why}asks for approval, and nobody can approve here"
             )
         subject = subject_of(tool, arguments)
-        answer = await self.approver(tool, subject)
-        if answer == "allow-always":
-            added = always_rules(tool, subject)
+        reason = ruling.reason or f"{ruling.by} asks"
+        ask = Ask(tool, subject, reason, tuple(always_rules(tool, subject)))
+        answer = await self.approver(ask)
+        if answer == "allow-always" or isinstance(answer, AllowAlways):
+            added = (
+                [Rule("allow", tool, p) for p in answer.patterns]
+                if isinstance(answer, AllowAlways)
+                else list(ask.always)
+            )
             self.rules.extend(added)
+            if self.remember is not None:
+                self.remember(added)
             shown = ", ".join(f"'{rule}'" for rule in added)
             return Decision("allow", "user", f"allowed always for this session: {shown}")
         if answer == "allow":

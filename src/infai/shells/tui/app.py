@@ -29,7 +29,7 @@ from infai.agent import AgentSession, Saved, Streamed, TurnEnded
 from infai.agent.compaction import CompactionFailed
 from infai.llm import Notice, ReasoningDelta, TextDelta, close_model
 from infai.store import MessageRecord, StoreError
-from infai.tools.policy import Answer
+from infai.tools.policy import Ask, Reply
 
 from ..workspace import Workspace
 from .chat import ChatView
@@ -272,12 +272,12 @@ class InfaiApp(App[None]):
         elif state == "saved":
             self._refresh_status()
 
-    async def approve(self, tool: str, subject: str) -> Answer:
+    async def approve(self, ask: Ask) -> Reply:
         """The policy's approver: a modal, answered by the user (the turn waits)."""
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        screen = ApprovalScreen(tool, subject)
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        screen = ApprovalScreen(ask)
 
-        def answered(answer: Answer | None) -> None:
+        def answered(answer: Reply | None) -> None:
             if not future.done():
                 future.set_result(answer or "deny")
 

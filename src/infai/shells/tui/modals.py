@@ -6,10 +6,12 @@ so it fits at 60x20 as well as at 80x24 and never pushes the layout behind it.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -18,7 +20,10 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from infai.store import SessionInfo
-from infai.tools.policy import Answer, always_rules
+from infai.tools.policy import AllowAlways, Answer, Ask, Reply
+
+#: seconds of no typing before a question's keys count as answers
+GRACE = 0.6
 
 MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -31,42 +36,86 @@ MODAL_CSS = """
 """
 
 
-class ApprovalScreen(ModalScreen[Answer]):
-    """Allow once (y), allow always for this pattern (a), or deny (n, Esc)."""
+class ApprovalScreen(ModalScreen[Reply]):
+    """Allow once (y), allow always what the patterns shown match (a; e to edit
+    them first), or deny (n, Esc).
+
+    A question can open while the user is typing: until they pause for
+    :data:`GRACE` seconds, keys are not answers but go on to the input they were
+    typing in, so a stray ``a`` never allows anything.
+    """
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="ApprovalScreen")
         + """
     ApprovalScreen #subject { max-height: 8; overflow-y: auto; }
+    ApprovalScreen .reason { color: $text-muted; }
     """
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer('allow')", "allow once"),
         Binding("a", "answer('allow-always')", "allow always"),
+        Binding("e", "edit", "edit the pattern"),
         Binding("n", "answer('deny')", "deny"),
-        Binding("escape", "answer('deny')", "deny", show=False),
+        Binding("escape", "escape", "deny", show=False),
     ]
 
-    def __init__(self, tool: str, subject: str) -> None:
+    def __init__(self, ask: Ask) -> None:
         super().__init__()
-        self.tool = tool
-        self.subject = subject
+        self.ask = ask
+        self.patterns = [rule.pattern for rule in ask.always]
+        self._quiet_from = time.monotonic() + GRACE
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(f"Allow {self.tool}?"), classes="title")
-            yield Static(Text(self.subject or "(no arguments)"), id="subject")
-            always = "  ".join(
-                f"{r.tool} {r.pattern}" for r in always_rules(self.tool, self.subject)
-            )
+            yield Static(Text(f"Allow {self.ask.tool}?"), classes="title")
+            yield Static(Text(self.ask.reason), classes="reason")
+            yield Static(Text(self.ask.subject or "(no arguments)"), id="subject")
             keys = Text.from_markup(
                 "[b]y[/b] allow once   [b]n[/b]/Esc deny\n[b]a[/b] allow always: "
             )
-            keys.append(always, style="bold")
+            keys.append("  ".join(self.patterns), style="bold")
+            keys.append_text(Text.from_markup("   [b]e[/b] edit"))
             yield Static(keys, classes="keys", id="keys")
 
+    @property
+    def editing(self) -> bool:
+        return bool(self.query("#pattern"))
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed before the user paused go on to what they were typing in."""
+        if self.editing or time.monotonic() >= self._quiet_from:
+            return
+        event.stop()
+        event.prevent_default()
+        self._quiet_from = time.monotonic() + GRACE
+        below = self.app.screen_stack[-2].focused if len(self.app.screen_stack) > 1 else None
+        if isinstance(below, Input):
+            if event.is_printable and event.character:
+                below.insert_text_at_cursor(event.character)
+            elif event.key == "backspace":
+                below.action_delete_left()
+
     def action_answer(self, answer: Answer) -> None:
-        self.dismiss(answer)
+        if not self.editing:
+            self.dismiss(answer)
+
+    async def action_edit(self) -> None:
+        if not self.editing:
+            field = Input(self.patterns[-1], id="pattern", placeholder="a pattern (* any text)")
+            await self.query_one(Vertical).mount(field)
+            field.focus()
+
+    async def action_escape(self) -> None:
+        if self.editing:  # back to the question
+            await self.query_one("#pattern").remove()
+        else:
+            self.dismiss("deny")
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        message.stop()
+        if message.value.strip():
+            self.dismiss(AllowAlways((message.value.strip(),)))
 
 
 def _ago(stamp: str, now: datetime | None = None) -> str:
