@@ -4,13 +4,17 @@ idempotent retries, pooled connections that survive a drop, and notifications.""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
+import time
 from typing import Any
 
 import psycopg
 import pytest
 
-from infai.store import NIL_ID, MessageRecord, UnsupportedFormat
+from infai.store import NIL_ID, MessageRecord, SessionBusy, UnsupportedFormat
 from infai.store.errors import BackendUnavailable, HeadConflict
 from infai.store.pg import CHANNEL, PgSessionWriter, PgStore
 from infai.store.pg_schema import LATEST, migrate
@@ -113,8 +117,12 @@ def test_a_lost_commit_answer_is_retried_without_duplicating(
             return result  # ...but the first answer never arrived
 
         monkeypatch.setattr(PgSessionWriter, "_transaction", flaky)
-        events = writer.append_batch([(msg("a"), "user"), (msg("b"), "assistant")])
+        big = msg("b" * 40_000)  # over the blob threshold: stored as a blob
+        events = writer.append_batch([(msg("a"), "user"), (big, "assistant")])
         assert calls["n"] == 2 and [e.seq for e in events] == [0, 1]
+        # the retry answers with the records, as a first try does (the agent keeps them)
+        assert events[1].digest is not None and events[1].record == big
+        assert events[0].record == msg("a")
         assert writer.count == 2 and writer.head == events[1].id
         monkeypatch.setattr(PgSessionWriter, "_transaction", real)
         with store.open_reader(sid) as reader:
@@ -264,3 +272,74 @@ def test_a_prompt_that_lost_the_race_follows_the_winner(pg_url: str, tmp_path: A
         saved = [e.event for e in events if isinstance(e, Saved)]
         assert saved[0].parent_id == won.id and saved[0].record.content == "mine"  # type: ignore[union-attr]
         assert [m.content for m in model.requests[0].messages] == ["their event", "mine"]
+
+
+def test_one_turn_lease_per_session_across_processes(pg_url: str) -> None:
+    with PgStore(pg_url) as a, PgStore(pg_url) as b:
+        sid = a.create_session().id
+        other = a.create_session().id
+        held = a.lease(sid)
+        with pytest.raises(SessionBusy, match=f"session {sid} is busy"):
+            b.lease(sid)
+        b.lease(other).release()  # leases are per session
+        with pytest.raises(SessionBusy):
+            b.remove_session(sid)  # never under a turn running elsewhere
+        held.release()
+        held.release()  # twice is harmless
+        b.lease(sid).release()
+
+        # a process that dies holding the lease releases it with its connection
+        code = (
+            "import os, signal, sys; from infai.store.pg import PgStore; "
+            f"s = PgStore({pg_url!r}); s.lease({sid!r}); print('held', flush=True); "
+            "os.kill(os.getpid(), signal.SIGKILL)"
+        )
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert child.returncode == -signal.SIGKILL and "held" in child.stdout
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                b.lease(sid).release()
+                break
+            except SessionBusy:
+                assert time.monotonic() < deadline, "the dead process's lease was kept"
+                time.sleep(0.05)
+
+
+def test_agent_turns_take_the_lease(pg_url: str, tmp_path: Any) -> None:
+    import asyncio
+
+    from infai.agent import AgentSession
+    from infai.llm import ScriptedModel
+    from infai.tools import AllowAll, Toolbox
+
+    with PgStore(pg_url) as a, PgStore(pg_url) as b:
+        sid = a.create_session(working_dir=str(tmp_path)).id
+        first = AgentSession(
+            a, sid, model=ScriptedModel(["one"]), toolbox=Toolbox(), permissions=AllowAll()
+        )
+        second = AgentSession(
+            b, sid, model=ScriptedModel(["two"]), toolbox=Toolbox(), permissions=AllowAll()
+        )
+        try:
+            with first.slot(), pytest.raises(SessionBusy):
+                asyncio.run(drain(second.prompt("meanwhile")))
+            with b.open_reader(sid) as reader:
+                assert reader.count == 0  # refused before anything was stored
+            asyncio.run(drain(first.prompt("hello")))
+            asyncio.run(drain(second.prompt("and you")))  # sees first's events: no conflict
+            with b.open_reader(sid) as reader:
+                assert [e.preview for e in reader.context().events] == [
+                    "hello",
+                    "one",
+                    "and you",
+                    "two",
+                ]
+        finally:
+            first.close()
+            second.close()
+
+
+async def drain(events: Any) -> None:
+    async for _ in events:
+        pass

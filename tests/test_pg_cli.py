@@ -95,3 +95,22 @@ def test_copy_a_directory_to_postgresql_and_back_verified(pg_url: str, tmp_path:
     clash = infai("store", "copy", "--from", str(home), "--to", pg_url)
     assert clash.returncode == 1
     assert "already there and different (metadata differs)" in clash.stderr
+
+
+def test_a_session_postgresql_cannot_hold_is_reported_and_the_rest_copied(
+    pg_url: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    store = Store(home)
+    odd = store.create_session(name="fine for now").id
+    meta = home / "sessions" / odd / "session.json"
+    # an older infai wrote a NUL into a name: the file store reads it, jsonb cannot hold it
+    meta.write_text(meta.read_text().replace("fine for now", "bad\\u0000name"))
+    assert store.info(odd).name == "bad\x00name"
+    fine = store.create_session(name="fine").id
+    copied = infai("store", "copy", "--from", str(home), "--to", pg_url)
+    assert copied.returncode == 1
+    assert f"{odd}" in copied.stderr and "field 'name' contains a NUL character" in copied.stderr
+    assert "1 of 2 sessions were not copied" in copied.stderr
+    with PgStore(pg_url) as pg:
+        assert pg.info(fine).name == "fine" and not pg.exists(odd)

@@ -1,9 +1,10 @@
 """Two `infai serve` processes on one PostgreSQL database: fan-out and conflicts.
 
 An event settled through node A reaches the SSE clients of node B (LISTEN /
-NOTIFY), with the same ids, and prompts may alternate between the nodes; when
-two nodes really race on one session, the one whose turn was decided on an
-older HEAD fails with a conflict instead of forking, and a retry continues.
+NOTIFY), with the same ids, and prompts may alternate between the nodes. While
+a turn runs on one node, the others refuse to start one (the session's lease);
+a writer that takes no lease and races a turn makes that turn fail with a
+conflict instead of forking. A session deleted on one node closes on the others.
 """
 
 from __future__ import annotations
@@ -141,48 +142,137 @@ def test_events_settled_on_one_node_reach_the_other_nodes_streams(
         on_b.stop()
 
 
-def test_a_turn_that_raced_another_node_fails_with_a_conflict(pg_url: str) -> None:
+@contextmanager
+def two_nodes(pg_url: str, slow: Any) -> Iterator[tuple[str, str, list[Any]]]:
+    """Two servers in this process on one database: A answers at once, B with ``slow``."""
     from infai.llm import ScriptedModel
     from infai.shells.server import create_app
     from infai.shells.server_run import ServerThread
     from infai.store.pg import PgStore
-    from test_server import Gated
 
-    slow = Gated("B's answer, decided before A spoke")
     stores = [PgStore(pg_url), PgStore(pg_url)]
     apps = [
-        create_app(stores[0], token=TOKEN, model_factory=lambda name: ScriptedModel(["A's"])),
+        create_app(stores[0], token=TOKEN, model_factory=lambda name: ScriptedModel(["A's"] * 5)),
         create_app(stores[1], token=TOKEN, model_factory=lambda name: slow),
     ]
     servers = [ServerThread(app).start() for app in apps]
     try:
         a, b = (f"{server.url}/v1" for server in servers)
-        with httpx.Client(headers=AUTH, timeout=30) as client:
-            sid = client.post(f"{a}/sessions", json={}).json()["id"]
-            on_b = Watcher(b, sid)
-            client.post(f"{b}/sessions/{sid}/prompt", json={"text": "b asks"})
-            on_b.wait_for(1)  # B's prompt is stored; its model is still thinking
-            client.post(f"{a}/sessions/{sid}/prompt", json={"text": "a asks"})
-            wait_idle(client, a, sid)
-            slow.release()
-            wait_idle(client, b, sid)
-            deadline = time.monotonic() + 10
-            while not on_b.ended:
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            assert on_b.ended[-1]["outcome"] == "error"
-            assert "another writer appended first" in on_b.ended[-1]["error"]
-            events = client.get(f"{a}/sessions/{sid}/events?all=true").json()["events"]
-            assert [e["preview"] for e in events] == ["b asks", "a asks", "A's"]
-            assert all(e["parent_id"] == p["id"] for p, e in itertools.pairwise(events))
-            retry = client.post(f"{b}/sessions/{sid}/prompt", json={"text": "b again"})
-            assert retry.status_code == 202
-            wait_idle(client, b, sid)
-            events = client.get(f"{a}/sessions/{sid}/events").json()["events"]
-            assert [e["preview"] for e in events][-2] == "b again"
-            on_b.stop()
+        yield a, b, stores
     finally:
         for server in servers:
             server.stop()
         for store in stores:
             store.close()
+
+
+def wait_ended(watcher: Watcher, count: int = 1) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 10
+    while len(watcher.ended) < count:
+        assert time.monotonic() < deadline, "the turn did not end"
+        time.sleep(0.02)
+    return watcher.ended
+
+
+def test_a_turn_on_one_node_makes_the_session_busy_on_the_others(pg_url: str) -> None:
+    from test_server import Gated
+
+    slow = Gated("B's answer")
+    with two_nodes(pg_url, slow) as (a, b, _), httpx.Client(headers=AUTH, timeout=30) as client:
+        sid = client.post(f"{a}/sessions", json={}).json()["id"]
+        on_b = Watcher(b, sid)
+        assert client.post(f"{b}/sessions/{sid}/prompt", json={"text": "b asks"}).status_code == 202
+        on_b.wait_for(1)  # B's prompt is stored; its model is still thinking
+        for method, path, body in (
+            ("POST", "prompt", {"text": "a asks"}),
+            ("POST", "compact", {}),
+            ("DELETE", "", None),
+        ):
+            url = f"{a}/sessions/{sid}/{path}".rstrip("/")
+            refused = client.request(method, url, json=body)
+            assert refused.status_code == 409, (path, refused.text)
+            assert "another process is running a turn" in refused.json()["error"]
+        slow.release()
+        assert wait_ended(on_b)[-1]["outcome"] == "done"
+        # the lease went with B's turn: A continues B's events
+        assert client.post(f"{a}/sessions/{sid}/prompt", json={"text": "a asks"}).status_code == 202
+        on_b.wait_for(4)
+        wait_idle(client, a, sid)
+        events = client.get(f"{a}/sessions/{sid}/events?all=true").json()["events"]
+        assert [e["preview"] for e in events] == ["b asks", "B's answer", "a asks", "A's"]
+        assert all(e["parent_id"] == p["id"] for p, e in itertools.pairwise(events))
+        assert [e["id"] for e in on_b.settled] == [e["id"] for e in events]
+        on_b.stop()
+
+
+def test_a_foreign_append_during_a_turn_is_replayed_and_the_turn_conflicts(pg_url: str) -> None:
+    """A writer that takes no lease (a script on the store) appends while B's turn runs:
+    B's watchers see it, replay and joins mid-message stay whole, B's reply conflicts."""
+    from infai.store import MessageRecord
+    from test_server import Gated
+
+    slow = Gated("B's answer, decided before the script spoke")
+    with (
+        two_nodes(pg_url, slow) as (_, b, stores),
+        httpx.Client(headers=AUTH, timeout=30) as client,
+    ):
+        sid = client.post(f"{b}/sessions", json={}).json()["id"]
+        on_b = Watcher(b, sid)
+        client.post(f"{b}/sessions/{sid}/prompt", json={"text": "b asks"})
+        first = on_b.wait_for(1)[0]
+        with stores[0].open_writer(sid) as script:
+            foreign = script.append(MessageRecord(content="from a script"), "user")
+        on_b.wait_for(2)
+        assert on_b.settled[1]["id"] == foreign.id
+        # reconnecting after the first event replays the foreign one; joining sees
+        # the message B is writing so far, and HEAD as published
+        headers = {"Last-Event-ID": first["id"]}
+        with client.stream("GET", f"{b}/sessions/{sid}/stream", headers=headers) as r:
+            assert r.status_code == 200
+            names, seen = [], []
+            for line in r.iter_lines():
+                if line.startswith("event:"):
+                    names.append(line.split(":", 1)[1].strip())
+                elif line.startswith("data:"):
+                    seen.append(json.loads(line.split(":", 1)[1]))
+                    if names[-1] == "ready":
+                        break
+        assert names[0] == "settled" and seen[0]["id"] == foreign.id
+        assert "delta" in names  # the turn's message so far survived the foreign event
+        assert seen[-1]["head"] == foreign.id
+        slow.release()
+        ended = wait_ended(on_b)[-1]
+        assert ended["outcome"] == "error" and "another writer appended first" in ended["error"]
+        events = client.get(f"{b}/sessions/{sid}/events?all=true").json()["events"]
+        assert [e["preview"] for e in events] == ["b asks", "from a script"]
+        on_b.stop()
+
+
+def test_deleting_a_session_on_one_node_closes_it_on_the_others(pg_url: str) -> None:
+    from infai.llm import ScriptedModel
+
+    with (
+        two_nodes(pg_url, ScriptedModel(["B's"])) as (a, b, _),
+        httpx.Client(headers=AUTH, timeout=30) as client,
+    ):
+        sid = client.post(f"{a}/sessions", json={}).json()["id"]
+        closed = threading.Event()
+
+        def watch() -> None:
+            with client.stream("GET", f"{b}/sessions/{sid}/stream") as response:
+                for line in response.iter_lines():
+                    if line.startswith("event:") and "closed" in line:
+                        closed.set()
+                        return
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while client.get(f"{b}/sessions/{sid}").json().get("watchers") != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert client.delete(f"{a}/sessions/{sid}").status_code == 204
+        assert closed.wait(10), "B's watcher was not told"
+        assert client.get(f"{b}/sessions/{sid}/stream").status_code == 404
+        gone = client.post(f"{b}/sessions/{sid}/prompt", json={"text": "hello?"})
+        assert gone.status_code == 404

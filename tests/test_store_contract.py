@@ -199,3 +199,29 @@ def _conforms(store: Store | PgStore, writer: Any, reader: Any) -> None:
     log.close()
     view.close()
     assert checked.exists(writer.session_id) and reader.session_id == writer.session_id
+
+
+def test_metadata_no_backend_could_hold_is_refused_and_nothing_changes(store: Any) -> None:
+    with pytest.raises(InvalidInput, match="field 'name' contains a NUL character"):
+        store.create_session(name="a\x00b")
+    assert store.list_sessions() == []
+    sid = store.create_session(name="ok").id
+    with pytest.raises(InvalidInput, match="field 'model' contains a NUL character"):
+        store.update_info(sid, model="m\x00")
+    with pytest.raises(InvalidInput, match="field 'extra' contains a NUL character"):
+        store.update_info(sid, extra={"allowed": ["bash \x00"]})
+    with pytest.raises(InvalidInput, match="field 'extra' is not plain JSON"):
+        store.update_info(sid, extra={"n": float("nan")})
+    info = store.info(sid)
+    assert info.name == "ok" and info.model is None and info.extra == {}
+    with pytest.raises(InvalidInput, match="field 'working_dir' contains a NUL character"):
+        store.restore_info(info.replace(working_dir="/a\x00"))
+    assert store.info(sid).working_dir is None
+
+
+def test_an_unknown_event_is_named_once_in_the_error(store: Any) -> None:
+    sid = store.create_session().id
+    missing = "0190e0d4-0000-7000-8000-000000000000"
+    with store.open_reader(sid) as reader, pytest.raises(EventNotFound) as caught:
+        reader.event(missing)
+    assert str(caught.value) == f"no event {missing} in session {sid}"

@@ -6,6 +6,11 @@ while open), the model, the tools and the permission policy. Shells call
 to continue from with :meth:`AgentSession.select` (HEAD moves only when the next
 prompt is stored) and never touch the store or the model themselves.
 
+Where several processes share a session (a database store), a turn, a
+compaction or a summarised switch first takes the session's lease
+(:meth:`AgentSession.slot`): another process trying the same gets
+:class:`~infai.store.SessionBusy` at once instead of racing it.
+
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
 session is opened, in any shell.
@@ -13,7 +18,8 @@ session is opened, in any shell.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +74,8 @@ class AgentSession:
             permissions.remember = self._keep
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
+        self._lease: Any = None
+        self._held = 0
         self.cache = ContextCache(self.writer)
         #: every event of this session's turns, for watchers other than the caller
         self.hub = EventHub()
@@ -90,12 +98,53 @@ class AgentSession:
         self.store.update_info(self.session_id, model=model.name)
         self.model, self.toolbox = model, toolbox
 
+    def acquire(self) -> None:
+        """Take the session's lease for a turn (nested takes are counted).
+
+        A store whose writers are exclusive anyway (the file store's lock) has no
+        lease. Taking one re-reads HEAD, so the turn starts from the latest event
+        any process appended. Raises :class:`~infai.store.SessionBusy`.
+        """
+        if self._held == 0:
+            take = getattr(self.store, "lease", None)
+            if take is not None:
+                self._lease = take(self.session_id)
+                try:
+                    refresh = getattr(self.writer, "refresh", None)
+                    if refresh is not None:
+                        refresh()
+                except BaseException:
+                    self._lease.release()
+                    self._lease = None
+                    raise
+        self._held += 1
+
+    def release(self) -> None:
+        self._held -= 1
+        if self._held == 0 and self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold the session's lease for the block (see :meth:`acquire`)."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
     def select(self, event_id: str | None) -> None:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
         self.writer.select(event_id)
 
     async def prompt(self, text: str) -> AsyncIterator[AgentEvent]:
         """Run one prompt to completion; see :func:`~infai.agent.loop.run_turn`."""
+        with self.slot():
+            async for event in self._turn(text):
+                yield event
+
+    async def _turn(self, text: str) -> AsyncIterator[AgentEvent]:
         async for event in run_turn(
             self.writer,
             self.model,
@@ -120,13 +169,19 @@ class AgentSession:
         if not summarize:
             self.select(event_id)
             return None
-        return await summarize_branch(self.writer, self.model, event_id)
+        with self.slot():
+            return await summarize_branch(self.writer, self.model, event_id)
 
     async def compact(self) -> Event:
         """Compact now; raises :class:`~infai.agent.compaction.CompactionFailed`."""
-        return await compact(self.writer, self.model)
+        with self.slot():
+            return await compact(self.writer, self.model)
 
     def close(self) -> None:
+        if self._lease is not None:
+            self._held = 0
+            lease, self._lease = self._lease, None
+            lease.release()
         self.writer.close()
 
     def __enter__(self) -> AgentSession:

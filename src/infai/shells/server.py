@@ -52,7 +52,9 @@ from infai.llm import Model
 from infai.store import (
     Event,
     EventNotFound,
+    HeadConflict,
     InvalidInput,
+    SessionBusy,
     SessionExists,
     SessionNotFound,
     SessionStore,
@@ -98,6 +100,8 @@ def _status_of(exc: Exception) -> int | None:
     if isinstance(exc, InvalidInput):
         return 400
     if isinstance(exc, Conflict | WriterLocked | SessionExists | UnsupportedFormat):
+        return 409
+    if isinstance(exc, HeadConflict | SessionBusy):
         return 409
     if isinstance(exc, CompactionFailed):
         return 422
@@ -437,10 +441,12 @@ async def _frames(
 ) -> AsyncIterator[bytes]:
     """Replay ``[start, end)`` from the store, then the turn in flight, then live frames."""
     try:
-        writer = served.writer
-        for first in range(start, end, REPLAY_BATCH):
-            seqs = range(first, min(first + REPLAY_BATCH, end))
-            yield b"".join(settled_frame(writer.event(writer.entry_at(s).id)).raw for s in seqs)
+        if start < end:
+            with served.view() as view:
+                for first in range(start, end, REPLAY_BATCH):
+                    seqs = range(first, min(first + REPLAY_BATCH, end))
+                    replayed = (settled_frame(view.event(view.entry_at(s).id)) for s in seqs)
+                    yield b"".join(f.raw for f in replayed)
         yield b"".join(item.raw for item in now)
         floor = max(start, end)
         async for batch in feed.batches():
@@ -461,9 +467,17 @@ async def stream(call: Call) -> Response:
     after = call.headers.get("Last-Event-ID") or call.query.get("after")
     known_event(call, after)
     served = await call.sessions.serve(call.session_id)
-    start = None if after is None else served.writer.seq_of(after) + 1
+    if after is None:
+        start = None
+    else:
+        try:
+            with served.view() as view:
+                start = view.seq_of(after) + 1
+        except EventNotFound:  # appended elsewhere, not heard of here yet
+            with call.sessions.store.open_reader(served.session_id) as reader:
+                start = reader.seq_of(after) + 1
     feed, now, end = served.watch()
-    ready = {"session": served.session_id, "head": served.writer.head}
+    ready = {"session": served.session_id, "head": served.head()["head"]}
     now.append(frame("ready", {**ready, "turn": served.turn.id if served.turn else None}))
     frames = _frames(served, feed, now, end if start is None else start, end)
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n")

@@ -35,7 +35,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -44,7 +45,16 @@ from infai.agent import AgentSession, Saved, Streamed
 from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model, close_model
-from infai.store import Event, SessionLog, SessionStore, ToolCallRecord, ToolResultRecord
+from infai.store import (
+    Event,
+    SessionLog,
+    SessionNotFound,
+    SessionStore,
+    SessionView,
+    ToolCallRecord,
+    ToolResultRecord,
+)
+from infai.store.backend import REMOVED
 from infai.tools import Policy, Rule, Tool, Toolbox
 from infai.tools.policy import AllowAlways, Ask, Reply
 
@@ -156,8 +166,9 @@ class Served:
             compact_at=compact_at,
         )
         self.session_id = self.agent.session_id
-        #: the sequence number of the last settled event published
+        #: the sequence number and id of the last settled event published
         self.published = self.writer.count - 1
+        self.published_head: str | None = self.writer.head
 
     @property
     def writer(self) -> SessionLog:
@@ -183,14 +194,18 @@ class Served:
 
     # -- settled events ------------------------------------------------------
 
-    def _settled(self, event: Event) -> None:
-        """Publish a settled event, after any appended before it that were not."""
+    def _settled(self, event: Event, *, remote: bool = False) -> None:
+        """Publish a settled event, after any appended before it that were not.
+
+        A ``remote`` event (another process appended it) leaves the turn in flight
+        here as it is: its message so far and its waiting calls are this node's.
+        """
         if event.seq <= self.published:
             return
-        if event.seq > self.published + 1:
+        if event.seq > self.published + 1 and not remote:
             self.catch_up(event.seq)
         turn = self.turn
-        if turn is not None:
+        if turn is not None and not remote:
             turn.deltas.clear()
             if event.kind == "tool_call":
                 turn.calls.append(event)
@@ -202,6 +217,7 @@ class Served:
                     if not (isinstance(c.record, ToolCallRecord) and c.record.call_id == call_id)
                 )
         self.published = event.seq
+        self.published_head = event.id
         self.channel.publish(settled_frame(event))
         if self._observe is not None:
             self._observe(event)
@@ -231,7 +247,18 @@ class Served:
             return
         with self.store.open_reader(self.session_id) as reader:
             for number in range(self.published + 1, reader.count):
-                self._settled(reader.event(reader.entry_at(number).id))
+                self._settled(reader.event(reader.entry_at(number).id), remote=True)
+
+    @contextmanager
+    def view(self) -> Iterator[SessionView]:
+        """A view holding every event published so far, for replay: the writer, or,
+        when another process appended during a turn here (the writer stays at the
+        HEAD its turn decided on), a fresh reader."""
+        if self.writer.count > self.published:
+            yield self.writer
+            return
+        with self.store.open_reader(self.session_id) as reader:
+            yield reader
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
@@ -264,6 +291,17 @@ class Served:
         except BaseException:
             self.busy = None
             raise
+        try:
+            self.agent.acquire()  # the lease: no turn in another process meanwhile
+        except BaseException:
+            self.busy = None
+            raise
+        try:
+            self.catch_up()  # what the lease's refresh found that others appended
+        except BaseException:
+            self.agent.release()
+            self.busy = None
+            raise
         turn = Turn(new_id())
         self.busy = f"turn {turn.id} is in flight"
         self.turn = turn
@@ -294,6 +332,7 @@ class Served:
             try:
                 self.catch_up()
             finally:
+                self.agent.release()
                 turn.outcome = outcome
                 self.turn = None
                 self.busy = None
@@ -351,7 +390,7 @@ class Served:
         return summary
 
     def head(self) -> dict[str, Any]:
-        return {"head": self.writer.head, "pending_parent": self.writer.pending_parent}
+        return {"head": self.published_head, "pending_parent": self.writer.pending_parent}
 
     # -- permission questions ------------------------------------------------
 
@@ -442,6 +481,8 @@ class Sessions:
         self._closer: asyncio.Task[None] | None = None
         self._stop_watching = threading.Event()
         self._locks: dict[str, asyncio.Lock] = {}
+        #: sessions being closed because another process removed them
+        self._closing: set[asyncio.Task[None]] = set()
         self.closing = False
 
     async def serve(self, session_id: str) -> Served:
@@ -523,9 +564,24 @@ class Sessions:
             if served is None:
                 continue
             try:
+                if seq == REMOVED:
+                    raise SessionNotFound(served.session_id)
                 served.catch_up_remote(seq)
+            except SessionNotFound:  # removed by another process: close it here too
+                self._forget(served, "session deleted")
             except Exception:
                 log.exception("fanning out session %s failed", served.session_id)
+
+    def _forget(self, served: Served, reason: str) -> None:
+        async def close() -> None:
+            async with self._locks.setdefault(served.session_id, asyncio.Lock()):
+                if self.open.get(served.session_id) is served:
+                    del self.open[served.session_id]
+                    await served.close(reason)
+
+        task = asyncio.get_running_loop().create_task(close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def stop_watching(self) -> None:
         watcher, self._watcher = self._watcher, None

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 #: (id, parent_id, branch_from, role, timestamp, record) of an imported event
 EventSpec = tuple[str, str, "str | None", str, str, "Record"]
 
+#: what a store's ``watch`` callback gets as ``seq`` when the session was removed
+REMOVED = -2
+
 
 class SessionView(Protocol):
     """A session read at one moment: its tree, events and active context."""

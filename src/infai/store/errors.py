@@ -9,6 +9,7 @@
     ├── SessionExists               import or create would overwrite a session
     ├── WriterLocked                another process holds the session's writer lock
     ├── HeadConflict                (database) another writer moved HEAD first; retry
+    ├── SessionBusy                 (database) another process runs a turn in the session
     ├── BackendUnavailable          (database) the server cannot be reached or refuses
     ├── UnsupportedFormat           a session written by a newer infai (upgrade to open it)
     ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses further writes
@@ -68,6 +69,11 @@ class HeadConflict(StoreError):
 
     The writer has reloaded HEAD; deciding again and retrying is safe.
     """
+
+
+class SessionBusy(StoreError):
+    """Another process holds the session's turn lease (a turn or a compaction runs
+    there); nothing was started. Wait for it to finish, or cancel it where it runs."""
 
 
 class BackendUnavailable(StoreError):

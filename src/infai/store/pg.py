@@ -16,6 +16,13 @@ finds its events there instead of writing them twice. Each committed append
 notifies the ``infai_events`` channel (``LISTEN``), which lets other nodes fan
 new events out to their watchers.
 
+Since writers share a session, one more thing keeps two processes from running
+turns in it at once: a turn (or compaction) first takes the session's *lease*,
+an advisory lock held by a connection of its own (:meth:`PgStore.lease`); a
+second process gets :class:`SessionBusy` at once, and a process that dies
+releases the lease with its connection. Removing a session takes the lease too,
+and notifies the channel so that other nodes close it.
+
 Reads follow the same rule as the file store: the active context walks parents
 from the tip to the nearest compaction in one recursive query, reading only
 that path; listing sessions reads the session rows only; blobs are read when a
@@ -33,10 +40,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .backend import REMOVED
 from .errors import (
     BackendUnavailable,
     CorruptionError,
     InvalidInput,
+    SessionBusy,
     SessionExists,
     SessionNotFound,
     StoreError,
@@ -47,12 +56,28 @@ from .layout import check_uuid, default_home
 from .options import StoreOptions
 from .pg_schema import check_current, migrate
 from .pg_session import CHANNEL, PgSessionReader, PgSessionWriter
-from .store import SessionInfo, new_session_info
+from .store import SessionInfo, check_info, new_session_info
 
 if TYPE_CHECKING:
     from .store import Changed
 
-__all__ = ["CHANNEL", "PgSessionReader", "PgSessionWriter", "PgStore"]
+__all__ = ["CHANNEL", "REMOVED", "Lease", "PgSessionReader", "PgSessionWriter", "PgStore"]
+
+#: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
+LEASE_PREFIX = "infai-turn:"
+
+
+class Lease:
+    """A session's turn lease, held by a connection of its own until released (or
+    until the process dies and the server drops the connection)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn: psycopg.Connection[Any] | None = conn
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # ends the session, and with it the advisory lock
 
 
 class PgStore:
@@ -123,6 +148,7 @@ class PgStore:
         Blocking: run it in a thread. It listens on :data:`CHANNEL` over a
         connection of its own; when that connection is lost it reconnects and
         calls ``callback(None, -1)``, since appends made meanwhile were not heard.
+        A removed session is told as ``callback(session_id, REMOVED)``.
         """
         lost = False
         while not stop.is_set():
@@ -200,7 +226,7 @@ class PgStore:
             if row is None:
                 raise SessionNotFound(sid)
             info = _info(row[0], sid).replace(updated_at=now_rfc3339(), **changes)
-            SessionInfo.from_obj(info.to_obj(), "session metadata")
+            check_info(info)
             conn.execute(
                 "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
                 (json.dumps(info.to_obj()), info.updated_at, sid),
@@ -208,7 +234,7 @@ class PgStore:
         return info
 
     def restore_info(self, info: SessionInfo) -> None:
-        SessionInfo.from_obj(info.to_obj(), "session metadata")
+        check_info(info)
         with self._conn() as conn:
             conn.execute(
                 "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
@@ -230,12 +256,45 @@ class PgStore:
                 self.unreadable.append(exc)
         return out
 
+    def lease(self, session_id: str) -> Lease:
+        """Take the session's turn lease, or raise :class:`SessionBusy` at once."""
+        sid = check_uuid(session_id, "session id")
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"cannot reach {self._safe_url()}: {exc}") from None
+        try:
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (LEASE_PREFIX + sid,)
+            ).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if row is None or not row[0]:
+            conn.close()
+            raise SessionBusy(
+                f"session {sid} is busy: another process is running a turn or a compaction"
+                " in it (wait for it, or cancel it where it runs)"
+            )
+        return Lease(conn)
+
     def remove_session(self, session_id: str) -> None:
         sid = check_uuid(session_id, "session id")
+        if not self.exists(sid):
+            raise SessionNotFound(sid)
+        lease = self.lease(sid)  # never under a turn running elsewhere
+        try:
+            self._remove(sid)
+        finally:
+            lease.release()
+
+    def _remove(self, sid: str) -> None:
         with self._conn() as conn, conn.transaction():
             deleted = conn.execute("DELETE FROM infai_sessions WHERE id = %s", (sid,)).rowcount
             if not deleted:
                 raise SessionNotFound(sid)
+            payload = json.dumps({"session": sid, "seq": REMOVED})
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
             # Blobs no event names any more. They are shared by content: an append in
             # flight may have found a blob (and inserted nothing) but not committed the
             # event naming it yet. This lock waits for such appends (their INSERT holds

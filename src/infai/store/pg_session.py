@@ -108,7 +108,7 @@ class PgSessionReader:
     def entry_at(self, seq: int) -> Entry:
         rows = self._rows("seq = %s", (seq,))
         if not rows:
-            raise EventNotFound(f"no event #{seq} in session {self.session_id}")
+            raise EventNotFound(f"#{seq}", self.session_id)
         return _entry(rows[0])
 
     def seq_of(self, event_id: str) -> int:
@@ -118,7 +118,7 @@ class PgSessionReader:
         event_id = check_uuid(event_id, "event id")
         rows = self._rows("id = %s", (event_id,))
         if not rows:
-            raise EventNotFound(f"no event {event_id} in session {self.session_id}")
+            raise EventNotFound(event_id, self.session_id)
         return _entry(rows[0])
 
     def entries(self) -> Iterator[Entry]:
@@ -211,7 +211,7 @@ class PgSessionReader:
         event_id = check_uuid(event_id, "event id")
         rows = self._rows("id = %s", (event_id,))
         if not rows:
-            raise EventNotFound(f"no event {event_id} in session {self.session_id}")
+            raise EventNotFound(event_id, self.session_id)
         return self._events(rows, resolve)[0]
 
     def resolve(self, event: Event) -> Record:
@@ -330,7 +330,8 @@ class PgSessionWriter(PgSessionReader):
             ).fetchall()
             if len(done) == len(ids):  # an earlier attempt committed before its answer was lost
                 self._head, self.head_seq, self._count = _s(row[0]), row[1], row[2]
-                return [self._event(r, None) for r in done]
+                mine = {digest_of(data): data for data in encoded}  # records as given
+                return [self._event(r, mine) for r in done]
             if done:
                 raise InvalidInput(f"event {done[0][1]} already exists in {self.session_id}")
             head, head_seq, count = _s(row[0]), row[1], row[2]
@@ -358,7 +359,7 @@ class PgSessionWriter(PgSessionReader):
                         (self.session_id, parent_id),
                     ).fetchone()
                     if found is None:
-                        raise EventNotFound(f"no event {parent_id} in session {self.session_id}")
+                        raise EventNotFound(parent_id, self.session_id)
                     parent_seq = found[0]
                 local[event_id] = seq
                 text: str | None = data.decode()

@@ -126,6 +126,30 @@ class SessionInfo:
         return f"SessionInfo({self.to_obj()!r})"
 
 
+def _nul_in(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_nul_in(k) or _nul_in(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_nul_in(v) for v in value)
+    return False
+
+
+def check_info(info: SessionInfo) -> SessionInfo:
+    """Refuse metadata that some backend could not store or read back (checked on
+    every write, so a session moves between backends without loss)."""
+    SessionInfo.from_obj(info.to_obj(), "session metadata")
+    for key, value in info.to_obj().items():
+        if _nul_in(value):
+            raise InvalidInput(f"session metadata: field {key!r} contains a NUL character")
+    try:
+        json.dumps(info.extra, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"session metadata: field 'extra' is not plain JSON: {exc}") from None
+    return info
+
+
 def _decode_info(data: bytes, where: str) -> SessionInfo:
     """Parse a session.json read from disk: newer formats and damage are told apart."""
     try:
@@ -172,8 +196,7 @@ def new_session_info(
         parent_session=parent_session,
         parent_event=parent_event,
     )
-    SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
-    return info
+    return check_info(info)
 
 
 class Store:
@@ -303,7 +326,7 @@ class Store:
 
     def restore_info(self, info: SessionInfo) -> None:
         """Write ``info`` as the session's metadata, unchanged (import uses it)."""
-        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
+        check_info(info)
         paths = self.paths(info.id)
         atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
 
@@ -312,7 +335,7 @@ class Store:
 
     def _write_info(self, paths: SessionPaths, **changes: Changed) -> SessionInfo:
         info = self._read_info(paths).replace(updated_at=now_rfc3339(), **changes)
-        SessionInfo.from_obj(info.to_obj(), "session metadata")  # readable back?
+        check_info(info)
         atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
         return info
 
