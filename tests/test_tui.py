@@ -8,13 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from infai.agent.session import KEPT_RULES
 from infai.llm import Done, Message, Request, ScriptedModel, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
-from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, ToolView, UserMessage
+from infai.shells.tui.app import QUIT_WINDOW
+from infai.shells.tui.chat import (
+    PAGE,
+    AssistantMessage,
+    ChatView,
+    FoldedMessage,
+    ToolView,
+    UserMessage,
+)
 from infai.shells.tui.modals import (
     GRACE,
     ApprovalScreen,
@@ -22,9 +31,9 @@ from infai.shells.tui.modals import (
     RenameScreen,
     SessionPicker,
 )
-from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
+from infai.shells.tui.panels import MODEL_CHARS, PendingBar, StatusBar, Timeline, short_model
 from infai.shells.workspace import Workspace
-from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord
+from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord, Usage
 
 SIZES = [(80, 24), (60, 20)]
 
@@ -173,7 +182,8 @@ def test_an_ask_opens_a_modal_and_allow_once_runs_the_tool(
     assert (space.working_dir / "out.txt").read_text() == "hello\n"
 
 
-def test_deny_and_allow_always(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_deny_and_allow_always(tmp_path: Path, size: tuple[int, int]) -> None:
     replies: list[Any] = [write_call("a.txt"), "denied", write_call("b.txt"), "ok"]
     replies += [write_call("b.txt"), "again"]
     space = workspace(tmp_path, ScriptedModel(replies))
@@ -193,7 +203,7 @@ def test_deny_and_allow_always(tmp_path: Path) -> None:
         await until(pilot, lambda: not app.busy)
         assert not isinstance(app.screen, ApprovalScreen)
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
     assert not (space.working_dir / "a.txt").exists()
     assert (space.working_dir / "b.txt").read_text() == "hello\n"
     [info] = space.store.list_sessions()
@@ -257,7 +267,8 @@ def test_allow_always_with_an_edited_pattern_is_kept_with_the_session(
     assert (space.working_dir / "notes" / "b.txt").exists()
 
 
-def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[int, int]) -> None:
     space = workspace(tmp_path, GatedModel())
     app = InfaiApp(space)
 
@@ -271,7 +282,7 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path) -> None:
         await pilot.press("ctrl+c")
         await until(pilot, lambda: app.session is None, "the app to quit")
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
     [info] = space.store.list_sessions()
     assert space.store.fsck(info.id).ok
     with space.store.open_reader(info.id) as reader:
@@ -279,7 +290,10 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path) -> None:
     assert contents == ["hi", "[turn interrupted]"]
 
 
-def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
     space = workspace(tmp_path, ScriptedModel(["first answer", "second answer", "branched"]))
     app = InfaiApp(space)
 
@@ -312,7 +326,7 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(tmp_path
         labels = [str(n.label) for n in _walk(timeline.root)]
         assert any("branch at #1" in label for label in labels)
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
 
 
 def _walk(node: Any) -> list[Any]:
@@ -323,7 +337,8 @@ def _walk(node: Any) -> list[Any]:
     return out
 
 
-def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path, size: tuple[int, int]) -> None:
     space = workspace(tmp_path, ScriptedModel(["a"]))
     older = space.store.create_session(name="older", working_dir=str(space.working_dir)).id
     newer = space.store.create_session(name="newer", working_dir=str(space.working_dir)).id
@@ -345,12 +360,13 @@ def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path) -> None:
         await pilot.press("n")
         await until(pilot, lambda: app.session is not None and app.session.session_id != newer)
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
     # the new session was left empty, so it is gone again; the others stay
     assert {i.id for i in space.store.list_sessions()} == {older, newer}
 
 
-def test_rename_help_and_commands(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_rename_help_and_commands(tmp_path: Path, size: tuple[int, int]) -> None:
     space = workspace(tmp_path, ScriptedModel(["x"]))
     app = InfaiApp(space)
 
@@ -371,10 +387,11 @@ def test_rename_help_and_commands(tmp_path: Path) -> None:
         await send(pilot, "/frobnicate")
         await until(pilot, lambda: any("/frobnicate" in n.message for n in app._notifications))
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
 
 
-def test_compact_command_appends_a_boundary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_compact_command_appends_a_boundary(tmp_path: Path, size: tuple[int, int]) -> None:
     space = workspace(tmp_path)  # the offline model answers summaries too
     app = InfaiApp(space)
 
@@ -385,15 +402,20 @@ def test_compact_command_appends_a_boundary(tmp_path: Path) -> None:
         await until(pilot, lambda: bool(app.query(".boundary")), "the compaction boundary")
         assert not app.query(UserMessage)  # the context now starts at the summary
 
-    run_app(app, scenario, (80, 24))
+    run_app(app, scenario, size)
     [info] = space.store.list_sessions()
     with space.store.open_reader(info.id) as reader:
         assert reader.context().events[0].kind == "compaction"
 
 
+#: a reply too large for a chunk line (over 16 KiB): the store keeps it in a blob
+BIG_REPLY = "# Report\n\n" + "\n\n".join(f"Paragraph {i} with **bold** words." for i in range(700))
+
+
 @pytest.fixture(scope="module")
 def big_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A session of 20,000 events on one path, some tool results in blobs."""
+    """A session of 20,002 events on one path, some tool results and the last
+    reply in blobs."""
     root = tmp_path_factory.mktemp("big")
     store = Store(root / "home")
     sid = store.create_session(name="big", working_dir=str(root / "work")).id
@@ -409,6 +431,8 @@ def big_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                 batch.append((result, "tool"))
                 batch.append((MessageRecord(content=f"answer {i}"), "assistant"))
             writer.append_batch(batch)
+        writer.append(MessageRecord(content="the report, please"), "user")
+        assert writer.append(MessageRecord(content=BIG_REPLY), "assistant").digest
     return root, sid
 
 
@@ -433,7 +457,17 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         chat = app.query_one(ChatView)
         assert chat.mounted_events == PAGE
         assert len(chat.children) <= PAGE + 1  # the page and the "earlier" button
+        [report] = chat.query(FoldedMessage)  # the large reply: its preview, folded
+        assert report.title.startswith("reply (large, unfold to read): # Report Paragraph 0")
         assert reads == []
+        head = app.session.writer.head if app.session else None
+        await pilot.press("ctrl+t")  # the timeline opens on HEAD, scrolled to it
+        timeline = app.query_one(Timeline)
+        await until(pilot, lambda: timeline.scroll_y > 0, "the timeline to scroll to HEAD")
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == head
+        assert timeline.scroll_y <= timeline.cursor_line < timeline.scroll_y + timeline.size.height
+        assert reads == []
+        await pilot.press("ctrl+t")
         chat.scroll_home(animate=False)  # the user scrolls up to the "earlier" button
         await pilot.pause()
         await pilot.click("#more")
@@ -444,6 +478,10 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         folded[0]._fold.collapsed = False
         await until(pilot, lambda: len(reads) == 1, "the blob to load on unfold")
         assert "BBBB" in str(folded[0]._body.render())
+        report._fold.collapsed = False  # the large reply: read now, shown as Markdown
+        await until(pilot, lambda: bool(report.query(AssistantMessage)), "the reply to load")
+        assert len(reads) == 2 and report.query_one(AssistantMessage).text == BIG_REPLY
+        assert "KiB" in report.title
 
     run_app(app, scenario, (80, 24))
 
@@ -626,3 +664,272 @@ def test_a_store_failure_mid_turn_is_shown_not_swallowed(tmp_path: Path) -> None
         assert not app.query(AssistantMessage)
 
     run_app(app, scenario, (80, 24))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_large_prompt_and_reply_reopen_folded_and_unfold_in_full(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path)
+    sid = space.store.create_session(working_dir=str(space.working_dir)).id
+    log = "\n".join(f"  File 'app.py', line {i}, in handler" for i in range(600))
+    with space.store.open_writer(sid) as writer:
+        assert writer.append(MessageRecord(content=f"why?\n{log}"), "user").digest
+        assert writer.append(MessageRecord(content=BIG_REPLY), "assistant").digest
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        prompt, reply = app.query(FoldedMessage)
+        assert prompt.title.startswith("you (large, unfold to read): why?")
+        assert reply.title.startswith("reply (large, unfold to read): # Report")
+        assert not prompt.loaded and not reply.loaded  # nothing read until asked
+        reply._fold.collapsed = False
+        await until(pilot, lambda: bool(reply.query(AssistantMessage)), "the reply to load")
+        assert reply.query_one(AssistantMessage).text == BIG_REPLY  # Markdown, in full
+        assert reply.query("Markdown") and "KiB" in reply.title
+        prompt._fold.collapsed = False
+        await until(pilot, lambda: prompt.loaded and bool(prompt.query(".text")))
+        assert "line 599, in handler" in str(prompt.query_one(".text").render())
+        assert prompt.title.startswith("you (22.2 KiB, 601 lines): why?")
+        for part in ("#prompt", "StatusBar"):
+            assert inside_screen(app, part), part
+
+    run_app(app, scenario, size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_timeline_opens_on_head_or_the_picked_event(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path, ScriptedModel([f"answer {i} " + "long " * 20 for i in range(4)]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        for text in ("one", "two", "three"):
+            await send(pilot, text)
+            await until(pilot, lambda: not app.busy)
+        assert app.session is not None
+        writer = app.session.writer
+        bar = app.query_one(StatusBar)
+        assert "HEAD #5 of 6" in str(bar.render()) and "⑂" not in str(bar.render())
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        assert timeline.has_focus and timeline.cursor_node is not None
+        assert timeline.cursor_node.data == writer.head  # not #0
+        assert not timeline.show_horizontal_scrollbar  # long labels are cut, no stray bar
+        picked = [n for n in _walk(timeline.root) if n.data][1]
+        timeline.select_node(picked)
+        await until(pilot, lambda: app.query_one("#prompt", Input).has_focus, "the prompt")
+        assert app.query_one(PendingBar).display
+        await pilot.press("ctrl+t")  # shown but not focused: focus it, keep it
+        assert timeline.has_class("shown") and timeline.has_focus
+        await pilot.press("ctrl+t")
+        assert not timeline.has_class("shown")
+        await pilot.press("ctrl+t")  # opened again: on the picked event
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == picked.data
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "other")
+        await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
+        assert "HEAD #7 of 8 ⑂ at #1" in str(bar.render())  # the branch, from the index
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == writer.head
+
+    run_app(app, scenario, size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_multi_line_paste_is_kept_whole(tmp_path: Path, size: tuple[int, int]) -> None:
+    space = workspace(tmp_path, ScriptedModel(["I see."]))
+    app = InfaiApp(space)
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n'
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        prompt = app.query_one("#prompt", Input)
+        await send(pilot, "why")
+        await until(pilot, lambda: not app.busy)
+        await pilot.press(*"see", "space")
+        prompt.post_message(events.Paste(trace))
+        await until(pilot, lambda: "[pasted 3 lines]" in prompt.value, "the paste marker")
+        prompt.post_message(events.Paste("one line"))  # a single line: as it was
+        await until(pilot, lambda: prompt.value.endswith("one line"))
+        assert prompt.value == "see [pasted 3 lines]one line"
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.busy and len(app.query(UserMessage)) == 2)
+        assert prompt.value == "" and "ValueError: bad" in str(app.query(UserMessage)[1].render())
+
+    run_app(app, scenario, size)
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        records = [e.record for e in reader.context().events if e.role == "user"]
+    prompts = [r.content for r in records if isinstance(r, MessageRecord)]
+    assert prompts[1] == f"see {trace.rstrip()}one line"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_switching_the_model_keeps_the_session_and_the_picked_event(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    model = ClosingModel("an answer")
+    space = workspace(tmp_path, model)
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        for text in ("one", "two"):
+            await send(pilot, text)
+            await until(pilot, lambda: not app.busy)
+        session = app.session
+        assert session is not None
+        await pilot.press("ctrl+t")
+        picked = [n for n in _walk(app.query_one(Timeline).root) if n.data][1]
+        app.query_one(Timeline).select_node(picked)
+        await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
+        await send(pilot, "/model offline")
+        await until(pilot, lambda: session.model.name == "offline", "the switch")
+        assert app.session is session and model.closed == 1  # the same session, still open
+        assert session.writer.pending_parent == picked.data
+        assert app.query_one(PendingBar).display and "#1" in str(app.query_one(PendingBar).render())
+        assert "offline" in str(app.query_one(StatusBar).render())
+        await send(pilot, "three")
+        await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
+        prompt, answer = session.writer.path()[-2:]
+        assert prompt.parent_id == picked.data and answer.preview.startswith("offline model")
+
+    run_app(app, scenario, size)
+
+
+class FullModel(ClosingModel):
+    """Every reply reports 900 of a 1,000-token window in use: the next prompt
+    compacts first (the summary waits for ``release``)."""
+
+    context_window = 1_000
+
+    def __init__(self, name: str) -> None:
+        super().__init__("an answer")
+        self.name = name
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            async for event in super().stream(request):
+                yield event
+            return
+        usage = Usage(input_tokens=900, output_tokens=10)
+        yield Done(Message(role="assistant", content="an answer", usage=usage))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    model = FullModel("anthropic:claude-sonnet-4-5")
+    app = InfaiApp(workspace(tmp_path, model))
+
+    def bar() -> str:
+        return str(app.query_one(StatusBar).render())
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "two")
+        await until(pilot, lambda: "compacting" in bar(), "the compaction notice")
+        notice = "compacting: 910 of 1000 tokens in use"
+        assert bar().startswith(f" {notice}")  # first: not cut off, whatever the width
+        assert bar().index("in use") + len("in use") < app.size.width
+        model.release.set()
+        await until(pilot, lambda: not app.busy, "the turn's end")
+        assert bar().startswith(" ✓ compacted ") and "anthropic:claude-sonnet-4-5" in bar()
+        chat = app.query_one(ChatView)
+        notices = [str(n.render()) for n in chat.query(".notice")]
+        assert any(n.startswith("compacted (910 of 1000 tokens in use before)") for n in notices)
+        assert chat.query(".boundary") and len(chat.query(UserMessage)) == 1  # after the reload
+
+    run_app(app, scenario, size)
+    assert short_model("scripted:/tmp/" + "x/" * 40 + "replies.json").endswith("/replies.json")
+    assert len(short_model("scripted:/tmp/" + "x/" * 40 + "replies.json")) == MODEL_CHARS
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_cancelled_call_is_marked_interrupted(tmp_path: Path, size: tuple[int, int]) -> None:
+    sleep = Message(role="assistant", tool_calls=(ToolCall("b1", "bash", {"command": "sleep 9"}),))
+    replies: list[Any] = [write_call("a.txt"), sleep]
+    app = InfaiApp(workspace(tmp_path, ScriptedModel(replies), allow=("bash sleep*",)))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "write")
+        await asked(pilot, app)
+        await pilot.press("ctrl+c")  # while asked
+        await until(pilot, lambda: not app.busy and not isinstance(app.screen, ApprovalScreen))
+        [asking] = app.query(ToolView)
+        assert "interrupted" in str(asking._fold.title) and asking.has_class("failed")
+        await pilot.pause(QUIT_WINDOW)  # not a double Ctrl-C
+        await send(pilot, "sleep")
+        await until(pilot, lambda: len(app.query(ToolView)) == 2, "the bash call")
+        await pilot.pause(0.3)  # it runs
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.busy)
+        running = app.query(ToolView)[1]
+        assert "interrupted" in str(running._fold.title) and "running" not in str(
+            running._fold.title
+        )
+
+    run_app(app, scenario, size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_named_new_session_is_kept_and_a_name_can_be_cleared(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path)
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        assert app.session is not None
+        first = app.session.session_id
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen))
+        assert "empty: no name" in str(app.screen.query_one(".keys").render())
+        assert inside_screen(app, "RenameScreen > Vertical")
+        await pilot.press(*"keep", "enter")
+        await pilot.press("ctrl+n")  # leave it empty, but named
+        await until(pilot, lambda: app.session is not None and app.session.session_id != first)
+        assert space.store.info(first).name == "keep"
+        second = app.session.session_id
+        await send(pilot, "/rename temp")
+        assert space.store.info(second).name == "temp"
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen))
+        await pilot.press("backspace", "enter")  # the name selected, deleted: no name
+        await until(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        assert space.store.info(second).name is None
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen))
+        await pilot.press(*"zzz", "escape")  # Esc keeps what was there (no name)
+        await until(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        assert space.store.info(second).name is None
+
+    run_app(app, scenario, size)
+    # the unnamed empty session went when the app ended; the named one stayed
+    assert [i.name for i in space.store.list_sessions()] == ["keep"]
+
+
+def test_plain_infai_takes_the_tui_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from infai.shells import agent_cli  # noqa: F401  (registers tui)
+    from infai.shells.cli import main
+
+    opened: list[InfaiApp] = []
+    monkeypatch.setattr(InfaiApp, "run", lambda self: opened.append(self))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    home = str(tmp_path / "home")
+    sid = Store(tmp_path / "home").create_session(working_dir=str(tmp_path / "work")).id
+    runner = CliRunner()
+    done = runner.invoke(main, ["--home", home, "--model", "offline", "--allow", "bash ls*"])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["--home", home, "--continue"])
+    assert done.exit_code == 0, done.output
+    first, second = opened
+    assert first.workspace.model.name == "offline" and first._initial is None
+    assert any(rule.pattern == "ls*" for rule in first.workspace.rules)
+    assert second._initial == sid
+    wrong = runner.invoke(main, ["--home", home, "--model", "offline", "session", "ls"])
+    assert wrong.exit_code == 2 and "for the TUI only" in wrong.output

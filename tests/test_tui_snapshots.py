@@ -6,7 +6,8 @@ a snapshot may depend on the clock, on ids or on where the test runs:
 - Replies come from a :class:`ScriptedModel` with explicit usage. Its own
   estimate counts the system prompt, which names the working directory (a tmp
   path whose length varies), and the status bar shows that count.
-- No screen showing the working directory (the session picker) is taken.
+- The session picker shows working directories: its sessions name fixed ones
+  (not the tmp path), and were all active "just now".
 - The app's title names the session id: it is not drawn (there is no header),
   and the SVG's window title is the plain app name (see ``steady``).
 - The prompt's cursor blinks on a timer: blinking is switched off before the
@@ -28,7 +29,7 @@ from textual.widgets import Input
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, ToolView
-from infai.shells.tui.modals import ApprovalScreen, HelpScreen
+from infai.shells.tui.modals import ApprovalScreen, HelpScreen, SessionPicker
 from infai.shells.tui.panels import PendingBar, Timeline
 from infai.shells.workspace import Workspace
 from infai.store import Store, Usage
@@ -171,6 +172,24 @@ def test_help_screen(tmp_path: Path, snap_compare: SnapCompare) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        await steady(pilot)
+
+    assert snap_compare(app, terminal_size=(60, 20), run_before=run_before)
+
+
+def test_session_picker(tmp_path: Path, snap_compare: SnapCompare) -> None:
+    """Ctrl-O: the sessions, newest first, the open one highlighted, in a box at 60x20."""
+    space = workspace(tmp_path, [])
+    store = space.store
+    store.create_session(name="refactor the store", working_dir="/src/infai")
+    store.create_session(working_dir="/src/app")
+    opened = store.create_session(name="fix the login bug", working_dir="/src/app").id
+    store.create_session(name="a name far too long to be shown whole here", working_dir="/tmp")
+    app = InfaiApp(space, opened)  # opening it (with another model) makes it the newest
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
         await steady(pilot)
 
     assert snap_compare(app, terminal_size=(60, 20), run_before=run_before)

@@ -5,7 +5,8 @@ script as a user would (plain ``infai`` opens the TUI), in a detached tmux
 session on a socket of its own, with the offline model and a store under tmp.
 They read the screen with ``capture-pane`` and wait on what it shows (polling
 against a deadline), then check what the store holds after a clean quit
-(Ctrl-C twice) and after the process is killed with SIGKILL.
+(Ctrl-C twice), after the process is killed with SIGKILL, and after a
+multi-line paste (tmux's bracketed paste, as a terminal sends it).
 
 tmux is required: CI installs it, and a machine without it fails here loudly
 rather than skipping the only test of the real terminal.
@@ -224,3 +225,24 @@ def test_sigkill_after_the_reply_is_saved_loses_nothing(terminal: Terminal) -> N
         assert writer.count == 2
         assert [e.role for e in writer.path()] == ["user", "assistant"]
     assert store.fsck(session_id).ok
+
+
+def test_a_multi_line_paste_reaches_the_session_whole(terminal: Terminal, tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    terminal.start(status)
+    terminal.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    trace = 'Traceback (most recent call last):\n  File "app.py", line 3\nValueError: bad'
+    terminal.run("set-buffer", "-b", "trace", trace)
+    terminal.run(
+        "paste-buffer", "-p", "-b", "trace", "-t", SESSION
+    )  # bracketed, as a terminal does
+    terminal.wait_for(lambda s: "[pasted 3 lines]" in s, "the paste, kept whole")
+    terminal.keys("Enter")
+    terminal.wait_for(lambda s: "you said 'Traceback" in " ".join(s.split()), "the reply")
+    terminal.wait_for(lambda s: "✓ saved" in s, "the reply, saved")
+    terminal.keys("C-c")
+    terminal.wait_for(lambda s: "again to quit" in s, "the first Ctrl-C's hint")
+    terminal.keys("C-c")
+    until(lambda: status.exists() and status.read_text().endswith("\n"), "infai to exit")
+    _, contents = stored_messages(Store(terminal.home))
+    assert contents[0] == trace

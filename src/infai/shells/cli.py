@@ -100,13 +100,43 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
     help="Where sessions live: a postgresql:// URL (shared by several machines) "
     "or a directory (default: $INFAI_STORE, else the home).",
 )
+@click.option("--session", "session_id", help="With no command: open this session.")
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="With no command: open the newest session of this directory.",
+)
+@click.option("--model", "model_name", help="With no command: the model (as `infai tui --model`).")
+@click.option(
+    "--allow", multiple=True, metavar="RULE", help="With no command: as `infai tui --allow`."
+)
 @click.version_option(package_name="infai")
 @click.pass_context
-def main(ctx: click.Context, home: Path | None, durability: str, location: str | None) -> None:
+def main(
+    ctx: click.Context,
+    home: Path | None,
+    durability: str,
+    location: str | None,
+    session_id: str | None,
+    resume: bool,
+    model_name: str | None,
+    allow: tuple[str, ...],
+) -> None:
     """infai: an agent harness with a durable, branchable session store.
 
-    With no command, opens the terminal UI in the current directory.
+    With no command, opens the terminal UI in the current directory, taking
+    the options of `infai tui` (--session, --continue, --model, --allow).
     """
+    tui_options = dict(session_id=session_id, resume=resume, model_name=model_name, allow=allow)
+    if ctx.invoked_subcommand is not None:
+        flags = ("--session", "--continue", "--model", "--allow")
+        given = [flag for flag, value in zip(flags, tui_options.values(), strict=True) if value]
+        if given:
+            raise BadInput(
+                f"{given[0]} before a command is for the TUI only (plain `infai`); "
+                f"give `{ctx.invoked_subcommand}` its options after its name"
+            )
     options = StoreOptions(durability="strict" if durability == "strict" else "fast")
     if location:
         from infai.store import open_store
@@ -121,7 +151,7 @@ def main(ctx: click.Context, home: Path | None, durability: str, location: str |
     if ctx.invoked_subcommand is None:
         from .agent_cli import tui
 
-        ctx.invoke(tui)
+        ctx.invoke(tui, **tui_options)
 
 
 @main.group()

@@ -28,20 +28,25 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 from infai.agent import AgentSession, Saved, Streamed, TurnEnded
 from infai.agent.compaction import CompactionFailed
 from infai.llm import Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import MessageRecord, StoreError
+from infai.store import Entry, MessageRecord, StoreError
 from infai.tools.policy import Ask, Reply
 
 from ..workspace import Workspace
 from .chat import ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
-from .panels import PendingBar, Status, StatusBar, Timeline
+from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline, branch_label, fork_point
 
 QUIT_WINDOW = 2.0
+#: how the agent loop's notice of an automatic compaction begins
+COMPACTING = "compacting"
+#: how far back from HEAD the status bar looks for its branch's fork, between reloads
+FORK_WALK = 256
 
 CSS = """
 #main { height: 1fr; }
 ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
 Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
+Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
 Timeline.shown { display: block; }
 PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
 #prompt { height: 3; }
@@ -83,13 +88,14 @@ class InfaiApp(App[None]):
         self.state = Status()
         self.turn: Worker[None] | None = None
         self._armed = -QUIT_WINDOW
+        self._fork: tuple[str | None, int | None] = (None, None)  # (HEAD, its fork point)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             yield ChatView(id="chat")
             yield Timeline(id="timeline")
         yield PendingBar(id="pending")
-        yield Input(placeholder="Ask infai…  (/help for commands)", id="prompt")
+        yield PromptInput(placeholder="Ask infai…  (/help for commands)", id="prompt")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -115,9 +121,8 @@ class InfaiApp(App[None]):
         if self.busy:
             self.notify("a turn is running (Ctrl-C cancels it)", severity="warning")
             return False
-        current = self.session.session_id if self.session else None
-        if session_id is not None and session_id == current:
-            await self._close_session(discard_empty=False)  # reopened (another model)
+        if session_id is not None and self.session and session_id == self.session.session_id:
+            return True  # already open
         try:
             if session_id is None:
                 session_id = self.workspace.new_session()
@@ -135,15 +140,17 @@ class InfaiApp(App[None]):
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
         return True
 
-    async def _close_session(self, discard_empty: bool = True) -> None:
-        """Close the open session; one this app created and nobody used goes away."""
+    async def _close_session(self) -> None:
+        """Close the open session; one this app created and nobody used (no event,
+        no name) goes away."""
         session, self.session = self.session, None
         if session is None:
             return
         empty = session.writer.count == 0
         session.close()
-        if discard_empty and empty and session.session_id in self._created:
-            self.workspace.store.remove_session(session.session_id)
+        sid = session.session_id
+        if empty and sid in self._created and not self.workspace.store.info(sid).name:
+            self.workspace.store.remove_session(sid)
 
     async def reload(self) -> None:
         """Show the session as stored: the path to the pending parent (or HEAD)."""
@@ -156,6 +163,8 @@ class InfaiApp(App[None]):
         chat = self.query_one(ChatView)
         await chat.show_path(entries, writer.event, writer.resolve)
         self.query_one(PendingBar).show(writer.entry(pending) if pending else None)
+        if pending is None:  # the path shown is HEAD's: where its branch forked, for free
+            self._fork = (writer.head, fork_point(entries))
         self._refresh_timeline()
         self.state.used_tokens = self._last_input_tokens(entries)
         self._refresh_status()
@@ -175,22 +184,42 @@ class InfaiApp(App[None]):
             writer = session.writer
             self.state.model = session.model.name
             self.state.context_window = session.model.context_window
-            head = writer.entry(writer.head).seq if writer.head else -1
-            self.state.branch = f"HEAD #{head} of {writer.count}"
+            head = writer.entry(writer.head) if writer.head else None
+            fork = self._head_fork(head) if head else None
+            self.state.branch = branch_label(head.seq if head else -1, writer.count, fork)
             name = self.workspace.store.info(session.session_id).name
             self.title = f"infai — {name or session.session_id[:13]}"
         self.query_one(StatusBar).show(self.state)
 
+    def _head_fork(self, head: Entry) -> int | None:
+        """Where HEAD's branch forked: known from the last look, brought up to date by
+        walking back from HEAD to where it was then (index entries, a few at most)."""
+        assert self.session is not None
+        known, fork = self._fork
+        entry = head
+        for _ in range(FORK_WALK):
+            if entry.id == known:
+                break
+            if entry.branch_from is not None or entry.parent_seq < 0:
+                fork = entry.parent_seq if entry.branch_from is not None else None
+                break
+            entry = self.session.writer.entry_at(entry.parent_seq)
+        else:
+            fork = None  # too far to look (not shown rather than wrong)
+        self._fork = (head.id, fork)
+        return fork
+
     # -- prompts and turns ----------------------------------------------------
 
     async def on_input_submitted(self, message: Input.Submitted) -> None:
-        if message.input.id != "prompt":
+        prompt = message.input
+        if not isinstance(prompt, PromptInput):
             return
         text = message.value.strip()
         if not text:
             return
         if text.startswith("/"):
-            message.input.value = ""
+            prompt.clear()
             await self.command(text)
             return
         if self.busy:  # keep what was typed: nothing is lost
@@ -199,7 +228,8 @@ class InfaiApp(App[None]):
         if self.session is None:
             self.notify("no session is open (Ctrl-O)", severity="error")
             return
-        message.input.value = ""
+        text = prompt.expanded(text)  # what was pasted, in full
+        prompt.clear()
         self.turn = self.run_worker(self._turn(text), group="turn", exit_on_error=False)
 
     async def _turn(self, text: str) -> None:
@@ -217,7 +247,7 @@ class InfaiApp(App[None]):
                         (await chat.live_reply()).append_reasoning(inner.text)
                     elif isinstance(inner, Notice):
                         await chat.notice(inner.message)
-                        self.state.notice = inner.message
+                        self.state.notice = inner.message  # "compacting: …" until it is done
                         self.notify(inner.message, timeout=4)
                         self._refresh_status()
                 elif isinstance(event, Saved):
@@ -227,8 +257,12 @@ class InfaiApp(App[None]):
                     await chat.notice(f"error: {event.error}", error=True)
         except asyncio.CancelledError:
             await chat.drop_live()
+            chat.interrupt_waiting()  # a call being asked about or running gets no result
             await chat.notice("[turn interrupted] — the session is saved; go on when ready")
+            if self.state.notice.startswith(COMPACTING):
+                self.state.notice = "compaction cancelled"
             self._durability("saved")
+            self._refresh_status()
             raise
         except StoreError as exc:  # a full disk, a lost database, another writer first
             await chat.drop_live()
@@ -254,8 +288,10 @@ class InfaiApp(App[None]):
     async def _saved(self, event: Saved) -> None:
         chat = self.query_one(ChatView)
         stored = event.event
-        if stored.kind == "compaction":
+        if stored.kind == "compaction":  # automatic: the chat now starts at the summary
+            detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
             await self.reload()
+            await self._compacted(f" ({detail} before)" if detail else "")
             return
         await chat.add_event(stored)
         record = stored.record
@@ -271,6 +307,14 @@ class InfaiApp(App[None]):
             self._refresh_status()
         elif state == "saved":
             self._refresh_status()
+
+    async def _compacted(self, detail: str = "") -> None:
+        """Say that a compaction is done, in the chat (after the reload) and the bar."""
+        self.state.notice = "✓ compacted"
+        await self.query_one(ChatView).notice(
+            f"compacted{detail}: the context now starts from the summary above"
+        )
+        self._refresh_status()
 
     async def approve(self, ask: Ask) -> Reply:
         """The policy's approver: a modal, answered by the user (the turn waits)."""
@@ -301,7 +345,7 @@ class InfaiApp(App[None]):
         elif name == "model":
             await self.switch_model(argument)
         elif name == "rename":
-            self.rename(argument)
+            self.rename(argument or None)
         elif name == "new":
             await self.action_new_session()
         elif name == "sessions":
@@ -317,45 +361,62 @@ class InfaiApp(App[None]):
         """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes)."""
         assert self.session is not None
         self.notify("compacting…")
+        self.state.notice = f"{COMPACTING}…"
+        self._refresh_status()
         try:
             await self.session.compact()
         except (CompactionFailed, StoreError) as exc:
+            self.state.notice = "compaction failed"
+            self._refresh_status()
             self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
             return
+        except asyncio.CancelledError:
+            self.state.notice = "compaction cancelled"
+            self._refresh_status()
+            raise
         await self.reload()
+        await self._compacted()
         self.notify("compacted: the context now starts from the summary")
 
     async def switch_model(self, name: str) -> None:
         if not name:
             self.notify(f"model: {self.workspace.model.name} (/model NAME to switch)")
             return
-        if self.busy or self.session is None:
+        if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
+        space = self.workspace
         try:
-            model = self.workspace.build_model(name)
-        except ValueError as exc:
+            if self.session is None:
+                model = space.build_model(name)
+                old, space.model_name, space.model = space.model, name, model
+            else:  # the session stays open: its writer, its picked event, its rules
+                old = space.use_model(self.session, name)
+        except (ValueError, StoreError) as exc:  # an unknown model, a key missing
             self.notify(str(exc), severity="error", timeout=10)
             return
-        old, self.workspace.model_name, self.workspace.model = self.workspace.model, name, model
-        await self.open_session(self.session.session_id)  # reopened with the new model
         await close_model(old)
-        self.notify(f"model: {model.name}")
+        self._refresh_status()
+        self.notify(f"model: {space.model.name}")
 
-    def rename(self, name: str) -> None:
+    def rename(self, name: str | None) -> None:
+        """Name the session ("": no name); None asks for the name in a dialog."""
         if self.session is None:
             return
-        if name:
-            self.workspace.store.update_info(self.session.session_id, name=name)
+        sid = self.session.session_id
+        if name is not None:
+            try:
+                self.workspace.store.update_info(sid, name=name or None)
+            except StoreError as exc:
+                self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
             self._refresh_status()
             return
-        current = self.workspace.store.info(self.session.session_id).name
 
-        def done(new: str | None) -> None:
-            if new and self.session is not None:
+        def done(new: str | None) -> None:  # None: Esc, the name is kept
+            if new is not None and self.session is not None:
                 self.rename(new)
 
-        self.push_screen(RenameScreen(current), callback=done)
+        self.push_screen(RenameScreen(self.workspace.store.info(sid).name), callback=done)
 
     # -- actions ----------------------------------------------------------------
 
@@ -388,6 +449,9 @@ class InfaiApp(App[None]):
 
     def action_toggle_timeline(self) -> None:
         timeline = self.query_one(Timeline)
+        if timeline.has_class("shown") and not timeline.has_focus:
+            timeline.focus()  # shown but elsewhere: go to it
+            return
         if timeline.has_class("shown"):
             timeline.remove_class("shown")
             self.query_one("#prompt", Input).focus()
@@ -428,7 +492,7 @@ class InfaiApp(App[None]):
         await self.open_session(None)
 
     def action_rename(self) -> None:
-        self.rename("")
+        self.rename(None)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

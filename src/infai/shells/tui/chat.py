@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Markdown, Static
 from textual.widgets.markdown import MarkdownStream
@@ -200,6 +200,80 @@ class ToolView(Widget):
         self.set_class(True, "failed")
 
 
+def _size(text: str) -> str:
+    size = len(text.encode())
+    amount = f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} bytes"
+    lines = text.count("\n") + 1
+    return f"{amount}, {lines} line{'s' if lines != 1 else ''}"
+
+
+class FoldedMessage(Widget):
+    """A message or summary stored in a blob: folded under its preview until
+    unfolded, then read once and shown in full (a reply as Markdown)."""
+
+    DEFAULT_CSS = """
+    FoldedMessage { height: auto; margin: 1 0 0 0; }
+    FoldedMessage > Collapsible { padding: 0; border: none; }
+    FoldedMessage .body { height: auto; }
+    """
+    LABELS: ClassVar[dict[str, str]] = {
+        "compaction": "── compacted: earlier messages summarised",
+        "branch_summary": "── summary of a branch that was left",
+    }
+
+    def __init__(self, event: Event, resolver: Resolver) -> None:
+        role = "user" if event.role == "user" else "assistant"
+        boundary = event.kind in self.LABELS
+        super().__init__(classes="folded boundary" if boundary else f"folded {role}")
+        self.event = event
+        self.event_id = event.id
+        self._resolver = resolver
+        self._label = self.LABELS.get(event.kind) or ("you" if role == "user" else "reply")
+        preview = event.preview.replace("\n", " ")
+        self._preview = preview if len(preview) <= 50 else preview[:49] + "…"
+        self._body = Vertical(classes="body")
+        self._fold = Collapsible(self._body, title=self._title("large, unfold to read"))
+
+    def _title(self, size: str) -> str:
+        return f"{self._label} ({size}): {self._preview}"  # the size first: never cut off
+
+    @property
+    def title(self) -> str:
+        return str(self._fold.title)
+
+    @property
+    def loaded(self) -> bool:
+        return self.event.record is not None
+
+    def compose(self) -> ComposeResult:
+        yield self._fold
+
+    async def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
+        if message.collapsible is not self._fold or self._body.children:
+            return
+        try:
+            record = self.event.record or self._resolver(self.event)
+        except StoreError as exc:  # damaged or missing: say so, keep the app alive
+            await self._body.mount(Static(Text(f"cannot load this: {exc}", style="bold red")))
+            return
+        self.event.record = record
+        if isinstance(record, MessageRecord) and self.event.role == "assistant":
+            text = record.content
+            body: Widget = AssistantMessage(text, record.reasoning or "", self.event.id)
+        elif isinstance(record, MessageRecord):
+            text = record.content
+            body = Static(Text(text), classes="text")
+        elif isinstance(record, CompactionRecord | BranchSummaryRecord):
+            text = record.summary
+            body = Static(Text(text), classes="text")
+        else:
+            text = ""
+            body = Static(Text(f"{self.event.kind}: {self.event.preview}"), classes="text")
+        self._fold.title = self._title(_size(text))
+        await self._body.mount(body)
+        self.call_after_refresh(self.scroll_visible, top=True, animate=False)  # its start
+
+
 class ChatView(VerticalScroll):
     """The active path's events, a page at a time, and the live reply."""
 
@@ -275,12 +349,11 @@ class ChatView(VerticalScroll):
             orphan = ToolView(event, None, self._resolver)
             orphan.show_result(event)
             return orphan
+        if event.kind == "message" and event.role != "assistant":
+            self.interrupt_waiting()  # a new prompt (or an interruption): no result will come
+        if record is None and event.kind in ("message", "compaction", "branch_summary"):
+            return FoldedMessage(event, self._resolver)  # in a blob: read when unfolded
         if isinstance(record, MessageRecord):
-            if event.role != "assistant":  # a new prompt (or an interruption): calls still
-                for view in list(self._tools.values()):  # waiting will get no result
-                    if not view.has_result:
-                        view.interrupted()
-                self._tools.clear()
             if event.role == "assistant":
                 if not record.content.strip() and not record.reasoning:
                     return Widget(classes="empty")  # a reply that only called tools
@@ -291,6 +364,13 @@ class ChatView(VerticalScroll):
         if isinstance(record, BranchSummaryRecord):
             return self._folded("── summary of a branch that was left ──", record.summary)
         return Static(Text(f"{event.kind}: {event.preview}"), classes="notice")
+
+    def interrupt_waiting(self) -> None:
+        """Calls still without a result will get none (a new prompt, a cancelled turn)."""
+        for view in self._tools.values():
+            if not view.has_result:
+                view.interrupted()
+        self._tools.clear()
 
     def _first_waiting(self) -> ToolView | None:
         """The oldest call still without a result (results follow their calls in order)."""

@@ -132,7 +132,8 @@ def _ago(stamp: str, now: datetime | None = None) -> str:
 
 def session_label(info: SessionInfo) -> Text:
     name = info.name or "(unnamed)"
-    text = Text(f"{name[:28]:<28} ", style="bold")
+    name = name if len(name) <= 28 else name[:27] + "…"
+    text = Text(f"{name:<28} ", style="bold")
     text.append(f"{_ago(info.updated_at):>8}  ")
     text.append(info.working_dir or "-", style="dim")
     return text
@@ -183,7 +184,8 @@ class SessionPicker(ModalScreen[str | None]):
 
 
 class RenameScreen(ModalScreen[str | None]):
-    """A new name for the session (Enter saves, Esc keeps the old one)."""
+    """A new name for the session: Enter saves it (an empty field: no name, and
+    an unnamed new session is removed when left empty); Esc keeps the old one."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="RenameScreen")
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "cancel")]
@@ -196,10 +198,13 @@ class RenameScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static("Rename session", classes="title")
             yield Input(self.current, placeholder="a name to show in listings")
-            yield Static("[b]Enter[/b] save   [b]Esc[/b] cancel", classes="keys")
+            yield Static(
+                "[b]Enter[/b] save (empty: no name)   [b]Esc[/b] keep the name", classes="keys"
+            )
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
-        self.dismiss(message.value.strip() or None)
+        message.stop()
+        self.dismiss(message.value.strip())
 
 
 HELP = """\

@@ -1,4 +1,4 @@
-"""The status bar, the pending-parent bar and the timeline of branches.
+"""The prompt, the status bar, the pending-parent bar and the timeline of branches.
 
 The timeline is drawn from the index alone (ids, links, kinds, previews): no
 chunk line and no blob is read to show even a large session's tree. A run of
@@ -8,15 +8,90 @@ a long linear session is a flat list, not a 20,000-deep tree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import Static, Tree
+from textual import events
+from textual.widgets import Input, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from infai.store import Entry
 
 BAR = 12
+#: the longest model name the status bar shows in full
+MODEL_CHARS = 28
+
+
+class PromptInput(Input):
+    """The one-line prompt; a paste of several lines is kept whole.
+
+    Textual's input keeps only a paste's first line. Here a multi-line paste
+    shows as a compact ``[pasted N lines]`` at the cursor and is expanded to the
+    full text when the prompt is sent (:meth:`expanded`); deleting the marker
+    drops the paste.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.pastes: dict[str, str] = {}
+
+    def _on_paste(self, event: events.Paste) -> None:
+        event.stop()
+        event.prevent_default()  # not Input's own handler, which keeps the first line
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+        if "\n" in text:
+            lines = len(text.splitlines())
+            marker = f"[pasted {lines} lines]"
+            number = 1
+            while marker in self.pastes:  # two pastes of the same size: tell them apart
+                number += 1
+                marker = f"[pasted {lines} lines #{number}]"
+            self.pastes[marker] = text
+            text = marker
+        if self.selection.is_empty:
+            self.insert_text_at_cursor(text)
+        else:
+            self.replace(text, *self.selection)
+
+    def expanded(self, value: str) -> str:
+        """``value`` with each paste marker still in it replaced by what was pasted."""
+        if not self.pastes:
+            return value
+        pattern = "|".join(re.escape(marker) for marker in self.pastes)
+        return re.sub(pattern, lambda match: self.pastes[match.group(0)], value)
+
+    def clear(self) -> None:
+        super().clear()
+        self.pastes.clear()
+
+
+def short_model(name: str, width: int = MODEL_CHARS) -> str:
+    """A model name cut to ``width`` with an ellipsis; a path keeps its end
+    (``scripted:…/replies.json``), another name its start."""
+    if len(name) <= width:
+        return name
+    provider, colon, rest = name.partition(":")
+    if colon and "/" in rest and len(provider) < width - 8:
+        return f"{provider}:…{rest[-(width - len(provider) - 2) :]}"
+    return name[: width - 1] + "…"
+
+
+def fork_point(path: list[Entry]) -> int | None:
+    """The sequence number where the newest fork on ``path`` left its parent
+    (index entries only), or None on the session's first line."""
+    for entry in reversed(path):
+        if entry.branch_from is not None:
+            return entry.parent_seq
+    return None
+
+
+def branch_label(head_seq: int, count: int, fork: int | None) -> str:
+    """Where HEAD is, and which branch: the fork its line came from."""
+    if head_seq < 0:
+        return "empty"
+    where = f"HEAD #{head_seq} of {count}"
+    return where if fork is None else f"{where} ⑂ at #{fork}"
 
 
 @dataclass
@@ -37,19 +112,24 @@ def token_bar(used: int, window: int, width: int = BAR) -> str:
 
 
 class StatusBar(Static):
-    """Model · tokens against the window · branch · saved or saving · last notice."""
+    """Last notice (a compaction) · model · saved or saving · tokens · branch.
+
+    What matters most comes first, so a narrow terminal cuts the least useful
+    part: a notice, then the model (a long name shortened), then durability.
+    """
 
     def show(self, status: Status) -> None:
         pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f" {status.model} ", style="bold")
-        saved = status.durability == "saved"  # first: it must survive a narrow terminal
+        if status.notice:
+            text.append(f" {status.notice} ", style="bold reverse")
+            text.append(" ")
+        text.append(f" {short_model(status.model)} ", style="bold")
+        saved = status.durability == "saved"
         text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
         text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
         text.append(f"│ {status.branch} ")
-        if status.notice:
-            text.append(f"│ {status.notice}", style="italic")
         self.update(text)
 
 
@@ -134,9 +214,13 @@ class Timeline(Tree[str]):
         return container.add(Text(f"⑂ branch at #{at.seq}"), expand=True)
 
     def _cursor(self, head: str | None, pending: str | None) -> None:
+        """The cursor on the picked event, else on HEAD, scrolled into view."""
         node = self._by_event.get(pending or head or "")
-        if node is not None:
-            self.move_cursor(node)
+        if node is None:
+            return
+        self.get_node_at_line(0)  # builds the tree's lines, which gives the node its line
+        self.move_cursor(node)
+        self.call_after_refresh(self.scroll_to_node, node, animate=False)  # once laid out
 
     def extend(self, entries: list[Entry], head: str | None, pending: str | None) -> bool:
         """Add events appended since the last load; False when only a rebuild will do
