@@ -295,6 +295,23 @@ def test_bash_timeout_kills_the_whole_process_group(work: Path) -> None:
     assert not (work / "late").exists()
 
 
+def test_bash_with_endless_output_times_out_promptly_with_bounded_memory(work: Path) -> None:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    out = run("bash", work, command="yes infai", timeout_seconds=1)
+    assert out.is_error and "timed out after 1s" in out.content
+    assert time.monotonic() - started < 8  # the pipe was drained, the process reaped
+    huge = run("bash", work, command="seq 1 3000000")  # ~20 MB printed, then exit 0
+    assert not huge.is_error and len(huge.content) < MAX_OUTPUT + 200
+    assert "more bytes cut" in huge.content and huge.content.startswith("exit code 0\n1\n2\n")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 50_000  # nothing like the ~20 MB (or more) that was printed
+    capped = run("bash", work, command="echo ok", timeout_seconds=10**9)
+    assert capped.content == "exit code 0\nok\n"
+
+
 def test_cancelling_bash_kills_what_it_started(work: Path) -> None:
     async def scenario() -> None:
         task = asyncio.create_task(Bash().run({"command": "sleep 1 && touch finished"}, ctx(work)))
@@ -307,3 +324,34 @@ def test_cancelling_bash_kills_what_it_started(work: Path) -> None:
     time.sleep(1.3)
     assert not (work / "finished").exists()
     assert os.path.isdir(work)
+
+
+def test_search_globs_cannot_leave_and_links_out_are_not_read(work: Path) -> None:
+    for tool, arguments in (
+        ("grep", {"pattern": "out", "glob": "../../secret.txt"}),
+        ("grep", {"pattern": "root", "glob": "/etc/passwd"}),
+        ("list_files", {"pattern": "../*"}),
+        ("list_files", {"pattern": "/etc/*"}),
+        ("list_files", {"pattern": "src/../../*"}),
+    ):
+        out = run(tool, work, **arguments)
+        assert out.is_error and "must stay under the directory searched" in out.content, arguments
+    (work / "link.txt").symlink_to(work.parent / "secret.txt")
+    found = run("grep", work, pattern="outside")
+    assert "outside" not in found.content.replace("leading out", "")
+    assert "(no matches)" in found.content and "1 links leading out of . not read" in found.content
+    # the policy sees where a search goes: its path
+    policy = Policy()
+    assert decide(policy, work, "grep", pattern="x", path="..")[:2] == ("deny", "default")
+    assert decide(policy, work, "grep", pattern="x")[0] == "allow"
+
+
+def test_deny_rules_for_searches_match_the_path_searched(work: Path) -> None:
+    (work / ".env").write_text("API_KEY=sk-live-123\n")
+    policy = Policy([Rule.parse("deny", "read_file .env"), Rule.parse("deny", "grep .env")])
+    verdict, by, _ = decide(policy, work, "grep", pattern="KEY", path=".env")
+    assert (verdict, by) == ("deny", "rule 'deny grep .env'")
+    assert decide(policy, work, "grep", pattern="KEY", path="./.env")[0] == "deny"  # normalised
+    wide = Policy([Rule.parse("allow", "grep *")])
+    verdict, by, reason = decide(wide, work, "grep", pattern="x", path="../")
+    assert (verdict, by) == ("deny", "default") and "covers the working directory only" in reason

@@ -23,6 +23,8 @@ from .base import Tool, ToolContext, ToolOutput
 from .paths import resolve
 
 MAX_OUTPUT = 30_000  # characters a tool returns at most
+OUTPUT_BYTES = 4 * MAX_OUTPUT  # bytes of a command's output kept (UTF-8: up to 4 a character)
+MAX_TIMEOUT = 3600.0  # seconds a command may run at most, whatever the model asks
 MAX_MATCHES = 200
 
 
@@ -118,8 +120,10 @@ class ListFiles:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        base = resolve(context.working_dir, str(arguments.get("path", ".")))
+        base = resolve(context.working_dir, str(arguments.get("path") or "."))
         pattern = str(arguments.get("pattern") or "*")
+        if problem := _glob_problem(pattern, "pattern"):
+            return _error(problem)
         if not base.path.is_dir():
             return _error(f"{arguments.get('path', '.')} is not a directory")
         names = sorted(
@@ -143,16 +147,21 @@ class Grep:
             regex = re.compile(str(arguments.get("pattern", "")))
         except re.error as exc:
             return _error(f"bad regular expression: {exc}")
-        base = resolve(context.working_dir, str(arguments.get("path", ".")))
-        files = (
-            [base.path] if base.path.is_file() else base.path.rglob(arguments.get("glob") or "*")
-        )
+        base = resolve(context.working_dir, str(arguments.get("path") or "."))
+        glob = str(arguments.get("glob") or "*")
+        if problem := _glob_problem(glob, "glob"):
+            return _error(problem)
+        files = [base.path] if base.path.is_file() else base.path.rglob(glob)
         hits: list[str] = []
+        leaving = 0
         for file in files:
             if len(hits) >= MAX_MATCHES:
                 hits.append(f"[... stopped after {MAX_MATCHES} matches]")
                 break
             if not file.is_file() or ".git" in file.parts:
+                continue
+            if file != base.path and not _under(file, base.path):
+                leaving += 1  # a link out of the directory searched: not read
                 continue
             try:
                 text = file.read_text(errors="strict")
@@ -164,7 +173,22 @@ class Grep:
                     hits.append(f"{shown}:{number}:{line[:300]}")
                     if len(hits) >= MAX_MATCHES:
                         break
-        return ToolOutput(_cap("\n".join(hits)) if hits else "(no matches)")
+        note = f"\n[{leaving} links leading out of {base.shown(context.working_dir)} not read]"
+        text = _cap("\n".join(hits)) if hits else "(no matches)"
+        return ToolOutput(text + (note if leaving else ""))
+
+
+def _glob_problem(pattern: str, field: str) -> str | None:
+    """Why a glob may not be used: it must stay under the directory searched
+    (leaving it is a matter for ``path``, which the permission policy sees)."""
+    if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
+        return f"{field} {pattern!r} must stay under the directory searched; give path instead"
+    return None
+
+
+def _under(file: Path, root: Path) -> bool:
+    real = file.resolve()
+    return real == root or root in real.parents
 
 
 class Bash:
@@ -186,6 +210,7 @@ class Bash:
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         command = str(arguments.get("command", ""))
         timeout = float(arguments.get("timeout_seconds") or self.default_timeout)
+        timeout = min(max(timeout, 0.1), MAX_TIMEOUT)
         proc = await asyncio.create_subprocess_shell(
             command,
             cwd=context.working_dir,
@@ -194,15 +219,29 @@ class Bash:
             stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True,
         )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            _kill_group(proc.pid)
+        kept = bytearray()
+        dropped = 0
+
+        async def pump() -> None:
+            """Read as it comes (memory stays bounded however much is printed)."""
+            nonlocal dropped
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(1 << 16):
+                room = max(0, OUTPUT_BYTES - len(kept))
+                kept.extend(chunk[:room])
+                dropped += len(chunk) - min(room, len(chunk))
             await proc.wait()
+
+        try:
+            await asyncio.wait_for(pump(), timeout)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            await _stop(proc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return _error(f"timed out after {timeout:g}s: {command}")
-        text = _cap(out.decode(errors="replace"))
+        text = _cap(kept.decode(errors="replace"))
+        if dropped:
+            text += f"\n[... {dropped} more bytes cut]"
         code = proc.returncode
         return ToolOutput(
             f"exit code {code}\n{text}", is_error=code != 0, metadata={"exit_code": code}
@@ -212,6 +251,18 @@ class Bash:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Kill the command's process group and reap it. The pipe is drained to its
+    end first: asyncio reaps a process only once its pipes are closed, and a pipe
+    left full would wait for a reader forever."""
+    _kill_group(proc.pid)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5):
+            while proc.stdout is not None and await proc.stdout.read(1 << 16):
+                pass
+            await proc.wait()
 
 
 def builtin_tools() -> list[Tool]:

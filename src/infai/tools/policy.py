@@ -2,7 +2,8 @@
 
 A rule names a tool (or ``*``) and a pattern (shell-style, ``fnmatch``) that is
 matched against the call's *subject*: the command for ``bash``, the path for
-file tools, the pattern for search tools. Precedence, from first to last:
+file tools and for the search tools (the directory or file searched; ``.``
+when none is given). Precedence, from first to last:
 
 1. a matching **deny** rule denies;
 2. a matching **ask** rule asks;
@@ -77,7 +78,15 @@ Remember = Callable[[list["Rule"]], None]
 READ_ONLY = {"read_file", "list_files", "grep"}
 #: tools that only start work whose every tool call meets this policy again
 DELEGATING = {"task"}
-PATH_ARGUMENT = {"read_file": "path", "write_file": "path", "edit_file": "path"}
+PATH_ARGUMENT = {
+    "read_file": "path",
+    "write_file": "path",
+    "edit_file": "path",
+    "list_files": "path",
+    "grep": "path",
+}
+#: tools whose path argument may be left out: they search the working directory
+SEARCHING = {"list_files", "grep"}
 #: commands whose "allow always" stays the exact command: a prefix of them is too wide
 RISKY = frozenset({
     "rm", "rmdir", "shred", "dd", "mkfs", "sudo", "su", "doas", "chmod", "chown", "chgrp",
@@ -118,19 +127,18 @@ def subject_of(tool: str, arguments: dict[str, Any]) -> str:
     if tool == "bash":
         return str(arguments.get("command", ""))
     if tool in PATH_ARGUMENT:
-        given = str(arguments.get(PATH_ARGUMENT[tool], ""))
+        given = _path_of(tool, arguments)
         return os.path.normpath(given) if given else ""
-    if tool in ("list_files", "grep"):
-        return str(arguments.get("pattern", ""))
     return ""
 
 
+def _path_of(tool: str, arguments: dict[str, Any]) -> str:
+    given = str(arguments.get(PATH_ARGUMENT[tool]) or "")
+    return given or ("." if tool in SEARCHING else "")
+
+
 def _paths_of(tool: str, arguments: dict[str, Any]) -> list[str]:
-    if tool in PATH_ARGUMENT:
-        return [str(arguments.get(PATH_ARGUMENT[tool], ""))]
-    if tool in ("list_files", "grep"):
-        return [str(arguments.get("path", "."))]
-    return []
+    return [_path_of(tool, arguments)] if tool in PATH_ARGUMENT else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +179,7 @@ def always_rules(tool: str, subject: str) -> list[Rule]:
             return [Rule("allow", tool, _literal(" ".join(words)))]
         prefix = _literal(" ".join(words[:2]))
         return [Rule("allow", tool, prefix), Rule("allow", tool, f"{prefix} *")]
-    if tool in PATH_ARGUMENT and subject and not _starts_outside(subject):
+    if tool in PATH_ARGUMENT and tool not in SEARCHING and subject and not _starts_outside(subject):
         parent = os.path.dirname(subject)
         if parent:
             return [Rule("allow", tool, f"{_literal(parent)}/*")]
