@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from infai.shells import agent_cli  # noqa: F401  (registers run and chat)
 from infai.shells.cli import main
-from infai.store import Store
+from infai.store import MessageRecord, Store
 
 
 @pytest.fixture
@@ -124,3 +124,44 @@ def test_run_offers_the_task_tool_for_subagents(home: Path, work: Path) -> None:
     sessions = {i.id: i for i in Store(home).list_sessions()}
     [child] = [i for i in sessions.values() if i.parent_session]
     assert child.parent_session in sessions
+
+
+def test_continue_skips_a_subagents_child_session(home: Path, work: Path) -> None:
+    first = infai(home, "run", "parent")
+    sid = first.stderr.strip().splitlines()[-1].removeprefix("session ")
+    store = Store(home)
+    child = store.create_session(working_dir=str(work), parent_session=sid).id
+    with store.open_writer(child) as writer:  # the child is the newest session here
+        writer.append(MessageRecord(content="a subagent's work"), "user")
+    again = infai(home, "run", "--continue", "and now?")
+    assert again.stderr.strip().endswith(sid)
+
+
+def test_a_misspelt_allow_rule_is_refused(home: Path, work: Path) -> None:
+    out = infai(home, "run", "--allow", "bsh ls", "hi", code=2)
+    assert "unknown tool 'bsh'" in out.output + out.stderr
+
+
+def test_a_session_run_from_elsewhere_follows_its_own_projects_rules(
+    home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (work / ".infai").mkdir()
+    (work / ".infai" / "config.toml").write_text('[permissions]\ndeny = ["read_file *"]\n')
+    (work / "notes.txt").write_text("private\n")
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+    }
+    model = script(work, call, "done")
+    first = infai(home, "run", "--model", model, "read it")
+    sid = first.stderr.strip().splitlines()[-1].removeprefix("session ")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    model = script(work, call, "done")
+    infai(home, "run", "--session", sid, "--model", model, "again")
+    with Store(home).open_reader(sid) as reader:
+        results = [e.record for e in reader.context().events if e.kind == "tool_result"]
+    assert len(results) == 2
+    assert all(r.is_error and "denied" in r.content for r in results)  # type: ignore[union-attr]

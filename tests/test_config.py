@@ -132,6 +132,9 @@ def test_no_files_means_defaults(tmp_path: Path) -> None:
         ("[permissions]\ndeny = 'bash rm*'", "permissions.deny: must be a list"),
         ("compact_at = 2", "compact_at: a fraction"),
         ("trusted_projects = '/x'", "trusted_projects: must be a list"),
+        ("[permissions]\ndeny = ['Bash rm*']", "deny rule 'Bash rm[*]': unknown tool 'Bash'"),
+        ("[permissions]\nallow = ['shell ls']", "unknown tool 'shell'"),
+        ("[models.offline]\nprovider = 'openai'\nmodel = 'm'", "'offline' is the built-in"),
     ],
 )
 def test_mistakes_are_errors_that_name_the_file_and_key(

@@ -215,6 +215,11 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{path}: models must be a table of tables")
                 for name, table in value.items():
+                    if name == "offline":
+                        raise ConfigError(
+                            f"{path}: models.offline: 'offline' is the built-in model "
+                            "(local, no network); give yours another name"
+                        )
                     checked = _check_model(path, name, table)
                     if untrusted and any(k in checked for k in KEY_SETTINGS):
                         warnings.append(

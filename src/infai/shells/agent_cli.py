@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
-from infai.store import SessionStore
+from infai.store import SessionStore, StoreError
 
 from .cli import BadInput, main, report_recovery, store_errors
 
@@ -71,6 +71,15 @@ def _open(
     allow: tuple[str, ...],
     working_dir: Path,
 ) -> Any:
+    if session_id is not None:
+        # the session's own directory decides the configuration and rules, as it
+        # decides where its tools run, wherever the command is started from
+        try:
+            kept = store.info(session_id).working_dir
+        except StoreError:
+            kept = None  # opening it below says what is wrong
+        if kept and Path(kept).is_dir():
+            working_dir = Path(kept)
     space = workspace(store, working_dir, model_name, allow)
     if session_id is None and resume:
         latest = space.latest_here()

@@ -56,9 +56,11 @@ class Workspace:
         return self.store.list_sessions()
 
     def latest_here(self) -> SessionInfo | None:
-        """The most recently active session of this working directory."""
+        """The most recently active session of this working directory (a subagent's
+        child session is not one to continue: its parent is)."""
         here = str(self.working_dir)
-        return next((i for i in self.sessions() if i.working_dir == here), None)
+        mine = (i for i in self.sessions() if i.working_dir == here and not i.parent_session)
+        return next(mine, None)
 
     def new_session(self, name: str | None = None) -> str:
         info = self.store.create_session(

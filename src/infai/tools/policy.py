@@ -76,6 +76,8 @@ Approver = Callable[[Ask], Awaitable[Reply]]
 Remember = Callable[[list["Rule"]], None]
 
 READ_ONLY = {"read_file", "list_files", "grep"}
+#: the tools a rule may name (a misspelt name must not make a rule that never matches)
+TOOL_NAMES = READ_ONLY | {"write_file", "edit_file", "bash", "task"}
 #: tools that only start work whose every tool call meets this policy again
 DELEGATING = {"task"}
 PATH_ARGUMENT = {
@@ -113,6 +115,9 @@ class Rule:
         tool, _, pattern = text.strip().partition(" ")
         if not tool:
             raise ValueError(f"empty {verdict} rule")
+        if not any(c in tool for c in "*?[") and tool not in TOOL_NAMES:
+            known = ", ".join(sorted(TOOL_NAMES))
+            raise ValueError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
         return cls(verdict, tool, pattern.strip() or "*")
 
     def matches(self, tool: str, subject: str) -> bool:
