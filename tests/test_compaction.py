@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from infai.agent import Saved, Streamed, run_turn, to_messages
 from infai.agent.compaction import SUMMARY_ASK as SUMMARY_ASK_TEXT
 from infai.agent.compaction import CompactionFailed, compact, parse_summary
+from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import Message, Notice, OfflineModel, ProviderError, Request, ScriptedModel
 from infai.shells import agent_cli  # noqa: F401
 from infai.shells.cli import main
@@ -114,17 +115,64 @@ def test_compaction_runs_by_itself_at_the_threshold(writer: SessionWriter) -> No
     heavy = Message(role="assistant", content="long answer", usage=Usage(input_tokens=850))
     model = ScriptedModel([heavy, json.dumps(SUMMARY), "after"], context_window=1000)
     turn(writer, model, "q1")
-    events = turn(writer, model, "q2")  # 850 >= 0.8 * 1000: compact before storing q2
+    events = turn(writer, model, "q2")  # 850 >= 0.8 * 1000: q2 is stored, then compaction
     notices = [
         e.event.message for e in events if isinstance(e, Streamed) and isinstance(e.event, Notice)
     ]
     assert notices == ["compacting: 850 of 1000 tokens in use"]
     saved = [e.event for e in events if isinstance(e, Saved)]
-    assert [e.kind for e in saved] == ["compaction", "message", "message"]
-    assert isinstance(saved[0].record, CompactionRecord) and saved[0].record.tokens_before == 850
+    assert [e.kind for e in saved] == ["message", "compaction", "message", "message"]
+    stored, boundary, restated = saved[:3]
+    # the summary covers what came before q2 (beside the stored q2); q2 follows it again
+    assert boundary.parent_id == stored.parent_id and restated.parent_id == boundary.id
+    assert stored.record == restated.record
+    assert isinstance(boundary.record, CompactionRecord) and boundary.record.tokens_before == 850
     assert model.requests[1].purpose == "summary"
     assert [m.role for m in model.requests[2].messages] == ["user", "user"]  # summary, q2
     assert [e.kind for e in writer.context().events] == ["compaction", "message", "message"]
+
+
+def test_the_prompt_is_durable_before_an_automatic_compaction(writer: SessionWriter) -> None:
+    started = asyncio.Event()
+
+    class SlowSummary(ScriptedModel):
+        async def stream(self, request: Request) -> Any:
+            if request.purpose == "summary":
+                started.set()
+                await asyncio.Event().wait()  # never answers: cancelled below
+            async for event in super().stream(request):
+                yield event
+
+    heavy = Message(role="assistant", content="long answer", usage=Usage(input_tokens=850))
+    model = SlowSummary([heavy], context_window=1000)
+    turn(writer, model, "q1")
+
+    async def scenario() -> None:
+        async def drive() -> None:
+            async for _ in run_turn(
+                writer,
+                model,
+                "typed before the summary",
+                toolbox=Toolbox(),
+                permissions=AllowAll(),
+                context=ToolContext(Path("."), writer.session_id),
+            ):
+                pass
+
+        task = asyncio.create_task(drive())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    path = [e.record for e in writer.context().events]
+    assert [getattr(r, "content", None) for r in path][-2:] == [
+        "typed before the summary",
+        INTERRUPTED_TURN,
+    ]
+    assert writer.pending_parent is None
+    assert not any(e.kind == "compaction" for e in writer.context().events)
 
 
 def test_a_long_tool_loop_is_compacted_between_model_calls(

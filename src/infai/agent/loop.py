@@ -26,6 +26,7 @@ from typing import Literal
 
 from infai.llm import Done, Message, Model, Notice, ProviderError, Request, StreamEvent, ToolCall
 from infai.store import (
+    NIL_ID,
     Event,
     HeadConflict,
     MessageRecord,
@@ -126,10 +127,13 @@ async def run_turn(
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
-    Before the prompt, and again before each later model call of the turn's
-    tool loop, if the model last reported input usage at ``compact_at`` of its
-    context window (``None``: never), the context is compacted; a failed
-    compaction is reported as a notice and the turn goes on without it. A
+    After the prompt is stored, and again before each later model call of the
+    turn's tool loop, if the model last reported input usage at ``compact_at`` of
+    its context window (``None``: never), the context is compacted; a failed
+    compaction is reported as a notice and the turn goes on without it. At the
+    turn's start the summary covers what came before the prompt: it is appended
+    beside the stored prompt, and the prompt is appended again after it, so the
+    prompt is durable even if the summary is never finished. A
     ``cache`` kept across turns spares re-reading the context from the store.
     """
     cache = cache or ContextCache(writer)
@@ -139,9 +143,11 @@ async def run_turn(
         return [Saved(e) for e in events]
 
     failed = False  # one failed compaction per turn is enough
+    compacted = False
 
     async def maybe_compact() -> AsyncIterator[AgentEvent]:
-        nonlocal failed
+        nonlocal failed, compacted
+        compacted = False
         if failed or compact_at is None or not needs_compaction(cache.events(), model, compact_at):
             return
         used = context_tokens(cache.events())
@@ -149,12 +155,11 @@ async def run_turn(
         try:
             for item in saved(await compact(writer, model)):
                 yield item
+            compacted = True
         except CompactionFailed as exc:
             failed = True
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
 
-    async for item in maybe_compact():
-        yield item
     try:
         asked = writer.append(MessageRecord(content=prompt), "user")
     except HeadConflict:
@@ -166,6 +171,21 @@ async def run_turn(
     for item in saved(asked):
         yield item
     try:
+        due = compact_at is not None and needs_compaction(cache.events(), model, compact_at)
+        if due and asked.parent_id != NIL_ID:
+            # The prompt is durable before anything is generated, a summary included:
+            # compaction summarises what came before it (a branch beside the stored
+            # prompt), and the prompt is stated again after the summary.
+            writer.select(asked.parent_id)
+            try:
+                async for item in maybe_compact():
+                    yield item
+            finally:
+                if not compacted:
+                    writer.select(None)  # back to the prompt, as stored
+            if compacted:
+                for item in saved(writer.append(MessageRecord(content=prompt), "user")):
+                    yield item
         for step in range(max_steps):
             if step:  # a long tool loop can fill the window between two prompts
                 async for item in maybe_compact():
