@@ -168,8 +168,8 @@ async def run_turn(
         yield Streamed(Notice("another writer added to this session; your prompt follows it"))
         cache.invalidate()
         asked = writer.append(MessageRecord(content=prompt), "user")
-    for item in saved(asked):
-        yield item
+    for stored_prompt in saved(asked):
+        yield stored_prompt
     try:
         due = compact_at is not None and needs_compaction(cache.events(), model, compact_at)
         if due and asked.parent_id != NIL_ID:
@@ -184,8 +184,8 @@ async def run_turn(
                 if not compacted:
                     writer.select(None)  # back to the prompt, as stored
             if compacted:
-                for item in saved(writer.append(MessageRecord(content=prompt), "user")):
-                    yield item
+                for again in saved(writer.append(MessageRecord(content=prompt), "user")):
+                    yield again
         for step in range(max_steps):
             if step:  # a long tool loop can fill the window between two prompts
                 async for item in maybe_compact():
