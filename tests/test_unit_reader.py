@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,8 +31,21 @@ def msg(text: str) -> MessageRecord:
     return MessageRecord(content=text)
 
 
+@pytest.fixture(params=["file", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Each reading test runs on both backends (file-only ones take ``file_store``)."""
+    options = StoreOptions(blob_threshold=200, lock_timeout=0)
+    if request.param == "file":
+        yield Store(tmp_path / "home", options)
+        return
+    from infai.store.pg import PgStore
+
+    with PgStore(request.getfixturevalue("pg_url"), options) as pg:
+        yield pg
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def file_store(tmp_path: Path) -> Store:
     return Store(tmp_path / "home", StoreOptions(blob_threshold=200, lock_timeout=0))
 
 
@@ -54,12 +68,17 @@ class Tree:
             self.f = w.append(msg("f"), "user", parent=self.a).id
             self.g = w.append(msg("g"), "assistant").id
             self.h = w.append(msg("h"), "user", parent=self.e).id
-        self.root = store.sessions_dir / self.sid
+        self.root = getattr(store, "sessions_dir", Path("/nonexistent")) / self.sid
 
 
 @pytest.fixture
 def tree(store: Store) -> Tree:
     return Tree(store)
+
+
+@pytest.fixture
+def file_tree(file_store: Store) -> Tree:
+    return Tree(file_store)
 
 
 def ids(items: Iterable[Event | Entry]) -> list[str]:
@@ -112,7 +131,9 @@ def test_context_resolves_blobs(store: Store, tree: Tree) -> None:
         )
 
 
-def test_context_can_leave_blobs_unread(store: Store, tree: Tree, tmp_path: Path) -> None:
+def test_context_can_leave_blobs_unread(file_store: Store, file_tree: Tree, tmp_path: Path) -> None:
+    store = file_store
+    tree = file_tree
     with store.open_reader(tree.sid) as r:
         away = tmp_path / "blobs-away"
         r.paths.blobs.rename(away)  # reading any blob would now fail
@@ -193,7 +214,11 @@ def test_reader_is_a_snapshot(store: Store, tree: Tree) -> None:
         assert r2.head == later.id
 
 
-def test_reader_changes_nothing_and_sees_committed_prefix(store: Store, tree: Tree) -> None:
+def test_reader_changes_nothing_and_sees_committed_prefix(
+    file_store: Store, file_tree: Tree
+) -> None:
+    store = file_store
+    tree = file_tree
     chunk = tree.root / "chunks" / "000000.jsonl"
     with chunk.open("ab") as f:
         f.write(b'{"seq":8,"id":"torn')  # a crash's leftover
@@ -206,7 +231,9 @@ def test_reader_changes_nothing_and_sees_committed_prefix(store: Store, tree: Tr
     assert after == before
 
 
-def test_reader_fills_unsynced_index_in_memory(store: Store, tree: Tree) -> None:
+def test_reader_fills_unsynced_index_in_memory(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     index = tree.root / "index.jsonl"
     data = index.read_bytes()
     # The last two entries never reached the disk; another one is zeroed.
@@ -219,7 +246,9 @@ def test_reader_fills_unsynced_index_in_memory(store: Store, tree: Tree) -> None
     assert len(index.read_bytes()) == 6 * INDEX_WIDTH  # still untouched
 
 
-def test_reader_without_index_file(store: Store, tree: Tree) -> None:
+def test_reader_without_index_file(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     os.unlink(tree.root / "index.jsonl")
     with store.open_reader(tree.sid) as r:
         assert ids(r.path()) == [tree.c, tree.d, tree.e, tree.h]
@@ -230,7 +259,9 @@ def test_reader_without_index_file(store: Store, tree: Tree) -> None:
     assert not (tree.root / "index.jsonl").exists()
 
 
-def test_damaged_blob_is_refused(store: Store, tree: Tree) -> None:
+def test_damaged_blob_is_refused(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     blob = next((tree.root / "blobs").iterdir())
     blob.write_bytes(blob.read_bytes().replace(b"EEE", b"EEF", 1))
     with store.open_reader(tree.sid) as r:
@@ -242,14 +273,18 @@ def test_damaged_blob_is_refused(store: Store, tree: Tree) -> None:
         assert ids(r.context(tree.d).events) == [tree.c, tree.d]
 
 
-def test_missing_blob_is_corruption(store: Store, tree: Tree) -> None:
+def test_missing_blob_is_corruption(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     blob = next((tree.root / "blobs").iterdir())
     blob.unlink()
     with store.open_reader(tree.sid) as r, pytest.raises(CorruptionError, match="missing"):
         r.context()
 
 
-def test_damaged_chunk_line_names_file_and_offset(store: Store, tree: Tree) -> None:
+def test_damaged_chunk_line_names_file_and_offset(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     with store.open_reader(tree.sid) as r:
         loc = r.entry(tree.d).location
     chunk = tree.root / "chunks" / f"{loc.chunk:06d}.jsonl"
@@ -265,7 +300,9 @@ def test_damaged_chunk_line_names_file_and_offset(store: Store, tree: Tree) -> N
         assert r.event(tree.b).record == msg("b")  # other events still readable
 
 
-def test_damaged_index_entry_is_detected(store: Store, tree: Tree) -> None:
+def test_damaged_index_entry_is_detected(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     index = tree.root / "index.jsonl"
     data = bytearray(index.read_bytes())
     data[1 * INDEX_WIDTH + 20] ^= 0x01  # entry #1 (b), long durable
@@ -277,7 +314,9 @@ def test_damaged_index_entry_is_detected(store: Store, tree: Tree) -> None:
         assert info.value.offset == INDEX_WIDTH
 
 
-def test_entry_at_out_of_range(store: Store, tree: Tree) -> None:
+def test_entry_at_out_of_range(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     with store.open_reader(tree.sid) as r:
         for seq in (-1, 8, 100):
             with pytest.raises(CorruptionError):
@@ -285,7 +324,9 @@ def test_entry_at_out_of_range(store: Store, tree: Tree) -> None:
         assert r.entry_at(0).id == tree.a
 
 
-def test_index_naming_the_wrong_event_is_detected(store: Store, tree: Tree) -> None:
+def test_index_naming_the_wrong_event_is_detected(file_store: Store, file_tree: Tree) -> None:
+    store = file_store
+    tree = file_tree
     # A well-formed entry whose id disagrees with the chunk line it points at.
     index = tree.root / "index.jsonl"
     data = bytearray(index.read_bytes())

@@ -6,6 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,12 +27,26 @@ RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 MISSING = "01a02f3f-a89d-7d25-b4ac-ac89a183258d"
 
 
+@pytest.fixture(params=["file", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Each test of sessions and metadata runs on both backends (file-only ones take
+    ``file_store``)."""
+    if request.param == "file":
+        yield Store(tmp_path / "home", StoreOptions(lock_timeout=0))
+        return
+    from infai.store.pg import PgStore
+
+    with PgStore(request.getfixturevalue("pg_url")) as pg:
+        yield pg
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def file_store(tmp_path: Path) -> Store:
     return Store(tmp_path / "home", StoreOptions(lock_timeout=0))
 
 
-def test_create_makes_the_layout(store: Store) -> None:
+def test_create_makes_the_layout(file_store: Store) -> None:
+    store = file_store
     info = store.create_session(name="demo", working_dir="/src", model="m")
     root = store.home / "sessions" / info.id
     assert sorted(os.listdir(root)) == ["HEAD", "blobs", "chunks", "index.jsonl", "session.json"]
@@ -42,7 +57,8 @@ def test_create_makes_the_layout(store: Store) -> None:
     assert os.listdir(store.home / "sessions") == [info.id]
 
 
-def test_session_json_has_format_and_timestamps(store: Store) -> None:
+def test_session_json_has_format_and_timestamps(file_store: Store) -> None:
+    store = file_store
     info = store.create_session(name="demo", working_dir="/src", model="m")
     raw = json.loads((store.home / "sessions" / info.id / "session.json").read_bytes())
     assert raw["id"] == info.id
@@ -100,7 +116,8 @@ def test_list_newest_first(store: Store) -> None:
     assert [i.name for i in store.list_sessions()] == ["b", "a2", "c"]
 
 
-def test_list_ignores_hidden_and_stray_entries(store: Store) -> None:
+def test_list_ignores_hidden_and_stray_entries(file_store: Store) -> None:
+    store = file_store
     info = store.create_session()
     (store.sessions_dir / f".new-{MISSING}").mkdir()
     (store.sessions_dir / ".trash-x").mkdir()
@@ -126,7 +143,8 @@ def test_update_info(store: Store) -> None:
         store.update_info(info.id, created_at="yesterday")
 
 
-def test_update_info_waits_for_another_stores_writer(store: Store) -> None:
+def test_update_info_waits_for_another_stores_writer(file_store: Store) -> None:
+    store = file_store
     info = store.create_session(name="old")
     elsewhere = Store(store.home, StoreOptions(lock_timeout=0))  # as another process would
     with store.open_writer(info.id), pytest.raises(WriterLocked):
@@ -146,7 +164,7 @@ def test_bad_ids_are_invalid_input(store: Store, bad: str) -> None:
         store.open_writer,
         store.remove_session,
         store.fsck,
-        store.paths,
+        *([store.paths] if isinstance(store, Store) else []),
     ):
         with pytest.raises(InvalidInput):
             call(bad)
@@ -171,7 +189,8 @@ def test_unknown_ids_are_session_not_found(store: Store) -> None:
         store.update_info(MISSING, name="x")
 
 
-def test_remove(store: Store) -> None:
+def test_remove(file_store: Store) -> None:
+    store = file_store
     keep = store.create_session(name="keep")
     gone = store.create_session(name="gone")
     with store.open_writer(gone.id) as w:
@@ -185,14 +204,16 @@ def test_remove(store: Store) -> None:
         store.remove_session(gone.id)
 
 
-def test_remove_refuses_under_a_live_writer(store: Store) -> None:
+def test_remove_refuses_under_a_live_writer(file_store: Store) -> None:
+    store = file_store
     info = store.create_session()
     with store.open_writer(info.id), pytest.raises(WriterLocked):
         store.remove_session(info.id)
     assert store.info(info.id).id == info.id
 
 
-def test_second_writer_is_locked_out(store: Store) -> None:
+def test_second_writer_is_locked_out(file_store: Store) -> None:
+    store = file_store
     info = store.create_session()
     with store.open_writer(info.id):
         with pytest.raises(WriterLocked, match=f"pid {os.getpid()}"):
@@ -203,7 +224,8 @@ def test_second_writer_is_locked_out(store: Store) -> None:
         pass
 
 
-def test_newer_format_is_refused(store: Store) -> None:
+def test_newer_format_is_refused(file_store: Store) -> None:
+    store = file_store
     info = store.create_session()
     meta = store.home / "sessions" / info.id / "session.json"
     obj = json.loads(meta.read_bytes())
@@ -215,7 +237,8 @@ def test_newer_format_is_refused(store: Store) -> None:
         store.open_writer(info.id)
 
 
-def test_damaged_session_json_is_reported(store: Store) -> None:
+def test_damaged_session_json_is_reported(file_store: Store) -> None:
+    store = file_store
     info = store.create_session()
     meta = store.home / "sessions" / info.id / "session.json"
     meta.write_bytes(b"{not json")
@@ -275,7 +298,8 @@ def test_update_refuses_metadata_it_could_not_read_back(store: Store) -> None:
     assert [i.id for i in store.list_sessions()] == [info.id]
 
 
-def test_remove_after_an_interrupted_removal_of_the_same_id(store: Store) -> None:
+def test_remove_after_an_interrupted_removal_of_the_same_id(file_store: Store) -> None:
+    store = file_store
     """A crash during removal leaves ``.trash-<id>`` behind (ignored by everything). A
     session later recreated with that id (``session import`` keeps ids) must still be
     removable; the leftover must not turn removal into a raw ``OSError``."""
