@@ -159,6 +159,16 @@ def test_tool_calls_are_durable_before_they_run_and_results_go_back(store: Store
         (call("add", a=1, b=1), None, DenyAll(), "permission denied by test policy"),
         (call("broken"), None, None, "tool 'broken' failed: RuntimeError: disk on fire"),
         (call("teleport"), None, None, "unknown tool 'teleport'"),
+        (
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=(ToolCall("call_1", "add", {}, error="its arguments are not JSON"),),
+            ),
+            None,
+            None,
+            "tool call 'add' was not run: its arguments are not JSON",
+        ),
     ],
 )
 def test_a_refused_or_failing_call_becomes_an_error_result_and_the_loop_goes_on(

@@ -94,6 +94,8 @@ async def _run_tool(
     call: ToolCall, toolbox: Toolbox, permissions: Permissions, context: ToolContext
 ) -> tuple[ToolOutput, dict[str, str]]:
     """Decide, then run; every failure becomes an error output for the model."""
+    if call.error is not None:
+        return ToolOutput(f"tool call {call.name!r} was not run: {call.error}", True), {}
     tool = toolbox.get(call.name)
     if tool is None:
         known = ", ".join(spec.name for spec in toolbox.specs()) or "none"

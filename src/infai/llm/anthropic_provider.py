@@ -201,12 +201,10 @@ class AnthropicModel(SdkModel):
                 arguments = json.loads(raw or "{}")
             except ValueError:
                 arguments = None
-            if not isinstance(arguments, dict):
-                yield ProviderError(
-                    f"anthropic: the model sent tool call {name!r} with arguments that are "
-                    f"not a JSON object: {raw[:200]!r}"
-                )
-                return
+            if not isinstance(arguments, dict):  # answered with an error result, not run
+                why = f"its arguments are not a JSON object: {raw[:200]!r}"
+                settled.append(ToolCall(call_id, name, {}, error=why))
+                continue
             settled.append(ToolCall(call_id, name, arguments))
         metadata: dict[str, Any] = {"provider": "anthropic", "stop_reason": stop}
         if thinking:

@@ -24,11 +24,16 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "error", "cancelled"]
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool invocation the model asked for; ``arguments`` is a JSON object."""
+    """A tool invocation the model asked for; ``arguments`` is a JSON object.
+
+    ``error`` says why the call cannot run as sent (its arguments were not a JSON
+    object); the loop answers such a call with an error result, never runs it.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,9 @@ vLLM, llama.cpp server, OpenRouter), so one provider reaches them all with a
 calls as ``function`` calls with JSON-string arguments, results as ``tool``
 messages). Reasoning that such servers stream as ``reasoning_content`` or
 ``reasoning`` becomes reasoning deltas. Tool-call fragments are reassembled by
-index; arguments that are not a JSON object end the stream with an error rather
-than running a tool on a guess. Usage comes from the final chunk
-(``stream_options.include_usage``).
+index; a call whose arguments are not a JSON object is settled with an
+``error`` (the loop answers it with an error result) rather than run on a
+guess. Usage comes from the final chunk (``stream_options.include_usage``).
 """
 
 from __future__ import annotations
@@ -197,12 +197,10 @@ class OpenAIModel(SdkModel):
                 arguments = json.loads(call.arguments or "{}")
             except ValueError:
                 arguments = None
-            if not isinstance(arguments, dict):
-                yield ProviderError(
-                    f"openai: the model sent tool call {call.name!r} with arguments that are "
-                    f"not a JSON object: {call.arguments[:200]!r}"
-                )
-                return
+            if not isinstance(arguments, dict):  # answered with an error result, not run
+                why = f"its arguments are not a JSON object: {call.arguments[:200]!r}"
+                settled.append(ToolCall(call.id or f"call_{index}", call.name, {}, error=why))
+                continue
             settled.append(ToolCall(call.id or f"call_{index}", call.name, arguments))
         stop = "tool_use" if settled else STOP_REASONS.get(finish, "end_turn")
         yield Done(
