@@ -221,6 +221,8 @@ def test_a_wildcard_allow_rule_never_covers_a_chained_command(work: Path) -> Non
         assert "rule 'allow bash git *' does not cover a chained command" in reason
     exact = Policy([Rule("allow", "bash", "make test && make lint")])
     assert decide(exact, work, "bash", command="make test && make lint")[0] == "allow"
+    anything = Policy([Rule.parse("allow", "bash")])  # the user allowed every command
+    assert decide(anything, work, "bash", command="make && rm -rf build")[0] == "allow"
 
 
 def test_an_allow_rule_reaches_outside_only_if_its_pattern_starts_there(work: Path) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -135,6 +137,23 @@ async def _turn(session: Any, prompt: str, as_json: bool) -> str:
     return outcome
 
 
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``timeout``, a closed terminal, a supervisor) stop a turn
+    as Ctrl-C does: the stream and any running tool stop, the turn is marked
+    interrupted, and no tool process is left behind."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in old.items():
+            signal.signal(number, handler)
+
+
 session_option = click.option("--session", "session_id", help="Continue this session.")
 continue_option = click.option(
     "--continue", "resume", is_flag=True, help="Continue the newest session of this directory."
@@ -179,9 +198,10 @@ def run(
         if from_event:
             session.select(from_event)
         try:
-            outcome = asyncio.run(_closing(session, _turn(session, prompt, as_json)))
+            with _terminate_as_interrupt():
+                outcome = asyncio.run(_closing(session, _turn(session, prompt, as_json)))
         except KeyboardInterrupt:
-            click.echo("\ninfai: interrupted", err=True)
+            click.echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
             sys.exit(130)
     if not as_json:
         click.echo(f"session {session.session_id}", err=True)

@@ -24,8 +24,8 @@ Two limits keep a wildcard allow rule from reaching further than it reads:
 
 - a ``bash`` command that chains, substitutes or redirects (``;``, ``&``,
   ``|``, backquotes, ``$(``, ``<``, ``>``, a newline) is allowed only by a rule
-  that names it exactly: ``allow bash git status*`` does not allow
-  ``git status; rm -rf ~``;
+  that names it exactly, or by one for any command at all (``allow bash``):
+  ``allow bash git status*`` does not allow ``git status; rm -rf ~``;
 - a file path is matched in its normal form (``src/../../x`` is ``../x``), and
   a path outside the working directory is allowed only by a rule whose pattern
   itself starts outside (``/`` or ``..``): ``allow write_file *`` means writes
@@ -219,7 +219,8 @@ class Policy:
             for rule in self.rules:
                 if rule.verdict != wanted or not rule.matches(tool, subject):
                     continue
-                if wanted == "allow" and chained and not _is_exact(rule.pattern):
+                covers_chains = rule.pattern == "*" or _is_exact(rule.pattern)
+                if wanted == "allow" and chained and not covers_chains:
                     passed_over = f"; rule '{rule}' does not cover a chained command"
                     continue
                 reaches = not outside or tool not in PATH_ARGUMENT or _starts_outside(rule.pattern)
