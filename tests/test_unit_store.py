@@ -113,7 +113,13 @@ def test_list_newest_first(store: Store) -> None:
     assert [i.name for i in store.list_sessions()] == ["a2", "c", "b"]
     with store.open_writer(b.id) as w:
         w.append(MessageRecord(content="touch"), "user")  # the first append touches session.json
-    assert [i.name for i in store.list_sessions()] == ["b", "a2", "c"]
+        assert [i.name for i in store.list_sessions()] == ["b", "a2", "c"]
+        store.update_info(c.id, name="c2")
+        assert store.list_sessions()[0].name == "c2"
+        later = w.append(MessageRecord(content="again"), "user")  # a long-open writer
+        listed = store.list_sessions()
+        assert [i.name for i in listed] == ["b", "c2", "a2"]  # its last append counts
+        assert listed[0].updated_at >= later.timestamp[:23]  # to the millisecond
 
 
 def test_list_ignores_hidden_and_stray_entries(file_store: Store) -> None:

@@ -182,7 +182,7 @@ def session_new(
 @click.pass_obj
 @store_errors
 def session_ls(store: SessionStore, as_json: bool) -> None:
-    """List sessions, most recently used first (reads session.json only)."""
+    """List sessions, most recently active first (metadata only, no events)."""
     infos = store.list_sessions()
     report_unreadable(store)
     if as_json:

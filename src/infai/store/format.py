@@ -96,11 +96,12 @@ def check_timestamp(value: object, what: str = "timestamp") -> str:
     return value
 
 
-def now_rfc3339() -> str:
-    """The current time as RFC 3339 in UTC with microseconds."""
+def now_rfc3339(at: float | None = None) -> str:
+    """The current time (or the POSIX time ``at``) as RFC 3339 in UTC with microseconds."""
     from datetime import UTC, datetime  # not needed (nor imported) by readers
 
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    when = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 # -- chunk lines ------------------------------------------------------------

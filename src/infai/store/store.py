@@ -24,7 +24,7 @@ from .errors import (
     StoreIOError,
     UnsupportedFormat,
 )
-from .format import FORMAT_VERSION, dumps, now_rfc3339
+from .format import FORMAT_VERSION, decode_head, dumps, now_rfc3339
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths, check_uuid, default_home
 from .options import StoreOptions
@@ -148,6 +148,21 @@ def check_info(info: SessionInfo) -> SessionInfo:
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"session metadata: field 'extra' is not plain JSON: {exc}") from None
     return info
+
+
+def _last_append(head_file: Path) -> str:
+    """When HEAD's event was made, from its UUIDv7 id ("" if unknown: a hint only)."""
+    try:
+        head = decode_head(head_file.read_bytes())
+    except OSError:
+        return ""
+    if head is None or len(head.id) != 36 or head.id[14] != "7":
+        return ""
+    try:
+        millis = int(head.id[:8] + head.id[9:13], 16)
+    except ValueError:
+        return ""
+    return now_rfc3339(millis / 1000)
 
 
 def _decode_info(data: bytes, where: str) -> SessionInfo:
@@ -340,7 +355,12 @@ class Store:
         return info
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session's metadata, most recently updated first (reads session.json only).
+        """Every session's metadata, most recently active first.
+
+        Reads each session.json and HEAD: session.json is rewritten on a session's
+        first append after it is opened, not on every one, so ``updated_at`` here is
+        the later of its stamp and the time in HEAD's event id (a UUIDv7: the last
+        append, to the millisecond).
 
         A session.json this infai cannot read (damaged, or from a newer format) does
         not hide the others: it is left out and its error kept in :attr:`unreadable`.
@@ -359,9 +379,12 @@ class Store:
             except (FileNotFoundError, NotADirectoryError):
                 continue
             try:
-                out.append(_decode_info(data, str(self.sessions_dir / name / "session.json")))
+                info = _decode_info(data, str(self.sessions_dir / name / "session.json"))
             except StoreError as exc:
                 self.unreadable.append(exc)
+                continue
+            appended = _last_append(self.sessions_dir / name / "HEAD")
+            out.append(info.replace(updated_at=appended) if appended > info.updated_at else info)
         out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return out
 
