@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,7 @@ def test_list_newest_first(store: Store) -> None:
         assert [i.name for i in store.list_sessions()] == ["b", "a2", "c"]
         store.update_info(c.id, name="c2")
         assert store.list_sessions()[0].name == "c2"
+        time.sleep(0.002)  # HEAD's time counts milliseconds
         later = w.append(MessageRecord(content="again"), "user")  # a long-open writer
         listed = store.list_sessions()
         assert [i.name for i in listed] == ["b", "c2", "a2"]  # its last append counts
