@@ -12,7 +12,7 @@ store and into a PostgreSQL database, each through the one storage contract
 3. listing sessions (metadata only), 500 by default.
 
 PostgreSQL is the server at ``--pg URL``, else a throwaway cluster started for
-the run with fsync on (``tests/pgserver.py``; the system's PostgreSQL
+the run with fsync on (``tests/support/pgserver.py``; the system's PostgreSQL
 binaries), its data in ``--dir`` like the directory store's, so both commit to
 the same disk. The database runs on the same 2 cores as the benchmark, reached
 over loopback TCP: the numbers say what one machine sees, not a cluster.
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-for _path in (HERE.parent, HERE.parent / "src", HERE.parent / "tests"):
+for _path in (HERE.parent, HERE.parent / "src", HERE.parent / "tests" / "support"):
     if str(_path) not in sys.path:  # run as a script: the project's packages, and pgserver
         sys.path.insert(0, str(_path))
 

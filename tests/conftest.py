@@ -58,7 +58,7 @@ def _isolated(
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[str]:
-    """A throwaway PostgreSQL server for the whole run (see tests/pgserver.py)."""
+    """A throwaway PostgreSQL server for the whole run (see tests/support/pgserver.py)."""
     from pgserver import Cluster
 
     with Cluster() as url:

@@ -14,7 +14,7 @@ from infai.agent import to_messages
 from infai.agent.context import INTERRUPTED
 from infai.store import Store
 
-CHILD = Path(__file__).with_name("loop_child.py")
+CHILD = Path(__file__).resolve().parent / "support" / "loop_child.py"
 
 
 def kill_at(home: Path, sid: str, where: str) -> None:

@@ -1,6 +1,6 @@
 """Crash tests with real processes, and writers/readers in separate processes.
 
-A child (``tests/crash_child.py``) opens a writer and appends in a loop, printing
+A child (``tests/support/crash_child.py``) opens a writer and appends in a loop, printing
 ``BEGIN`` before each append call and ``ACK`` lines only once the call returned.
 The parent SIGKILLs it at a random moment (after a random number of acks plus a
 random delay, or at a random time after the spawn, which can land in the child's
@@ -47,7 +47,7 @@ from infai.store import (
     WriterLocked,
 )
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).resolve().parent / "support" / "crash_child.py"
 BASE_SEED = int(os.environ.get("INFAI_CRASH_SEED", "20240611"))
 SCALE = float(os.environ.get("INFAI_CRASH_SCALE", "1"))
 SHARED_TAG = "shared"

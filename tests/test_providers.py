@@ -1,6 +1,6 @@
 """The OpenAI and Anthropic providers, through their real SDKs, against fake servers.
 
-The servers in :mod:`tests.fakeapi` speak each provider's streaming wire format
+The servers in :mod:`fakeapi` (tests/support) speak each provider's streaming wire format
 on 127.0.0.1; every test here runs the official SDK's HTTP and SSE code.
 """
 

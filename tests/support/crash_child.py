@@ -1,6 +1,6 @@
 """A child process for the crash and concurrency tests (``tests/test_crash.py``).
 
-Run as ``python tests/crash_child.py HOME SESSION MODE [options]``. It writes one
+Run as ``python tests/support/crash_child.py HOME SESSION MODE [options]``. It writes one
 line per fact to stdout and flushes each, so the parent can SIGKILL it at any
 moment and still know exactly what was acknowledged:
 
