@@ -25,8 +25,8 @@ from infai.store import (
     StoreOptions,
     WriterLocked,
 )
-from infai.store.fsck import fsck
-from infai.store.lock import WriterLock
+from infai.store.file.fsck import fsck
+from infai.store.file.lock import WriterLock
 from infai.store.transfer import export_lines, import_session
 
 
@@ -202,7 +202,7 @@ def test_fsck_next_to_a_live_writer_reports_no_damage(
     healthy session is reported as damaged ("entry #n is missing or stale", "HEAD is
     ..., newest event is ...") and `infai session fsck --all` exits 1. Fix: check only
     the analysed committed prefix of every chunk (plan.chunk_size for the last one)."""
-    import infai.store.fsck as fsck_module
+    import infai.store.file.fsck as fsck_module
 
     pause = _PauseAfterCommit()
     store = Store(tmp_path / "home", io=pause)
