@@ -9,12 +9,21 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from infai.store import NIL_ID, MessageRecord, SessionBusy, UnsupportedFormat
+from infai.store import (
+    NIL_ID,
+    MessageRecord,
+    SessionBusy,
+    Store,
+    StoreOptions,
+    UnsupportedFormat,
+    open_store,
+)
 from infai.store.errors import BackendUnavailable, HeadConflict
 from infai.store.pg import CHANNEL, PgSessionWriter, PgStore
 from infai.store.pg.schema import LATEST, migrate
@@ -304,6 +313,65 @@ def test_one_turn_lease_per_session_across_processes(pg_url: str) -> None:
             except SessionBusy:
                 assert time.monotonic() < deadline, "the dead process's lease was kept"
                 time.sleep(0.05)
+
+
+def test_a_busy_lease_is_waited_for_up_to_lock_timeout(pg_url: str) -> None:
+    """``lock_timeout`` was silently ignored by the database store: with it set, a
+    busy session is waited for (and still refused once the time is up); unset, a
+    busy session answers SessionBusy at once, as before."""
+    with PgStore(pg_url) as a, PgStore(pg_url, StoreOptions(lock_timeout=10)) as b:
+        sid = a.create_session().id
+        held = a.lease(sid)
+        threading.Timer(0.3, held.release).start()
+        started = time.monotonic()
+        b.lease(sid).release()  # waited for the holder instead of failing at once
+        assert 0.2 < time.monotonic() - started < 5
+
+        held = a.lease(sid)
+        with PgStore(pg_url, StoreOptions(lock_timeout=0.3)) as c:
+            started = time.monotonic()
+            with pytest.raises(SessionBusy):
+                c.lease(sid)
+            assert time.monotonic() - started >= 0.3
+        started = time.monotonic()
+        with PgStore(pg_url) as d, pytest.raises(SessionBusy):
+            d.lease(sid)  # the default: no wait
+        assert time.monotonic() - started < 0.3 + 2  # (the store's own connect included)
+        held.release()
+
+
+def test_the_home_is_where_the_caller_says(pg_url: str, tmp_path: Path) -> None:
+    """PgStore set ``home`` to the default directory whatever it was given, so ``serve
+    --home X --store postgresql://...`` kept its token in the wrong place."""
+    with PgStore(pg_url, home=tmp_path / "mine") as store:
+        assert store.home == tmp_path / "mine"
+    with open_store(pg_url, home=tmp_path / "yours") as store:
+        assert store.home == tmp_path / "yours"
+    with open_store(None, home=tmp_path / "dir") as store:  # a directory store lives there
+        assert store.home == tmp_path / "dir"
+        assert isinstance(store, Store)
+
+
+def test_a_failing_migration_leaves_the_earlier_ones_applied(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema's docstring promised one transaction per migration, but they all ran in
+    one: a failing later migration rolled the earlier, good ones back with it."""
+    from infai.store.pg import schema
+
+    broken = (LATEST + 1, "broken", "ALTER TABLE infai_no_such_table ADD COLUMN x int")
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, broken])
+    monkeypatch.setattr(schema, "LATEST", LATEST + 1)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            migrate(conn)
+        assert schema.applied(conn) == LATEST  # the good ones stayed, and are recorded
+        tables = conn.execute("SELECT to_regclass('infai_sessions') IS NOT NULL").fetchone()
+        assert tables == (True,)
+        monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:-1])
+        monkeypatch.setattr(schema, "LATEST", LATEST)
+        assert migrate(conn) == []  # nothing left to apply
+    PgStore(pg_url, auto_migrate=False).close()  # and the store opens on it
 
 
 def test_agent_turns_take_the_lease(pg_url: str, tmp_path: Any) -> None:
