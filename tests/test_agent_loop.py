@@ -318,7 +318,7 @@ def test_a_session_keeps_its_context_in_memory_between_turns(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from infai.agent import AgentSession
-    from infai.store.writer import SessionWriter as Writer
+    from infai.store.file.writer import SessionWriter as Writer
 
     sid = store.create_session(working_dir=str(tmp_path)).id
     model = ScriptedModel(["a1", "a2", "a3", "b1"])
@@ -343,7 +343,7 @@ def test_a_session_keeps_its_context_in_memory_between_turns(
         asyncio.run(prompt("q2"))
         asyncio.run(prompt("q3"))
         assert len(reads) == first  # served from memory
-        fresh = to_messages(real_context(session.writer).events)
+        fresh = to_messages(real_context(session.writer).events)  # type: ignore[arg-type]
         assert [m.content for m in model.requests[2].messages] == [m.content for m in fresh][:-1]
         # Branching from an older event rebuilds it.
         q1 = session.writer.path()[0].id

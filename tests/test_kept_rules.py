@@ -17,8 +17,7 @@ import pytest
 from infai.agent import AgentSession, TurnEnded
 from infai.agent.session import KEPT_RULES, kept_rules
 from infai.llm import Message, OfflineModel, ScriptedModel, ToolCall
-from infai.store import InvalidInput, ToolResultRecord
-from infai.store.backend import SessionStore, open_store
+from infai.store import InvalidInput, SessionStore, ToolResultRecord, open_store
 from infai.tools import Policy, Rule, Toolbox, builtin_tools
 from infai.tools.policy import Ask, Reply
 

@@ -30,8 +30,8 @@ from infai.store import (
     SessionLog,
     ToolCallRecord,
     ToolResultRecord,
+    record_to_obj,
 )
-from infai.store.records import record_to_obj
 
 from .context import to_messages
 

@@ -33,8 +33,8 @@ from infai.store import (
     SessionLog,
     ToolCallRecord,
     ToolResultRecord,
+    now_rfc3339,
 )
-from infai.store.format import now_rfc3339
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
 
 from .compaction import (

@@ -373,7 +373,7 @@ def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
 @store_errors
 def session_export(store: SessionStore, session_id: str, output: str | None, as_json: bool) -> None:
     """Write the session as one self-contained JSONL file (blobs inlined)."""
-    from infai.store.transfer import export_lines
+    from infai.store import export_lines
 
     lines = export_lines(store, session_id)
     count = 0
@@ -402,7 +402,7 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
 @store_errors
 def session_import(store: SessionStore, file: str, as_json: bool) -> None:
     """Create a session from an export file, ids preserved; prints its id."""
-    from infai.store.transfer import import_session
+    from infai.store import import_session
 
     try:
         source = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115

@@ -46,6 +46,7 @@ from infai.agent.compaction import DEFAULT_THRESHOLD
 from infai.agent.subagent import TaskTool
 from infai.llm import Model, close_model
 from infai.store import (
+    REMOVED,
     Event,
     SessionLog,
     SessionNotFound,
@@ -54,7 +55,6 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.backend import REMOVED
 from infai.tools import Policy, Rule, Tool, Toolbox
 from infai.tools.policy import AllowAlways, Ask, Reply
 

@@ -30,8 +30,8 @@ def store_group() -> None:
 @click.pass_obj
 def migrate_command(store: SessionStore) -> None:
     """Bring the database's schema up to date (a directory store needs nothing)."""
-    from infai.store.pg import PgStore
-    from infai.store.pg_schema import LATEST
+    from infai.store import SCHEMA_VERSION as LATEST
+    from infai.store import PgStore
 
     if not isinstance(store, PgStore):
         click.echo("infai: a directory store has no schema to migrate", err=True)
@@ -70,7 +70,7 @@ def _open(location: str, what: str) -> Any:
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
 def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -> None:
     """Copy sessions (default: all) between stores, ids and branches intact, verified."""
-    from infai.store.transfer import export_lines, import_session
+    from infai.store import export_lines, import_session
 
     source = _open(source_at, "--from")
     target = _open(target_at, "--to")

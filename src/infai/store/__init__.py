@@ -11,6 +11,14 @@ compaction event in one read per event. HEAD names the newest event, which is
 always the tip of the active branch. The chunks are the truth: the index and
 HEAD are rebuilt from them after a crash. See ``docs/store-format.md``.
 
+The package is a neutral core and two sibling backends: the contract
+(:mod:`.contract`), session metadata (:mod:`.info`), events (:mod:`.events`),
+records, errors, options, the shared encodings (:mod:`.codec`), check reports
+(:mod:`.report`) and import/export (:mod:`.transfer`) are common; the directory
+store lives in :mod:`.file` and PostgreSQL in :mod:`.pg`, which never import
+each other; :mod:`.open` alone knows both. Backend classes are loaded on first
+use, so ``import infai.store`` loads neither backend.
+
 Typical use::
 
     store = Store(home)
@@ -23,8 +31,10 @@ Typical use::
         context = w.context()
 """
 
-from .backend import SessionLog, SessionStore, SessionView, open_store
+from .codec import NIL_ID, now_rfc3339
+from .contract import REMOVED, Lease, SessionLog, SessionStore, SessionView
 from .errors import (
+    BackendUnavailable,
     BlobDigestError,
     CorruptionError,
     EventNotFound,
@@ -38,12 +48,11 @@ from .errors import (
     UnsupportedFormat,
     WriterLocked,
 )
-from .events import Context, Entry, Event
-from .format import FORMAT_VERSION, NIL_ID
-from .fsio import FileIO, OsIO
-from .layout import default_home
+from .events import Context, Entry, Event, EventSpec
+from .home import default_home
+from .info import FORMAT_VERSION, SessionInfo
+from .open import is_database_url, open_store
 from .options import StoreOptions
-from .reader import SessionReader
 from .records import (
     KINDS,
     KINDS_VERSION,
@@ -59,24 +68,38 @@ from .records import (
     record_from_obj,
     record_to_obj,
 )
-from .store import SessionInfo, Store
+from .report import FsckReport, Problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .fsck import FsckReport, Problem
-    from .writer import SessionWriter
+    from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
+    from .pg import LATEST as SCHEMA_VERSION
+    from .pg import PgStore
+    from .transfer import export_lines, import_session
 
-# Imported on first use: a reader (a resume) never loads the write or check paths.
-_LAZY = {"SessionWriter": "writer", "FsckReport": "fsck", "Problem": "fsck"}
+# Imported on first use: ``import infai.store`` loads neither backend, a reader (a
+# resume) never loads the write path, and a database user never loads the directory
+# store (nor the reverse). name -> (module, attribute)
+_LAZY = {
+    "FileIO": ("file", "FileIO"),
+    "OsIO": ("file", "OsIO"),
+    "PgStore": ("pg", "PgStore"),
+    "SCHEMA_VERSION": ("pg.schema", "LATEST"),
+    "SessionReader": ("file", "SessionReader"),
+    "SessionWriter": ("file", "SessionWriter"),
+    "Store": ("file", "Store"),
+    "export_lines": ("transfer", "export_lines"),
+    "import_session": ("transfer", "import_session"),
+}
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    return getattr(import_module(f"{__name__}.{module}"), name)
+    return getattr(import_module(f"{__name__}.{where[0]}"), where[1])
 
 
 __all__ = [
@@ -85,6 +108,9 @@ __all__ = [
     "KINDS_VERSION",
     "NIL_ID",
     "RECORD_TYPES",
+    "REMOVED",
+    "SCHEMA_VERSION",
+    "BackendUnavailable",
     "BlobDigestError",
     "BranchSummaryRecord",
     "CompactionRecord",
@@ -93,12 +119,15 @@ __all__ = [
     "Entry",
     "Event",
     "EventNotFound",
+    "EventSpec",
     "FileIO",
     "FsckReport",
     "HeadConflict",
     "InvalidInput",
+    "Lease",
     "MessageRecord",
     "OsIO",
+    "PgStore",
     "Problem",
     "Record",
     "SessionBusy",
@@ -121,6 +150,10 @@ __all__ = [
     "WriterLocked",
     "decode_record",
     "default_home",
+    "export_lines",
+    "import_session",
+    "is_database_url",
+    "now_rfc3339",
     "open_store",
     "record_from_obj",
     "record_to_obj",

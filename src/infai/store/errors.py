@@ -2,29 +2,37 @@
 
 ::
 
-    StoreError                      base class; catch this to catch them all
-    ├── InvalidInput (ValueError)   bad id, unknown kind, malformed record; nothing was written
-    ├── SessionNotFound (KeyError)  no session with that id under this home
-    ├── EventNotFound (KeyError)    no event with that id in the session
-    ├── SessionExists               import or create would overwrite a session
-    ├── WriterLocked                another process holds the session's writer lock
-    ├── HeadConflict                (database) another writer moved HEAD first; retry
-    ├── SessionBusy                 (database) another process runs a turn in the session
-    ├── BackendUnavailable          (database) the server cannot be reached or refuses
-    ├── UnsupportedFormat           a session written by a newer infai (upgrade to open it)
-    ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses further writes
-    └── CorruptionError             bytes on disk fail their checksum or do not parse
-        └── BlobDigestError         a blob's content does not match its SHA-256 name
+    InfaiError (infai.errors)           the root of everything infai raises on purpose
+    └── StoreError                      base class; catch this to catch them all
+        ├── InvalidInput (ValueError)   bad id, unknown kind, malformed record; nothing written
+        ├── SessionNotFound (KeyError)  no session with that id under this home
+        ├── EventNotFound (KeyError)    no event with that id in the session
+        ├── SessionExists               import or create would overwrite a session
+        ├── WriterLocked                another process holds the session's writer lock
+        ├── HeadConflict                (database) another writer moved HEAD first; retry
+        ├── SessionBusy                 (database) another process runs a turn in the session
+        ├── BackendUnavailable          (database) the server cannot be reached or refuses
+        ├── UnsupportedFormat           a session written by a newer infai (upgrade to open it)
+        ├── StoreIOError (OSError)      a write or fsync failed; the writer refuses more writes
+        └── CorruptionError             bytes on disk fail their checksum or do not parse
+            └── BlobDigestError         a blob's content does not match its SHA-256 name
 
 Corruption always names the file and the byte offset where it was found.
+
+``InvalidInput`` stays a ``ValueError``, ``SessionNotFound`` and ``EventNotFound``
+``KeyError``s and ``StoreIOError`` an ``OSError`` for callers (and tests) that
+catch the builtin; shells catch :class:`StoreError` (or ``InfaiError``), never
+the builtins, as "bad input".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from infai.errors import InfaiError
 
-class StoreError(Exception):
+
+class StoreError(InfaiError):
     """Base class of all session store errors."""
 
 

@@ -17,7 +17,9 @@ class StoreOptions:
     - ``durability``: "fast", one fsync per append; "strict", the design's four
     - ``index_sync_interval``: fsync the index after this many unsynced entries
       (bounds the work of recovery)
-    - ``lock_timeout``: seconds a writer waits for another writer's lock
+    - ``lock_timeout``: seconds to wait for a session another process holds: the
+      directory store's writer lock (unset: :data:`DEFAULT_LOCK_TIMEOUT`), a
+      database's turn lease (unset: none, a busy session answers at once)
     """
 
     __slots__ = (
@@ -28,6 +30,9 @@ class StoreOptions:
         "lock_timeout",
     )
 
+    #: seconds a directory store's writer waits for another's lock, unless told
+    DEFAULT_LOCK_TIMEOUT = 10.0
+
     def __init__(
         self,
         *,
@@ -35,7 +40,7 @@ class StoreOptions:
         blob_threshold: int = 16 * 1024,
         durability: Literal["fast", "strict"] = "fast",
         index_sync_interval: int = 64,
-        lock_timeout: float = 10.0,
+        lock_timeout: float | None = None,
     ) -> None:
         if durability not in ("fast", "strict"):
             raise InvalidInput(f"durability must be 'fast' or 'strict', not {durability!r}")
@@ -45,4 +50,10 @@ class StoreOptions:
         self.blob_threshold = blob_threshold
         self.durability = durability
         self.index_sync_interval = index_sync_interval
+        if lock_timeout is not None and lock_timeout < 0:
+            raise InvalidInput(f"lock_timeout must not be negative, not {lock_timeout!r}")
         self.lock_timeout = lock_timeout
+
+    def lock_wait(self, default: float) -> float:
+        """Seconds to wait for a lock: ``lock_timeout`` if set, else the backend's ``default``."""
+        return default if self.lock_timeout is None else self.lock_timeout

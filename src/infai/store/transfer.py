@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 
-from .backend import SessionStore
+from .codec import NIL_ID, check_role, check_timestamp, check_uuid, dumps
+from .contract import SessionStore
 from .errors import InvalidInput, SessionExists
-from .format import NIL_ID, check_timestamp, dumps
-from .layout import check_uuid
-from .records import Record, encode_record, record_from_obj
-from .store import SessionInfo
-from .writer import check_role
+from .events import EventSpec
+from .info import SessionInfo
+from .records import encode_record, record_from_obj
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,11 +42,7 @@ def export_lines(store: SessionStore, session_id: str) -> Iterator[bytes]:
             yield (dumps(obj) + b"\n")
 
 
-#: (id, parent id, branch_from, role, timestamp, record) of one imported event
-Imported = tuple[str, str, "str | None", str, str, Record]
-
-
-def _parse_event(raw: bytes, where: str, seen: set[str]) -> Imported:
+def _parse_event(raw: bytes, where: str, seen: set[str]) -> EventSpec:
     try:
         obj = json.loads(raw)
     except ValueError as exc:
@@ -80,7 +75,7 @@ def _parse_event(raw: bytes, where: str, seen: set[str]) -> Imported:
     return event_id, parent_id, branch_from and parent_id, obj["role"], obj["timestamp"], record
 
 
-def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[Imported]]:
+def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[EventSpec]]:
     it = iter(lines)
     first = next(it, b"")
     try:

@@ -1,0 +1,248 @@
+"""Checking a session end to end, and repairing only what is provably safe.
+
+:func:`fsck` reads everything: every chunk line (checksum, sequence, parent
+link, batch framing), every index entry against the entry its chunk line
+implies, every blob against its digest, HEAD against the newest event, and
+unreferenced or leftover files. Each problem is reported with the file and byte
+offset where it was found. It changes nothing.
+
+:func:`repair` (``fsck --repair``) does only what cannot lose an acknowledged
+event: it runs recovery (truncating an uncommitted tail, rebuilding missing or
+stale index entries and HEAD) and then rewrites the whole index from the
+chunks. Damage inside the chunks or blobs is reported, never "fixed".
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..codec import NIL_ID, PREFIX, digest_of
+from ..errors import CorruptionError
+from ..report import FsckReport, Problem
+from .chunks import lines_forward
+from .format import (
+    INDEX_WIDTH,
+    ChunkLine,
+    decode_chunk_line,
+    decode_head,
+    decode_index_entry,
+    encode_index_entry,
+    index_entry_from_line,
+)
+from .format import Location as Loc
+from .fsio import FileIO, atomic_write
+from .layout import SessionPaths
+from .recovery import analyze, apply
+
+
+class _Pending:
+    """What recovery on open would rebuild: reported as pending, not as damage."""
+
+    def __init__(self) -> None:
+        #: chunk number -> committed size (the prefix that is checked)
+        self.committed: dict[int, int] = {}
+        #: how many chunks to check (None: all)
+        self.chunk_limit: int | None = None
+        self.entries: set[int] = set()
+        self.index_cut = False
+        self.head = False
+
+
+def _analyse(paths: SessionPaths, report: FsckReport) -> _Pending:
+    """Run recovery's analysis in memory: what it would do, and the prefix to check."""
+    pending = _Pending()
+    try:
+        plan = analyze(paths)
+    except CorruptionError as exc:
+        report.problems.append(Problem(exc.path, exc.offset, exc.detail))
+        return pending
+    report.pending_recovery = list(plan.notes)
+    if plan.head is not None and not plan.notes:
+        report.pending_recovery.append(f"{paths.head}: does not name the newest event")
+    # Check only the prefix analysed: a live writer may append meanwhile.
+    pending.committed = dict(plan.truncate_chunks)
+    pending.chunk_limit = plan.chunk_count
+    if plan.chunk_count:
+        pending.committed[plan.chunk_count - 1] = plan.chunk_size
+    pending.entries = set(plan.index_writes)
+    pending.index_cut = plan.index_size is not None
+    pending.head = plan.head is not None
+    return pending
+
+
+class _LineCheck:
+    """Chunk lines checked in order: what each must be, given the ones before it."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problem = problems.append
+        self.seen: dict[str, int] = {}
+        self.located: dict[str, Loc] = {}
+        self.digests: set[str] = set()
+        self.expected_index: list[bytes] = []
+        self.last_id: str | None = None
+        self.last_seq = -1
+        self.expect_member: int | None = None
+        self.batch_size = 0
+
+    def chunk(self, path: str, number: int, data: bytes) -> None:
+        for offset, raw in lines_forward(data, 0):
+            line = decode_chunk_line(raw) if raw.endswith(b"\n") else None
+            if line is None:
+                self.problem(Problem(path, offset, "line fails its checksum"))
+                continue
+            self._links(line, path, offset)
+            self._batch(line, path, offset)
+            if line.digest is not None:
+                self.digests.add(line.digest)
+            self.seen[line.id] = line.seq
+            self.located[line.id] = Loc(number, offset, len(raw))
+            self.last_id, self.last_seq = line.id, line.seq
+            entry = index_entry_from_line(line, Loc(number, offset, len(raw)))
+            self.expected_index.append(encode_index_entry(entry))
+
+    def _links(self, line: ChunkLine, path: str, offset: int) -> None:
+        """Sequence, id and parent links (id, sequence number, location, branch)."""
+        problem = self.problem
+        if line.seq != self.last_seq + 1:
+            problem(Problem(path, offset, f"event #{line.seq} follows #{self.last_seq}"))
+        if line.id in self.seen:
+            problem(Problem(path, offset, f"duplicate event id {line.id}"))
+        if line.parent_id == NIL_ID:
+            if line.parent_seq != -1:
+                problem(Problem(path, offset, "root event names a parent sequence number"))
+        elif self.seen.get(line.parent_id) != line.parent_seq:
+            problem(
+                Problem(path, offset, f"parent {line.parent_id} is not event #{line.parent_seq}")
+            )
+        if line.parent_loc != self.located.get(line.parent_id):
+            problem(Problem(path, offset, f"parent location {line.parent_loc} is wrong"))
+        if line.branch_from is not None and line.branch_from != line.parent_id:
+            problem(Problem(path, offset, "branch_from differs from parent_id"))
+
+    def _batch(self, line: ChunkLine, path: str, offset: int) -> None:
+        """A batch's lines are numbered [i, n] in order; a single line has none."""
+        want = None if self.expect_member is None else (self.expect_member, self.batch_size)
+        if line.batch != want and not (want is None and line.batch and not line.batch[0]):
+            self.problem(Problem(path, offset, f"batch framing {line.batch}, expected {want}"))
+        if line.batch and not line.commits:
+            self.expect_member, self.batch_size = line.batch[0] + 1, line.batch[1]
+        else:
+            self.expect_member = None
+
+
+def fsck(paths: SessionPaths) -> FsckReport:
+    """Verify every byte of the session; report problems, change nothing."""
+    report = FsckReport(paths.root.name)
+    pending = _analyse(paths, report)
+    lines = _LineCheck(report.problems)
+    for number in paths.chunk_numbers()[: pending.chunk_limit]:
+        path = paths.chunk(number)
+        data = path.read_bytes()
+        if number in pending.committed:
+            data = data[: pending.committed[number]]
+        lines.chunk(str(path), number, data)
+    report.events = len(lines.expected_index)
+    grown = _check_index(paths, report, lines.expected_index, pending)
+    _check_head(paths, report, lines, pending.head, grown)
+    _check_blobs(paths, report, lines.digests)
+    return report
+
+
+def _check_index(
+    paths: SessionPaths, report: FsckReport, expected: list[bytes], pending: _Pending
+) -> bool:
+    """Each index entry against the one its chunk line implies; True if the index
+    holds more entries than the prefix analysed (a live writer's)."""
+    index = paths.index.read_bytes() if paths.index.exists() else b""
+    grown = len(index) > len(expected) * INDEX_WIDTH  # past the analysed prefix
+    for seq, want in enumerate(expected):
+        have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
+        if have != want and seq not in pending.entries:
+            report.problems.append(
+                Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
+            )
+    if grown and not pending.index_cut and not _valid_entries_after(index, len(expected)):
+        report.problems.append(
+            Problem(str(paths.index), len(expected) * INDEX_WIDTH, "entries past last event")
+        )
+    return grown
+
+
+def _check_head(
+    paths: SessionPaths, report: FsckReport, lines: _LineCheck, pending: bool, grown: bool
+) -> None:
+    """HEAD names the newest event, unless recovery will rebuild it (``pending``) or
+    a live writer moved it past the prefix analysed (newer, and the index ``grown``)."""
+    parsed = decode_head(paths.head.read_bytes()) if paths.head.exists() else None
+    head = (parsed.id, parsed.seq) if parsed else None
+    newest = None if lines.last_id is None else (lines.last_id, lines.last_seq)
+    newer = parsed is not None and parsed.seq > lines.last_seq and grown  # a live writer's
+    if head != newest and not (pending or newer):
+        report.problems.append(
+            Problem(str(paths.head), 0, f"HEAD is {head}, newest event is {lines.last_id}")
+        )
+
+
+def _check_blobs(paths: SessionPaths, report: FsckReport, digests: set[str]) -> None:
+    """Every named blob is present and hashes to its name; unnamed ones are orphans."""
+    on_disk = set(os.listdir(paths.blobs)) if paths.blobs.is_dir() else set()
+    for digest in sorted(digests):
+        name = digest.removeprefix(PREFIX)
+        blob = paths.blob(digest)
+        if name not in on_disk:
+            report.problems.append(Problem(str(blob), 0, f"blob {digest} is missing"))
+            continue
+        actual = digest_of(blob.read_bytes())
+        if actual != digest:
+            report.problems.append(Problem(str(blob), 0, f"content hashes to {actual}"))
+    report.blobs = len(digests)
+    report.orphans = sorted(on_disk - {d.removeprefix(PREFIX) for d in digests})
+
+
+def _valid_entries_after(index: bytes, count: int) -> bool:
+    """True if the index bytes past ``count`` entries are whole valid entries (appended
+    by a live writer after the analysis), not leftovers."""
+    rest = index[count * INDEX_WIDTH :]
+    if len(rest) % INDEX_WIDTH:
+        return False
+    return all(
+        decode_index_entry(rest[i : i + INDEX_WIDTH]) is not None
+        for i in range(0, len(rest), INDEX_WIDTH)
+    )
+
+
+def repair(io: FileIO, paths: SessionPaths) -> list[str]:
+    """Recover and rebuild the index from the chunks; the caller holds the writer lock."""
+    plan = analyze(paths)
+    done = list(plan.notes)
+    if not plan.empty:
+        apply(io, paths, plan)
+    entries: list[bytes] = []
+    for number in paths.chunk_numbers():
+        data = paths.chunk(number).read_bytes()
+        for offset, raw in lines_forward(data, 0):
+            line = decode_chunk_line(raw)
+            if line is None:
+                raise CorruptionError(paths.chunk(number), offset, "line fails its checksum")
+            entries.append(
+                encode_index_entry(index_entry_from_line(line, Loc(number, offset, len(raw))))
+            )
+    rebuilt = b"".join(entries)
+    if not paths.index.exists() or paths.index.read_bytes() != rebuilt:
+        atomic_write(io, str(paths.index), rebuilt)
+        done.append(f"{paths.index}: rebuilt {len(entries)} entries from the chunks")
+    for orphan in orphan_blobs(paths):
+        io.unlink(str(paths.blobs / orphan))
+        done.append(f"{paths.blobs / orphan}: removed unreferenced blob")
+    return done
+
+
+def orphan_blobs(paths: SessionPaths) -> list[str]:
+    """Blob files no committed event names (left by a crash before the event was written)."""
+    named = set()
+    for number in paths.chunk_numbers():
+        for _, raw in lines_forward(paths.chunk(number).read_bytes(), 0):
+            line = decode_chunk_line(raw)
+            if line is not None and line.digest is not None:
+                named.add(line.digest.removeprefix(PREFIX))
+    return sorted(set(os.listdir(paths.blobs)) - named) if paths.blobs.is_dir() else []

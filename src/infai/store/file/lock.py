@@ -1,0 +1,50 @@
+"""One writer per session across processes: an exclusive ``flock`` on ``LOCK``.
+
+The lock is held by an open file description, so the kernel releases it when the
+writer's process dies, even by SIGKILL: a crash never leaves a stale lock. The
+holder writes its pid into the file so a waiting writer can say who it waits for.
+Readers never take the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from ..errors import WriterLocked
+
+POLL_SECONDS = 0.02
+
+
+class WriterLock:
+    """An acquired writer lock; :meth:`release` (or process exit) frees it."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
+                    os.close(self._fd)
+                    who = f" (pid {holder})" if holder else ""
+                    raise WriterLocked(
+                        f"session {path.parent.name} is being written by another process{who}; "
+                        f"gave up after {timeout:g}s"
+                    ) from None
+                time.sleep(POLL_SECONDS)
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,328 @@
+"""The PostgreSQL backend: sessions shared by several machines, same guarantees.
+
+Storage model, in prose (the tables are in :mod:`infai.store.pg.schema`): a
+session is a row with its metadata and HEAD; its events are rows with the same
+fields, ids and records as the file store's chunk lines; large records live
+once in a content-addressed blob table. Opening a session for writing takes no
+lock: several writers (one per ``infai serve`` node, say) may share it. Every
+append is one transaction that locks the session row, checks that HEAD is
+still the event this writer last saw (compare-and-set), inserts the events and
+moves HEAD. A writer that lost the race gets :class:`HeadConflict` and has
+reloaded HEAD, so it can decide again; HEAD never forks silently.
+
+Event ids are made before the transaction, so an append whose connection drops
+mid-commit is retried with the same ids and, if the first attempt did commit,
+finds its events there instead of writing them twice. Each committed append
+notifies the ``infai_events`` channel (``LISTEN``), which lets other nodes fan
+new events out to their watchers.
+
+Since writers share a session, one more thing keeps two processes from running
+turns in it at once: a turn (or compaction) first takes the session's *lease*,
+an advisory lock held by a connection of its own (:meth:`PgStore.lease`); a
+second process gets :class:`SessionBusy` at once, and a process that dies
+releases the lease with its connection. With ``lock_timeout`` set in the
+store's options, taking a lease waits up to that long for a busy one instead.
+Removing a session takes the lease too, and notifies the channel so that other
+nodes close it.
+
+Reads follow the same rule as the file store: the active context walks parents
+from the tip to the nearest compaction in one recursive query, reading only
+that path; listing sessions reads the session rows only; blobs are read when a
+record is resolved, and their SHA-256 is checked then.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ..codec import check_uuid, now_rfc3339
+from ..contract import REMOVED
+from ..errors import (
+    BackendUnavailable,
+    CorruptionError,
+    InvalidInput,
+    SessionBusy,
+    SessionExists,
+    SessionNotFound,
+    StoreError,
+)
+from ..home import default_home
+from ..info import SessionInfo, check_changes, check_info, new_session_info
+from ..options import StoreOptions
+from ..report import FsckReport, Problem
+from .db import Database
+from .schema import check_current, migrate
+from .session import CHANNEL, PgSessionReader, PgSessionWriter
+
+if TYPE_CHECKING:
+    from ..info import Changed
+
+#: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
+LEASE_PREFIX = "infai-turn:"
+#: seconds between tries while waiting for a busy lease
+LEASE_POLL = 0.1
+
+
+class Lease:
+    """A session's turn lease, held by a connection of its own until released (or
+    until the process dies and the server drops the connection)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn: psycopg.Connection[Any] | None = conn
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # ends the session, and with it the advisory lock
+
+
+class PgStore:
+    """Sessions in a PostgreSQL database (``postgresql://`` URL), pooled connections."""
+
+    #: several processes may write one session (compare-and-set on HEAD, no lock)
+    shared_writers = True
+
+    def __init__(
+        self,
+        url: str,
+        options: StoreOptions | None = None,
+        *,
+        pool_size: int = 8,
+        auto_migrate: bool = True,
+        home: str | Path | None = None,
+    ) -> None:
+        self.url = url
+        self.options = options or StoreOptions()
+        #: this machine's files (the server token): ``home``, else the default home
+        self.home = Path(home) if home is not None else default_home()
+        self.recovery_notes: dict[str, list[str]] = {}
+        self.unreadable: list[StoreError] = []
+        #: the migrations this process applied when it opened the database
+        self.migrated: list[str] = []
+        self.db = Database(url)
+        try:  # one direct connection first: a wrong URL or a down server fails at once
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                if auto_migrate:
+                    self.migrated = migrate(conn)
+                else:
+                    check_current(conn)
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"cannot reach {self.db.safe_url()}: {exc}") from None
+        self.db.open_pool(pool_size)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
+        """Call ``callback(session_id, seq)`` for each append by any process, until ``stop``.
+
+        Blocking: run it in a thread. It listens on :data:`CHANNEL` over a
+        connection of its own; when that connection is lost it reconnects and
+        calls ``callback(None, -1)``, since appends made meanwhile were not heard.
+        A removed session is told as ``callback(session_id, REMOVED)``.
+        """
+        lost = False
+        while not stop.is_set():
+            try:
+                with self.db.connect() as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    if lost:
+                        callback(None, -1)
+                    while not stop.is_set():
+                        for note in conn.notifies(timeout=0.25):
+                            try:
+                                data = json.loads(note.payload)
+                                callback(str(data["session"]), int(data["seq"]))
+                            except (ValueError, KeyError, TypeError):
+                                continue  # not ours to read
+            except (psycopg.OperationalError, BackendUnavailable):
+                lost = True
+                stop.wait(0.5)
+
+    def __enter__(self) -> PgStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions -------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        name: str | None = None,
+        working_dir: str | None = None,
+        model: str | None = None,
+        parent_session: str | None = None,
+        parent_event: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionInfo:
+        if parent_session is not None and not self.exists(parent_session):
+            raise SessionNotFound(parent_session)
+        info = new_session_info(name, working_dir, model, parent_session, parent_event, session_id)
+        sid, stamp = info.id, info.created_at
+        with self.db.conn() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO infai_sessions (id, info, updated_at) VALUES (%s, %s, %s)",
+                    (sid, json.dumps(info.to_obj()), stamp),
+                )
+            except psycopg.errors.UniqueViolation:
+                raise SessionExists(f"session {sid} already exists") from None
+        return info
+
+    def exists(self, session_id: str) -> bool:
+        sid = check_uuid(session_id, "session id")
+        with self.db.conn() as conn:
+            row = conn.execute("SELECT 1 FROM infai_sessions WHERE id = %s", (sid,)).fetchone()
+        return row is not None
+
+    def info(self, session_id: str) -> SessionInfo:
+        sid = check_uuid(session_id, "session id")
+        with self.db.conn() as conn:
+            row = conn.execute("SELECT info FROM infai_sessions WHERE id = %s", (sid,)).fetchone()
+        if row is None:
+            raise SessionNotFound(sid)
+        return _info(row[0], sid)
+
+    def update_info(self, session_id: str, **changes: Changed) -> SessionInfo:
+        check_changes(changes)
+        sid = check_uuid(session_id, "session id")
+        with self.db.conn() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT info FROM infai_sessions WHERE id = %s FOR UPDATE", (sid,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(sid)
+            info = _info(row[0], sid).replace(updated_at=now_rfc3339(), **changes)
+            check_info(info)
+            conn.execute(
+                "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
+                (json.dumps(info.to_obj()), info.updated_at, sid),
+            )
+        return info
+
+    def restore_info(self, info: SessionInfo) -> None:
+        check_info(info)
+        with self.db.conn() as conn:
+            conn.execute(
+                "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
+                (json.dumps(info.to_obj()), info.updated_at, info.id),
+            )
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session's metadata, most recently updated first (session rows only)."""
+        self.unreadable = []
+        out = []
+        with self.db.conn() as conn:
+            rows = conn.execute(
+                "SELECT id, info FROM infai_sessions ORDER BY updated_at DESC, id DESC"
+            ).fetchall()
+        for sid, obj in rows:
+            try:
+                out.append(_info(obj, str(sid)))
+            except StoreError as exc:
+                self.unreadable.append(exc)
+        return out
+
+    def lease(self, session_id: str) -> Lease:
+        """Take the session's turn lease; if another process holds it, wait up to the
+        options' ``lock_timeout`` (unset: not at all), then raise :class:`SessionBusy`."""
+        sid = check_uuid(session_id, "session id")
+        deadline = time.monotonic() + self.options.lock_wait(0.0)
+        conn = self.db.connect()
+        try:
+            while not _try_lock(conn, LEASE_PREFIX + sid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SessionBusy(
+                        f"session {sid} is busy: another process is running a turn or a"
+                        " compaction in it (wait for it, or cancel it where it runs)"
+                    )
+                time.sleep(min(LEASE_POLL, left))
+        except BaseException:
+            conn.close()
+            raise
+        return Lease(conn)
+
+    def remove_session(self, session_id: str) -> None:
+        sid = check_uuid(session_id, "session id")
+        if not self.exists(sid):
+            raise SessionNotFound(sid)
+        lease = self.lease(sid)  # never under a turn running elsewhere
+        try:
+            self._remove(sid)
+        finally:
+            lease.release()
+
+    def _remove(self, sid: str) -> None:
+        with self.db.conn() as conn, conn.transaction():
+            deleted = conn.execute("DELETE FROM infai_sessions WHERE id = %s", (sid,)).rowcount
+            if not deleted:
+                raise SessionNotFound(sid)
+            payload = json.dumps({"session": sid, "seq": REMOVED})
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+            # Blobs no event names any more. They are shared by content: an append in
+            # flight may have found a blob (and inserted nothing) but not committed the
+            # event naming it yet. This lock waits for such appends (their INSERT holds
+            # ROW EXCLUSIVE until commit) and holds new ones back, so the check below
+            # sees every event that will name a blob it keeps or removes.
+            conn.execute("LOCK TABLE infai_blobs IN SHARE ROW EXCLUSIVE MODE")
+            conn.execute(
+                "DELETE FROM infai_blobs b WHERE NOT EXISTS"
+                " (SELECT 1 FROM infai_events e WHERE e.digest = b.digest)"
+            )
+
+    def open_reader(self, session_id: str) -> PgSessionReader:
+        return PgSessionReader(self.db, self.options, check_uuid(session_id, "session id"))
+
+    def open_writer(self, session_id: str, *, timeout: float | None = None) -> PgSessionWriter:
+        return PgSessionWriter(self.db, self.options, check_uuid(session_id, "session id"))
+
+    def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
+        """Check every event: links, HEAD, records and blob digests (nothing to repair)."""
+        report = FsckReport(check_uuid(session_id, "session id"))
+        with self.open_reader(session_id) as reader:
+            ids: dict[str, int] = {}
+            digests: set[str] = set()  # blobs are stored once per content
+            last = -1
+            for entry in reader.entries():
+                where = f"{self.db.safe_url()} session {report.session_id} event #{entry.seq}"
+                report.events += 1
+                if entry.seq != last + 1:
+                    report.problems.append(Problem(where, 0, f"gap before #{entry.seq}"))
+                last = entry.seq
+                if entry.parent_seq >= 0 and ids.get(entry.parent_id) != entry.parent_seq:
+                    report.problems.append(Problem(where, 0, "parent link is inconsistent"))
+                ids[entry.id] = entry.seq
+                try:
+                    event = reader.event(entry.id, resolve=True)
+                    if event.digest is not None:
+                        digests.add(event.digest)
+                except StoreError as exc:
+                    report.problems.append(Problem(where, 0, str(exc)))
+            report.blobs = len(digests)
+            if report.events != reader.count or (last >= 0 and reader.head_seq != last):
+                where = f"{self.db.safe_url()} session {report.session_id}"
+                report.problems.append(Problem(where, 0, "HEAD or count disagrees with events"))
+        return report
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: str) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+    return row is not None and bool(row[0])
+
+
+def _info(obj: Any, sid: str) -> SessionInfo:
+    where = f"database session {sid} metadata"
+    try:
+        return SessionInfo.from_obj(obj, where)
+    except InvalidInput as exc:
+        raise CorruptionError(where, 0, str(exc).removeprefix(f"{where}: ")) from None

@@ -1,0 +1,89 @@
+"""The two backends are siblings: neither imports the other, and only store/open.py
+knows both, so loading the database backend never loads the directory store's
+write, recovery or check paths (nor the reverse)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import infai.store
+
+STORE = Path(infai.store.__file__).resolve().parent
+
+
+def _imported(path: Path) -> set[str]:
+    """Absolute names of the infai.store modules ``path`` imports (relative ones resolved)."""
+    package = ".".join(("infai", "store", *path.relative_to(STORE).parent.parts))
+    package_parts = package.split(".")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package_parts[: len(package_parts) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.startswith("infai.store")}
+
+
+def _touches(names: set[str], backend: str) -> bool:
+    prefix = f"infai.store.{backend}"
+    return any(n == prefix or n.startswith(prefix + ".") for n in names)
+
+
+def test_file_and_pg_never_import_each_other() -> None:
+    for backend, other in (("file", "pg"), ("pg", "file")):
+        for path in sorted((STORE / backend).glob("*.py")):
+            assert not _touches(_imported(path), other), f"{path} imports infai.store.{other}"
+
+
+def test_only_open_knows_both_backends() -> None:
+    both = []
+    for path in sorted(STORE.glob("*.py")):
+        names = _imported(path)
+        if path.name == "__init__.py":
+            continue  # loads backend names lazily, by string (checked below)
+        if _touches(names, "file") or _touches(names, "pg"):
+            both.append(path.name)
+    assert both == ["open.py"]
+
+
+def test_the_core_imports_no_backend() -> None:
+    """Besides open.py, core modules name neither backend (transfer, contract, ...)."""
+    for path in sorted(STORE.glob("*.py")):
+        if path.name in ("open.py", "__init__.py"):
+            continue
+        names = _imported(path)
+        assert not _touches(names, "file") and not _touches(names, "pg"), path
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    return {line for line in out.splitlines() if line.startswith("infai.store")}
+
+
+def test_importing_pg_loads_nothing_of_the_file_store() -> None:
+    loaded = _loaded_after("import infai.store.pg")
+    assert "infai.store.pg.backend" in loaded
+    assert not {m for m in loaded if m.startswith("infai.store.file")}, loaded
+
+
+def test_importing_the_package_loads_neither_backend() -> None:
+    loaded = _loaded_after("import infai.store")
+    assert not {m for m in loaded if m.startswith(("infai.store.file", "infai.store.pg"))}
+
+
+def test_a_reader_never_loads_the_write_path() -> None:
+    loaded = _loaded_after("from infai.store import Store, SessionReader")
+    assert "infai.store.file.store" in loaded
+    assert not loaded & {"infai.store.file.writer", "infai.store.file.fsck", "infai.store.pg"}
