@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
-from infai.shells.cli import main
+from infai.shells.cli import main, serve
 from infai.shells.cli.serve import is_loopback
+from infai.store import SessionStore, Store
 
 
 def test_serve_refuses_a_non_loopback_address_unless_told(tmp_path: Path) -> None:
@@ -81,3 +83,58 @@ def test_registering_serve_loads_no_server_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- the store serve is given ------------------------------------------------------
+
+
+class Served(Exception):
+    """Raised by the stand-in for the app: serve got as far as building it."""
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[SessionStore]:
+    """Stop ``serve`` where it builds its app, keeping the store it was handed."""
+    stores: list[SessionStore] = []
+
+    def build_app(store: SessionStore, *args: object) -> None:
+        stores.append(store)
+        raise Served
+
+    monkeypatch.setattr(serve, "build_app", build_app)
+    monkeypatch.chdir(tmp_path)
+    return stores
+
+
+def test_serve_keeps_every_store_option_of_the_command_line(
+    tmp_path: Path, served: list[SessionStore]
+) -> None:
+    home = tmp_path / "home"
+    common = ["--home", str(home), "--durability", "strict"]
+    for args, lock_timeout in [
+        ([*common, "serve"], serve.SERVE_LOCK_TIMEOUT),
+        ([*common, "--lock-timeout", "3", "serve"], 3.0),
+        ([*common, "--lock-timeout", "3", "serve", "--lock-timeout", "0.5"], 0.5),
+    ]:
+        done = CliRunner().invoke(main, args, env={"INFAI_SERVER_TOKEN": None})
+        assert isinstance(done.exception, Served), done.output
+        store = served.pop()
+        assert isinstance(store, Store) and store.home == home
+        assert store.options.durability == "strict"
+        assert store.options.lock_timeout == lock_timeout
+    assert (home / "server-token").is_file()
+
+
+def test_serve_on_postgresql_keeps_its_options_and_the_token_under_home(
+    pg_url: str, tmp_path: Path, served: list[SessionStore]
+) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "default-home"
+    args = ["--store", pg_url, "--home", str(home), "--durability", "strict"]
+    env = {"INFAI_HOME": str(elsewhere), "INFAI_SERVER_TOKEN": None}
+    done = CliRunner().invoke(main, [*args, "serve", "--lock-timeout", "0.5"], env=env)
+    assert isinstance(done.exception, Served), done.output
+    (store,) = served
+    assert store.home == home
+    assert store.options.durability == "strict" and store.options.lock_timeout == 0.5
+    assert (home / "server-token").is_file()
+    assert not (elsewhere / "server-token").exists()
