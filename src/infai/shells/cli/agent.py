@@ -1,4 +1,4 @@
-"""``infai run`` and ``infai chat``: the agent from the command line.
+"""``infai run``, ``chat``, ``compact`` and ``models``: the agent from the command line.
 
 ``run`` sends one prompt and prints the answer as it streams (or, with
 ``--json``, one JSON object per agent event); it exits 0 when the turn ends
@@ -7,6 +7,11 @@ and 130 when interrupted (the session stays valid; the turn is marked
 interrupted). ``chat`` is a plain line-based loop over the same session object.
 In these headless shells a call the policy would ask about is denied unless an
 ``--allow`` rule allows it.
+
+:func:`workspace` and :func:`open_session` are how every command that runs the
+agent (these, ``tui`` and ``serve``) gets its configuration, model, rules and
+session; a user's mistake there (a bad configuration, model name or rule) is an
+error of the tree, answered as bad input by :mod:`.errors`.
 """
 
 from __future__ import annotations
