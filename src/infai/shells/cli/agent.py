@@ -56,7 +56,7 @@ def check_rules(allow: tuple[str, ...]) -> None:
     that one call on the user's own text and nothing else. (When the tools
     layer raises an :class:`~infai.errors.InfaiError` for it, this goes.)
     """
-    from infai.tools.policy import Rule
+    from infai.tools import Rule
 
     for text in allow:
         try:
