@@ -41,6 +41,7 @@ class StoreSpec:
     lock_timeout: float | None = None  # None: the store's default
 
     def options(self) -> StoreOptions:
+        """The store's tunables from the command line (the rest keep their defaults)."""
         if self.lock_timeout is None:
             return StoreOptions(durability=self.durability)
         return StoreOptions(durability=self.durability, lock_timeout=self.lock_timeout)
@@ -83,6 +84,7 @@ def pass_store(func: F) -> F:
 
 
 def emit_json(value: object) -> None:
+    """Print ``value`` as indented JSON (text as it is, not escaped to ASCII)."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 

@@ -30,6 +30,7 @@ SERVE_LOCK_TIMEOUT = 2.0
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 possibly in brackets) is this machine only."""
     if host.lower() == "localhost":
         return True
     try:
