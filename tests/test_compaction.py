@@ -15,7 +15,6 @@ from infai.agent.compaction import SUMMARY_ASK as SUMMARY_ASK_TEXT
 from infai.agent.compaction import CompactionFailed, compact, parse_summary
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import Message, Notice, OfflineModel, ProviderError, Request, ScriptedModel
-from infai.shells import agent_cli  # noqa: F401
 from infai.shells.cli import main
 from infai.store import CompactionRecord, MessageRecord, SessionWriter, Store, Usage
 from infai.tools import AllowAll, Toolbox, ToolContext

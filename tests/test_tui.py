@@ -908,28 +908,3 @@ def test_a_named_new_session_is_kept_and_a_name_can_be_cleared(
     run_app(app, scenario, size)
     # the unnamed empty session went when the app ended; the named one stayed
     assert [i.name for i in space.store.list_sessions()] == ["keep"]
-
-
-def test_plain_infai_takes_the_tui_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from click.testing import CliRunner
-
-    from infai.shells import agent_cli  # noqa: F401  (registers tui)
-    from infai.shells.cli import main
-
-    opened: list[InfaiApp] = []
-    monkeypatch.setattr(InfaiApp, "run", lambda self: opened.append(self))
-    (tmp_path / "work").mkdir()
-    monkeypatch.chdir(tmp_path / "work")
-    home = str(tmp_path / "home")
-    sid = Store(tmp_path / "home").create_session(working_dir=str(tmp_path / "work")).id
-    runner = CliRunner()
-    done = runner.invoke(main, ["--home", home, "--model", "offline", "--allow", "bash ls*"])
-    assert done.exit_code == 0, done.output
-    done = runner.invoke(main, ["--home", home, "--continue"])
-    assert done.exit_code == 0, done.output
-    first, second = opened
-    assert first.workspace.model.name == "offline" and first._initial is None
-    assert any(rule.pattern == "ls*" for rule in first.workspace.rules)
-    assert second._initial == sid
-    wrong = runner.invoke(main, ["--home", home, "--model", "offline", "session", "ls"])
-    assert wrong.exit_code == 2 and "for the TUI only" in wrong.output

@@ -1,5 +1,5 @@
 """``python -m infai``: the same as the ``infai`` command."""
 
-from infai.shells.cli import entry
+from infai.shells.cli.main import entry
 
 entry()

@@ -1,1 +1,13 @@
-"""Shells: thin I/O over the lower layers (CLI now; TUI and HTTP server later)."""
+"""Shells: thin input and output over the agent and the store, one package per shell.
+
+- :mod:`.cli`: the ``infai`` command line (store plumbing, ``run``, ``chat``,
+  ``serve``, ``tui``), one module per command group over one root
+- :mod:`.tui`: the terminal UI (textual)
+- the HTTP/SSE server (starlette): :mod:`.server` and its modules
+- :mod:`.render`: plain-text and JSON renderings of store objects, shared by
+  the command line and the server
+- :mod:`.workspace`: config, model, policy and tools assembled for a shell
+
+A shell names lower-layer types to render them or answer them, and imports
+its heavy dependencies (textual, starlette, the SDKs) only when it runs.
+"""

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -576,10 +575,3 @@ def create_app(
     )
     app.state.sessions = sessions
     return app
-
-
-def register(group: click.Group) -> None:
-    """Add ``serve`` to the ``infai`` command group (``server_cli.register`` is lighter)."""
-    from .server_cli import register as add_serve
-
-    add_serve(group)

@@ -1,8 +1,13 @@
-"""``infai serve``: the command, kept light so that registering it costs the CLI nothing.
+"""``infai serve``: the command, kept light so that adding it costs the CLI nothing.
 
 The server's modules (Starlette, uvicorn) are imported only when the command
 runs. It listens on loopback unless ``--allow-remote`` says otherwise: the
 token is then all that stands between the network and the tools.
+
+The store is the command line's own (:func:`~.common.store_of`, every root
+option kept), opened with a shorter lock timeout by default: a request should
+not wait long for a session another program is writing. The token lives in the
+store's home, which ``--home`` names even when sessions live in a database.
 """
 
 from __future__ import annotations
@@ -11,17 +16,21 @@ import ipaddress
 import os
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import click
 
-from infai.store import SessionStore, Store
+from infai.store import SessionStore
 
-from .cli import BadInput
+from .common import StoreSpec, store_of
+from .errors import BadInput, mapped_errors
 
 DEFAULT_PORT = 8421
+SERVE_LOCK_TIMEOUT = 2.0
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 possibly in brackets) is this machine only."""
     if host.lower() == "localhost":
         return True
     try:
@@ -70,13 +79,13 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--lock-timeout",
     type=click.FloatRange(min=0),
-    default=2.0,
-    show_default=True,
-    help="Seconds to wait for a session that another process is writing.",
+    help="Seconds to wait for a session that another process is writing "
+    f"(default: infai's --lock-timeout, else {SERVE_LOCK_TIMEOUT:g}).",
 )
-@click.pass_obj
+@mapped_errors
+@click.pass_context
 def serve_command(
-    store: SessionStore,
+    ctx: click.Context,
     host: str,
     port: int,
     allow_remote: bool,
@@ -85,39 +94,21 @@ def serve_command(
     allow: tuple[str, ...],
     approval_timeout: float,
     idle_close: float,
-    lock_timeout: float,
+    lock_timeout: float | None,
 ) -> None:
     """Serve the HTTP API (with live Server-Sent Events) until interrupted."""
-    from infai.store import StoreOptions
-
-    from .agent_cli import workspace
-    from .server import create_app
-    from .server_auth import TokenError, load_token
-    from .server_run import InfaiServer, bind, uvicorn_config
+    from ..server_run import InfaiServer, bind, uvicorn_config
+    from .agent import workspace
 
     if not (allow_remote or is_loopback(host)):
         raise BadInput(
             f"refusing to listen on {host}: not a loopback address; give --allow-remote "
             "if other machines should reach this server"
         )
+    store = serve_store(ctx, lock_timeout)
     space = workspace(store, Path(os.getcwd()), model_name, allow)  # config, model, rules
-    try:
-        secret, where = load_token(store.home, token)
-    except (TokenError, ValueError) as exc:
-        raise BadInput(str(exc)) from None
-    if isinstance(store, Store):  # the file store, with the server's lock timeout
-        options = StoreOptions(durability=store.options.durability, lock_timeout=lock_timeout)
-        store = Store(store.home, options=options)
-    app = create_app(
-        store,
-        token=secret,
-        model_factory=lambda name: space.build_model(name or space.model_name),
-        rules=space.rules,
-        approval_timeout=approval_timeout,
-        working_dir=space.working_dir,
-        compact_at=space.config.compact_at,
-        idle_close=idle_close or None,
-    )
+    secret, where = server_token(store, token)
+    app = build_app(store, space, secret, approval_timeout, idle_close)
     try:
         sock = bind(host, port)
     except OSError as exc:
@@ -132,6 +123,41 @@ def serve_command(
     click.echo("infai: server stopped", err=True)
 
 
-def register(group: click.Group) -> None:
-    """Add ``serve`` to the ``infai`` command group."""
-    group.add_command(serve_command)
+def serve_store(ctx: click.Context, lock_timeout: float | None) -> SessionStore:
+    """The command line's store, with serve's lock timeout unless infai was given one."""
+    spec = ctx.find_root().find_object(StoreSpec)
+    if lock_timeout is None:
+        given = spec.lock_timeout if spec is not None else None
+        lock_timeout = SERVE_LOCK_TIMEOUT if given is None else given
+    return store_of(ctx, lock_timeout=lock_timeout)
+
+
+def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
+    """The bearer token and where it came from: ``given``, else ``<home>/server-token``."""
+    from ..server_auth import TokenError, load_token
+
+    try:
+        return load_token(store.home, given)
+    except TokenError as exc:  # caught by name: it is still a ValueError today
+        raise BadInput(str(exc)) from None
+
+
+def build_app(
+    store: SessionStore, space: Any, secret: str, approval_timeout: float, idle_close: float
+) -> Any:
+    """The server application over ``store`` and the workspace's model and rules."""
+    from ..server import create_app
+
+    return create_app(
+        store,
+        token=secret,
+        model_factory=lambda name: space.build_model(name or space.model_name),
+        rules=space.rules,
+        approval_timeout=approval_timeout,
+        working_dir=space.working_dir,
+        compact_at=space.config.compact_at,
+        idle_close=idle_close or None,
+    )
+
+
+__all__ = ["DEFAULT_PORT", "SERVE_LOCK_TIMEOUT", "build_app", "is_loopback", "serve_command"]

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from infai.shells import agent_cli  # noqa: F401  (registers run and chat)
 from infai.shells.cli import main
 from infai.store import MessageRecord, Store
 

@@ -12,22 +12,25 @@ exits 1 at the end, having copied everything else.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 import click
 
-from infai.store import SessionStore, StoreError, open_store
+from infai.store import SessionStore, StoreError
 
-from .cli import BadInput, main
+from .common import StoreSpec, pass_store
+from .errors import BadInput, mapped_errors
 
 
-@main.group("store")
+@click.group("store")
 def store_group() -> None:
     """The session store's backend: migrate, copy between backends."""
 
 
 @store_group.command("migrate")
-@click.pass_obj
+@mapped_errors
+@pass_store
 def migrate_command(store: SessionStore) -> None:
     """Bring the database's schema up to date (a directory store needs nothing)."""
     from infai.store import SCHEMA_VERSION as LATEST
@@ -58,8 +61,10 @@ def same_session(source: SessionStore, target: SessionStore, session_id: str) ->
 
 
 def _open(location: str, what: str) -> Any:
+    """The store at ``location``, with the command line's options (durability, lock timeout)."""
+    spec = click.get_current_context().find_root().find_object(StoreSpec) or StoreSpec()
     try:
-        return open_store(location)
+        return replace(spec, location=location).open()
     except StoreError as exc:
         raise BadInput(f"{what} {location}: {exc}") from None
 
@@ -68,6 +73,7 @@ def _open(location: str, what: str) -> Any:
 @click.option("--from", "source_at", required=True, metavar="URL|DIR", help="Copy from here.")
 @click.option("--to", "target_at", required=True, metavar="URL|DIR", help="Copy to here.")
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
+@mapped_errors
 def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -> None:
     """Copy sessions (default: all) between stores, ids and branches intact, verified."""
     from infai.store import export_lines, import_session
@@ -103,3 +109,6 @@ def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -
         target.close()
     if failed:
         raise click.ClickException(f"{failed} of {len(wanted)} sessions were not copied")
+
+
+__all__ = ["same_session", "store_group"]

@@ -1,4 +1,4 @@
-"""``infai run`` and ``infai chat``: the agent from the command line.
+"""``infai run``, ``chat``, ``compact`` and ``models``: the agent from the command line.
 
 ``run`` sends one prompt and prints the answer as it streams (or, with
 ``--json``, one JSON object per agent event); it exits 0 when the turn ends
@@ -7,6 +7,11 @@ and 130 when interrupted (the session stays valid; the turn is marked
 interrupted). ``chat`` is a plain line-based loop over the same session object.
 In these headless shells a call the policy would ask about is denied unless an
 ``--allow`` rule allows it.
+
+:func:`workspace` and :func:`open_session` are how every command that runs the
+agent (these, ``tui`` and ``serve``) gets its configuration, model, rules and
+session; a user's mistake there (a bad configuration, model name or rule) is an
+error of the tree, answered as bad input by :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .cli import BadInput, main, report_recovery, store_errors
+from .common import pass_store, report_recovery
+from .errors import BadInput, mapped_errors
 
 T = TypeVar("T")
 
@@ -43,6 +49,22 @@ def _event_json(event: Any) -> dict[str, Any]:
     return {"type": "end", "outcome": event.outcome, "error": event.error}
 
 
+def check_rules(allow: tuple[str, ...]) -> None:
+    """Refuse a malformed ``--allow`` rule as bad input, before anything is built.
+
+    ``Rule.parse`` reports a malformed rule as ``ValueError``; the catch covers
+    that one call on the user's own text and nothing else. (When the tools
+    layer raises an :class:`~infai.errors.InfaiError` for it, this goes.)
+    """
+    from infai.tools import Rule
+
+    for text in allow:
+        try:
+            Rule.parse("allow", text)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+
+
 def workspace(
     store: SessionStore,
     working_dir: Path,
@@ -50,22 +72,22 @@ def workspace(
     allow: tuple[str, ...] = (),
     approver: Any = None,
 ) -> Any:
-    """The shell's :class:`~infai.shells.workspace.Workspace`; user mistakes exit 2."""
-    from infai.agent.config import ConfigError
-    from infai.llm.providers import ModelUnavailable
+    """The shell's :class:`~infai.shells.workspace.Workspace`.
 
-    from .workspace import Workspace
+    A bad configuration or model name raises its own error, which the exit
+    table (:mod:`.errors`) answers as bad input; configuration warnings go to
+    stderr.
+    """
+    from ..workspace import Workspace
 
-    try:
-        space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
-    except (ConfigError, ModelUnavailable, ValueError) as exc:
-        raise BadInput(str(exc)) from None
+    check_rules(allow)
+    space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
         click.echo(f"infai: {warning}", err=True)
     return space
 
 
-def _open(
+def open_session(
     store: SessionStore,
     session_id: str | None,
     resume: bool,
@@ -172,7 +194,7 @@ allow_option = click.option(
 )
 
 
-@main.command("run")
+@click.command("run")
 @click.argument("prompt")
 @session_option
 @continue_option
@@ -180,8 +202,8 @@ allow_option = click.option(
 @model_option
 @allow_option
 @click.option("--json", "as_json", is_flag=True, help="Print agent events as JSON lines.")
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def run(
     store: SessionStore,
     prompt: str,
@@ -193,7 +215,7 @@ def run(
     as_json: bool,
 ) -> None:
     """Run one prompt to completion and print the answer."""
-    session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     with session:
         if from_event:
             session.select(from_event)
@@ -208,31 +230,26 @@ def run(
     sys.exit(0 if outcome == "done" else 1)
 
 
-@main.command("compact")
+@click.command("compact")
 @click.argument("session_id", metavar="SESSION")
 @model_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def compact_command(store: SessionStore, session_id: str, model_name: str | None) -> None:
     """Summarise the session's active context into a compaction event (prints its id)."""
-    from infai.agent.compaction import CompactionFailed
-
-    session = _open(store, session_id, False, model_name, (), Path(os.getcwd()))
+    session = open_session(store, session_id, False, model_name, (), Path(os.getcwd()))
     with session:
-        try:
-            event = asyncio.run(_closing(session, session.compact()))
-        except CompactionFailed as exc:
-            raise click.ClickException(f"compaction failed, nothing changed: {exc}") from None
+        event = asyncio.run(_closing(session, session.compact()))  # CompactionFailed: exit 1
     click.echo(event.id)
 
 
-@main.command("chat")
+@click.command("chat")
 @session_option
 @continue_option
 @model_option
 @allow_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def chat(
     store: SessionStore,
     session_id: str | None,
@@ -243,7 +260,7 @@ def chat(
     """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
     from infai.llm import close_model
 
-    session = _open(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
         click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
@@ -259,16 +276,14 @@ def chat(
         runner.run(close_model(session.model))
 
 
-@main.command("models")
+@click.command("models")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per model.")
+@mapped_errors
 def models_command(as_json: bool) -> None:
     """List the models you can name with --model (built-in and configured)."""
-    from infai.agent.config import ConfigError, describe_models, load_config
+    from infai.agent.config import describe_models, load_config
 
-    try:
-        config = load_config(Path(os.getcwd()))
-    except ConfigError as exc:
-        raise BadInput(str(exc)) from None
+    config = load_config(Path(os.getcwd()))  # a ConfigError is bad input
     for warning in config.warnings:
         click.echo(f"infai: {warning}", err=True)
     rows = describe_models(config)
@@ -291,27 +306,12 @@ def models_command(as_json: bool) -> None:
     click.echo(f"  config: {sources}; * marks the default", err=True)
 
 
-@main.command("tui")
-@session_option
-@continue_option
-@model_option
-@allow_option
-@click.pass_obj
-@store_errors
-def tui(
-    store: SessionStore,
-    session_id: str | None = None,
-    resume: bool = False,
-    model_name: str | None = None,
-    allow: tuple[str, ...] = (),
-) -> None:
-    """The terminal UI (also what plain `infai` opens)."""
-    from .tui import InfaiApp
-
-    space = workspace(store, Path(os.getcwd()), model_name, allow)
-    if session_id is None and resume:
-        latest = space.latest_here()
-        session_id = latest.id if latest else None
-    if session_id is not None:
-        store.info(session_id)  # a clear error now rather than inside the UI
-    InfaiApp(space, session_id).run()
+__all__ = [
+    "chat",
+    "check_rules",
+    "compact_command",
+    "models_command",
+    "open_session",
+    "run",
+    "workspace",
+]

@@ -1,160 +1,35 @@
-"""The ``infai`` command line.
+"""``infai session …``: plumbing over the store that scripts and tests rely on.
 
-``infai session …`` is plumbing that scripts and tests rely on: every command
-takes ``--json``; bad input (an unknown session or event, an id that is not a
-UUID, malformed JSON, a parent that does not exist) prints one line on stderr
-and exits with code 2, having changed nothing; a store failure (corruption, an
-I/O error, a writer lock that was not released in time) exits with code 1.
-These commands import only the store, so they start fast.
+Every command takes ``--json``; bad input (an unknown session or event, an id
+that is not a UUID, malformed JSON, a parent that does not exist) prints one
+line on stderr and exits with code 2, having changed nothing; a store failure
+(corruption, an I/O error, a writer lock that was not released in time) exits
+with code 1 (the table is :mod:`.errors`). These commands import only the
+store, so they start fast.
+
+``export -o FILE`` writes a temporary file beside FILE, syncs it, renames it
+over FILE and syncs the directory: FILE is either the old file or the whole
+export, never a torn one, and a failure leaves no temporary file behind.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable
-from functools import wraps
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from infai.store import (
-    KINDS,
-    CorruptionError,
-    EventNotFound,
-    InvalidInput,
-    SessionExists,
-    SessionNotFound,
-    SessionStore,
-    Store,
-    StoreError,
-    StoreOptions,
-    default_home,
-)
+from infai.store import KINDS, SessionStore
 
-from . import render
-
-F = TypeVar("F", bound=Callable[..., Any])
+from .. import render
+from .common import emit_json, json_option, pass_store, report_recovery, report_unreadable
+from .errors import BadInput, mapped_errors
 
 
-class BadInput(click.ClickException):
-    exit_code = 2
-
-
-def emit_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def report_recovery(store: SessionStore, session_id: str) -> None:
-    """Say on stderr what recovery did when a writer opened (never silent)."""
-    for note in store.recovery_notes.get(session_id, []):
-        click.echo(f"infai: recovered: {note}", err=True)
-
-
-def report_unreadable(store: SessionStore) -> None:
-    """Name, on stderr, the sessions that listing had to leave out."""
-    for exc in store.unreadable:
-        click.echo(f"infai: skipped unreadable session: {exc}", err=True)
-
-
-def store_errors(func: F) -> F:
-    """Turn store exceptions into one-line errors with the documented exit codes."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (InvalidInput, SessionNotFound, EventNotFound, SessionExists) as exc:
-            raise BadInput(str(exc)) from None
-        except CorruptionError as exc:
-            raise click.ClickException(f"corruption: {exc}") from None
-        except StoreError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-@click.group(invoke_without_command=True)
-@click.option(
-    "--home",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="INFAI_HOME",
-    help="Store home (default: $INFAI_HOME, else ~/.config/infai/harness).",
-)
-@click.option(
-    "--durability",
-    type=click.Choice(["fast", "strict"]),
-    default="fast",
-    show_default=True,
-    help="Write sequence for appends (see docs/store-format.md).",
-)
-@click.option(
-    "--store",
-    "location",
-    envvar="INFAI_STORE",
-    metavar="URL|DIR",
-    help="Where sessions live: a postgresql:// URL (shared by several machines) "
-    "or a directory (default: $INFAI_STORE, else the home).",
-)
-@click.option("--session", "session_id", help="With no command: open this session.")
-@click.option(
-    "--continue",
-    "resume",
-    is_flag=True,
-    help="With no command: open the newest session of this directory.",
-)
-@click.option("--model", "model_name", help="With no command: the model (as `infai tui --model`).")
-@click.option(
-    "--allow", multiple=True, metavar="RULE", help="With no command: as `infai tui --allow`."
-)
-@click.version_option(package_name="infai")
-@click.pass_context
-def main(
-    ctx: click.Context,
-    home: Path | None,
-    durability: str,
-    location: str | None,
-    session_id: str | None,
-    resume: bool,
-    model_name: str | None,
-    allow: tuple[str, ...],
-) -> None:
-    """infai: an agent harness with a durable, branchable session store.
-
-    With no command, opens the terminal UI in the current directory, taking
-    the options of `infai tui` (--session, --continue, --model, --allow).
-    """
-    tui_options = dict(session_id=session_id, resume=resume, model_name=model_name, allow=allow)
-    if ctx.invoked_subcommand is not None:
-        flags = ("--session", "--continue", "--model", "--allow")
-        given = [flag for flag, value in zip(flags, tui_options.values(), strict=True) if value]
-        if given:
-            raise BadInput(
-                f"{given[0]} before a command is for the TUI only (plain `infai`); "
-                f"give `{ctx.invoked_subcommand}` its options after its name"
-            )
-    options = StoreOptions(durability="strict" if durability == "strict" else "fast")
-    if location:
-        from infai.store import open_store
-
-        try:
-            ctx.obj = open_store(location, options)
-        except StoreError as exc:
-            raise click.ClickException(str(exc)) from None
-        ctx.call_on_close(ctx.obj.close)
-    else:
-        ctx.obj = Store(home or default_home(), options=options)
-    if ctx.invoked_subcommand is None:
-        from .agent_cli import tui
-
-        ctx.invoke(tui, **tui_options)
-
-
-@main.group()
+@click.group()
 def session() -> None:
     """Create, inspect, check and move sessions."""
 
@@ -164,8 +39,8 @@ def session() -> None:
 @click.option("--working-dir", help="The directory the session works in.")
 @click.option("--model", help="The model last used.")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_new(
     store: SessionStore, name: str | None, working_dir: str | None, model: str | None, as_json: bool
 ) -> None:
@@ -179,8 +54,8 @@ def session_new(
 
 @session.command("ls")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_ls(store: SessionStore, as_json: bool) -> None:
     """List sessions, most recently active first (metadata only, no events)."""
     infos = store.list_sessions()
@@ -214,7 +89,7 @@ def _read_record_arg(
             raise BadInput(f"cannot read {where}: {exc.strerror}") from None
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadInput(f"{where}: malformed JSON: {exc}") from None
     except RecursionError:
         raise BadInput(f"{where}: JSON nested too deeply") from None
@@ -229,8 +104,8 @@ def _read_record_arg(
 @click.option("--record-file", help="Read the record's JSON from a file ('-': stdin).")
 @click.option("--parent", help="Append after this event instead of HEAD (a branch).")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_append(
     store: SessionStore,
     session_id: str,
@@ -260,8 +135,8 @@ def session_append(
 @click.argument("session_id", metavar="SESSION")
 @click.option("--all", "show_all", is_flag=True, help="Every event, not just the active path.")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_log(store: SessionStore, session_id: str, show_all: bool, as_json: bool) -> None:
     """The active path (HEAD back to the last compaction), previews only."""
     with store.open_reader(session_id) as reader:
@@ -277,8 +152,8 @@ def session_log(store: SessionStore, session_id: str, show_all: bool, as_json: b
 @session.command("tree")
 @click.argument("session_id", metavar="SESSION")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
     """Every branch drawn as a tree, HEAD marked (reads the index only)."""
     with store.open_reader(session_id) as reader:
@@ -295,8 +170,8 @@ def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
 @click.argument("session_id", metavar="SESSION")
 @click.argument("event_id", metavar="EVENT")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_show(store: SessionStore, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record resolved (a blob's digest is checked)."""
     with store.open_reader(session_id) as reader:
@@ -311,8 +186,8 @@ def session_show(store: SessionStore, session_id: str, event_id: str, as_json: b
 @click.argument("session_id", metavar="SESSION")
 @click.option("--at", help="Rebuild the context at this event instead of HEAD.")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_context(store: SessionStore, session_id: str, at: str | None, as_json: bool) -> None:
     """The reconstructed active context: compaction summary plus the events after it."""
     with store.open_reader(session_id) as reader:
@@ -330,8 +205,8 @@ def session_context(store: SessionStore, session_id: str, at: str | None, as_jso
 @click.option("--all", "check_all", is_flag=True, help="Check every session.")
 @click.option("--repair", is_flag=True, help="Do what is provably safe, then check.")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_fsck(
     store: SessionStore, session_id: str | None, check_all: bool, repair: bool, as_json: bool
 ) -> None:
@@ -354,8 +229,8 @@ def session_fsck(
 @session.command("rm")
 @click.argument("session_id", metavar="SESSION")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
     """Delete a session and all its events."""
     store.remove_session(session_id)
@@ -369,37 +244,67 @@ def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
 @click.argument("session_id", metavar="SESSION")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_export(store: SessionStore, session_id: str, output: str | None, as_json: bool) -> None:
     """Write the session as one self-contained JSONL file (blobs inlined)."""
     from infai.store import export_lines
 
     lines = export_lines(store, session_id)
-    count = 0
     if output is None:
         for line in lines:
             sys.stdout.buffer.write(line)
-            count += 1
         sys.stdout.flush()
         return
-    tmp = Path(output + ".tmp")
-    with tmp.open("wb") as f:
-        for line in lines:
-            f.write(line)
-            count += 1
-    tmp.replace(output)
+    try:
+        count = write_whole(Path(output), lines)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
     if as_json:
         emit_json({"session": session_id.lower(), "file": output, "events": count - 1})
     else:
         click.echo(f"exported {count - 1} events to {output}", err=True)
 
 
+def write_whole(path: Path, lines: Iterable[bytes]) -> int:
+    """Write ``lines`` to ``path`` all or nothing; the number of lines written.
+
+    The lines go to ``path``'s ``.tmp`` sibling, which is synced, renamed over
+    ``path``, and the directory synced. On any failure (an error from ``lines``,
+    a full disk, an interrupt) the temporary file is removed and an existing
+    ``path`` is left as it was.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    count = 0
+    try:
+        with tmp.open("wb") as f:
+            for line in lines:
+                f.write(line)
+                count += 1
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    sync_directory(path.parent)
+    return count
+
+
+def sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the platform allows it)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @session.command("import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @json_option
-@click.pass_obj
-@store_errors
+@mapped_errors
+@pass_store
 def session_import(store: SessionStore, file: str, as_json: bool) -> None:
     """Create a session from an export file, ids preserved; prints its id."""
     from infai.store import import_session
@@ -416,10 +321,4 @@ def session_import(store: SessionStore, file: str, as_json: bool) -> None:
         click.echo(info.id)
 
 
-def entry() -> None:
-    """The console script: the store commands plus the agent's (imported lazily)."""
-    from . import agent_cli, store_cli  # noqa: F401  (they register their commands on main)
-    from .server_cli import register as register_serve
-
-    register_serve(main)
-    main()
+__all__ = ["session", "write_whole"]

@@ -1,0 +1,114 @@
+"""What every command shares: the one way to open the store, and small output helpers.
+
+The root group reads the store options once (``--store``, ``--home``,
+``--durability``, ``--lock-timeout``) into a :class:`StoreSpec`; a command that
+needs the store gets it from :func:`store_of` (or the :func:`pass_store`
+decorator), which opens it the first time it is asked, with those options, and
+closes it when the command line ends. No command builds a store of its own, so
+none can drop an option (``serve`` may only tighten the lock timeout, through
+the same function). Commands that need no store (``models``, ``store copy``)
+never open one, so a database that is down does not stop them.
+
+``--home`` is where this machine's own files live (the server's token) even
+when the sessions live in a database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import wraps
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import click
+
+from infai.store import SessionStore, Store, StoreOptions, default_home
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPENED = "infai.store"  # the root context's meta key for the opened store
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """The store the command line was asked for, not yet opened."""
+
+    location: str | None = None
+    home: Path | None = None
+    durability: Literal["fast", "strict"] = "fast"
+    lock_timeout: float | None = None  # None: the store's default
+
+    def options(self) -> StoreOptions:
+        """The store's tunables from the command line (the rest keep their defaults)."""
+        if self.lock_timeout is None:
+            return StoreOptions(durability=self.durability)
+        return StoreOptions(durability=self.durability, lock_timeout=self.lock_timeout)
+
+    def open(self) -> SessionStore:
+        """Open the store; a :class:`~infai.store.StoreError` says why it cannot be."""
+        if not self.location:
+            return Store(self.home or default_home(), options=self.options())
+        from infai.store import open_store
+
+        store: SessionStore = open_store(self.location, self.options())
+        if self.home is not None and not isinstance(store, Store):
+            # a database keeps this machine's files (the server token) in a home
+            # of its own; --home names it. (open_store(..., home=) will take it.)
+            store.home = self.home
+        return store
+
+
+def store_of(ctx: click.Context, **changes: Any) -> SessionStore:
+    """The command line's store, opened on first use with the root's options
+    (``changes`` replace some of them; the first opener decides)."""
+    root = ctx.find_root()
+    opened: SessionStore | None = root.meta.get(_OPENED)
+    if opened is None:
+        spec = root.find_object(StoreSpec) or StoreSpec()
+        opened = replace(spec, **changes).open()
+        root.meta[_OPENED] = opened
+        root.call_on_close(opened.close)
+    return opened
+
+
+def pass_store(func: F) -> F:
+    """Call the command with the store as its first argument."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(store_of(click.get_current_context()), *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(value: object) -> None:
+    """Print ``value`` as indented JSON (text as it is, not escaped to ASCII)."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def report_recovery(store: SessionStore, session_id: str) -> None:
+    """Say on stderr what recovery did when a writer opened (never silent)."""
+    for note in store.recovery_notes.get(session_id, []):
+        click.echo(f"infai: recovered: {note}", err=True)
+
+
+def report_unreadable(store: SessionStore) -> None:
+    """Name, on stderr, the sessions that listing had to leave out."""
+    for exc in store.unreadable:
+        click.echo(f"infai: skipped unreadable session: {exc}", err=True)
+
+
+__all__ = [
+    "StoreSpec",
+    "emit_json",
+    "json_option",
+    "pass_store",
+    "report_recovery",
+    "report_unreadable",
+    "store_of",
+]

@@ -1,0 +1,99 @@
+"""The command line's one answer to every error: a line on stderr and an exit code.
+
+The codes are a contract that scripts rely on:
+
+- **2, bad input**: the user asked for something that cannot be: an unknown
+  session or event, an id that is not a UUID, malformed JSON, a model name or
+  configuration that cannot be used, a token too short. Nothing was changed.
+- **1, a failure**: the store is corrupt, a write or fsync failed, a writer lock
+  was not released in time, the database cannot be reached, a compaction could
+  not be made; any other :class:`~infai.errors.InfaiError`.
+
+:data:`exit_table` is the single table from the error tree (drawn in
+:mod:`infai.errors`) to these codes, and :func:`mapped_errors` is the one place
+that applies it; every command runs under it. It matches classes by name and
+by ``isinstance``, never ``ValueError`` or ``KeyError``: those are bugs and keep
+their traceback. The table's classes are imported only when an error is being
+answered, so a command's cold start pays nothing for the agent's modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from infai.errors import InfaiError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+BAD_INPUT = 2
+FAILURE = 1
+
+
+class BadInput(click.ClickException, InfaiError):
+    """Input the command refuses, having changed nothing: click prints it, exit code 2."""
+
+    exit_code = BAD_INPUT
+
+
+def exit_table() -> list[tuple[type[BaseException], int, str]]:
+    """(error class, exit code, prefix of the message), most specific first."""
+    from infai.agent.compaction import CompactionFailed
+    from infai.agent.config import ConfigError
+    from infai.llm.providers import ModelUnavailable
+    from infai.store import (
+        CorruptionError,
+        EventNotFound,
+        InvalidInput,
+        SessionExists,
+        SessionNotFound,
+        StoreError,
+    )
+
+    return [
+        (InvalidInput, BAD_INPUT, ""),
+        (SessionNotFound, BAD_INPUT, ""),
+        (EventNotFound, BAD_INPUT, ""),
+        (SessionExists, BAD_INPUT, ""),
+        (ModelUnavailable, BAD_INPUT, ""),
+        (ConfigError, BAD_INPUT, ""),
+        (CorruptionError, FAILURE, "corruption: "),
+        (CompactionFailed, FAILURE, "compaction failed, nothing changed: "),
+        (StoreError, FAILURE, ""),
+        (InfaiError, FAILURE, ""),
+    ]
+
+
+def answer(exc: BaseException) -> click.ClickException | None:
+    """The click error that reports ``exc`` with its exit code; None if ``exc`` is
+    not in the table (a bug, to be raised as it is)."""
+    if isinstance(exc, click.ClickException):
+        return exc  # BadInput, or click's own usage errors: already an answer
+    for kind, code, prefix in exit_table():
+        if isinstance(exc, kind):
+            if code == BAD_INPUT:
+                return BadInput(f"{prefix}{exc}")
+            return click.ClickException(f"{prefix}{exc}")
+    return None
+
+
+def mapped_errors(func: F) -> F:
+    """Run a command so that every error of the tree leaves by :func:`answer`."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            mapped = answer(exc)
+            if mapped is None or mapped is exc:
+                raise
+            raise mapped from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+__all__ = ["BAD_INPUT", "FAILURE", "BadInput", "answer", "exit_table", "mapped_errors"]

@@ -1,0 +1,45 @@
+"""The whole ``infai`` command line: the root group with every command added.
+
+This is the only module that imports every command module and adds it to the
+root (:mod:`.root`); command modules import neither the root nor each other's
+groups, so there is no circle and a command can be tested on its own. Each
+command module imports only click and the store at import time; the agent,
+the TUI and the server are imported when their command runs, which keeps
+``infai session …`` fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .agent import chat, compact_command, models_command, run
+from .root import root
+from .serve import serve_command
+from .session import session
+from .store import store_group
+from .tui import tui
+
+COMMANDS: tuple[click.Command, ...] = (
+    session,
+    store_group,
+    run,
+    chat,
+    compact_command,
+    models_command,
+    tui,
+    serve_command,
+)
+
+for _command in COMMANDS:
+    root.add_command(_command)
+
+#: the assembled command line (``infai``)
+main = root
+
+
+def entry() -> None:
+    """The console script ``infai`` (and ``python -m infai``)."""
+    main()
+
+
+__all__ = ["COMMANDS", "entry", "main"]

@@ -1,0 +1,101 @@
+"""The root ``infai`` group: the options every command shares, and plain ``infai``.
+
+The root reads the store options into a :class:`~.common.StoreSpec` (opened
+only by a command that needs the store) and, with no command, runs ``tui``
+with the TUI's options. It knows no command by import: ``tui`` is looked up by
+name among the commands :mod:`.main` added, so no command module is imported
+here and none imports this module back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .common import StoreSpec
+from .errors import BadInput
+
+TUI_FLAGS = ("--session", "--continue", "--model", "--allow")
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="INFAI_HOME",
+    help="Store home, and this machine's own files such as the server token "
+    "(default: $INFAI_HOME, else ~/.config/infai/harness).",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["fast", "strict"]),
+    default="fast",
+    show_default=True,
+    help="Write sequence for appends (see docs/store-format.md).",
+)
+@click.option(
+    "--store",
+    "location",
+    envvar="INFAI_STORE",
+    metavar="URL|DIR",
+    help="Where sessions live: a postgresql:// URL (shared by several machines) "
+    "or a directory (default: $INFAI_STORE, else the home).",
+)
+@click.option(
+    "--lock-timeout",
+    type=click.FloatRange(min=0),
+    help="Seconds to wait for a session that another process is writing (default: 10; `serve`: 2).",
+)
+@click.option("--session", "session_id", help="With no command: open this session.")
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="With no command: open the newest session of this directory.",
+)
+@click.option("--model", "model_name", help="With no command: the model (as `infai tui --model`).")
+@click.option(
+    "--allow", multiple=True, metavar="RULE", help="With no command: as `infai tui --allow`."
+)
+@click.version_option(package_name="infai")
+@click.pass_context
+def root(
+    ctx: click.Context,
+    home: Path | None,
+    durability: str,
+    location: str | None,
+    lock_timeout: float | None,
+    session_id: str | None,
+    resume: bool,
+    model_name: str | None,
+    allow: tuple[str, ...],
+) -> None:
+    """infai: an agent harness with a durable, branchable session store.
+
+    With no command, opens the terminal UI in the current directory, taking
+    the options of `infai tui` (--session, --continue, --model, --allow).
+    """
+    tui_options = dict(session_id=session_id, resume=resume, model_name=model_name, allow=allow)
+    if ctx.invoked_subcommand is not None:
+        given = [flag for flag, value in zip(TUI_FLAGS, tui_options.values(), strict=True) if value]
+        if given:
+            raise BadInput(
+                f"{given[0]} before a command is for the TUI only (plain `infai`); "
+                f"give `{ctx.invoked_subcommand}` its options after its name"
+            )
+    ctx.obj = StoreSpec(
+        location=location or None,
+        home=home,
+        durability="strict" if durability == "strict" else "fast",
+        lock_timeout=lock_timeout,
+    )
+    if ctx.invoked_subcommand is None:
+        assert isinstance(ctx.command, click.Group)
+        tui = ctx.command.get_command(ctx, "tui")
+        if tui is None:
+            raise click.UsageError("no command given", ctx)
+        ctx.invoke(tui, **tui_options)
+
+
+__all__ = ["root"]

@@ -1,0 +1,65 @@
+"""``infai tui`` (and plain ``infai``): the terminal UI, only on a terminal.
+
+The UI reads keys from standard input and draws with escape sequences; on a
+pipe, a script or ``< /dev/null`` it would write those sequences into the pipe
+and spin waiting for keys that never come. So the command first checks that
+standard input is a terminal and otherwise says so, points to ``infai run``
+(the headless shell), and exits 2 without importing textual.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .agent import allow_option, continue_option, model_option, session_option, workspace
+from .common import store_of
+from .errors import BadInput, mapped_errors
+
+
+def stdin_is_terminal() -> bool:
+    """Whether standard input is a terminal the UI can read keys from."""
+    stream = sys.stdin
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # a closed stream: click's isatty on a closed file
+        return False
+
+
+NOT_A_TERMINAL = (
+    "the terminal UI needs a terminal, and standard input is not one; "
+    "for a script or a pipe use `infai run PROMPT` (or `infai chat`)"
+)
+
+
+@click.command("tui")
+@session_option
+@continue_option
+@model_option
+@allow_option
+@mapped_errors
+def tui(
+    session_id: str | None = None,
+    resume: bool = False,
+    model_name: str | None = None,
+    allow: tuple[str, ...] = (),
+) -> None:
+    """The terminal UI (also what plain `infai` opens)."""
+    if not stdin_is_terminal():
+        raise BadInput(NOT_A_TERMINAL)
+    from ..tui import InfaiApp
+
+    store = store_of(click.get_current_context())
+    space = workspace(store, Path(os.getcwd()), model_name, allow)
+    if session_id is None and resume:
+        latest = space.latest_here()
+        session_id = latest.id if latest else None
+    if session_id is not None:
+        store.info(session_id)  # a clear error now rather than inside the UI
+    InfaiApp(space, session_id).run()
+
+
+__all__ = ["NOT_A_TERMINAL", "stdin_is_terminal", "tui"]
