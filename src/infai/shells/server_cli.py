@@ -92,8 +92,8 @@ def serve_command(
 
     from .agent_cli import workspace
     from .server import create_app
-    from .server_auth import TokenError, load_token
-    from .server_run import InfaiServer, bind, uvicorn_config
+    from .server.auth import TokenError, load_token
+    from .server.run import InfaiServer, bind, uvicorn_config
 
     if not (allow_remote or is_loopback(host)):
         raise BadInput(

@@ -1,27 +1,22 @@
-"""Sessions served over HTTP: one AgentSession each, its turns, questions and watchers.
-
-A session is opened in the server lazily, on the first request that needs its
-writer (a prompt, a stream, a selection, a compaction), and stays open, holding
-the store's writer lock, until it is deleted, has been idle (no turn, watcher
-or question) for the configured time, or the server stops. A second
-server (or ``infai run``) on the same session therefore waits for the lock and
-then fails clearly; it never writes beside this one.
+"""One session open in the server: its agent, its turn slot, questions and watchers.
 
 Each open session has one slot for work that writes: a prompt runs as a
 background task (the request that started it has long been answered), a
 compaction or a summarised branch switch runs while its request waits; anything
-else that would write meanwhile gets "busy" (409).
+else that would write meanwhile gets "busy" (409). The slot is claimed before
+any store work starts, so the store work (taking the lease, re-reading HEAD)
+can run in a worker thread without another request writing in between.
 
-Everything watchers see goes through one :class:`Channel` per session, as SSE
-frames encoded once for all of them: settled events, deltas, turn boundaries,
-permission questions and their answers. Settled events are published exactly
-once and in sequence order, which is the store's order: those the loop hands
-over directly, and those appended out of its sight (the marker of a cancelled
-turn, a compaction, a branch summary) read back from the writer. So a watcher
-that replays the store up to :attr:`Served.published` and then follows the
-channel misses nothing and sees nothing twice. The deltas since the turn's last
-settled event are kept in memory, so a watcher that joins mid-message is sent
-the whole message so far.
+Everything watchers see goes through one :class:`~.channel.Channel` per session,
+as SSE frames encoded once for all of them: settled events, deltas, turn
+boundaries, permission questions and their answers. Settled events are
+published exactly once and in sequence order, which is the store's order: those
+the loop hands over directly, and those appended out of its sight (the marker of
+a cancelled turn, a compaction, a branch summary) read back from the writer. So
+a watcher that replays the store up to :attr:`Served.published` and then follows
+the channel misses nothing and sees nothing twice. The deltas since the turn's
+last settled event are kept in memory, so a watcher that joins mid-message is
+sent the whole message so far.
 
 A permission question (the policy said "ask") waits for an answer through the
 API, is published on the stream, and is denied when nobody answers in time.
@@ -31,43 +26,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from infai.agent import AgentSession, Saved, Streamed
-from infai.agent.compaction import DEFAULT_THRESHOLD
-from infai.agent.subagent import TaskTool
-from infai.llm import Model, close_model
+from infai.llm import close_model
 from infai.store import (
     Event,
     SessionLog,
-    SessionNotFound,
     SessionStore,
-    SessionView,
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.backend import REMOVED
-from infai.tools import Policy, Rule, Tool, Toolbox
-from infai.tools.policy import AllowAlways, Ask, Reply
+from infai.tools import Rule
+from infai.tools.policy import AllowAlways, Approver, Ask, Reply
 
-from .server_channel import Channel, Feed, Frame, frame, settled_frame
+from .channel import Channel, Feed, Frame, frame, settled_frame
+from .errors import Conflict
 
 log = logging.getLogger("infai.server")
 
-#: frames a watcher may fall behind by before it is dropped (it can replay from the store)
 T = TypeVar("T")
-
-
-class Conflict(Exception):
-    """The session cannot do this now (busy, locked elsewhere, or not openable)."""
 
 
 def new_id() -> str:
@@ -134,13 +118,12 @@ class Served:
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
-        tools: Iterable[Tool],
-        rules: Sequence[Rule],
+        open_agent: Callable[[Approver], AgentSession],
         approval_timeout: float,
         observe: Callable[[Event], None] | None = None,
-        compact_at: float | None = DEFAULT_THRESHOLD,
     ) -> None:
+        """Open the session's agent with ``open_agent`` (given this session's approver):
+        blocking store work (the writer lock), so construct it in a worker thread."""
         self.store = store
         self.approval_timeout = approval_timeout
         self.questions: dict[str, Question] = {}
@@ -153,18 +136,9 @@ class Served:
         #: when it last did or published anything (monotonic), for closing idle ones
         self.last_active = time.monotonic()
         self._observe = observe
-        policy = Policy(list(rules), approver=self.ask)
-        tools = list(tools)
-        if not any(tool.spec.name == "task" for tool in tools):  # subagents, as in every shell
-            tools.append(TaskTool(store, model, list(tools), policy))
-        self.agent = AgentSession(
-            store,
-            session_id,
-            model=model,
-            toolbox=Toolbox(tools),
-            permissions=policy,
-            compact_at=compact_at,
-        )
+        #: set once :meth:`close` began: nothing new starts
+        self.closed = False
+        self.agent = open_agent(self.ask)
         self.session_id = self.agent.session_id
         #: the sequence number and id of the last settled event published
         self.published = self.writer.count - 1
@@ -249,17 +223,6 @@ class Served:
             for number in range(self.published + 1, reader.count):
                 self._settled(reader.event(reader.entry_at(number).id), remote=True)
 
-    @contextmanager
-    def view(self) -> Iterator[SessionView]:
-        """A view holding every event published so far, for replay: the writer, or,
-        when another process appended during a turn here (the writer stays at the
-        HEAD its turn decided on), a fresh reader."""
-        if self.writer.count > self.published:
-            yield self.writer
-            return
-        with self.store.open_reader(self.session_id) as reader:
-            yield reader
-
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
 
@@ -282,20 +245,21 @@ class Served:
         self.busy = what
         self.last_active = time.monotonic()
 
-    def start(self, text: str, from_event: str | None = None) -> Turn:
-        """Start a turn in the background; raises :class:`Conflict` if one is in flight."""
+    async def start(self, text: str, from_event: str | None = None) -> Turn:
+        """Start a turn in the background; raises :class:`Conflict` if one is in flight.
+
+        The slot is claimed first; then the store work (selecting the parent, the
+        lease, which re-reads HEAD) runs in a worker thread.
+        """
         self._claim("a turn is in flight")
         try:
-            if from_event is not None:
-                self.agent.select(from_event)
+            await asyncio.to_thread(self._prepare, from_event)
         except BaseException:
             self.busy = None
             raise
-        try:
-            self.agent.acquire()  # the lease: no turn in another process meanwhile
-        except BaseException:
-            self.busy = None
-            raise
+        if self.closed:  # closed while the lease was being taken
+            self.agent.release()
+            raise Conflict(f"session {self.session_id} was closed before the turn started")
         try:
             self.catch_up()  # what the lease's refresh found that others appended
         except BaseException:
@@ -308,6 +272,12 @@ class Served:
         self.channel.publish(frame("turn_started", {"turn": turn.id}))
         turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
         return turn
+
+    def _prepare(self, from_event: str | None) -> None:
+        """Select the turn's parent and take the lease (no turn elsewhere meanwhile)."""
+        if from_event is not None:
+            self.agent.select(from_event)
+        self.agent.acquire()
 
     async def _run(self, turn: Turn, text: str) -> None:
         outcome: str = "error"
@@ -434,184 +404,26 @@ class Served:
             self.publish(frame("approval_resolved", data))
         return answer
 
-    def answer(self, question_id: str, answer: Reply) -> None:
-        """Answer a pending question; raises KeyError if there is none by that id."""
+    def answer(self, question_id: str, answer: Reply) -> bool:
+        """Answer a pending question; False if there is none by that id (or answered)."""
         question = self.questions.get(question_id.lower())
         if question is None or question.answer.done():
-            raise KeyError(question_id)
+            return False
         question.answer.set_result(answer)
+        return True
 
     # -- closing -------------------------------------------------------------
 
     async def close(self, reason: str) -> None:
         """Cancel the turn in flight, end every watcher's stream, release the writer."""
+        self.closed = True
         turn = self.turn
         for task in (turn.task if turn is not None else None, self.job):
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.wait([task])
         self.channel.close(frame("closed", {"reason": reason}))
-        self.agent.close()
-        await close_model(self.agent.model)
-
-
-class Sessions:
-    """The sessions this server has open, opened on first use."""
-
-    def __init__(
-        self,
-        store: SessionStore,
-        *,
-        model_factory: Callable[[str | None], Model],
-        tools: Callable[[], Iterable[Tool]],
-        rules: Sequence[Rule] = (),
-        approval_timeout: float = 300.0,
-        observe: Callable[[Event], None] | None = None,
-        compact_at: float | None = DEFAULT_THRESHOLD,
-    ) -> None:
-        self.store = store
-        self.compact_at = compact_at
-        self.model_factory = model_factory
-        self.tools = tools
-        self.rules = tuple(rules)
-        self.approval_timeout = approval_timeout
-        self.observe = observe
-        self.open: dict[str, Served] = {}
-        self._watcher: threading.Thread | None = None
-        self._closer: asyncio.Task[None] | None = None
-        self._stop_watching = threading.Event()
-        self._locks: dict[str, asyncio.Lock] = {}
-        #: sessions being closed because another process removed them
-        self._closing: set[asyncio.Task[None]] = set()
-        self.closing = False
-
-    async def serve(self, session_id: str) -> Served:
-        """The open session (opening it takes the writer lock, in a worker thread)."""
-        served = self.open.get(session_id)
-        if served is not None:
-            return served
-        async with self._locks.setdefault(session_id, asyncio.Lock()):
-            served = self.open.get(session_id)
-            if served is not None:
-                return served
-            if self.closing:
-                raise Conflict("the server is shutting down")
-            info = self.store.info(session_id)
-            try:
-                model = self.model_factory(info.model)
-            except ValueError as exc:
-                raise Conflict(f"cannot open session {session_id}: {exc}") from None
-            opening = asyncio.to_thread(
-                Served,
-                self.store,
-                session_id,
-                model=model,
-                tools=list(self.tools()),
-                rules=self.rules,
-                approval_timeout=self.approval_timeout,
-                observe=self.observe,
-                compact_at=self.compact_at,
-            )
-            try:
-                served = await opening
-            except BaseException:
-                await close_model(model)
-                raise
-            self.open[session_id] = served
-            return served
-
-    def start_closing_idle(self, after: float | None) -> None:
-        """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
-
-        A session the server holds open keeps its writer lock (file store), so a
-        TUI or ``infai run`` elsewhere could not write to it; an idle one goes.
-        """
-        if after is None or self._closer is not None:
-            return
-
-        async def close_idle() -> None:
-            while True:
-                await asyncio.sleep(min(30.0, max(after / 4, 0.05)))
-                now = time.monotonic()
-                for sid, served in list(self.open.items()):
-                    if served.idle and now - served.last_active >= after:
-                        async with self._locks.setdefault(sid, asyncio.Lock()):
-                            if self.open.get(sid) is served and served.idle:
-                                del self.open[sid]
-                                await served.close("idle")
-
-        self._closer = asyncio.get_running_loop().create_task(close_idle())
-
-    def start_watching(self) -> None:
-        """Hear other processes' appends (a shared database): fan them out here too."""
-        watch = getattr(self.store, "watch", None)
-        if watch is None or self._watcher is not None:
-            return
-        loop = asyncio.get_running_loop()
-
-        def heard(session_id: str | None, seq: int) -> None:
-            loop.call_soon_threadsafe(self._heard, session_id, seq)
-
-        self._stop_watching.clear()
-        self._watcher = threading.Thread(
-            target=watch, args=(heard, self._stop_watching), name="infai-listen", daemon=True
-        )
-        self._watcher.start()
-
-    def _heard(self, session_id: str | None, seq: int) -> None:
-        targets = list(self.open.values()) if session_id is None else [self.open.get(session_id)]
-        for served in targets:
-            if served is None:
-                continue
-            try:
-                if seq == REMOVED:
-                    raise SessionNotFound(served.session_id)
-                served.catch_up_remote(seq)
-            except SessionNotFound:  # removed by another process: close it here too
-                self._forget(served, "session deleted")
-            except Exception:
-                log.exception("fanning out session %s failed", served.session_id)
-
-    def _forget(self, served: Served, reason: str) -> None:
-        async def close() -> None:
-            async with self._locks.setdefault(served.session_id, asyncio.Lock()):
-                if self.open.get(served.session_id) is served:
-                    del self.open[served.session_id]
-                    await served.close(reason)
-
-        task = asyncio.get_running_loop().create_task(close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
-    async def stop_watching(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            self._stop_watching.set()
-            await asyncio.to_thread(watcher.join, 5)
-
-    async def delete(self, session_id: str) -> None:
-        async with self._locks.setdefault(session_id, asyncio.Lock()):
-            served = self.open.pop(session_id, None)
-            if served is not None:
-                await served.close("session deleted")
-            await asyncio.to_thread(self.store.remove_session, session_id)
-
-    def end_streams(self, reason: str) -> None:
-        """End every watcher's stream (the server is about to stop)."""
-        for served in self.open.values():
-            served.channel.close(frame("closed", {"reason": reason}))
-
-    async def aclose(self) -> None:
-        """Stop every turn and release every writer."""
-        self.closing = True
-        await self.stop_watching()
-        closer, self._closer = self._closer, None
-        if closer is not None:
-            closer.cancel()
-            await asyncio.wait([closer])
-        while self.open:
-            _, served = self.open.popitem()
-            try:
-                await served.close("server shutting down")
-            except Exception:
-                log.exception("closing session %s failed", served.session_id)
+        try:
+            await asyncio.to_thread(self.agent.close)  # the writer's last sync, its lock
+        finally:
+            await close_model(self.agent.model)
