@@ -138,6 +138,8 @@ class Served:
         self._observe = observe
         #: set once :meth:`close` began: nothing new starts
         self.closed = False
+        #: held while another process's appends are read in (and the writer refreshed)
+        self._hearing = asyncio.Lock()
         self.agent = open_agent(self.ask)
         self.session_id = self.agent.session_id
         #: the sequence number and id of the last settled event published
@@ -177,7 +179,7 @@ class Served:
         if event.seq <= self.published:
             return
         if event.seq > self.published + 1 and not remote:
-            self.catch_up(event.seq)
+            self._fill_gap(event.seq)
         turn = self.turn
         if turn is not None and not remote:
             turn.deltas.clear()
@@ -196,32 +198,56 @@ class Served:
         if self._observe is not None:
             self._observe(event)
 
-    def catch_up(self, until: int | None = None) -> None:
-        """Publish what was appended out of the loop's sight, read back from the writer."""
+    def _unpublished(self, until: int | None = None) -> list[Event]:
+        """The writer's events after the last one published (up to ``until``)."""
         end = self.writer.count if until is None else until
-        while self.published + 1 < end:
-            entry = self.writer.entry_at(self.published + 1)
-            self._settled(self.writer.event(entry.id))
+        return [
+            self.writer.event(self.writer.entry_at(n).id) for n in range(self.published + 1, end)
+        ]
 
-    def catch_up_remote(self, seq: int) -> None:
+    def _fill_gap(self, until: int) -> None:
+        """Mid-turn, publish what the turn appended without handing it over (the turn is
+        paused at its yield, so this reads the writer in place)."""
+        for event in self._unpublished(until):
+            self._settled(event)
+
+    async def catch_up(self) -> None:
+        """Publish what was appended out of the loop's sight (an interruption marker, a
+        compaction, a branch summary), read back from the writer in a worker thread:
+        called when the slot's work has ended, so nothing else uses the writer."""
+        for event in await asyncio.to_thread(self._unpublished):
+            self._settled(event)
+
+    async def catch_up_remote(self, seq: int) -> None:
         """Publish what another process appended (up to at least ``seq``).
 
         An idle session's writer is refreshed, so its next turn starts from the
         latest HEAD. During a turn it is left as it was: that turn was decided on
         an older HEAD, and its next append must fail with a conflict rather than
         land on events it never saw; the new events are read with a fresh reader.
+        Either way the store is read in a worker thread; claiming the slot waits
+        until that is done, so a refresh never runs beside a turn.
         """
-        if 0 <= seq <= self.published:
-            return
+        async with self._hearing:
+            if 0 <= seq <= self.published:
+                return
+            if self.busy is None:
+                for event in await asyncio.to_thread(self._refreshed):
+                    self._settled(event)
+                return
+            for event in await asyncio.to_thread(self._read_remote):
+                self._settled(event, remote=True)
+
+    def _refreshed(self) -> list[Event]:
         refresh = getattr(self.writer, "refresh", None)
-        if self.busy is None and refresh is not None:
-            # idle: the next turn here should start from the latest HEAD
+        if refresh is not None:
             refresh()
-            self.catch_up()
-            return
+        return self._unpublished()
+
+    def _read_remote(self) -> list[Event]:
         with self.store.open_reader(self.session_id) as reader:
-            for number in range(self.published + 1, reader.count):
-                self._settled(reader.event(reader.entry_at(number).id), remote=True)
+            numbers = range(self.published + 1, reader.count)
+            return [reader.event(reader.entry_at(n).id) for n in numbers]
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
@@ -239,11 +265,13 @@ class Served:
 
     # -- the slot ------------------------------------------------------------
 
-    def _claim(self, what: str) -> None:
-        if self.busy is not None:
-            raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-        self.busy = what
-        self.last_active = time.monotonic()
+    async def _claim(self, what: str) -> None:
+        """Take the slot for ``what``, or :class:`Conflict` if something holds it."""
+        async with self._hearing:  # not while another process's appends are read in
+            if self.busy is not None:
+                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+            self.busy = what
+            self.last_active = time.monotonic()
 
     async def start(self, text: str, from_event: str | None = None) -> Turn:
         """Start a turn in the background; raises :class:`Conflict` if one is in flight.
@@ -251,7 +279,7 @@ class Served:
         The slot is claimed first; then the store work (selecting the parent, the
         lease, which re-reads HEAD) runs in a worker thread.
         """
-        self._claim("a turn is in flight")
+        await self._claim("a turn is in flight")
         try:
             await asyncio.to_thread(self._prepare, from_event)
         except BaseException:
@@ -261,7 +289,7 @@ class Served:
             self.agent.release()
             raise Conflict(f"session {self.session_id} was closed before the turn started")
         try:
-            self.catch_up()  # what the lease's refresh found that others appended
+            await self.catch_up()  # what the lease's refresh found that others appended
         except BaseException:
             self.agent.release()
             self.busy = None
@@ -300,7 +328,7 @@ class Served:
             outcome, error = "error", f"{type(exc).__name__}: {exc}"
         finally:
             try:
-                self.catch_up()
+                await self.catch_up()
             finally:
                 self.agent.release()
                 turn.outcome = outcome
@@ -335,27 +363,32 @@ class Served:
             self.job = None
 
     async def compact(self) -> Event:
-        self._claim("compacting")
+        await self._claim("compacting")
         try:
             return await self._job(self.agent.compact())
         finally:
-            self.busy = None
-            self.catch_up()
+            try:
+                await self.catch_up()
+            finally:
+                self.busy = None
 
     async def select(self, event_id: str | None, summarize: bool) -> Event | None:
         """Choose the next prompt's parent; with ``summarize``, switch branches now."""
         summary = None
         if summarize and event_id is not None:
-            self._claim("switching branches")
+            await self._claim("switching branches")
             try:
                 summary = await self._job(self.agent.switch(event_id, summarize=True))
             finally:
-                self.busy = None
-                self.catch_up()
+                try:
+                    await self.catch_up()
+                finally:
+                    self.busy = None
         else:
-            if self.busy is not None:
-                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-            self.agent.select(event_id)
+            async with self._hearing:
+                if self.busy is not None:
+                    raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+                self.agent.select(event_id)
         self.channel.publish(frame("selected", self.head()))
         return summary
 
@@ -424,6 +457,7 @@ class Served:
                 await asyncio.wait([task])
         self.channel.close(frame("closed", {"reason": reason}))
         try:
-            await asyncio.to_thread(self.agent.close)  # the writer's last sync, its lock
+            async with self._hearing:  # no refresh reads the writer meanwhile
+                await asyncio.to_thread(self.agent.close)  # the writer's last sync, its lock
         finally:
             await close_model(self.agent.model)

@@ -20,9 +20,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 from infai.agent import AgentSession
 from infai.llm import close_model
@@ -88,8 +89,8 @@ class Sessions:
         self._closer: asyncio.Task[None] | None = None
         self._stop_watching = threading.Event()
         self._locks = Locks()
-        #: sessions being closed because another process removed them
-        self._closing: set[asyncio.Task[None]] = set()
+        #: fan-out of other processes' appends, and closing what they removed
+        self._background: set[asyncio.Task[None]] = set()
         self.closing = False
 
     async def serve(self, session_id: str) -> Served:
@@ -169,18 +170,23 @@ class Sessions:
         self._watcher.start()
 
     def _heard(self, session_id: str | None, seq: int) -> None:
+        """Another process appended (``session_id`` None: maybe to any session)."""
         targets = list(self.open.values()) if session_id is None else [self.open.get(session_id)]
         for served in targets:
             if served is None:
                 continue
-            try:
-                if seq == REMOVED:
-                    raise SessionNotFound(served.session_id)
-                served.catch_up_remote(seq)
-            except SessionNotFound:  # removed by another process: close it here too
+            if seq == REMOVED:  # removed by another process: close it here too
                 self._forget(served, "session deleted")
-            except Exception:
-                log.exception("fanning out session %s failed", served.session_id)
+            else:
+                self._spawn(self._hear(served, seq))
+
+    async def _hear(self, served: Served, seq: int) -> None:
+        try:
+            await served.catch_up_remote(seq)
+        except SessionNotFound:
+            self._forget(served, "session deleted")
+        except Exception:
+            log.exception("fanning out session %s failed", served.session_id)
 
     def _forget(self, served: Served, reason: str) -> None:
         async def close() -> None:
@@ -189,9 +195,13 @@ class Sessions:
                     del self.open[served.session_id]
                     await served.close(reason)
 
-        task = asyncio.get_running_loop().create_task(close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._spawn(close())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background, kept referenced until it is done."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def stop_watching(self) -> None:
         watcher, self._watcher = self._watcher, None
