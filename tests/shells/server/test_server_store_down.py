@@ -42,7 +42,10 @@ def requests(sid: str) -> list[tuple[str, str, dict[str, Any] | None]]:
 
 
 def all_unavailable(client: httpx.Client, sid: str) -> None:
+    paths = client.get("/v1/openapi.json").json()["paths"]
     for method, path, body in requests(sid):
+        route = path.replace(sid, "{session_id}").removeprefix("/v1")
+        assert "503" in paths["/v1" + route][method.lower()]["responses"], (method, path)
         response = client.request(method, path, json=body)
         assert response.status_code == 503, (method, path, response.text)
         message = response.json()["error"]
