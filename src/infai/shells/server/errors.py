@@ -4,13 +4,15 @@ Every handler lets its errors rise; the route wrapper (:mod:`.app`) turns each
 one into a JSON ``{"error": message}`` with the status this table gives, the
 first entry the error is an instance of. An :class:`ApiError` carries its own
 status (a check only the server makes: a body too large, a field that names
-no directory). An exception the table does not name is a bug: it is not
-dressed up as bad input, it reaches Starlette and answers 500.
+no directory). An exception outside the tree (``ValueError``, ``KeyError``…)
+is a bug: it is not dressed up as bad input, it reaches Starlette, which
+answers a bare 500 and logs it.
 
 A lost database is not the client's fault and not a bug: it answers 503 with
 what the store said, so a client knows to retry later rather than to fix its
-request. Any other store failure (an fsync that failed, corrupted bytes)
-answers 500 and is logged with its traceback.
+request. Any other store failure (an fsync that failed, corrupted bytes), or
+an error of the tree no entry above names, answers 500 with its message and is
+logged with its traceback.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (CompactionFailed, 422),
     (BackendUnavailable, 503),
     (StoreError, 500),
+    (InfaiError, 500),
 )
 
 #: statuses worth a traceback in the log: the server's or its store's fault
@@ -79,7 +82,7 @@ def message_of(exc: BaseException, status: int) -> str:
     text = exc.message if isinstance(exc, ApiError) else str(exc)
     if status == 503:
         return f"the session store is unavailable: {text}; try again later"
-    if status == 500:
+    if status == 500 and isinstance(exc, StoreError):
         return f"the store failed: {text}"
     return text
 

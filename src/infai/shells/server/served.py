@@ -385,10 +385,10 @@ class Served:
                 finally:
                     self.busy = None
         else:
-            async with self._hearing:
+            async with self._hearing:  # no claim, no refresh meanwhile
                 if self.busy is not None:
                     raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-                self.agent.select(event_id)
+                await asyncio.to_thread(self.agent.select, event_id)
         self.channel.publish(frame("selected", self.head()))
         return summary
 
