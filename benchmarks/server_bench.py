@@ -46,7 +46,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
     from infai.llm import FunctionModel, Message, Model, Request, ToolCall, ToolSpec
     from infai.shells.server import create_app
-    from infai.shells.server_run import InfaiServer, bind, uvicorn_config
+    from infai.shells.server.run import InfaiServer, bind, uvicorn_config
     from infai.store import Event, Store
     from infai.tools import Rule, Tool, ToolContext, ToolOutput
 

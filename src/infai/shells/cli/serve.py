@@ -97,7 +97,7 @@ def serve_command(
     lock_timeout: float | None,
 ) -> None:
     """Serve the HTTP API (with live Server-Sent Events) until interrupted."""
-    from ..server_run import InfaiServer, bind, uvicorn_config
+    from ..server.run import InfaiServer, bind, uvicorn_config
     from .agent import workspace
 
     if not (allow_remote or is_loopback(host)):
@@ -134,7 +134,7 @@ def serve_store(ctx: click.Context, lock_timeout: float | None) -> SessionStore:
 
 def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
     """The bearer token and where it came from: ``given``, else ``<home>/server-token``."""
-    from ..server_auth import TokenError, load_token
+    from ..server.auth import TokenError, load_token
 
     try:
         return load_token(store.home, given)

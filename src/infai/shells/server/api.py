@@ -396,12 +396,15 @@ class Operation:
             out[422] = ("A body that breaks its schema (the message names the field).", "Error")
         for code in self.errors:
             out.setdefault(code, (ERROR_TEXT[code], "Error"))
+        if self.auth:  # every route behind the token reads the store
+            out[503] = (ERROR_TEXT[503], "Error")
         return dict(sorted(out.items()))
 
 
 ERROR_TEXT = {
     409: "The session is busy (a turn in flight), locked by another process, or cannot open.",
     422: "The request was understood but cannot be carried out (the message says why).",
+    503: "The session store cannot be reached (a lost database); try again later.",
 }
 
 SESSION = Param("session_id", "path", _ID, "The session's id.", required=True)

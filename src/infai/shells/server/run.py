@@ -1,5 +1,9 @@
 """Running the server on uvicorn: for ``infai serve``, and on a thread for tests and embedding.
 
+``infai serve`` binds its socket with :func:`bind` (so it can say where it
+listens before serving), then calls :func:`serve`, which runs until Ctrl-C or
+SIGTERM.
+
 Shutting down first ends every event stream (uvicorn would otherwise wait for
 them), then lets uvicorn drain the other requests, then the app's lifespan
 cancels the turns in flight and releases every session's writer lock.
@@ -10,12 +14,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from contextlib import suppress
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
-from .server_sessions import Sessions
+from .sessions import Sessions
 
 
 class InfaiServer(uvicorn.Server):
@@ -48,6 +53,18 @@ def bind(host: str, port: int) -> socket.socket:
 
 def uvicorn_config(app: Starlette, **more: Any) -> uvicorn.Config:
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", **more)
+
+
+def serve(app: Starlette, sock: socket.socket, *, graceful: float = 10.0) -> None:
+    """Serve ``app`` (from :func:`~.app.create_app`) on ``sock`` until interrupted.
+
+    Requests still running at shutdown get ``graceful`` seconds to finish.
+    """
+    server = InfaiServer(
+        uvicorn_config(app, timeout_graceful_shutdown=graceful), app.state.sessions
+    )
+    with suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])
 
 
 class ServerThread:

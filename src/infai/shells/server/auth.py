@@ -18,15 +18,18 @@ from pathlib import Path
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from infai.errors import InfaiError
+
 TOKEN_FILE = "server-token"
 OPEN_PATHS = frozenset({"/v1/health", "/v1/openapi.json"})
 
 
-class TokenError(ValueError):
-    """The server token is missing, unsafe or malformed."""
+class TokenError(InfaiError):
+    """The server token is missing, unsafe or malformed (the user's to fix)."""
 
 
 def check_token(token: str, where: str) -> str:
+    """``token`` if it is usable as a bearer token; :class:`TokenError` naming ``where``."""
     if len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token:
         raise TokenError(f"{where}: a token is at least 16 visible ASCII characters")
     return token

@@ -32,8 +32,8 @@ from infai.llm import (
 )
 from infai.llm.registry import build_model
 from infai.shells.server import create_app
-from infai.shells.server_run import ServerThread
-from infai.shells.server_sessions import Sessions
+from infai.shells.server.run import ServerThread
+from infai.shells.server.sessions import Sessions
 from infai.store import MessageRecord, Store, StoreOptions
 
 TOKEN = "test-token-0123456789abcdef"

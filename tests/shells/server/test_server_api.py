@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.routing import Route
-
-from infai.shells.server_api import COMPONENTS, MAX_BODY, OPERATIONS, validate
-from infai.shells.server_auth import TokenError, load_token
 from test_server import AUTH, TOKEN, Harness, harnesses
+
+from infai.shells.server.api import COMPONENTS, MAX_BODY, OPERATIONS, validate
+from infai.shells.server.auth import TokenError, load_token
 
 
 @pytest.fixture

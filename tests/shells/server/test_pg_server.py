@@ -147,7 +147,7 @@ def two_nodes(pg_url: str, slow: Any) -> Iterator[tuple[str, str, list[Any]]]:
     """Two servers in this process on one database: A answers at once, B with ``slow``."""
     from infai.llm import ScriptedModel
     from infai.shells.server import create_app
-    from infai.shells.server_run import ServerThread
+    from infai.shells.server.run import ServerThread
     from infai.store.pg import PgStore
 
     stores = [PgStore(pg_url), PgStore(pg_url)]
@@ -208,8 +208,9 @@ def test_a_turn_on_one_node_makes_the_session_busy_on_the_others(pg_url: str) ->
 def test_a_foreign_append_during_a_turn_is_replayed_and_the_turn_conflicts(pg_url: str) -> None:
     """A writer that takes no lease (a script on the store) appends while B's turn runs:
     B's watchers see it, replay and joins mid-message stay whole, B's reply conflicts."""
-    from infai.store import MessageRecord
     from test_server import Gated
+
+    from infai.store import MessageRecord
 
     slow = Gated("B's answer, decided before the script spoke")
     with (

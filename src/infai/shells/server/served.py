@@ -1,27 +1,22 @@
-"""Sessions served over HTTP: one AgentSession each, its turns, questions and watchers.
-
-A session is opened in the server lazily, on the first request that needs its
-writer (a prompt, a stream, a selection, a compaction), and stays open, holding
-the store's writer lock, until it is deleted, has been idle (no turn, watcher
-or question) for the configured time, or the server stops. A second
-server (or ``infai run``) on the same session therefore waits for the lock and
-then fails clearly; it never writes beside this one.
+"""One session open in the server: its agent, its turn slot, questions and watchers.
 
 Each open session has one slot for work that writes: a prompt runs as a
 background task (the request that started it has long been answered), a
 compaction or a summarised branch switch runs while its request waits; anything
-else that would write meanwhile gets "busy" (409).
+else that would write meanwhile gets "busy" (409). The slot is claimed before
+any store work starts, so the store work (taking the lease, re-reading HEAD)
+can run in a worker thread without another request writing in between.
 
-Everything watchers see goes through one :class:`Channel` per session, as SSE
-frames encoded once for all of them: settled events, deltas, turn boundaries,
-permission questions and their answers. Settled events are published exactly
-once and in sequence order, which is the store's order: those the loop hands
-over directly, and those appended out of its sight (the marker of a cancelled
-turn, a compaction, a branch summary) read back from the writer. So a watcher
-that replays the store up to :attr:`Served.published` and then follows the
-channel misses nothing and sees nothing twice. The deltas since the turn's last
-settled event are kept in memory, so a watcher that joins mid-message is sent
-the whole message so far.
+Everything watchers see goes through one :class:`~.channel.Channel` per session,
+as SSE frames encoded once for all of them: settled events, deltas, turn
+boundaries, permission questions and their answers. Settled events are
+published exactly once and in sequence order, which is the store's order: those
+the loop hands over directly, and those appended out of its sight (the marker of
+a cancelled turn, a compaction, a branch summary) read back from the writer. So
+a watcher that replays the store up to :attr:`Served.published` and then follows
+the channel misses nothing and sees nothing twice. The deltas since the turn's
+last settled event are kept in memory, so a watcher that joins mid-message is
+sent the whole message so far.
 
 A permission question (the policy said "ask") waits for an answer through the
 API, is published on the stream, and is denied when nobody answers in time.
@@ -31,43 +26,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from infai.agent import AgentSession, Saved, Streamed
-from infai.agent.compaction import DEFAULT_THRESHOLD
-from infai.agent.subagent import TaskTool
-from infai.llm import Model, close_model
+from infai.llm import close_model
 from infai.store import (
     REMOVED,
     Event,
     SessionLog,
-    SessionNotFound,
     SessionStore,
-    SessionView,
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.tools import Policy, Rule, Tool, Toolbox
-from infai.tools.policy import AllowAlways, Ask, Reply
+from infai.tools import Rule
+from infai.tools.policy import AllowAlways, Approver, Ask, Reply
 
-from .server_channel import Channel, Feed, Frame, frame, settled_frame
+from .channel import Channel, Feed, Frame, frame, settled_frame
+from .errors import Conflict
 
 log = logging.getLogger("infai.server")
 
-#: frames a watcher may fall behind by before it is dropped (it can replay from the store)
 T = TypeVar("T")
-
-
-class Conflict(Exception):
-    """The session cannot do this now (busy, locked elsewhere, or not openable)."""
 
 
 def new_id() -> str:
@@ -134,13 +119,12 @@ class Served:
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
-        tools: Iterable[Tool],
-        rules: Sequence[Rule],
+        open_agent: Callable[[Approver], AgentSession],
         approval_timeout: float,
         observe: Callable[[Event], None] | None = None,
-        compact_at: float | None = DEFAULT_THRESHOLD,
     ) -> None:
+        """Open the session's agent with ``open_agent`` (given this session's approver):
+        blocking store work (the writer lock), so construct it in a worker thread."""
         self.store = store
         self.approval_timeout = approval_timeout
         self.questions: dict[str, Question] = {}
@@ -153,18 +137,11 @@ class Served:
         #: when it last did or published anything (monotonic), for closing idle ones
         self.last_active = time.monotonic()
         self._observe = observe
-        policy = Policy(list(rules), approver=self.ask)
-        tools = list(tools)
-        if not any(tool.spec.name == "task" for tool in tools):  # subagents, as in every shell
-            tools.append(TaskTool(store, model, list(tools), policy))
-        self.agent = AgentSession(
-            store,
-            session_id,
-            model=model,
-            toolbox=Toolbox(tools),
-            permissions=policy,
-            compact_at=compact_at,
-        )
+        #: set once :meth:`close` began: nothing new starts
+        self.closed = False
+        #: held while another process's appends are read in (and the writer refreshed)
+        self._hearing = asyncio.Lock()
+        self.agent = open_agent(self.ask)
         self.session_id = self.agent.session_id
         #: the sequence number and id of the last settled event published
         self.published = self.writer.count - 1
@@ -203,7 +180,7 @@ class Served:
         if event.seq <= self.published:
             return
         if event.seq > self.published + 1 and not remote:
-            self.catch_up(event.seq)
+            self._fill_gap(event.seq)
         turn = self.turn
         if turn is not None and not remote:
             turn.deltas.clear()
@@ -222,43 +199,56 @@ class Served:
         if self._observe is not None:
             self._observe(event)
 
-    def catch_up(self, until: int | None = None) -> None:
-        """Publish what was appended out of the loop's sight, read back from the writer."""
+    def _unpublished(self, until: int | None = None) -> list[Event]:
+        """The writer's events after the last one published (up to ``until``)."""
         end = self.writer.count if until is None else until
-        while self.published + 1 < end:
-            entry = self.writer.entry_at(self.published + 1)
-            self._settled(self.writer.event(entry.id))
+        return [
+            self.writer.event(self.writer.entry_at(n).id) for n in range(self.published + 1, end)
+        ]
 
-    def catch_up_remote(self, seq: int) -> None:
+    def _fill_gap(self, until: int) -> None:
+        """Mid-turn, publish what the turn appended without handing it over (the turn is
+        paused at its yield, so this reads the writer in place)."""
+        for event in self._unpublished(until):
+            self._settled(event)
+
+    async def catch_up(self) -> None:
+        """Publish what was appended out of the loop's sight (an interruption marker, a
+        compaction, a branch summary), read back from the writer in a worker thread:
+        called when the slot's work has ended, so nothing else uses the writer."""
+        for event in await asyncio.to_thread(self._unpublished):
+            self._settled(event)
+
+    async def catch_up_remote(self, seq: int) -> None:
         """Publish what another process appended (up to at least ``seq``).
 
         An idle session's writer is refreshed, so its next turn starts from the
         latest HEAD. During a turn it is left as it was: that turn was decided on
         an older HEAD, and its next append must fail with a conflict rather than
         land on events it never saw; the new events are read with a fresh reader.
+        Either way the store is read in a worker thread; claiming the slot waits
+        until that is done, so a refresh never runs beside a turn.
         """
-        if 0 <= seq <= self.published:
-            return
-        refresh = getattr(self.writer, "refresh", None)
-        if self.busy is None and refresh is not None:
-            # idle: the next turn here should start from the latest HEAD
-            refresh()
-            self.catch_up()
-            return
-        with self.store.open_reader(self.session_id) as reader:
-            for number in range(self.published + 1, reader.count):
-                self._settled(reader.event(reader.entry_at(number).id), remote=True)
+        async with self._hearing:
+            if 0 <= seq <= self.published:
+                return
+            if self.busy is None:
+                for event in await asyncio.to_thread(self._refreshed):
+                    self._settled(event)
+                return
+            for event in await asyncio.to_thread(self._read_remote):
+                self._settled(event, remote=True)
 
-    @contextmanager
-    def view(self) -> Iterator[SessionView]:
-        """A view holding every event published so far, for replay: the writer, or,
-        when another process appended during a turn here (the writer stays at the
-        HEAD its turn decided on), a fresh reader."""
-        if self.writer.count > self.published:
-            yield self.writer
-            return
+    def _refreshed(self) -> list[Event]:
+        refresh = getattr(self.writer, "refresh", None)
+        if refresh is not None:
+            refresh()
+        return self._unpublished()
+
+    def _read_remote(self) -> list[Event]:
         with self.store.open_reader(self.session_id) as reader:
-            yield reader
+            numbers = range(self.published + 1, reader.count)
+            return [reader.event(reader.entry_at(n).id) for n in numbers]
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
@@ -276,28 +266,31 @@ class Served:
 
     # -- the slot ------------------------------------------------------------
 
-    def _claim(self, what: str) -> None:
-        if self.busy is not None:
-            raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-        self.busy = what
-        self.last_active = time.monotonic()
+    async def _claim(self, what: str) -> None:
+        """Take the slot for ``what``, or :class:`Conflict` if something holds it."""
+        async with self._hearing:  # not while another process's appends are read in
+            if self.busy is not None:
+                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+            self.busy = what
+            self.last_active = time.monotonic()
 
-    def start(self, text: str, from_event: str | None = None) -> Turn:
-        """Start a turn in the background; raises :class:`Conflict` if one is in flight."""
-        self._claim("a turn is in flight")
+    async def start(self, text: str, from_event: str | None = None) -> Turn:
+        """Start a turn in the background; raises :class:`Conflict` if one is in flight.
+
+        The slot is claimed first; then the store work (selecting the parent, the
+        lease, which re-reads HEAD) runs in a worker thread.
+        """
+        await self._claim("a turn is in flight")
         try:
-            if from_event is not None:
-                self.agent.select(from_event)
+            await asyncio.to_thread(self._prepare, from_event)
         except BaseException:
             self.busy = None
             raise
+        if self.closed:  # closed while the lease was being taken
+            self.agent.release()
+            raise Conflict(f"session {self.session_id} was closed before the turn started")
         try:
-            self.agent.acquire()  # the lease: no turn in another process meanwhile
-        except BaseException:
-            self.busy = None
-            raise
-        try:
-            self.catch_up()  # what the lease's refresh found that others appended
+            await self.catch_up()  # what the lease's refresh found that others appended
         except BaseException:
             self.agent.release()
             self.busy = None
@@ -308,6 +301,12 @@ class Served:
         self.channel.publish(frame("turn_started", {"turn": turn.id}))
         turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
         return turn
+
+    def _prepare(self, from_event: str | None) -> None:
+        """Select the turn's parent and take the lease (no turn elsewhere meanwhile)."""
+        if from_event is not None:
+            self.agent.select(from_event)
+        self.agent.acquire()
 
     async def _run(self, turn: Turn, text: str) -> None:
         outcome: str = "error"
@@ -330,7 +329,7 @@ class Served:
             outcome, error = "error", f"{type(exc).__name__}: {exc}"
         finally:
             try:
-                self.catch_up()
+                await self.catch_up()
             finally:
                 self.agent.release()
                 turn.outcome = outcome
@@ -365,27 +364,32 @@ class Served:
             self.job = None
 
     async def compact(self) -> Event:
-        self._claim("compacting")
+        await self._claim("compacting")
         try:
             return await self._job(self.agent.compact())
         finally:
-            self.busy = None
-            self.catch_up()
+            try:
+                await self.catch_up()
+            finally:
+                self.busy = None
 
     async def select(self, event_id: str | None, summarize: bool) -> Event | None:
         """Choose the next prompt's parent; with ``summarize``, switch branches now."""
         summary = None
         if summarize and event_id is not None:
-            self._claim("switching branches")
+            await self._claim("switching branches")
             try:
                 summary = await self._job(self.agent.switch(event_id, summarize=True))
             finally:
-                self.busy = None
-                self.catch_up()
+                try:
+                    await self.catch_up()
+                finally:
+                    self.busy = None
         else:
-            if self.busy is not None:
-                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-            self.agent.select(event_id)
+            async with self._hearing:  # no claim, no refresh meanwhile
+                if self.busy is not None:
+                    raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+                await asyncio.to_thread(self.agent.select, event_id)
         self.channel.publish(frame("selected", self.head()))
         return summary
 
@@ -434,184 +438,27 @@ class Served:
             self.publish(frame("approval_resolved", data))
         return answer
 
-    def answer(self, question_id: str, answer: Reply) -> None:
-        """Answer a pending question; raises KeyError if there is none by that id."""
+    def answer(self, question_id: str, answer: Reply) -> bool:
+        """Answer a pending question; False if there is none by that id (or answered)."""
         question = self.questions.get(question_id.lower())
         if question is None or question.answer.done():
-            raise KeyError(question_id)
+            return False
         question.answer.set_result(answer)
+        return True
 
     # -- closing -------------------------------------------------------------
 
     async def close(self, reason: str) -> None:
         """Cancel the turn in flight, end every watcher's stream, release the writer."""
+        self.closed = True
         turn = self.turn
         for task in (turn.task if turn is not None else None, self.job):
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.wait([task])
         self.channel.close(frame("closed", {"reason": reason}))
-        self.agent.close()
-        await close_model(self.agent.model)
-
-
-class Sessions:
-    """The sessions this server has open, opened on first use."""
-
-    def __init__(
-        self,
-        store: SessionStore,
-        *,
-        model_factory: Callable[[str | None], Model],
-        tools: Callable[[], Iterable[Tool]],
-        rules: Sequence[Rule] = (),
-        approval_timeout: float = 300.0,
-        observe: Callable[[Event], None] | None = None,
-        compact_at: float | None = DEFAULT_THRESHOLD,
-    ) -> None:
-        self.store = store
-        self.compact_at = compact_at
-        self.model_factory = model_factory
-        self.tools = tools
-        self.rules = tuple(rules)
-        self.approval_timeout = approval_timeout
-        self.observe = observe
-        self.open: dict[str, Served] = {}
-        self._watcher: threading.Thread | None = None
-        self._closer: asyncio.Task[None] | None = None
-        self._stop_watching = threading.Event()
-        self._locks: dict[str, asyncio.Lock] = {}
-        #: sessions being closed because another process removed them
-        self._closing: set[asyncio.Task[None]] = set()
-        self.closing = False
-
-    async def serve(self, session_id: str) -> Served:
-        """The open session (opening it takes the writer lock, in a worker thread)."""
-        served = self.open.get(session_id)
-        if served is not None:
-            return served
-        async with self._locks.setdefault(session_id, asyncio.Lock()):
-            served = self.open.get(session_id)
-            if served is not None:
-                return served
-            if self.closing:
-                raise Conflict("the server is shutting down")
-            info = self.store.info(session_id)
-            try:
-                model = self.model_factory(info.model)
-            except ValueError as exc:
-                raise Conflict(f"cannot open session {session_id}: {exc}") from None
-            opening = asyncio.to_thread(
-                Served,
-                self.store,
-                session_id,
-                model=model,
-                tools=list(self.tools()),
-                rules=self.rules,
-                approval_timeout=self.approval_timeout,
-                observe=self.observe,
-                compact_at=self.compact_at,
-            )
-            try:
-                served = await opening
-            except BaseException:
-                await close_model(model)
-                raise
-            self.open[session_id] = served
-            return served
-
-    def start_closing_idle(self, after: float | None) -> None:
-        """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
-
-        A session the server holds open keeps its writer lock (file store), so a
-        TUI or ``infai run`` elsewhere could not write to it; an idle one goes.
-        """
-        if after is None or self._closer is not None:
-            return
-
-        async def close_idle() -> None:
-            while True:
-                await asyncio.sleep(min(30.0, max(after / 4, 0.05)))
-                now = time.monotonic()
-                for sid, served in list(self.open.items()):
-                    if served.idle and now - served.last_active >= after:
-                        async with self._locks.setdefault(sid, asyncio.Lock()):
-                            if self.open.get(sid) is served and served.idle:
-                                del self.open[sid]
-                                await served.close("idle")
-
-        self._closer = asyncio.get_running_loop().create_task(close_idle())
-
-    def start_watching(self) -> None:
-        """Hear other processes' appends (a shared database): fan them out here too."""
-        watch = getattr(self.store, "watch", None)
-        if watch is None or self._watcher is not None:
-            return
-        loop = asyncio.get_running_loop()
-
-        def heard(session_id: str | None, seq: int) -> None:
-            loop.call_soon_threadsafe(self._heard, session_id, seq)
-
-        self._stop_watching.clear()
-        self._watcher = threading.Thread(
-            target=watch, args=(heard, self._stop_watching), name="infai-listen", daemon=True
-        )
-        self._watcher.start()
-
-    def _heard(self, session_id: str | None, seq: int) -> None:
-        targets = list(self.open.values()) if session_id is None else [self.open.get(session_id)]
-        for served in targets:
-            if served is None:
-                continue
-            try:
-                if seq == REMOVED:
-                    raise SessionNotFound(served.session_id)
-                served.catch_up_remote(seq)
-            except SessionNotFound:  # removed by another process: close it here too
-                self._forget(served, "session deleted")
-            except Exception:
-                log.exception("fanning out session %s failed", served.session_id)
-
-    def _forget(self, served: Served, reason: str) -> None:
-        async def close() -> None:
-            async with self._locks.setdefault(served.session_id, asyncio.Lock()):
-                if self.open.get(served.session_id) is served:
-                    del self.open[served.session_id]
-                    await served.close(reason)
-
-        task = asyncio.get_running_loop().create_task(close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
-    async def stop_watching(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            self._stop_watching.set()
-            await asyncio.to_thread(watcher.join, 5)
-
-    async def delete(self, session_id: str) -> None:
-        async with self._locks.setdefault(session_id, asyncio.Lock()):
-            served = self.open.pop(session_id, None)
-            if served is not None:
-                await served.close("session deleted")
-            await asyncio.to_thread(self.store.remove_session, session_id)
-
-    def end_streams(self, reason: str) -> None:
-        """End every watcher's stream (the server is about to stop)."""
-        for served in self.open.values():
-            served.channel.close(frame("closed", {"reason": reason}))
-
-    async def aclose(self) -> None:
-        """Stop every turn and release every writer."""
-        self.closing = True
-        await self.stop_watching()
-        closer, self._closer = self._closer, None
-        if closer is not None:
-            closer.cancel()
-            await asyncio.wait([closer])
-        while self.open:
-            _, served = self.open.popitem()
-            try:
-                await served.close("server shutting down")
-            except Exception:
-                log.exception("closing session %s failed", served.session_id)
+        try:
+            async with self._hearing:  # no refresh reads the writer meanwhile
+                await asyncio.to_thread(self.agent.close)  # the writer's last sync, its lock
+        finally:
+            await close_model(self.agent.model)

@@ -1,0 +1,238 @@
+"""The sessions a server has open: opened on first use, closed when idle or deleted.
+
+A session is opened in the server lazily, on the first request that needs its
+writer (a prompt, a stream, a selection, a compaction), and stays open, holding
+the store's writer lock, until it is deleted, has been idle (no turn, watcher
+or question) for the configured time, or the server stops. A second
+server (or ``infai run``) on the same session therefore waits for the lock and
+then fails clearly; it never writes beside this one.
+
+Opening, closing and deleting a session are serialised per session id by
+:class:`Locks`, whose entry for an id lives only while someone holds or awaits
+it: ids of sessions that were never found, failed to open, or are closed leave
+nothing behind. The store work of opening (reading the session's metadata,
+taking its writer) runs in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+from infai.agent import AgentSession
+from infai.llm import close_model
+from infai.store import Event, SessionNotFound, SessionStore
+from infai.store.backend import REMOVED
+from infai.tools.policy import Approver
+
+from .assembly import Assembly
+from .channel import frame
+from .errors import Conflict
+from .served import Served
+
+log = logging.getLogger("infai.server")
+
+
+class Locks:
+    """One :class:`asyncio.Lock` per key, kept only while someone holds or awaits it.
+
+    A plain dict of locks would keep an entry for every id ever asked for (a
+    client probing random ids would grow it without bound); here the last one
+    out removes the entry.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def __call__(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class Sessions:
+    """The sessions this server has open, opened on first use."""
+
+    def __init__(
+        self,
+        assembly: Assembly,
+        *,
+        approval_timeout: float = 300.0,
+        observe: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.assembly = assembly
+        self.store: SessionStore = assembly.store
+        self.approval_timeout = approval_timeout
+        self.observe = observe
+        self.open: dict[str, Served] = {}
+        self._watcher: threading.Thread | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._stop_watching = threading.Event()
+        self._locks = Locks()
+        #: fan-out of other processes' appends, and closing what they removed
+        self._background: set[asyncio.Task[None]] = set()
+        self.closing = False
+
+    async def serve(self, session_id: str) -> Served:
+        """The open session (opening it reads the store and takes the writer lock, in a
+        worker thread); :class:`~infai.store.SessionNotFound` if there is none."""
+        served = self.open.get(session_id)
+        if served is not None:
+            return served
+        async with self._locks(session_id):
+            served = self.open.get(session_id)
+            if served is not None:
+                return served
+            if self.closing:
+                raise Conflict("the server is shutting down")
+            served = await self._open(session_id)
+            self.open[session_id] = served
+            return served
+
+    async def _open(self, session_id: str) -> Served:
+        info = await asyncio.to_thread(self.store.info, session_id)
+        model = await asyncio.to_thread(self.assembly.model, session_id, info.model)
+
+        def open_agent(approver: Approver) -> AgentSession:
+            return self.assembly.agent(session_id, model, approver)
+
+        try:
+            return await asyncio.to_thread(
+                partial(
+                    Served,
+                    self.store,
+                    session_id,
+                    open_agent=open_agent,
+                    approval_timeout=self.approval_timeout,
+                    observe=self.observe,
+                )
+            )
+        except BaseException:
+            await close_model(model)
+            raise
+
+    def start_closing_idle(self, after: float | None) -> None:
+        """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
+
+        A session the server holds open keeps its writer lock (file store), so a
+        TUI or ``infai run`` elsewhere could not write to it; an idle one goes.
+        """
+        if after is None or self._closer is not None:
+            return
+
+        async def close_idle() -> None:
+            while True:
+                await asyncio.sleep(min(30.0, max(after / 4, 0.05)))
+                now = time.monotonic()
+                for sid, served in list(self.open.items()):
+                    if served.idle and now - served.last_active >= after:
+                        async with self._locks(sid):
+                            if self.open.get(sid) is served and served.idle:
+                                del self.open[sid]
+                                await served.close("idle")
+
+        self._closer = asyncio.get_running_loop().create_task(close_idle())
+
+    def start_watching(self) -> None:
+        """Hear other processes' appends (a shared database): fan them out here too."""
+        watch = getattr(self.store, "watch", None)
+        if watch is None or self._watcher is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def heard(session_id: str | None, seq: int) -> None:
+            loop.call_soon_threadsafe(self._heard, session_id, seq)
+
+        self._stop_watching.clear()
+        self._watcher = threading.Thread(
+            target=watch, args=(heard, self._stop_watching), name="infai-listen", daemon=True
+        )
+        self._watcher.start()
+
+    def _heard(self, session_id: str | None, seq: int) -> None:
+        """Another process appended (``session_id`` None: maybe to any session)."""
+        targets = list(self.open.values()) if session_id is None else [self.open.get(session_id)]
+        for served in targets:
+            if served is None:
+                continue
+            if seq == REMOVED:  # removed by another process: close it here too
+                self._forget(served, "session deleted")
+            else:
+                self._spawn(self._hear(served, seq))
+
+    async def _hear(self, served: Served, seq: int) -> None:
+        try:
+            await served.catch_up_remote(seq)
+        except SessionNotFound:
+            self._forget(served, "session deleted")
+        except Exception:
+            log.exception("fanning out session %s failed", served.session_id)
+
+    def _forget(self, served: Served, reason: str) -> None:
+        async def close() -> None:
+            async with self._locks(served.session_id):
+                if self.open.get(served.session_id) is served:
+                    del self.open[served.session_id]
+                    await served.close(reason)
+
+        self._spawn(close())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background, kept referenced until it is done."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            self._stop_watching.set()
+            await asyncio.to_thread(watcher.join, 5)
+
+    async def delete(self, session_id: str) -> None:
+        """Close the session here if open, then remove it from the store."""
+        async with self._locks(session_id):
+            served = self.open.pop(session_id, None)
+            if served is not None:
+                await served.close("session deleted")
+            await asyncio.to_thread(self.store.remove_session, session_id)
+
+    def end_streams(self, reason: str) -> None:
+        """End every watcher's stream (the server is about to stop)."""
+        for served in self.open.values():
+            served.channel.close(frame("closed", {"reason": reason}))
+
+    async def aclose(self) -> None:
+        """Stop every turn and release every writer."""
+        self.closing = True
+        await self.stop_watching()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer.cancel()
+            await asyncio.wait([closer])
+        while self.open:
+            _, served = self.open.popitem()
+            try:
+                await served.close("server shutting down")
+            except Exception:
+                log.exception("closing session %s failed", served.session_id)
