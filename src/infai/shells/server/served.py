@@ -230,7 +230,7 @@ class Served:
         until that is done, so a refresh never runs beside a turn.
         """
         async with self._hearing:
-            if 0 <= seq <= self.published:
+            if self.closed or 0 <= seq <= self.published:
                 return
             if self.busy is None:
                 for event in await asyncio.to_thread(self._refreshed):
