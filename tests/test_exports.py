@@ -2,7 +2,8 @@
 
 A name a package's ``__init__`` binds without a leading underscore is public and
 must be in ``__all__``; everything in ``__all__`` must resolve (lazily loaded
-names included); ``__all__`` is sorted (as ruff's RUF022 sorts it), so a diff shows what an API change adds.
+names included); ``__all__`` is sorted (as ruff's RUF022 sorts it), so a diff
+shows what an API change adds.
 """
 
 from __future__ import annotations

@@ -156,9 +156,9 @@ def test_shells_reach_lower_layers_only_through_their_public_package() -> None:
             continue
         for name in _imports(path, all_nodes=True):
             lower = _layer(name)
-            if name.startswith("infai.") and lower is not None and lower < LAYERS.index("shells"):
-                if name not in LOWER_PUBLIC:
-                    violations.append(f"{module} imports {name}")
+            below = lower is not None and lower < LAYERS.index("shells")
+            if name.startswith("infai.") and below and name not in LOWER_PUBLIC:
+                violations.append(f"{module} imports {name}")
     assert violations == []
 
 

@@ -78,7 +78,8 @@ def test_registering_serve_loads_no_server_module() -> None:
     code = (
         "import sys\n"
         "from infai.shells import cli\n"
-        "print([m for m in sys.modules if m == 'infai.shells.server' or m.split('.')[0] in "
+        "print([m for m in sys.modules if m == 'infai.shells.server'"
+        " or m.startswith('infai.shells.server.') or m.split('.')[0] in "
         "('starlette', 'uvicorn', 'sse_starlette', 'httpx')])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

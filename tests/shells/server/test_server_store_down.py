@@ -79,13 +79,12 @@ def test_a_lost_database_answers_503_until_it_is_back(
     refused): the server answers 503; allowed again, it answers as before."""
     import psycopg
 
-    from infai.store.pg import PgStore
+    from infai.store.pg import PgStore, db
 
     name = pg_url.rsplit("/", 1)[1]
-    store = PgStore(pg_url)
     # the store waits up to 30 s for a connection before it gives up: not in a test
-    connection = store.pool.connection
-    monkeypatch.setattr(store.pool, "connection", lambda timeout=None: connection(timeout=1.0))
+    monkeypatch.setattr(db, "POOL_WAIT", 1)
+    store = PgStore(pg_url)
     server = Served(store, work)
 
     def allow(yes: bool) -> None:

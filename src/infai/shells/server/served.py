@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 from infai.agent import AgentSession, Saved, Streamed
 from infai.llm import close_model
 from infai.store import (
-    REMOVED,
     Event,
     SessionLog,
     SessionStore,

@@ -27,8 +27,7 @@ from typing import Any
 
 from infai.agent import AgentSession
 from infai.llm import close_model
-from infai.store import Event, SessionNotFound, SessionStore
-from infai.store.backend import REMOVED
+from infai.store import REMOVED, Event, SessionNotFound, SessionStore
 from infai.tools.policy import Approver
 
 from .assembly import Assembly
