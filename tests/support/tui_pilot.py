@@ -8,6 +8,8 @@ screen at 80x24 and at a small 60x20 (:data:`SIZES`) where the layout matters.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,73 @@ class ClosingModel(GatedModel):
 
 #: a reply too large for a chunk line (over 16 KiB): the store keeps it in a blob
 BIG_REPLY = "# Report\n\n" + "\n\n".join(f"Paragraph {i} with **bold** words." for i in range(700))
+
+
+class StoreCalls:
+    """Records the store calls the TUI's own code makes (not the agent's), and
+    whether each ran with an event loop running in its thread.
+
+    Wraps the methods of the store's class and of its writer's class (undone by
+    ``monkeypatch``), and counts a call only when a frame of ``infai/shells/tui``
+    is on its stack nearer than the agent's turn machinery: a read the TUI hands
+    to a thread counts too (the function it handed over is on the thread's
+    stack), the agent's own appends and reads during a turn do not.
+    """
+
+    STORE: tuple[str, ...] = ("info", "list_sessions", "create_session", "update_info")
+    STORE += ("remove_session", "open_writer", "open_reader")
+    WRITER = ("entry", "entry_at", "entries", "path", "event", "resolve", "context", "close")
+
+    def __init__(self, monkeypatch: Any, store: Any, session_id: str) -> None:
+        #: (method, ran on the event loop's thread)
+        self.calls: list[tuple[str, bool]] = []
+        with store.open_writer(session_id) as writer:
+            writer_class = type(writer)
+        for cls, names in ((type(store), self.STORE), (writer_class, self.WRITER)):
+            for name in names:
+                monkeypatch.setattr(cls, name, self._wrap(name, getattr(cls, name)))
+
+    def _wrap(self, name: str, real: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _from_tui():
+                on_loop = asyncio_running_loop() is not None
+                self.calls.append((name, on_loop))
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    def count(self) -> int:
+        return len(self.calls)
+
+    def on_loop(self) -> list[str]:
+        return [name for name, on_loop in self.calls if on_loop]
+
+
+def asyncio_running_loop() -> Any:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+#: the TUI's code, and the agent's turn machinery (a store call below it is the agent's)
+TUI = "/infai/shells/tui/"
+TURN: tuple[str, ...] = (
+    "/infai/agent/loop.py",
+    "/infai/agent/context.py",
+    "/infai/agent/compaction.py",
+)
+TURN += ("/infai/tools/",)
+
+
+def _from_tui() -> bool:
+    """Whether the nearest caller that is the TUI or the agent's turn is the TUI."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename.replace(os.sep, "/")
+        if TUI in name:
+            return True
+        if any(part in name for part in TURN):
+            return False
+        frame = frame.f_back  # type: ignore[assignment]
+    return False

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import OptionList
 
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import RenameScreen, SessionPicker
+from infai.store import StoreIOError
 from tui_pilot import SIZES, inside_screen, run_app, send, until, workspace
 
 
@@ -78,3 +80,41 @@ def test_a_named_new_session_is_kept_and_a_name_can_be_cleared(
     run_app(app, scenario, size)
     # the unnamed empty session went when the app ended; the named one stayed
     assert [i.name for i in space.store.list_sessions()] == ["keep"]
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["nothing-closed", "writer-closed"])
+def test_a_failing_close_while_switching_still_opens_the_new_session_and_leaks_no_lock(
+    tmp_path: Path, closed: bool
+) -> None:
+    """Closing the session left behind raises (before or after its writer closed):
+    the picked session opens all the same, and neither lock stays held."""
+    space = workspace(tmp_path)
+    old = space.store.create_session(name="old", working_dir=str(space.working_dir)).id
+    new = space.store.create_session(name="new", working_dir=str(space.working_dir)).id
+    app = InfaiApp(space, old)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        session = app.session
+        assert session is not None and session.session_id == old
+        real = session.close
+
+        def failing() -> None:
+            if closed:
+                real()
+            raise StoreIOError(5, "Input/output error")
+
+        session.close = failing  # type: ignore[method-assign]
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
+        picker = app.screen
+        assert isinstance(picker, SessionPicker)
+        picker.query_one(OptionList).highlighted = [i.id for i in picker.sessions].index(new)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.session is not None and app.session.session_id == new)
+        with space.store.open_writer(old, timeout=0.2):  # the old session's lock is free
+            pass
+        await until(pilot, lambda: any("Input/output" in n.message for n in app._notifications))
+
+    run_app(app, scenario, (80, 24))
+    with space.store.open_writer(new, timeout=0.2):  # the new one was closed on the way out
+        pass
