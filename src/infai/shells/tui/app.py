@@ -1,8 +1,9 @@
 """The terminal UI: a thin Textual shell over one :class:`~infai.agent.AgentSession`.
 
-The app never writes to the store itself: prompts, cancellation, compaction,
+The app never appends to a session itself: prompts, cancellation, compaction,
 branch selection and model switches all go through the session object, the
-same one the CLI and the server drive. What is shown comes from the session's
+same one the CLI and the server drive (it only names, creates and removes
+sessions, besides reading them). What is shown comes from the session's
 events as they are saved (a user's prompt appears once it is durable) and from
 live deltas while a reply streams. "ask" permissions open a modal; the turn
 waits for the answer.
@@ -13,8 +14,8 @@ turn and waits for it to settle before the session is closed.
 
 Three things each happen in one place, so that the agent's shared turn slot,
 its read-only session view and its event stream can replace them with small
-changes: the turn runs in :meth:`InfaiApp._turn` (one Textual worker, group
-"turn"); the agent's events are handled by :meth:`InfaiApp._on_event`; and
+changes: a turn starts in :meth:`InfaiApp._start_turn` (one Textual worker,
+group "turn"); the agent's events are handled by :meth:`InfaiApp._on_event`; and
 every store call the app makes itself is a function of :mod:`.store_io`, run
 in a thread so the screen never waits on the disk or the database.
 """
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from contextlib import suppress
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -213,7 +215,12 @@ class InfaiApp(App[None]):
             return
         text = prompt.expanded(text)  # what was pasted, in full
         prompt.clear()
-        self.turn = self.run_worker(self._turn(text), group="turn", exit_on_error=False)
+        self._start_turn(self._turn(text))
+
+    def _start_turn(self, work: Coroutine[Any, Any, None]) -> None:
+        """The one place a turn (a prompt's, or a compaction) starts: a worker the
+        app is :attr:`busy` with until it has fully unwound, cancelled by Ctrl-C."""
+        self.turn = self.run_worker(work, group="turn", exit_on_error=False)
 
     async def _turn(self, text: str) -> None:
         """The one place a prompt's turn runs (a worker of group "turn")."""
@@ -338,7 +345,7 @@ class InfaiApp(App[None]):
             if self.busy or self.session is None:
                 self.notify("wait for the turn to end", severity="warning")
             else:
-                self.turn = self.run_worker(self._compact(), group="turn", exit_on_error=False)
+                self._start_turn(self._compact())
         elif name == "model":
             await self.switch_model(argument)
         elif name == "rename":
