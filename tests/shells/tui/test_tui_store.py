@@ -111,8 +111,9 @@ def test_the_tuis_own_store_calls_run_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening a session and its page, an earlier page, a blob unfolded, the
-    timeline, the picker's list, a rename, switching, a new session, a turn and
-    quitting: every store call the TUI makes itself runs in a thread."""
+    timeline, a rename, a turn, a model switch, the picker's list, switching, a
+    new session and quitting: every store call the TUI makes itself runs in a
+    thread."""
     space = workspace(tmp_path, ScriptedModel(["an answer"]))
     sid = space.store.create_session(name="long", working_dir=str(space.working_dir)).id
     other = space.store.create_session(name="other", working_dir=str(space.working_dir)).id
@@ -147,6 +148,8 @@ def test_the_tuis_own_store_calls_run_off_the_event_loop(
         await until(pilot, lambda: space.store.info(sid).name == "renamed", "the rename")
         await send(pilot, "hello")
         await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
+        await send(pilot, "/model offline")  # the session's info names the model
+        await until(pilot, lambda: space.store.info(sid).model == "offline", "the switch")
         await pilot.press("ctrl+o")
         await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
         picker = app.screen
