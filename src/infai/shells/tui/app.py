@@ -159,10 +159,10 @@ class InfaiApp(App[None]):
         name) goes away. A failure is shown; the session's lock is released anyway."""
         if session is None:
             return
-        unused = session.session_id in self._created
+        created_here = session.session_id in self._created
         store = self.workspace.store
         try:
-            await off_loop(lambda: store_io.close_session(session, store, unused))
+            await off_loop(lambda: store_io.close_session(session, store, created_here))
         except StoreError as exc:
             self.notify(f"closing the session failed: {exc}", severity="error", timeout=10)
 
