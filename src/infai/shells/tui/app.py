@@ -1,8 +1,9 @@
 """The terminal UI: a thin Textual shell over one :class:`~infai.agent.AgentSession`.
 
-The app never writes to the store itself: prompts, cancellation, compaction,
+The app never appends to a session itself: prompts, cancellation, compaction,
 branch selection and model switches all go through the session object, the
-same one the CLI and the server drive. What is shown comes from the session's
+same one the CLI and the server drive (it only names, creates and removes
+sessions, besides reading them). What is shown comes from the session's
 events as they are saved (a user's prompt appears once it is durable) and from
 live deltas while a reply streams. "ask" permissions open a modal; the turn
 waits for the answer.
@@ -10,14 +11,22 @@ waits for the answer.
 Ctrl-C cancels a turn in flight (the session records the interruption and
 stays valid); a second Ctrl-C within two seconds quits. Quitting cancels any
 turn and waits for it to settle before the session is closed.
+
+Three things each happen in one place, so that the agent's shared turn slot,
+its read-only session view and its event stream can replace them with small
+changes: a turn starts in :meth:`InfaiApp._start_turn` (one Textual worker,
+group "turn"); the agent's events are handled by :meth:`InfaiApp._on_event`; and
+every store call the app makes itself is a function of :mod:`.store_io`, run
+in a thread so the screen never waits on the disk or the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from contextlib import suppress
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -28,19 +37,20 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 from infai.agent import AgentSession, Saved, Streamed, TurnEnded
 from infai.agent.compaction import CompactionFailed
 from infai.llm import Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import Entry, MessageRecord, StoreError
+from infai.llm.providers import ModelUnavailable
+from infai.store import MessageRecord, StoreError
 from infai.tools.policy import Ask, Reply
 
 from ..workspace import Workspace
-from .chat import ChatView
+from . import store_io
+from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
-from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline, branch_label, fork_point
+from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
+from .store_io import Head, off_loop
 
 QUIT_WINDOW = 2.0
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
-#: how far back from HEAD the status bar looks for its branch's fork, between reloads
-FORK_WALK = 256
 
 CSS = """
 #main { height: 1fr; }
@@ -88,7 +98,8 @@ class InfaiApp(App[None]):
         self.state = Status()
         self.turn: Worker[None] | None = None
         self._armed = -QUIT_WINDOW
-        self._fork: tuple[str | None, int | None] = (None, None)  # (HEAD, its fork point)
+        self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
+        self._timeline_lock = asyncio.Lock()  # one timeline update at a time
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -106,7 +117,8 @@ class InfaiApp(App[None]):
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
         await self._settle_turn()
-        await self._close_session()
+        session, self.session = self.session, None
+        await self._close_session(session)
         await close_model(self.workspace.model)  # in the loop that used its connections
 
     # -- sessions -------------------------------------------------------------
@@ -124,90 +136,63 @@ class InfaiApp(App[None]):
         if session_id is not None and self.session and session_id == self.session.session_id:
             return True  # already open
         try:
-            if session_id is None:
-                session_id = self.workspace.new_session()
-                self._created.add(session_id)
             # waiting for another process's writer lock must not freeze the screen
-            opened = await asyncio.to_thread(self.workspace.open, session_id)
+            space = self.workspace
+            opened, created = await off_loop(lambda: store_io.open_session(space, session_id))
         except StoreError as exc:
             self.notify(f"cannot open the session: {exc}", severity="error", timeout=10)
             return False
-        await self._close_session()
-        self.session = opened
+        if created:
+            self._created.add(opened.session_id)
+        # the new session is the app's before the old one closes: if that fails,
+        # the new one is still open (and closed with the app), never orphaned
+        previous, self.session = self.session, opened
+        await self._close_session(previous)
         await self.reload()
-        for note in self.workspace.store.recovery_notes.get(session_id, []):
+        for note in self.workspace.store.recovery_notes.get(opened.session_id, []):
             await self.query_one(ChatView).notice(f"recovered: {note}")
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
         return True
 
-    async def _close_session(self) -> None:
-        """Close the open session; one this app created and nobody used (no event,
-        no name) goes away."""
-        session, self.session = self.session, None
+    async def _close_session(self, session: AgentSession | None) -> None:
+        """Close ``session``; one this app created and nobody used (no event, no
+        name) goes away. A failure is shown; the session's lock is released anyway."""
         if session is None:
             return
-        empty = session.writer.count == 0
-        session.close()
-        sid = session.session_id
-        if empty and sid in self._created and not self.workspace.store.info(sid).name:
-            self.workspace.store.remove_session(sid)
+        created_here = session.session_id in self._created
+        store = self.workspace.store
+        try:
+            await off_loop(lambda: store_io.close_session(session, store, created_here))
+        except StoreError as exc:
+            self.notify(f"closing the session failed: {exc}", severity="error", timeout=10)
 
     async def reload(self) -> None:
         """Show the session as stored: the path to the pending parent (or HEAD)."""
         session = self.session
         if session is None:
             return
-        writer = session.writer
-        pending = writer.pending_parent
-        entries = writer.path(pending) if writer.count else []
+        store = self.workspace.store
+        shown = await off_loop(lambda: store_io.load_path(session, store, PAGE))
+        if session is not self.session:
+            return  # another session was opened meanwhile: it shows itself
         chat = self.query_one(ChatView)
-        await chat.show_path(entries, writer.event, writer.resolve)
-        self.query_one(PendingBar).show(writer.entry(pending) if pending else None)
-        if pending is None:  # the path shown is HEAD's: where its branch forked, for free
-            self._fork = (writer.head, fork_point(entries))
-        self._refresh_timeline()
-        self.state.used_tokens = self._last_input_tokens(entries)
+        loader, resolver = store_io.event_loader(session), store_io.record_resolver(session)
+        await chat.show_path(shown.entries, shown.page, loader, resolver)
+        self.query_one(PendingBar).show(shown.pending)
+        self.head = shown.head
+        self.state.used_tokens = shown.used_tokens
+        await self._refresh_timeline()
         self._refresh_status()
 
-    def _last_input_tokens(self, entries: list) -> int:  # type: ignore[type-arg]
-        assert self.session is not None
-        for entry in reversed(entries[-50:]):
-            if entry.role == "assistant" and entry.kind == "message":
-                record = self.session.writer.event(entry.id).record
-                if isinstance(record, MessageRecord) and record.usage is not None:
-                    return record.usage.input_tokens
-        return 0
-
     def _refresh_status(self) -> None:
+        """The status bar, from what the app knows: no store call."""
         session = self.session
         if session is not None:
-            writer = session.writer
             self.state.model = session.model.name
             self.state.context_window = session.model.context_window
-            head = writer.entry(writer.head) if writer.head else None
-            fork = self._head_fork(head) if head else None
-            self.state.branch = branch_label(head.seq if head else -1, writer.count, fork)
-            name = self.workspace.store.info(session.session_id).name
-            self.title = f"infai — {name or session.session_id[:13]}"
+            self.state.branch = self.head.label
+            self.title = f"infai — {self.head.name or session.session_id[:13]}"
         self.query_one(StatusBar).show(self.state)
-
-    def _head_fork(self, head: Entry) -> int | None:
-        """Where HEAD's branch forked: known from the last look, brought up to date by
-        walking back from HEAD to where it was then (index entries, a few at most)."""
-        assert self.session is not None
-        known, fork = self._fork
-        entry = head
-        for _ in range(FORK_WALK):
-            if entry.id == known:
-                break
-            if entry.branch_from is not None or entry.parent_seq < 0:
-                fork = entry.parent_seq if entry.branch_from is not None else None
-                break
-            entry = self.session.writer.entry_at(entry.parent_seq)
-        else:
-            fork = None  # too far to look (not shown rather than wrong)
-        self._fork = (head.id, fork)
-        return fork
 
     # -- prompts and turns ----------------------------------------------------
 
@@ -230,31 +215,21 @@ class InfaiApp(App[None]):
             return
         text = prompt.expanded(text)  # what was pasted, in full
         prompt.clear()
-        self.turn = self.run_worker(self._turn(text), group="turn", exit_on_error=False)
+        self._start_turn(self._turn(text))
+
+    def _start_turn(self, work: Coroutine[Any, Any, None]) -> None:
+        """The one place a turn (a prompt's, or a compaction) starts: a worker the
+        app is :attr:`busy` with until it has fully unwound, cancelled by Ctrl-C."""
+        self.turn = self.run_worker(work, group="turn", exit_on_error=False)
 
     async def _turn(self, text: str) -> None:
+        """The one place a prompt's turn runs (a worker of group "turn")."""
         assert self.session is not None
         chat = self.query_one(ChatView)
         self.state.notice = ""
         try:
             async for event in self.session.prompt(text):
-                if isinstance(event, Streamed):
-                    inner = event.event
-                    if isinstance(inner, TextDelta):
-                        await (await chat.live_reply()).append_text(inner.text)
-                        self._durability("streaming, not saved yet")
-                    elif isinstance(inner, ReasoningDelta):
-                        (await chat.live_reply()).append_reasoning(inner.text)
-                    elif isinstance(inner, Notice):
-                        await chat.notice(inner.message)
-                        self.state.notice = inner.message  # "compacting: …" until it is done
-                        self.notify(inner.message, timeout=4)
-                        self._refresh_status()
-                elif isinstance(event, Saved):
-                    await self._saved(event)
-                elif isinstance(event, TurnEnded) and event.outcome == "error":
-                    await chat.drop_live()
-                    await chat.notice(f"error: {event.error}", error=True)
+                await self._on_event(event)
         except asyncio.CancelledError:
             await chat.drop_live()
             chat.interrupt_waiting()  # a call being asked about or running gets no result
@@ -270,24 +245,53 @@ class InfaiApp(App[None]):
             self.notify(f"not saved: {exc}", severity="error", timeout=10)
             self._durability("NOT saved")
         finally:
-            self._refresh_timeline()
+            await self._refresh_timeline()
 
-    def _refresh_timeline(self, rebuild: bool = False) -> None:
-        """Bring the timeline (if shown) up to date: new events added, else rebuilt."""
+    async def _on_event(self, event: object) -> None:
+        """The one place the agent's events are shown: deltas, notices, saved
+        events and a turn's failure."""
+        chat = self.query_one(ChatView)
+        if isinstance(event, Streamed):
+            inner = event.event
+            if isinstance(inner, TextDelta):
+                await (await chat.live_reply()).append_text(inner.text)
+                self._durability("streaming, not saved yet")
+            elif isinstance(inner, ReasoningDelta):
+                (await chat.live_reply()).append_reasoning(inner.text)
+            elif isinstance(inner, Notice):
+                await chat.notice(inner.message)
+                self.state.notice = inner.message  # "compacting: …" until it is done
+                self.notify(inner.message, timeout=4)
+                self._refresh_status()
+        elif isinstance(event, Saved):
+            await self._saved(event)
+        elif isinstance(event, TurnEnded) and event.outcome == "error":
+            await chat.drop_live()
+            await chat.notice(f"error: {event.error}", error=True)
+
+    async def _refresh_timeline(self, rebuild: bool = False) -> None:
+        """Bring the timeline (if shown) up to date: new events added, else rebuilt.
+        The index entries are read in a thread; one update runs at a time."""
         timeline = self.query_one(Timeline)
-        if self.session is None or not timeline.has_class("shown"):
-            return
-        writer, sid = self.session.writer, self.session.session_id
-        head, pending = writer.head, writer.pending_parent
-        if not rebuild and timeline.session_id == sid and timeline.loaded <= writer.count:
-            new = [writer.entry_at(seq) for seq in range(timeline.loaded, writer.count)]
-            if timeline.extend(new, head, pending):
+        async with self._timeline_lock:
+            session = self.session
+            if session is None or not timeline.has_class("shown"):
                 return
-        timeline.load(list(writer.entries()), head, pending, sid)
+            sid = session.session_id
+            since = None if rebuild or timeline.session_id != sid else timeline.loaded
+            rows = await off_loop(lambda: store_io.timeline_rows(session, since))
+            if session is not self.session:
+                return
+            if rows.since is not None and timeline.extend(rows.entries, rows.head, rows.pending):
+                return
+            if rows.since is not None:  # a fork the tree cannot grow into: rebuild
+                rows = await off_loop(lambda: store_io.timeline_rows(session, None))
+            timeline.load(rows.entries, rows.head, rows.pending, sid)
 
     async def _saved(self, event: Saved) -> None:
         chat = self.query_one(ChatView)
         stored = event.event
+        self.head.saved(stored)
         if stored.kind == "compaction":  # automatic: the chat now starts at the summary
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
             await self.reload()
@@ -341,15 +345,15 @@ class InfaiApp(App[None]):
             if self.busy or self.session is None:
                 self.notify("wait for the turn to end", severity="warning")
             else:
-                self.turn = self.run_worker(self._compact(), group="turn", exit_on_error=False)
+                self._start_turn(self._compact())
         elif name == "model":
             await self.switch_model(argument)
         elif name == "rename":
-            self.rename(argument or None)
+            await self.rename(argument or None)
         elif name == "new":
             await self.action_new_session()
         elif name == "sessions":
-            self.action_sessions()
+            await self.action_sessions()
         elif name == "help":
             self.action_help()
         elif name in ("quit", "exit"):
@@ -385,38 +389,43 @@ class InfaiApp(App[None]):
         if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
-        space = self.workspace
-        try:
-            if self.session is None:
-                model = space.build_model(name)
-                old, space.model_name, space.model = space.model, name, model
-            else:  # the session stays open: its writer, its picked event, its rules
-                old = space.use_model(self.session, name)
-        except (ValueError, StoreError) as exc:  # an unknown model, a key missing
+        space, session = self.workspace, self.session
+        try:  # an open session stays open: its writer, its picked event, its rules
+            old = await off_loop(lambda: store_io.use_model(space, session, name))
+        except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
             self.notify(str(exc), severity="error", timeout=10)
             return
         await close_model(old)
         self._refresh_status()
         self.notify(f"model: {space.model.name}")
 
-    def rename(self, name: str | None) -> None:
+    async def rename(self, name: str | None) -> None:
         """Name the session ("": no name); None asks for the name in a dialog."""
-        if self.session is None:
+        session = self.session
+        if session is None:
             return
-        sid = self.session.session_id
+        sid, store = session.session_id, self.workspace.store
         if name is not None:
             try:
-                self.workspace.store.update_info(sid, name=name or None)
+                await off_loop(lambda: store_io.rename(store, sid, name or None))
             except StoreError as exc:
                 self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
+            else:
+                if session is self.session:
+                    self.head.name = name or None
             self._refresh_status()
             return
 
-        def done(new: str | None) -> None:  # None: Esc, the name is kept
-            if new is not None and self.session is not None:
-                self.rename(new)
+        async def done(new: str | None) -> None:  # None: Esc, the name is kept
+            if new is not None and self.session is session:
+                await self.rename(new)
 
-        self.push_screen(RenameScreen(self.workspace.store.info(sid).name), callback=done)
+        try:
+            current = await off_loop(lambda: store_io.name_of(store, sid))
+        except StoreError as exc:
+            self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
+            return
+        self.push_screen(RenameScreen(current), callback=done)
 
     # -- actions ----------------------------------------------------------------
 
@@ -435,7 +444,8 @@ class InfaiApp(App[None]):
 
     async def action_quit(self) -> None:
         await self._settle_turn()
-        await self._close_session()
+        session, self.session = self.session, None
+        await self._close_session(session)
         await close_model(self.workspace.model)
         self.exit()
 
@@ -447,7 +457,7 @@ class InfaiApp(App[None]):
             with suppress(WorkerCancelled, WorkerFailed):
                 await turn.wait()
 
-    def action_toggle_timeline(self) -> None:
+    async def action_toggle_timeline(self) -> None:
         timeline = self.query_one(Timeline)
         if timeline.has_class("shown") and not timeline.has_focus:
             timeline.focus()  # shown but elsewhere: go to it
@@ -457,8 +467,8 @@ class InfaiApp(App[None]):
             self.query_one("#prompt", Input).focus()
             return
         timeline.add_class("shown")
-        self._refresh_timeline(rebuild=True)
         timeline.focus()
+        await self._refresh_timeline(rebuild=True)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
         event_id = message.node.data
@@ -467,17 +477,19 @@ class InfaiApp(App[None]):
         if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
-        writer = self.session.writer
-        self.session.select(None if event_id == writer.head else event_id)
+        session = self.session
+        pick = None if event_id == self.head.id else event_id
+        await off_loop(lambda: store_io.select(session, pick))
         await self.reload()
         self.query_one("#prompt", Input).focus()
 
     async def action_back_to_head(self) -> None:
-        if self.session is not None and self.session.writer.pending_parent and not self.busy:
-            self.session.select(None)
+        session = self.session
+        if session is not None and self.query_one(PendingBar).display and not self.busy:
+            await off_loop(lambda: store_io.select(session, None))
             await self.reload()
 
-    def action_sessions(self) -> None:
+    async def action_sessions(self) -> None:
         current = self.session.session_id if self.session else None
 
         async def picked(choice: str | None) -> None:
@@ -486,13 +498,18 @@ class InfaiApp(App[None]):
             elif choice and choice != current:
                 await self.open_session(choice)
 
-        self.push_screen(SessionPicker(self.workspace.sessions(), current), callback=picked)
+        try:
+            listed = await off_loop(lambda: store_io.sessions(self.workspace))
+        except StoreError as exc:
+            self.notify(f"cannot list the sessions: {exc}", severity="error", timeout=10)
+            return
+        self.push_screen(SessionPicker(listed, current), callback=picked)
 
     async def action_new_session(self) -> None:
         await self.open_session(None)
 
-    def action_rename(self) -> None:
-        self.rename(None)
+    async def action_rename(self) -> None:
+        await self.rename(None)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -7,6 +7,10 @@ older pages mount when the user scrolls to the top and asks. A streamed reply
 appends to its own Markdown widget through Textual's Markdown stream, so a
 token never re-renders the rest of the conversation. Tool calls are one line;
 their results fold, and a result kept in a blob is read only when unfolded.
+
+Reading is the app's to hand over (see :mod:`.store_io`): the chat gets a page
+already loaded, and runs the loader of earlier pages and the blob resolver it
+is given in a thread, so scrolling up or unfolding never blocks the screen.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ from infai.store import (
     ToolResultRecord,
 )
 
+from .store_io import off_loop
+
 PAGE = 40
 #: results longer than this many lines start folded
 FOLD_LINES = 6
 INTERRUPTED_TURN = "[turn interrupted]"
 
-#: loads an event by id (no blob), and resolves an event's record (reads its blob)
-Loader = Callable[[str], Event]
+#: loads events by id (no blob), and resolves an event's record (reads its blob);
+#: both read the store, so they are run in a thread
+Loader = Callable[[list[str]], list[Event]]
 Resolver = Callable[[Event], Record]
 
 
@@ -181,16 +188,17 @@ class ToolView(Widget):
     def has_result(self) -> bool:
         return self._result is not None
 
-    def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
-        if self._result is None:
+    async def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
+        result = self._result
+        if result is None:
             return
-        if self._result.record is None:  # in a blob: read it now, once
+        if result.record is None:  # in a blob: read it now, once
             try:
-                self._result.record = self._resolver(self._result)
+                result.record = await off_loop(lambda: self._resolver(result))
             except StoreError as exc:  # damaged or missing: say so, keep the app alive
                 self._body.update(Text(f"cannot load this result: {exc}", style="bold red"))
                 return
-        record = self._result.record
+        record = result.record
         if isinstance(record, ToolResultRecord):
             self._body.update(Text(record.content))
 
@@ -251,8 +259,9 @@ class FoldedMessage(Widget):
     async def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
         if message.collapsible is not self._fold or self._body.children:
             return
+        event = self.event
         try:
-            record = self.event.record or self._resolver(self.event)
+            record = event.record or await off_loop(lambda: self._resolver(event))
         except StoreError as exc:  # damaged or missing: say so, keep the app alive
             await self._body.mount(Static(Text(f"cannot load this: {exc}", style="bold red")))
             return
@@ -283,13 +292,17 @@ class ChatView(VerticalScroll):
         self._shown_from = 0
         self._loader: Loader = _no_session
         self._resolver: Resolver = _no_session_record
+        self._loading = False  # an earlier page is being read
         self._tools: dict[str, ToolView] = {}
         self.live: AssistantMessage | None = None
 
     # -- whole views --------------------------------------------------------
 
-    async def show_path(self, entries: list[Entry], loader: Loader, resolver: Resolver) -> None:
-        """Show the path (index entries); only the last page is read and mounted."""
+    async def show_path(
+        self, entries: list[Entry], page: list[Event], loader: Loader, resolver: Resolver
+    ) -> None:
+        """Show the path (index entries) with its last ``page`` of events, already
+        read; earlier pages are read with ``loader`` when the user asks."""
         self._ids = [entry.id for entry in entries]
         self._loader, self._resolver = loader, resolver
         self._tools.clear()
@@ -297,10 +310,10 @@ class ChatView(VerticalScroll):
             await self.live.stop_stream()
             self.live = None
         await self.remove_children()
-        self._shown_from = max(0, len(self._ids) - PAGE)
+        self._shown_from = len(self._ids) - len(page)
         if self._shown_from:
             await self.mount(self._more_button())
-        await self.mount_all([self._widget(loader(i)) for i in self._ids[self._shown_from :]])
+        await self.mount_all([self._widget(event) for event in page])
         self.scroll_end(animate=False)
         self.anchor()  # follow what is added (a streaming reply) until the user scrolls up
 
@@ -309,10 +322,18 @@ class ChatView(VerticalScroll):
 
     async def show_earlier(self) -> None:
         """Mount the page before the first one shown (at the top)."""
-        if not self._shown_from:
+        if not self._shown_from or self._loading:
             return
         start = max(0, self._shown_from - PAGE)
-        page = [self._widget(self._loader(i)) for i in self._ids[start : self._shown_from]]
+        ids, loader = self._ids[start : self._shown_from], self._loader
+        self._loading = True
+        try:
+            events = await off_loop(lambda: loader(ids))
+        finally:
+            self._loading = False
+        if loader is not self._loader:  # another session (or a reload) since
+            return
+        page = [self._widget(event) for event in events]
         button = self.query_one("#more", Button)
         self._shown_from = start
         await self.mount_all(page, after=button)
@@ -409,7 +430,7 @@ class ChatView(VerticalScroll):
         self.scroll_end(animate=False)
 
 
-def _no_session(event_id: str) -> Event:
+def _no_session(event_ids: list[str]) -> list[Event]:
     raise LookupError("no session is shown")
 
 

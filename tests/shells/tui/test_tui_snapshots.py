@@ -13,7 +13,7 @@ a snapshot may depend on the clock, on ids or on where the test runs:
 - The prompt's cursor blinks on a timer: blinking is switched off before the
   picture is taken, and any toast is cleared (none is expected in these flows).
 
-Regenerate with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and
+Regenerate with ``pytest tests/shells/tui/test_tui_snapshots.py --snapshot-update`` and
 look at the SVGs (or the HTML report a failure writes) before committing them.
 """
 

@@ -1,0 +1,216 @@
+"""The TUI's own store calls, all in one place, and all off the event loop.
+
+The event loop draws the screen and runs the agent's turn; a store call can
+block it for long: another process's writer lock, an fdatasync, a PostgreSQL
+round trip, reading a 20,000-event index or a large blob. So every store call
+the TUI makes itself (opening and closing a session, loading the path and a
+page of events, the timeline's index entries, unfolding a blob, listing and
+naming sessions, switching the model) is a plain function here, and the app
+runs it with :func:`off_loop`, in a thread. The agent's own appends during a
+turn are the agent's to move (they go through :class:`AgentSession`).
+
+What the status bar shows between reloads (the session's name, HEAD, the
+event count and where HEAD's branch forked) is kept by :class:`Head` from the
+events a turn reports as saved, so a settled event costs no store call.
+
+The session's events are read through :func:`_log`, the one place that names
+the session's writer; a read-only view of the session can replace it there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from infai.agent import AgentSession
+from infai.llm import Model
+from infai.store import Entry, Event, MessageRecord, Record, SessionInfo, SessionLog, SessionStore
+
+from ..workspace import Workspace
+from .panels import branch_label, fork_point
+
+T = TypeVar("T")
+
+#: how many events back from the end of the path the used-token count is looked for
+TOKENS_LOOKBACK = 50
+
+
+async def off_loop(call: Callable[[], T]) -> T:
+    """Run ``call`` (a store call) in a thread and wait for it without blocking the loop."""
+    return await asyncio.to_thread(call)
+
+
+def _log(session: AgentSession) -> SessionLog:
+    """The session's events, for reading (its writer, today)."""
+    log: SessionLog = session.writer
+    return log
+
+
+@dataclass
+class Head:
+    """What the status bar knows of the open session without asking the store.
+
+    Set from the store at each reload; between reloads each saved event moves
+    HEAD to itself (the store's rule: an append becomes HEAD), and its links say
+    whether HEAD's branch forked: ``branch_from`` is set exactly when the event
+    did not continue from the HEAD before it.
+    """
+
+    name: str | None = None
+    id: str | None = None
+    seq: int = -1
+    count: int = 0
+    fork: int | None = None
+
+    def saved(self, event: Event) -> None:
+        """``event`` was appended: it is HEAD now."""
+        fork: int | None
+        if event.branch_from is not None:
+            fork = event.parent_seq  # a new branch, from the event picked
+        elif event.parent_seq >= 0 and event.parent_id == self.id:
+            fork = self.fork  # the line goes on
+        else:
+            fork = None  # a root, or a line not seen here: not shown rather than wrong
+        self.id, self.seq, self.fork = event.id, event.seq, fork
+        self.count = max(self.count, event.seq + 1)
+
+    @property
+    def label(self) -> str:
+        return branch_label(self.seq, self.count, self.fork)
+
+
+@dataclass
+class Shown:
+    """The session as stored, read for a reload: what the chat, the pending bar
+    and the status bar show."""
+
+    entries: list[Entry]  # the path to the pending parent (or HEAD), from the index
+    page: list[Event]  # the path's last page, loaded (blobs not read)
+    pending: Entry | None
+    used_tokens: int
+    head: Head = field(default_factory=Head)
+
+
+def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
+    """Read what a reload shows: the path, its last ``page`` events, the pending
+    parent, HEAD and its fork, the input tokens last used and the session's name."""
+    log = _log(session)
+    pending = log.pending_parent
+    entries = log.path(pending) if log.count else []
+    head_path = entries if pending is None else (log.path() if log.count else [])
+    last = head_path[-1] if head_path else None
+    head = Head(
+        name=store.info(session.session_id).name,
+        id=log.head,
+        seq=last.seq if last else -1,
+        count=log.count,
+        fork=fork_point(head_path),
+    )
+    return Shown(
+        entries=entries,
+        page=[log.event(entry.id) for entry in entries[-page:]] if page else [],
+        pending=log.entry(pending) if pending else None,
+        used_tokens=_last_input_tokens(log, entries),
+        head=head,
+    )
+
+
+def _last_input_tokens(log: SessionLog, entries: list[Entry]) -> int:
+    for entry in reversed(entries[-TOKENS_LOOKBACK:]):
+        if entry.role == "assistant" and entry.kind == "message":
+            record = log.event(entry.id).record
+            if isinstance(record, MessageRecord) and record.usage is not None:
+                return record.usage.input_tokens
+    return 0
+
+
+def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
+    """Loads events by id (no blob read): a page the user scrolls up to."""
+    log = _log(session)
+    return lambda ids: [log.event(event_id) for event_id in ids]
+
+
+def record_resolver(session: AgentSession) -> Callable[[Event], Record]:
+    """Reads an event's record from its blob: a folded result or message unfolded."""
+    return _log(session).resolve
+
+
+@dataclass
+class TimelineRows:
+    """Index entries for the timeline: those since ``since`` (or all when
+    ``since`` is None), with HEAD and the pending parent read at the same time."""
+
+    entries: list[Entry]
+    since: int | None
+    head: str | None
+    pending: str | None
+
+
+def timeline_rows(session: AgentSession, since: int | None) -> TimelineRows:
+    log = _log(session)
+    count = log.count
+    if since is not None and since <= count:
+        entries = [log.entry_at(seq) for seq in range(since, count)]
+    else:
+        since, entries = None, list(log.entries())
+    return TimelineRows(entries, since, log.head, log.pending_parent)
+
+
+def select(session: AgentSession, event_id: str | None) -> None:
+    """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
+    session.select(event_id)
+
+
+def open_session(workspace: Workspace, session_id: str | None) -> tuple[AgentSession, bool]:
+    """Open ``session_id`` (None: a new one); also says whether it was created here.
+    Waits for another process's writer lock, up to the store's lock timeout."""
+    created = session_id is None
+    if session_id is None:
+        session_id = workspace.new_session()
+    return workspace.open(session_id), created
+
+
+def close_session(session: AgentSession, store: SessionStore, discard_if_unused: bool) -> None:
+    """Close ``session``; with ``discard_if_unused``, a session nobody used (no
+    event, no name) goes away.
+
+    The writer's lock is released even when closing fails (the error is raised
+    after): a failed close must not keep the session locked for everyone else.
+    """
+    log = _log(session)
+    unused = log.count == 0
+    try:
+        session.close()
+    except BaseException:
+        with suppress(Exception):
+            log.close()  # idempotent: a no-op if the session got that far
+        raise
+    sid = session.session_id
+    if discard_if_unused and unused and not store.info(sid).name:
+        store.remove_session(sid)
+
+
+def sessions(workspace: Workspace) -> list[SessionInfo]:
+    """The sessions the picker lists, most recently active first."""
+    return workspace.sessions()
+
+
+def name_of(store: SessionStore, session_id: str) -> str | None:
+    return store.info(session_id).name
+
+
+def rename(store: SessionStore, session_id: str, name: str | None) -> None:
+    store.update_info(session_id, name=name)
+
+
+def use_model(workspace: Workspace, session: AgentSession | None, name: str) -> Model:
+    """Switch to the model ``name`` (and the open session with it, kept open);
+    returns the model used before, for the caller to close on the loop."""
+    if session is not None:
+        return workspace.use_model(session, name)
+    model = workspace.build_model(name)
+    old, workspace.model_name, workspace.model = workspace.model, name, model
+    return old

@@ -1,0 +1,110 @@
+"""Compaction: /compact as a turn of its own, and an automatic one shown until it is done.
+
+Driven by Textual's pilot at 80x24 and at a small 60x20 (helpers: tests/support/tui_pilot.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from infai.llm import Done, Message, Request, StreamEvent
+from infai.shells.tui import InfaiApp
+from infai.shells.tui.chat import ChatView, UserMessage
+from infai.shells.tui.panels import MODEL_CHARS, StatusBar, short_model
+from infai.store import Usage
+from tui_pilot import SIZES, ClosingModel, run_app, send, until, workspace
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_compact_command_appends_a_boundary(tmp_path: Path, size: tuple[int, int]) -> None:
+    space = workspace(tmp_path)  # the offline model answers summaries too
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hello")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: bool(app.query(".boundary")), "the compaction boundary")
+        assert not app.query(UserMessage)  # the context now starts at the summary
+
+    run_app(app, scenario, size)
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        assert reader.context().events[0].kind == "compaction"
+
+
+def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
+    model = ClosingModel("answer")
+    app = InfaiApp(workspace(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: app.busy, "the compaction to start")
+        await send(pilot, "two")  # refused while compacting: the text stays in the input
+        assert app.query_one("#prompt", Input).value == "two"
+        model.release.set()
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.busy and len(app.query(UserMessage)) == 1)
+
+    run_app(app, scenario, (80, 24))
+    [info] = app.workspace.store.list_sessions()
+    with app.workspace.store.open_reader(info.id) as reader:
+        kinds = [e.kind for e in reader.context().events]
+    assert kinds == ["compaction", "message", "message"]  # two came after the summary
+
+
+class FullModel(ClosingModel):
+    """Every reply reports 900 of a 1,000-token window in use: the next prompt
+    compacts first (the summary waits for ``release``)."""
+
+    context_window = 1_000
+
+    def __init__(self, name: str) -> None:
+        super().__init__("an answer")
+        self.name = name
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            async for event in super().stream(request):
+                yield event
+            return
+        usage = Usage(input_tokens=900, output_tokens=10)
+        yield Done(Message(role="assistant", content="an answer", usage=usage))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    model = FullModel("anthropic:claude-sonnet-4-5")
+    app = InfaiApp(workspace(tmp_path, model))
+
+    def bar() -> str:
+        return str(app.query_one(StatusBar).render())
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "two")
+        await until(pilot, lambda: "compacting" in bar(), "the compaction notice")
+        notice = "compacting: 910 of 1000 tokens in use"
+        assert bar().startswith(f" {notice}")  # first: not cut off, whatever the width
+        assert bar().index("in use") + len("in use") < app.size.width
+        model.release.set()
+        await until(pilot, lambda: not app.busy, "the turn's end")
+        assert bar().startswith(" ✓ compacted ") and "anthropic:claude-sonnet-4-5" in bar()
+        chat = app.query_one(ChatView)
+        notices = [str(n.render()) for n in chat.query(".notice")]
+        assert any(n.startswith("compacted (910 of 1000 tokens in use before)") for n in notices)
+        assert chat.query(".boundary") and len(chat.query(UserMessage)) == 1  # after the reload
+
+    run_app(app, scenario, size)
+    assert short_model("scripted:/tmp/" + "x/" * 40 + "replies.json").endswith("/replies.json")
+    assert len(short_model("scripted:/tmp/" + "x/" * 40 + "replies.json")) == MODEL_CHARS

@@ -1,0 +1,136 @@
+"""The timeline: opening on HEAD or on the picked event, branching from an older
+event, growing with each turn without a rebuild.
+
+Driven by Textual's pilot at 80x24 and at a small 60x20 (helpers: tests/support/tui_pilot.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from infai.llm import ScriptedModel
+from infai.shells.tui import InfaiApp
+from infai.shells.tui.chat import AssistantMessage
+from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
+from tui_pilot import SIZES, run_app, send, until, walk, workspace
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path, ScriptedModel(["first answer", "second answer", "branched"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "first")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "second")
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        assert timeline.display and timeline.has_focus
+        nodes = [n for n in walk(timeline.root) if n.data]
+        assert len(nodes) == 4
+        first_answer = nodes[1]
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
+        assert "#1" in str(app.query_one(PendingBar).render())
+        assert len(app.query(AssistantMessage)) == 1  # the chat shows the path to it
+        assert app.session is not None and app.session.writer.pending_parent == first_answer.data
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.query_one(PendingBar).display)
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display)
+        await send(pilot, "other way")
+        await until(pilot, lambda: not app.busy)
+        assert not app.query_one(PendingBar).display
+        writer = app.session.writer
+        new_prompt = writer.path()[-2]
+        assert new_prompt.parent_id == first_answer.data
+        labels = [str(n.label) for n in walk(timeline.root)]
+        assert any("branch at #1" in label for label in labels)
+
+    run_app(app, scenario, size)
+
+
+def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["one", "two", "three", "four"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "a")
+        await until(pilot, lambda: not app.busy)
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        rebuilds: list[int] = []
+        real = timeline.load
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            rebuilds.append(1)
+            real(*args, **kwargs)
+
+        timeline.load = counted  # type: ignore[method-assign]
+        await pilot.press("escape")  # nothing picked: nothing changes
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "b")
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "c")
+        await until(pilot, lambda: not app.busy)
+        labels = [str(n.label) for n in walk(timeline.root) if n.data]
+        assert len(labels) == 6 and rebuilds == []
+        assert labels[-1].startswith("◆ #5") and not any(x.startswith("◆") for x in labels[:-1])
+        first_answer = [n for n in walk(timeline.root) if n.data][1]
+        timeline.select_node(first_answer)
+        await until(pilot, lambda: app.query_one(PendingBar).display)
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "d")  # a fork at #1: the line from #1 must move into a branch
+        await until(pilot, lambda: not app.busy)
+        assert rebuilds == [1]
+        labels = [str(n.label) for n in walk(timeline.root)]
+        assert sum("branch at #1" in label for label in labels) == 2
+
+    run_app(app, scenario, (80, 24))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_timeline_opens_on_head_or_the_picked_event(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path, ScriptedModel([f"answer {i} " + "long " * 20 for i in range(4)]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        for text in ("one", "two", "three"):
+            await send(pilot, text)
+            await until(pilot, lambda: not app.busy)
+        assert app.session is not None
+        writer = app.session.writer
+        bar = app.query_one(StatusBar)
+        assert "HEAD #5 of 6" in str(bar.render()) and "⑂" not in str(bar.render())
+        await pilot.press("ctrl+t")
+        timeline = app.query_one(Timeline)
+        assert timeline.has_focus and timeline.cursor_node is not None
+        assert timeline.cursor_node.data == writer.head  # not #0
+        assert not timeline.show_horizontal_scrollbar  # long labels are cut, no stray bar
+        picked = [n for n in walk(timeline.root) if n.data][1]
+        timeline.select_node(picked)
+        await until(pilot, lambda: app.query_one("#prompt", Input).has_focus, "the prompt")
+        assert app.query_one(PendingBar).display
+        await pilot.press("ctrl+t")  # shown but not focused: focus it, keep it
+        assert timeline.has_class("shown") and timeline.has_focus
+        await pilot.press("ctrl+t")
+        assert not timeline.has_class("shown")
+        await pilot.press("ctrl+t")  # opened again: on the picked event
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == picked.data
+        app.query_one("#prompt", Input).focus()
+        await send(pilot, "other")
+        await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
+        assert "HEAD #7 of 8 ⑂ at #1" in str(bar.render())  # the branch, from the index
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == writer.head
+
+    run_app(app, scenario, size)
