@@ -33,9 +33,9 @@ from infai.store import (
     ToolResultRecord,
 )
 from infai.store.records import record_to_obj
+from infai.tools.offload import off_loop
 
 from .context import to_messages
-from .offload import off_loop
 
 DEFAULT_THRESHOLD = 0.8
 

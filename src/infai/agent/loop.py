@@ -37,6 +37,7 @@ from infai.store import (
 )
 from infai.store.format import now_rfc3339
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
+from infai.tools.offload import off_loop
 
 from .compaction import (
     DEFAULT_THRESHOLD,
@@ -46,7 +47,6 @@ from .compaction import (
     needs_compaction,
 )
 from .context import ContextCache, to_messages
-from .offload import off_loop
 
 log = logging.getLogger("infai.agent")
 

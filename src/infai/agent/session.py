@@ -44,12 +44,12 @@ from infai.errors import InfaiError
 from infai.llm import Model, close_model
 from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
+from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, Saved, TurnEnded, run_turn
-from .offload import off_loop
 from .prompt import system_prompt
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
