@@ -106,8 +106,11 @@ class AgentSession:
         permissions: Permissions,
         instructions: str = "",
         compact_at: float | None = DEFAULT_THRESHOLD,
+        owns_model: bool = True,
     ) -> None:
         self.store = store
+        #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
+        self.owns_model = owns_model
         info = store.info(session_id)
         self.working_dir = Path(info.working_dir or ".").resolve()
         self.model = model
@@ -373,7 +376,7 @@ class AgentSession:
 
     async def aclose(self) -> None:
         """Cancel the turn in flight (it records its interruption), close the
-        session (:meth:`close`, in a worker thread) and its model."""
+        session (as :meth:`close` does, in a worker thread) and the model it owns."""
         turn = self.turn
         if turn is not None and turn.task is not None and not turn.task.done():
             turn.task.cancel()
@@ -381,7 +384,8 @@ class AgentSession:
         self._closed = True
         self.hub.close("session closed")  # on the loop: the hub wakes its readers there
         await off_loop(self._release_all)
-        await close_model(self.model)
+        if self.owns_model:
+            await close_model(self.model)
 
     def __enter__(self) -> AgentSession:
         return self
