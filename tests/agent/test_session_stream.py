@@ -188,7 +188,7 @@ def test_a_failed_interruption_marker_does_not_swallow_the_cancel(tmp_path: Path
             task.cancel()
             try:
                 await task
-            except BaseException as exc:  # noqa: BLE001 - what came out is the point
+            except BaseException as exc:  # what came out is the point
                 return exc
         raise AssertionError("the turn did not stop")
 
