@@ -174,7 +174,7 @@ def test_a_failed_interruption_marker_does_not_swallow_the_cancel(tmp_path: Path
 
             async def turn() -> None:
                 async for _ in run_turn(
-                    MarkerFails(writer),  # type: ignore[arg-type]
+                    MarkerFails(writer),
                     ScriptedModel([calls_wait()]),
                     "go",
                     toolbox=Toolbox([tool]),

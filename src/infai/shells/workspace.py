@@ -1,1 +1,1 @@
-from infai.agent.workspace import Workspace as Workspace  # noqa: F401  (moved)
+from infai.agent.workspace import Workspace as Workspace  # moved: a shim
