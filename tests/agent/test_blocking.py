@@ -105,3 +105,31 @@ def test_the_guard_catches_an_append_made_on_the_loop(
         with pytest.raises(BlockingError):
             asyncio.run(append_on_the_loop())
         asyncio.run(append_in_a_thread())  # the same work, where it belongs: no error
+
+
+def test_a_subagent_turn_blocks_nothing(tmp_path: Path, no_blocking: BlockBuster) -> None:
+    from infai.agent.subagent import standard_toolbox
+
+    store = Store(tmp_path / "home")
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    task = ToolCall("t1", "task", {"prompt": "count the files", "description": "count"})
+    model = ScriptedModel([Message(role="assistant", tool_calls=(task,)), "three", "it is three"])
+    permissions = AllowAll()
+    session = AgentSession(
+        store,
+        sid,
+        model=model,
+        toolbox=standard_toolbox(store, model, permissions),
+        permissions=permissions,
+    )
+
+    async def scenario() -> list[Any]:
+        return [e async for e in session.prompt("how many?")]
+
+    try:
+        events = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert events[-1] == TurnEnded("done")
+    result = next(e.event for e in events if isinstance(e, Saved) and e.event.kind == "tool_result")
+    assert result.record.content == "three"  # type: ignore[union-attr]
