@@ -1,28 +1,51 @@
-"""The agent: context assembly from the store, and the loop that runs a turn.
+"""The agent: context assembly from the store, the loop that runs a turn, and the
+session object every shell drives.
 
 One turn persists what must survive a crash before it matters (the user's
 message before generation, each tool call before it runs) and streams the rest
-live. Shells drive it; they never talk to the store or a model directly.
+live. :class:`Workspace` is the one place the machinery is assembled (config,
+model, policy, tools) and sessions are opened; an :class:`AgentSession` runs
+one turn at a time and publishes every event on its :class:`Hub`, in the one
+JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
+store or a model directly.
 """
 
+from .compaction import CompactionFailed
+from .config import Config, ConfigError, describe_models, load_config
 from .context import to_messages
-from .hub import EventHub, Lagged
+from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
-from .session import AgentSession
+from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
+from .wire import event_to_obj, settled_obj
+from .workspace import Workspace
 
 __all__ = [
     "AgentEvent",
     "AgentSession",
+    "Busy",
+    "CompactionFailed",
+    "Config",
+    "ConfigError",
     "EventHub",
+    "Hub",
     "Lagged",
     "Narrowed",
+    "NotInFlight",
     "Saved",
+    "SlotConflict",
     "Streamed",
+    "Subscription",
     "TaskTool",
+    "Turn",
     "TurnEnded",
+    "Workspace",
+    "describe_models",
+    "event_to_obj",
+    "load_config",
     "run_turn",
+    "settled_obj",
     "system_prompt",
     "to_messages",
 ]

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 
+from infai.errors import InfaiError
 from infai.llm import Message, Model, ProviderError, Request, collect
-from infai.llm.fakes import estimate_tokens
+from infai.llm.tokens import estimate_tokens
 from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
@@ -32,6 +33,7 @@ from infai.store import (
     ToolResultRecord,
     record_to_obj,
 )
+from infai.tools.offload import off_loop
 
 from .context import to_messages
 
@@ -48,7 +50,7 @@ SUMMARY_ASK = "Summarise the conversation above as the JSON object described."
 _LISTS = ("goals", "constraints", "decisions", "files_changed", "unresolved", "facts")
 
 
-class CompactionFailed(Exception):
+class CompactionFailed(InfaiError):
     """The summary could not be made; the session is unchanged."""
 
 
@@ -93,18 +95,7 @@ async def summarize_branch(writer: SessionLog, model: Model, target: str) -> Eve
     summarised by the model and stored as a ``branch_summary`` event after
     ``target``, which becomes HEAD. On failure nothing is appended.
     """
-    keep = {e.id for e in writer.path(target, to_boundary=False)}
-    abandoned = []
-    for entry in reversed(writer.path(to_boundary=False)):
-        if entry.id in keep:
-            ancestor: str | None = entry.id
-            break
-        abandoned.append(entry)
-    else:
-        ancestor = None
-    if not abandoned:
-        raise CompactionFailed("the target is on the current branch: nothing is abandoned")
-    events = [writer.event(e.id, resolve=True) for e in reversed(abandoned)]
+    events, ancestor = await off_loop(_abandoned, writer, target)
     request = Request(
         messages=(*to_messages(events), Message(role="user", content=BRANCH_ASK)),
         system=BRANCH_SYSTEM,
@@ -118,7 +109,23 @@ async def summarize_branch(writer: SessionLog, model: Model, target: str) -> Eve
     record = BranchSummaryRecord(
         summary=answer.content.strip(), abandoned_tip=writer.head, common_ancestor=ancestor
     )
-    return writer.append(record, "assistant", parent=target)
+    return await off_loop(writer.append, record, "assistant", parent=target)
+
+
+def _abandoned(writer: SessionLog, target: str) -> tuple[list[Event], str | None]:
+    """The events of HEAD's branch back to its common ancestor with ``target``
+    (oldest first, resolved), and that ancestor (None: the branches share nothing)."""
+    keep = {e.id for e in writer.path(target, to_boundary=False)}
+    abandoned = []
+    ancestor: str | None = None
+    for entry in reversed(writer.path(to_boundary=False)):
+        if entry.id in keep:
+            ancestor = entry.id
+            break
+        abandoned.append(entry)
+    if not abandoned:
+        raise CompactionFailed("the target is on the current branch: nothing is abandoned")
+    return [writer.event(e.id, resolve=True) for e in reversed(abandoned)], ancestor
 
 
 def last_input_tokens(events: list[Event]) -> int:
@@ -198,7 +205,7 @@ async def compact(writer: SessionLog, model: Model) -> Event:
     answers with something that is not a summary.
     """
     at = writer.pending_parent  # the branch the next prompt will continue, if one is picked
-    events = writer.context(at).events
+    events = (await off_loop(writer.context, at)).events
     messages = to_messages(events)
     if not messages:
         raise CompactionFailed("there is nothing to compact")
@@ -214,4 +221,4 @@ async def compact(writer: SessionLog, model: Model) -> Event:
     if isinstance(answer, ProviderError):
         raise CompactionFailed(f"the model failed: {answer.message}")
     record = parse_summary(answer.content, last_input_tokens(events) or None)
-    return writer.append(record, "assistant", parent=at)
+    return await off_loop(writer.append, record, "assistant", parent=at)

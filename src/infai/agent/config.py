@@ -44,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infai.errors import InfaiError
 from infai.llm.providers import PROVIDERS, ModelSpec
 from infai.llm.registry import DEFAULT_WINDOWS
 from infai.tools import Rule
+from infai.tools.policy import RuleError
 
 from .compaction import DEFAULT_THRESHOLD
 
@@ -68,7 +70,7 @@ TRUST_HINT = "add its directory to trusted_projects in your own config"
 VERDICTS = ("allow", "ask", "deny")
 
 
-class ConfigError(ValueError):
+class ConfigError(InfaiError):
     """A configuration file is unreadable or says something infai cannot use."""
 
 
@@ -163,7 +165,7 @@ def _rules(path: Path, table: Any) -> list[Rule]:
         for text in texts:
             try:
                 rules.append(Rule.parse(verdict, text))
-            except ValueError as exc:
+            except RuleError as exc:
                 raise ConfigError(f"{path}: permissions.{verdict}: {exc}") from None
     return rules
 

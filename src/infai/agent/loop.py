@@ -20,7 +20,8 @@ left without a result an "interrupted" one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -36,6 +37,7 @@ from infai.store import (
     now_rfc3339,
 )
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
+from infai.tools.offload import off_loop
 
 from .compaction import (
     DEFAULT_THRESHOLD,
@@ -45,6 +47,8 @@ from .compaction import (
     needs_compaction,
 )
 from .context import ContextCache, to_messages
+
+log = logging.getLogger("infai.agent")
 
 INTERRUPTED_TURN = "[turn interrupted]"
 
@@ -114,6 +118,186 @@ async def _run_tool(
         return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True), record
 
 
+class _Turn:
+    """One turn's state and its named steps; :func:`run_turn` strings them together.
+
+    Every append goes through :meth:`append` (off the event loop, into the
+    context cache, and to ``on_saved``); every step is an async generator of the
+    agent events it makes.
+    """
+
+    def __init__(
+        self,
+        writer: SessionLog,
+        model: Model,
+        *,
+        toolbox: Toolbox,
+        permissions: Permissions,
+        context: ToolContext,
+        system: str,
+        compact_at: float | None,
+        cache: ContextCache,
+        on_saved: Callable[[Event], None] | None,
+    ) -> None:
+        self.writer = writer
+        self.model = model
+        self.toolbox = toolbox
+        self.permissions = permissions
+        self.context = context
+        self.system = system
+        self.compact_at = compact_at
+        self.cache = cache
+        self.on_saved = on_saved
+        self.compaction_failed = False  # one failed compaction per turn is enough
+        self.compacted = False
+
+    # -- appends ---------------------------------------------------------------
+
+    def _settled(self, events: list[Event]) -> list[Saved]:
+        self.cache.appended(events)
+        if self.on_saved is not None:
+            for event in events:
+                self.on_saved(event)
+        return [Saved(e) for e in events]
+
+    async def append(self, record: MessageRecord | ToolResultRecord, role: str) -> list[Saved]:
+        """Append one record (in a worker thread) and report it saved."""
+        return self._settled([await off_loop(self.writer.append, record, role)])
+
+    async def append_batch(
+        self, records: list[tuple[MessageRecord | ToolCallRecord, str]]
+    ) -> list[Saved]:
+        return self._settled(await off_loop(self.writer.append_batch, records))
+
+    async def events(self) -> list[Event]:
+        """The context the next request continues (read in a worker thread)."""
+        return await off_loop(self.cache.events)
+
+    # -- steps -----------------------------------------------------------------
+
+    async def store_prompt(self, prompt: str) -> AsyncIterator[AgentEvent]:
+        """The user's message, durable before anything is generated."""
+        try:
+            stored = await self.append(MessageRecord(content=prompt), "user")
+        except HeadConflict:
+            # Another process appended since this session was read (a shared store).
+            # Nothing was generated yet, so the prompt simply follows what they wrote.
+            yield Streamed(Notice("another writer added to this session; your prompt follows it"))
+            self.cache.invalidate()
+            stored = await self.append(MessageRecord(content=prompt), "user")
+        for item in stored:
+            yield item
+
+    async def _due(self) -> bool:
+        if self.compaction_failed or self.compact_at is None:
+            return False
+        return needs_compaction(await self.events(), self.model, self.compact_at)
+
+    async def maybe_compact(self) -> AsyncIterator[AgentEvent]:
+        """Compact if the context has reached the threshold; a failure is a notice."""
+        self.compacted = False
+        if not await self._due():
+            return
+        used = context_tokens(await self.events())
+        yield Streamed(Notice(f"compacting: {used} of {self.model.context_window} tokens in use"))
+        try:
+            summary = await compact(self.writer, self.model)
+        except CompactionFailed as exc:
+            self.compaction_failed = True
+            yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
+            return
+        for item in self._settled([summary]):
+            yield item
+        self.compacted = True
+
+    async def compact_before(self, prompt: str, asked: Event) -> AsyncIterator[AgentEvent]:
+        """Compact what came before the stored prompt, then state the prompt again.
+
+        The prompt is durable before anything is generated, a summary included:
+        compaction summarises what came before it (a branch beside the stored
+        prompt), and the prompt is stated again after the summary.
+        """
+        if asked.parent_id == NIL_ID or not await self._due():
+            return
+        self.writer.select(asked.parent_id)
+        try:
+            async for item in self.maybe_compact():
+                yield item
+        finally:
+            if not self.compacted:
+                self.writer.select(None)  # back to the prompt, as stored
+        if self.compacted:
+            for again in await self.append(MessageRecord(content=prompt), "user"):
+                yield again
+
+    async def ask_model(self) -> AsyncIterator[AgentEvent | Message | ProviderError | None]:
+        """Stream one model call: its deltas, then (last) its outcome."""
+        request = Request(
+            messages=tuple(to_messages(await self.events())),
+            system=self.system,
+            tools=self.toolbox.specs(),
+        )
+        outcome: Message | ProviderError | None = None
+        async for event in self.model.stream(request):
+            if isinstance(event, Done):
+                outcome = event.message
+            elif isinstance(event, ProviderError):
+                outcome = event
+            else:
+                yield Streamed(event)
+        yield outcome
+
+    async def run_calls(self, message: Message, calls: list[Event]) -> AsyncIterator[AgentEvent]:
+        """Decide and run each call, appending its result."""
+        for call, call_event in zip(message.tool_calls, calls, strict=True):
+            here = replace(self.context, call_event_id=call_event.id)
+            output, decision = await _run_tool(call, self.toolbox, self.permissions, here)
+            metadata = dict(output.metadata)
+            if decision:
+                metadata["permission"] = decision
+            result = ToolResultRecord(
+                call_id=call.id,
+                name=call.name,
+                content=output.content,
+                is_error=output.is_error,
+                metadata=metadata,
+            )
+            for item in await self.append(result, "tool"):
+                yield item
+
+    async def step(self) -> AsyncIterator[AgentEvent]:
+        """One model call and the tools it called; ends with TurnEnded when the turn is over."""
+        outcome: Message | ProviderError | None = None
+        async for item in self.ask_model():
+            if isinstance(item, Saved | Streamed | TurnEnded):
+                yield item
+            else:
+                outcome = item
+        if not isinstance(outcome, Message):
+            error = outcome.message if outcome else "the model's stream ended without a reply"
+            yield TurnEnded("error", error)
+            return
+        stored = await self.append_batch(_assistant_records(outcome))
+        for item in stored:
+            yield item
+        if not outcome.tool_calls:
+            yield TurnEnded("done")
+            return
+        async for item in self.run_calls(outcome, [s.event for s in stored[1:]]):
+            yield item
+
+    async def mark_interrupted(self) -> BaseException | None:
+        """Append the interruption marker; returns why it could not be, if it could not."""
+        self.cache.invalidate()
+        marker = MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True})
+        try:
+            await self.append(marker, "user")
+        except Exception as failure:  # the cancel matters more: report this, keep that
+            log.warning("the interruption marker was not saved: %s", failure)
+            return failure
+        return None
+
+
 async def run_turn(
     writer: SessionLog,
     model: Model,
@@ -126,6 +310,7 @@ async def run_turn(
     max_steps: int = 50,
     compact_at: float | None = DEFAULT_THRESHOLD,
     cache: ContextCache | None = None,
+    on_saved: Callable[[Event], None] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
@@ -137,103 +322,44 @@ async def run_turn(
     beside the stored prompt, and the prompt is appended again after it, so the
     prompt is durable even if the summary is never finished. A
     ``cache`` kept across turns spares re-reading the context from the store.
+
+    Every append and store read runs in a worker thread (see
+    :mod:`~infai.agent.offload`), and ``on_saved`` is told of each event appended,
+    the interruption marker included (which is never yielded: the cancellation
+    is raised instead). A cancel always propagates: if the marker cannot be
+    written, the :class:`asyncio.CancelledError` is raised from that failure.
     """
-    cache = cache or ContextCache(writer)
-
-    def saved(*events: Event) -> list[Saved]:
-        cache.appended(list(events))
-        return [Saved(e) for e in events]
-
-    failed = False  # one failed compaction per turn is enough
-    compacted = False
-
-    async def maybe_compact() -> AsyncIterator[AgentEvent]:
-        nonlocal failed, compacted
-        compacted = False
-        if failed or compact_at is None or not needs_compaction(cache.events(), model, compact_at):
-            return
-        used = context_tokens(cache.events())
-        yield Streamed(Notice(f"compacting: {used} of {model.context_window} tokens in use"))
-        try:
-            for item in saved(await compact(writer, model)):
-                yield item
-            compacted = True
-        except CompactionFailed as exc:
-            failed = True
-            yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
-
+    turn = _Turn(
+        writer,
+        model,
+        toolbox=toolbox,
+        permissions=permissions,
+        context=context,
+        system=system,
+        compact_at=compact_at,
+        cache=cache or ContextCache(writer),
+        on_saved=on_saved,
+    )
+    asked: Event | None = None
+    async for item in turn.store_prompt(prompt):
+        if isinstance(item, Saved):
+            asked = item.event
+        yield item
+    assert asked is not None
     try:
-        asked = writer.append(MessageRecord(content=prompt), "user")
-    except HeadConflict:
-        # Another process appended since this session was read (a shared store).
-        # Nothing was generated yet, so the prompt simply follows what they wrote.
-        yield Streamed(Notice("another writer added to this session; your prompt follows it"))
-        cache.invalidate()
-        asked = writer.append(MessageRecord(content=prompt), "user")
-    for stored_prompt in saved(asked):
-        yield stored_prompt
-    try:
-        due = compact_at is not None and needs_compaction(cache.events(), model, compact_at)
-        if due and asked.parent_id != NIL_ID:
-            # The prompt is durable before anything is generated, a summary included:
-            # compaction summarises what came before it (a branch beside the stored
-            # prompt), and the prompt is stated again after the summary.
-            writer.select(asked.parent_id)
-            try:
-                async for item in maybe_compact():
+        async for item in turn.compact_before(prompt, asked):
+            yield item
+        for number in range(max_steps):
+            if number:  # a long tool loop can fill the window between two prompts
+                async for item in turn.maybe_compact():
                     yield item
-            finally:
-                if not compacted:
-                    writer.select(None)  # back to the prompt, as stored
-            if compacted:
-                for again in saved(writer.append(MessageRecord(content=prompt), "user")):
-                    yield again
-        for step in range(max_steps):
-            if step:  # a long tool loop can fill the window between two prompts
-                async for item in maybe_compact():
-                    yield item
-            request = Request(
-                messages=tuple(to_messages(cache.events())),
-                system=system,
-                tools=toolbox.specs(),
-            )
-            outcome: Message | ProviderError | None = None
-            async for event in model.stream(request):
-                if isinstance(event, Done):
-                    outcome = event.message
-                elif isinstance(event, ProviderError):
-                    outcome = event
-                else:
-                    yield Streamed(event)
-            if not isinstance(outcome, Message):
-                error = outcome.message if outcome else "the model's stream ended without a reply"
-                yield TurnEnded("error", error)
-                return
-            stored = writer.append_batch(_assistant_records(outcome))
-            for item in saved(*stored):
+            async for item in turn.step():
                 yield item
-            if not outcome.tool_calls:
-                yield TurnEnded("done")
-                return
-            for call, call_event in zip(outcome.tool_calls, stored[1:], strict=True):
-                here = replace(context, call_event_id=call_event.id)
-                output, decision = await _run_tool(call, toolbox, permissions, here)
-                metadata = dict(output.metadata)
-                if decision:
-                    metadata["permission"] = decision
-                result = ToolResultRecord(
-                    call_id=call.id,
-                    name=call.name,
-                    content=output.content,
-                    is_error=output.is_error,
-                    metadata=metadata,
-                )
-                for item in saved(writer.append(result, "tool")):
-                    yield item
+                if isinstance(item, TurnEnded):
+                    return
         yield TurnEnded("error", f"stopped after {max_steps} model calls in one turn")
-    except asyncio.CancelledError:
-        cache.invalidate()
-        writer.append(
-            MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True}), "user"
-        )
+    except asyncio.CancelledError as cancelled:
+        failure = await turn.mark_interrupted()
+        if failure is not None:
+            raise cancelled from failure
         raise

@@ -11,6 +11,20 @@ compaction or a summarised switch first takes the session's lease
 (:meth:`AgentSession.slot`): another process trying the same gets
 :class:`~infai.store.SessionBusy` at once instead of racing it.
 
+One turn at a time: :meth:`AgentSession.start` runs a turn as a task (the
+TUI and the server drive it so), :meth:`AgentSession.prompt` runs one while
+the caller iterates (the CLI); both, a compaction and a summarised switch share
+one slot, and anything else that would write meanwhile gets :class:`Busy`.
+:meth:`AgentSession.cancel` stops the turn in flight and waits for it to have
+recorded its interruption.
+
+Every event the session appends (prompts, replies, tool calls and results,
+compactions, branch summaries, the interruption marker) is published on its
+:attr:`AgentSession.hub` as :class:`~infai.agent.Saved` the moment it is
+durable, with the turn's deltas and its end, so a watcher subscribed to the hub
+misses nothing and need not read the store back. Appends, store reads and the
+lease run in worker threads, never on the event loop.
+
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
 session is opened, in any shell.
@@ -18,23 +32,56 @@ session is opened, in any shell.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infai.llm import Model
-from infai.store import Event, InvalidInput, SessionInfo, SessionStore
+from infai.errors import InfaiError
+from infai.llm import Model, close_model
+from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
+from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
-from .loop import AgentEvent, run_turn
+from .loop import AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
 KEPT_RULES = "allowed"
+
+
+class SlotConflict(InfaiError):
+    """The session cannot do this now: its one slot for work that writes says no."""
+
+
+class Busy(SlotConflict):
+    """A turn, a compaction or a branch switch is already running in this session."""
+
+
+class NotInFlight(SlotConflict):
+    """There is no such turn in flight to cancel."""
+
+
+@dataclass
+class Turn:
+    """A turn started with :meth:`AgentSession.start`: its id, its task, its end."""
+
+    id: str
+    task: asyncio.Task[TurnEnded] | None = None
+    #: how it ended, once it has
+    outcome: TurnEnded | None = field(default=None)
+
+    async def wait(self) -> TurnEnded:
+        """Wait for the turn to end (a cancelled turn ends ``cancelled``)."""
+        assert self.task is not None
+        await asyncio.wait([self.task])
+        return self.outcome or TurnEnded("cancelled")
 
 
 def kept_rules(info: SessionInfo) -> list[Rule]:
@@ -59,8 +106,11 @@ class AgentSession:
         permissions: Permissions,
         instructions: str = "",
         compact_at: float | None = DEFAULT_THRESHOLD,
+        owns_model: bool = True,
     ) -> None:
         self.store = store
+        #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
+        self.owns_model = owns_model
         info = store.info(session_id)
         self.working_dir = Path(info.working_dir or ".").resolve()
         self.model = model
@@ -72,19 +122,39 @@ class AgentSession:
         if isinstance(permissions, Policy):
             permissions.rules.extend(kept_rules(info))
             permissions.remember = self._keep
+        #: internal: the session's writer. Shells read through :attr:`view` and
+        #: change the session only through this object's methods.
         self.writer = store.open_writer(session_id)
         self.session_id = self.writer.session_id
         self._lease: Any = None
         self._held = 0
         self.cache = ContextCache(self.writer)
-        #: every event of this session's turns, for watchers other than the caller
+        #: every event of this session (each append as it is durable, the turns'
+        #: deltas and ends), for any number of watchers
         self.hub = EventHub()
+        #: what occupies the slot for work that writes (None: free)
+        self.busy: str | None = None
+        #: the turn started with :meth:`start` and still in flight
+        self.turn: Turn | None = None
+        self._closed = False
         if info.model != model.name:
             try:
                 store.update_info(self.session_id, model=model.name)
             except BaseException:
                 self.writer.close()  # never leave the lock held by a session nobody has
                 raise
+
+    @property
+    def view(self) -> SessionView:
+        """The session as stored, read-only: its tree, events and context."""
+        view: SessionView = self.writer
+        return view
+
+    @property
+    def pending_parent(self) -> str | None:
+        """The older event the next prompt continues from (None: HEAD)."""
+        pending: str | None = self.writer.pending_parent
+        return pending
 
     def _keep(self, rules: list[Rule]) -> None:
         info = self.store.info(self.session_id)
@@ -97,6 +167,8 @@ class AgentSession:
         (its writer, its lock and any event picked to continue from)."""
         self.store.update_info(self.session_id, model=model.name)
         self.model, self.toolbox = model, toolbox
+
+    # -- the lease -------------------------------------------------------------
 
     def acquire(self) -> None:
         """Take the session's lease for a turn (nested takes are counted).
@@ -134,30 +206,125 @@ class AgentSession:
         finally:
             self.release()
 
+    # -- the slot --------------------------------------------------------------
+
+    def _claim(self, what: str) -> None:
+        if self._closed:
+            raise Busy(f"session {self.session_id} is closed")
+        if self.busy is not None:
+            raise Busy(f"session {self.session_id} is busy: {self.busy}")
+        self.busy = what
+
+    async def _hold(self, what: str) -> None:
+        """Claim the slot, then the lease (in a worker thread); the slot is freed
+        again if the lease cannot be had."""
+        self._claim(what)
+        try:
+            await off_loop(self.acquire)
+        except BaseException:
+            self.busy = None
+            raise
+
+    async def _free(self) -> None:
+        try:
+            await off_loop(self.release)
+        finally:
+            self.busy = None
+
     def select(self, event_id: str | None) -> None:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
+        if self.busy is not None:
+            raise Busy(f"session {self.session_id} is busy: {self.busy}")
         self.writer.select(event_id)
 
+    # -- turns -----------------------------------------------------------------
+
     async def prompt(self, text: str) -> AsyncIterator[AgentEvent]:
-        """Run one prompt to completion; see :func:`~infai.agent.loop.run_turn`."""
-        with self.slot():
+        """Run one prompt to completion; see :func:`~infai.agent.loop.run_turn`.
+
+        Raises :class:`Busy` if the slot is taken.
+        """
+        await self._hold("a turn is in flight")
+        try:
             async for event in self._turn(text):
                 yield event
+        finally:
+            await self._free()
+
+    async def start(self, text: str, from_event: str | None = None) -> Turn:
+        """Start a turn as a task of its own and return at once; its events go to
+        :attr:`hub`. ``from_event`` picks the older event it continues from.
+
+        Raises :class:`Busy` if the slot is taken, and
+        :class:`~infai.store.SessionBusy` if another process holds the lease.
+        """
+        if from_event is not None:
+            self.select(from_event)
+        turn = Turn(str(uuid.uuid4()))
+        await self._hold(f"turn {turn.id} is in flight")
+        self.turn = turn
+        turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
+        return turn
+
+    async def _run(self, turn: Turn, text: str) -> TurnEnded:
+        ended = TurnEnded("error", "the turn ended without an outcome")
+        try:
+            async for event in self._turn(text):
+                if isinstance(event, TurnEnded):
+                    ended = event
+        except asyncio.CancelledError:
+            ended = TurnEnded("cancelled")
+            raise
+        except Exception as exc:  # a store failure: the turn ends, the session stays
+            ended = TurnEnded("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            turn.outcome = ended
+            self.turn = None
+            await self._free()
+        return ended
+
+    async def cancel(self, turn_id: str | None = None) -> Turn:
+        """Cancel the turn in flight (``turn_id``: only if it is that one) and wait
+        until it has stopped and recorded its interruption."""
+        turn = self.turn
+        if turn is None or turn.task is None or (turn_id is not None and turn_id != turn.id):
+            which = f"turn {turn_id}" if turn_id else "no turn"
+            raise NotInFlight(f"{which} is not in flight in session {self.session_id}")
+        turn.task.cancel()
+        await asyncio.wait([turn.task])
+        return turn
+
+    def _saved(self, event: Event) -> None:
+        self.hub.publish(Saved(event))
 
     async def _turn(self, text: str) -> AsyncIterator[AgentEvent]:
-        async for event in run_turn(
-            self.writer,
-            self.model,
-            text,
-            toolbox=self.toolbox,
-            permissions=self.permissions,
-            context=ToolContext(self.working_dir, self.session_id),
-            system=system_prompt(self.working_dir, self.instructions),
-            cache=self.cache,
-            compact_at=self.compact_at,
-        ):
-            self.hub.publish(event)
-            yield event
+        """The turn's events; each append is published as it is durable, the rest
+        as it is yielded, and a turn cut short ends on the hub too."""
+        system = await off_loop(system_prompt, self.working_dir, self.instructions)
+        try:
+            async for event in run_turn(
+                self.writer,
+                self.model,
+                text,
+                toolbox=self.toolbox,
+                permissions=self.permissions,
+                context=ToolContext(self.working_dir, self.session_id),
+                system=system,
+                cache=self.cache,
+                compact_at=self.compact_at,
+                on_saved=self._saved,
+            ):
+                if not isinstance(event, Saved):  # a Saved was published when appended
+                    self.hub.publish(event)
+                yield event
+        except asyncio.CancelledError:
+            self.hub.publish(TurnEnded("cancelled"))
+            raise
+        except Exception as exc:
+            self.hub.publish(TurnEnded("error", f"{type(exc).__name__}: {exc}"))
+            raise
+
+    # -- compaction and branches ----------------------------------------------
 
     async def switch(self, event_id: str, *, summarize: bool = True) -> Event | None:
         """Move to another branch at ``event_id``.
@@ -169,23 +336,65 @@ class AgentSession:
         if not summarize:
             self.select(event_id)
             return None
-        with self.slot():
-            return await summarize_branch(self.writer, self.model, event_id)
+        await self._hold("switching branches")
+        try:
+            summary = await summarize_branch(self.writer, self.model, event_id)
+        finally:
+            await self._free()
+        self.cache.invalidate()
+        self._saved(summary)
+        return summary
 
     async def compact(self) -> Event:
         """Compact now; raises :class:`~infai.agent.compaction.CompactionFailed`."""
-        with self.slot():
-            return await compact(self.writer, self.model)
+        await self._hold("compacting")
+        try:
+            summary = await compact(self.writer, self.model)
+        finally:
+            await self._free()
+        self.cache.invalidate()
+        self._saved(summary)
+        return summary
+
+    # -- closing ---------------------------------------------------------------
 
     def close(self) -> None:
+        """Release the lease and the writer, and end the hub's streams.
+
+        The model is closed by :meth:`aclose`, in the event loop it streamed in.
+        """
+        self._closed = True
+        self.hub.close("session closed")
+        self._release_all()
+
+    def _release_all(self) -> None:
         if self._lease is not None:
             self._held = 0
             lease, self._lease = self._lease, None
             lease.release()
         self.writer.close()
 
+    async def aclose(self) -> None:
+        """Cancel the turn in flight (it records its interruption), close the
+        session (as :meth:`close` does, in a worker thread) and the model it owns."""
+        turn = self.turn
+        if turn is not None and turn.task is not None and not turn.task.done():
+            turn.task.cancel()
+            await asyncio.wait([turn.task])
+        self._closed = True
+        self.hub.close("session closed")  # on the loop: the hub wakes its readers there
+        await off_loop(self._release_all)
+        if self.owns_model:
+            await close_model(self.model)
+
     def __enter__(self) -> AgentSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> AgentSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -17,8 +17,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from infai.llm import Model, ToolSpec
-from infai.store import MessageRecord, SessionStore
+from infai.store import MessageRecord, SessionLog, SessionStore
 from infai.tools import Decision, Permissions, Toolbox, ToolContext, ToolOutput
+from infai.tools.offload import off_loop
 
 from .loop import TurnEnded, run_turn
 from .prompt import system_prompt
@@ -66,7 +67,8 @@ class TaskTool:
         if not prompt:
             return ToolOutput("task needs a prompt", is_error=True)
         label = str(arguments.get("description") or prompt.splitlines()[0])[:60]
-        child = self.store.create_session(
+        child = await off_loop(
+            self.store.create_session,
             name=f"subagent: {label}",
             working_dir=str(context.working_dir),
             model=self.model.name,
@@ -77,7 +79,13 @@ class TaskTool:
         toolbox = Toolbox(t for t in self.tools if t.spec.name != "task")  # no recursion
         permissions = Narrowed(self.permissions, self.allowed)
         outcome: TurnEnded | None = None
-        with self.store.open_writer(child.id) as writer:
+        system = await off_loop(
+            system_prompt,
+            context.working_dir,
+            "You are a subagent: finish the task and answer with the result only.",
+        )
+        writer = await off_loop(self.store.open_writer, child.id)
+        try:
             async for event in run_turn(
                 writer,
                 self.model,
@@ -85,27 +93,31 @@ class TaskTool:
                 toolbox=toolbox,
                 permissions=permissions,
                 context=ToolContext(context.working_dir, child.id),
-                system=system_prompt(
-                    context.working_dir,
-                    "You are a subagent: finish the task and answer with the result only.",
-                ),
+                system=system,
                 max_steps=self.max_steps,
             ):
                 if isinstance(event, TurnEnded):
                     outcome = event
-            answer = next(
-                (
-                    e.record.content
-                    for e in reversed(writer.context().events)
-                    if e.role == "assistant" and isinstance(e.record, MessageRecord)
-                ),
-                "",
-            )
+            answer = await off_loop(_final_answer, writer)
+        finally:
+            await off_loop(writer.close)
         metadata = {"child_session": child.id}
         if outcome is None or outcome.outcome != "done":
             why = outcome.error if outcome else "no outcome"
             return ToolOutput(f"subagent failed: {why}", is_error=True, metadata=metadata)
         return ToolOutput(answer, metadata=metadata)
+
+
+def _final_answer(writer: SessionLog) -> str:
+    """The child's last assistant message ("" if it gave none)."""
+    return next(
+        (
+            e.record.content
+            for e in reversed(writer.context().events)
+            if e.role == "assistant" and isinstance(e.record, MessageRecord)
+        ),
+        "",
+    )
 
 
 def standard_toolbox(store: SessionStore, model: Model, permissions: Permissions) -> Toolbox:

@@ -26,12 +26,15 @@ from .messages import (
     close_model,
     collect,
 )
+from .providers import ModelUnavailable
+from .tokens import estimate_tokens
 
 __all__ = [
     "Done",
     "FunctionModel",
     "Message",
     "Model",
+    "ModelUnavailable",
     "Notice",
     "OfflineModel",
     "ProviderError",
@@ -45,4 +48,5 @@ __all__ = [
     "ToolSpec",
     "close_model",
     "collect",
+    "estimate_tokens",
 ]

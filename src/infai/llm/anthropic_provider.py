@@ -15,7 +15,7 @@ Text that is only whitespace is not sent (the API refuses such blocks).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 import anthropic
@@ -144,59 +144,70 @@ class AnthropicModel(SdkModel):
 
     async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
         stream = await self._client.messages.create(stream=True, **self._options(request))
-        text: list[str] = []
-        reasoning: list[str] = []
-        thinking: dict[int, dict[str, Any]] = {}  # block index -> the block as it arrives
-        calls: dict[int, list[str]] = {}  # block index -> [id, name, argument json]
-        order: list[int] = []
-        usage = Usage()
-        stop: str | None = None
-        model_id = self.spec.model
+        reply = _Reply(self.spec.model)
         async with stream:
             async for event in stream:
-                kind = event.type
-                if kind == "message_start":
-                    model_id = event.message.model or model_id
-                    usage = _usage(event.message.usage, usage)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        calls[event.index] = [block.id, block.name, ""]
-                        order.append(event.index)
-                        yield ToolCallDelta(len(order) - 1, block.id, block.name)
-                    elif block.type == "thinking":
-                        thinking[event.index] = {
-                            "type": "thinking",
-                            "thinking": "",
-                            "signature": "",
-                        }
-                    elif block.type == "redacted_thinking":
-                        thinking[event.index] = {"type": "redacted_thinking", "data": block.data}
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        text.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.type == "thinking_delta":
-                        reasoning.append(delta.thinking)
-                        if event.index in thinking:
-                            thinking[event.index]["thinking"] += delta.thinking
-                        yield ReasoningDelta(delta.thinking)
-                    elif delta.type == "signature_delta" and event.index in thinking:
-                        thinking[event.index]["signature"] += delta.signature
-                    elif delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index][2] += delta.partial_json
-                        position = order.index(event.index)
-                        yield ToolCallDelta(position, arguments=delta.partial_json)
-                elif kind == "message_delta":
-                    stop = event.delta.stop_reason or stop
-                    usage = _usage(event.usage, usage)
-        if stop is None:
-            yield ProviderError("anthropic: the stream ended before the reply did", retryable=True)
-            return
+                for item in reply.event(event):
+                    yield item
+        yield reply.settled()
+
+
+class _Reply:
+    """A streamed reply as it arrives: text, thinking blocks, tool calls, usage, end."""
+
+    def __init__(self, model_id: str) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.thinking: dict[int, dict[str, Any]] = {}  # block index -> the block so far
+        self.calls: dict[int, list[str]] = {}  # block index -> [id, name, argument json]
+        self.order: list[int] = []
+        self.usage = Usage()
+        self.stop: str | None = None
+        self.model_id = model_id
+
+    def event(self, event: Any) -> Iterator[StreamEvent]:
+        """The deltas one server event stands for."""
+        kind = event.type
+        if kind == "message_start":
+            self.model_id = event.message.model or self.model_id
+            self.usage = _usage(event.message.usage, self.usage)
+        elif kind == "content_block_start":
+            yield from self.block_start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            yield from self.delta(event.index, event.delta)
+        elif kind == "message_delta":
+            self.stop = event.delta.stop_reason or self.stop
+            self.usage = _usage(event.usage, self.usage)
+
+    def block_start(self, index: int, block: Any) -> Iterator[StreamEvent]:
+        if block.type == "tool_use":
+            self.calls[index] = [block.id, block.name, ""]
+            self.order.append(index)
+            yield ToolCallDelta(len(self.order) - 1, block.id, block.name)
+        elif block.type == "thinking":
+            self.thinking[index] = {"type": "thinking", "thinking": "", "signature": ""}
+        elif block.type == "redacted_thinking":
+            self.thinking[index] = {"type": "redacted_thinking", "data": block.data}
+
+    def delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
+        if delta.type == "text_delta":
+            self.text.append(delta.text)
+            yield TextDelta(delta.text)
+        elif delta.type == "thinking_delta":
+            self.reasoning.append(delta.thinking)
+            if index in self.thinking:
+                self.thinking[index]["thinking"] += delta.thinking
+            yield ReasoningDelta(delta.thinking)
+        elif delta.type == "signature_delta" and index in self.thinking:
+            self.thinking[index]["signature"] += delta.signature
+        elif delta.type == "input_json_delta" and index in self.calls:
+            self.calls[index][2] += delta.partial_json
+            yield ToolCallDelta(self.order.index(index), arguments=delta.partial_json)
+
+    def tool_calls(self) -> list[ToolCall]:
         settled: list[ToolCall] = []
-        for index in order:
-            call_id, name, raw = calls[index]
+        for index in self.order:
+            call_id, name, raw = self.calls[index]
             try:
                 arguments = json.loads(raw or "{}")
             except ValueError:
@@ -206,18 +217,25 @@ class AnthropicModel(SdkModel):
                 settled.append(ToolCall(call_id, name, {}, error=why))
                 continue
             settled.append(ToolCall(call_id, name, arguments))
-        metadata: dict[str, Any] = {"provider": "anthropic", "stop_reason": stop}
-        if thinking:
-            metadata["thinking_blocks"] = [thinking[i] for i in sorted(thinking)]
-        yield Done(
+        return settled
+
+    def settled(self) -> Done | ProviderError:
+        """The whole reply, once the stream has ended (an error if it ended early)."""
+        if self.stop is None:
+            return ProviderError("anthropic: the stream ended before the reply did", retryable=True)
+        calls = self.tool_calls()
+        metadata: dict[str, Any] = {"provider": "anthropic", "stop_reason": self.stop}
+        if self.thinking:
+            metadata["thinking_blocks"] = [self.thinking[i] for i in sorted(self.thinking)]
+        return Done(
             Message(
                 role="assistant",
-                content="".join(text),
-                reasoning="".join(reasoning) or None,
-                tool_calls=tuple(settled),
-                usage=usage,
-                stop_reason="tool_use" if settled else STOP_REASONS.get(stop, "end_turn"),
-                model=model_id,
+                content="".join(self.text),
+                reasoning="".join(self.reasoning) or None,
+                tool_calls=tuple(calls),
+                usage=self.usage,
+                stop_reason="tool_use" if calls else STOP_REASONS.get(self.stop, "end_turn"),
+                model=self.model_id,
                 metadata=metadata,
             )
         )

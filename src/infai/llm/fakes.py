@@ -31,14 +31,10 @@ from .messages import (
     TextDelta,
     ToolCallDelta,
 )
+from .tokens import estimate_tokens as estimate_tokens
 
 Reply = Message | ProviderError | str
 DELTA_CHARS = 8
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count (four characters a token), for models without a tokenizer."""
-    return (len(text) + 3) // 4
 
 
 def request_tokens(request: Request) -> int:

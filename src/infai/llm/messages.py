@@ -165,6 +165,7 @@ async def close_model(model: Model) -> None:
     """Release what a model holds (an SDK client's connections), if anything.
 
     Call it in the event loop the model streamed in, before that loop ends.
+    Closing a model twice is harmless (infai's own models close once).
     """
     closer = getattr(model, "aclose", None)
     if closer is not None:

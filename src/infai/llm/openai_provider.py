@@ -14,7 +14,7 @@ guess. Usage comes from the final chunk (``stream_options.include_usage``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 import openai
@@ -127,7 +127,7 @@ class OpenAIModel(SdkModel):
             ),
         )
 
-    async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
+    def _options(self, request: Request) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if request.tools:
             options["tools"] = tools_to_openai(request)
@@ -137,62 +137,82 @@ class OpenAIModel(SdkModel):
             # old one); compatible servers know the old one best
             official = self.spec.resolved_base_url() is None
             options["max_completion_tokens" if official else "max_tokens"] = max_tokens
+        return options
+
+    async def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
         create: Any = self._client.chat.completions.create  # our dicts are its TypedDicts
         stream = await create(
             model=self.spec.model,
             messages=to_openai(request),
             stream=True,
             stream_options={"include_usage": True},
-            **options,
+            **self._options(request),
         )
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, _Call] = {}
-        finish: str | None = None
-        usage: Usage | None = None
-        model_id = self.spec.model
+        reply = _Reply(self.spec.model)
         async with stream:
             async for chunk in stream:
-                model_id = chunk.model or model_id
-                if chunk.usage is not None:
-                    details = chunk.usage.prompt_tokens_details
-                    usage = Usage(
-                        input_tokens=chunk.usage.prompt_tokens,
-                        output_tokens=chunk.usage.completion_tokens,
-                        cache_read_tokens=(details.cached_tokens or 0) if details else 0,
-                    )
-                for choice in chunk.choices or ():
-                    finish = choice.finish_reason or finish
-                    delta = choice.delta
-                    if delta is None:  # some servers send a bare finish_reason
-                        continue
-                    extra = delta.model_extra or {}
-                    thought = extra.get("reasoning_content") or extra.get("reasoning")
-                    if isinstance(thought, str) and thought:
-                        reasoning.append(thought)
-                        yield ReasoningDelta(thought)
-                    if delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for fragment in delta.tool_calls or ():
-                        index = _index_of(fragment, calls)
-                        call = calls.setdefault(index, _Call())
-                        name = args = None
-                        if fragment.id:
-                            call.id = fragment.id
-                        if fragment.function is not None:
-                            name = fragment.function.name
-                            args = fragment.function.arguments
-                            if name and name != call.name:  # some servers repeat it
-                                call.name += name
-                            call.arguments += args or ""
-                        yield ToolCallDelta(index, fragment.id, name, args or "")
-        if finish is None:
-            yield ProviderError("openai: the stream ended before the reply did", retryable=True)
-            return
+                for event in reply.chunk(chunk):
+                    yield event
+        yield reply.settled()
+
+
+class _Reply:
+    """A streamed reply as it arrives: its text, reasoning, tool calls and end."""
+
+    def __init__(self, model_id: str) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+        self.model_id = model_id
+
+    def chunk(self, chunk: Any) -> Iterator[StreamEvent]:
+        """The deltas in one chunk of the stream."""
+        self.model_id = chunk.model or self.model_id
+        if chunk.usage is not None:
+            details = chunk.usage.prompt_tokens_details
+            self.usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+                cache_read_tokens=(details.cached_tokens or 0) if details else 0,
+            )
+        for choice in chunk.choices or ():
+            self.finish = choice.finish_reason or self.finish
+            if choice.delta is not None:  # some servers send a bare finish_reason
+                yield from self.delta(choice.delta)
+
+    def delta(self, delta: Any) -> Iterator[StreamEvent]:
+        extra = delta.model_extra or {}
+        thought = extra.get("reasoning_content") or extra.get("reasoning")
+        if isinstance(thought, str) and thought:
+            self.reasoning.append(thought)
+            yield ReasoningDelta(thought)
+        if delta.content:
+            self.text.append(delta.content)
+            yield TextDelta(delta.content)
+        for fragment in delta.tool_calls or ():
+            yield self.fragment(fragment)
+
+    def fragment(self, fragment: Any) -> ToolCallDelta:
+        """A piece of a tool call, added to the call it continues."""
+        index = _index_of(fragment, self.calls)
+        call = self.calls.setdefault(index, _Call())
+        name = args = None
+        if fragment.id:
+            call.id = fragment.id
+        if fragment.function is not None:
+            name = fragment.function.name
+            args = fragment.function.arguments
+            if name and name != call.name:  # some servers repeat it
+                call.name += name
+            call.arguments += args or ""
+        return ToolCallDelta(index, fragment.id, name, args or "")
+
+    def tool_calls(self) -> list[ToolCall]:
         settled: list[ToolCall] = []
-        for index in sorted(calls):
-            call = calls[index]
+        for index in sorted(self.calls):
+            call = self.calls[index]
             try:
                 arguments = json.loads(call.arguments or "{}")
             except ValueError:
@@ -202,16 +222,23 @@ class OpenAIModel(SdkModel):
                 settled.append(ToolCall(call.id or f"call_{index}", call.name, {}, error=why))
                 continue
             settled.append(ToolCall(call.id or f"call_{index}", call.name, arguments))
-        stop = "tool_use" if settled else STOP_REASONS.get(finish, "end_turn")
-        yield Done(
+        return settled
+
+    def settled(self) -> Done | ProviderError:
+        """The whole reply, once the stream has ended (an error if it ended early)."""
+        if self.finish is None:
+            return ProviderError("openai: the stream ended before the reply did", retryable=True)
+        calls = self.tool_calls()
+        stop = "tool_use" if calls else STOP_REASONS.get(self.finish, "end_turn")
+        return Done(
             Message(
                 role="assistant",
-                content="".join(text),
-                reasoning="".join(reasoning) or None,
-                tool_calls=tuple(settled),
-                usage=usage,
+                content="".join(self.text),
+                reasoning="".join(self.reasoning) or None,
+                tool_calls=tuple(calls),
+                usage=self.usage,
                 stop_reason=stop,
-                model=model_id,
-                metadata={"provider": "openai", "finish_reason": finish},
+                model=self.model_id,
+                metadata={"provider": "openai", "finish_reason": self.finish},
             )
         )

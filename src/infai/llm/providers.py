@@ -30,6 +30,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from infai.errors import InfaiError
+
 from .messages import (
     Notice,
     ProviderError,
@@ -49,7 +51,7 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
-class ModelUnavailable(ValueError):
+class ModelUnavailable(InfaiError):
     """A model cannot be built as asked (unknown name, missing key, bad setting)."""
 
 
@@ -241,6 +243,7 @@ class SdkModel:
     def __init__(self, spec: ModelSpec, client: Any) -> None:
         self.spec = spec
         self._client = client
+        self._closed = False
 
     @property
     def name(self) -> str:
@@ -251,7 +254,14 @@ class SdkModel:
         return self.spec.context_window
 
     async def aclose(self) -> None:
-        """Close the SDK client's connections (in the event loop that used them)."""
+        """Close the SDK client's connections (in the event loop that used them).
+
+        Closing twice is harmless: a session closes its model, and a shell that
+        still closes it too does no harm.
+        """
+        if self._closed:
+            return
+        self._closed = True
         await self._client.close()
 
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:

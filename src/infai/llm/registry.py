@@ -31,9 +31,6 @@ from .providers import PROVIDERS, ModelSpec, ModelUnavailable
 #: context windows assumed for ``provider:model`` names not in configuration
 DEFAULT_WINDOWS = {"openai": 128_000, "anthropic": 200_000}
 
-#: kept for callers that catch the old name
-UnknownModel = ModelUnavailable
-
 
 def _reply(item: Any, where: str) -> Reply:
     if isinstance(item, str):

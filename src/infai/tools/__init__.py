@@ -17,14 +17,30 @@ from .base import (
     ToolOutput,
 )
 from .builtin import builtin_tools
-from .policy import Policy, Rule, always_rules
+from .policy import (
+    AllowAlways,
+    Answer,
+    Approver,
+    Ask,
+    Policy,
+    Reply,
+    Rule,
+    RuleError,
+    always_rules,
+)
 
 __all__ = [
     "AllowAll",
+    "AllowAlways",
+    "Answer",
+    "Approver",
+    "Ask",
     "Decision",
     "Permissions",
     "Policy",
+    "Reply",
     "Rule",
+    "RuleError",
     "Tool",
     "ToolContext",
     "ToolOutput",

@@ -14,18 +14,22 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infai.llm import ToolSpec
 
 from .base import Tool, ToolContext, ToolOutput
+from .offload import off_loop
 from .paths import resolve
 
 MAX_OUTPUT = 30_000  # characters a tool returns at most
 OUTPUT_BYTES = 4 * MAX_OUTPUT  # bytes of a command's output kept (UTF-8: up to 4 a character)
 MAX_TIMEOUT = 3600.0  # seconds a command may run at most, whatever the model asks
 MAX_MATCHES = 200
+READ_CHUNK = 1 << 16  # characters read at a time from lines that are skipped
 
 
 def _cap(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -54,17 +58,104 @@ class ReadFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self.read, arguments, context)
+
+    def read(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """The blocking part, run in a worker thread."""
         target = resolve(context.working_dir, str(arguments.get("path", "")))
-        try:
-            text = target.path.read_text(errors="replace")
-        except OSError as exc:
-            return _error(f"cannot read {arguments.get('path')}: {exc.strerror}")
-        lines = text.splitlines(keepends=True)
         start = max(1, int(arguments.get("start_line") or 1))
-        end = min(len(lines), int(arguments.get("end_line") or len(lines)))
-        if start > max(end, 1) and lines:
-            return _error(f"start_line {start} is past the end ({len(lines)} lines)")
-        return ToolOutput(_cap("".join(lines[start - 1 : end])), metadata={"lines": [start, end]})
+        end_line = arguments.get("end_line")
+        try:
+            found = read_lines(target.path, start, int(end_line) if end_line else None)
+        except OSError as exc:
+            return _error(f"cannot read {arguments.get('path')}: {exc.strerror or exc}")
+        if found.past_end:
+            return _error(f"start_line {start} is past the end ({found.total} lines)")
+        text = found.text
+        if found.cut:
+            text += f"\n[... cut at {MAX_OUTPUT} characters; read on with start_line={found.last}]"
+        return ToolOutput(text, metadata={"lines": [start, found.last]})
+
+
+@dataclass(frozen=True)
+class Lines:
+    """What :func:`read_lines` found."""
+
+    text: str
+    #: the last line read (in part, if ``cut``)
+    last: int
+    cut: bool = False
+    #: the range asked for starts after the file's last line
+    past_end: bool = False
+    #: the file's line count, when it was read to its end
+    total: int | None = None
+
+
+def read_lines(path: Path, start: int, end: int | None, limit: int = MAX_OUTPUT) -> Lines:
+    """Lines ``start..end`` (1-based, inclusive; None: to the end) of a text file.
+
+    The file is read only as far as it must be: up to ``end``, or until
+    ``limit`` characters are kept (a huge file, or one huge line, is never
+    read whole). Bytes that are not UTF-8 are shown as replacement characters.
+    """
+    parts: list[str] = []
+    kept, number, ended = 0, 1, True  # the line being read; whether the last read ended one
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        while end is None or number <= end:
+            wanted = number >= start
+            piece = handle.readline(limit - kept + 1 if wanted else READ_CHUNK)
+            if not piece:
+                break
+            ended = piece.endswith("\n")
+            if wanted:
+                parts.append(piece)
+                kept += len(piece)
+                if kept > limit:
+                    return Lines("".join(parts)[:limit], number, cut=True)
+            if ended:
+                number += 1
+        else:
+            return Lines("".join(parts), end)
+    total = number - 1 if ended else number
+    if start > max(total, 1) and total:
+        return Lines("", total, past_end=True, total=total)
+    return Lines("".join(parts), total, total=total)
+
+
+def replace_file(path: Path, content: str) -> None:
+    """Replace (or create) ``path`` with ``content`` atomically.
+
+    The text goes to a temporary file beside it, is flushed to disk, and is
+    renamed over the old file: a crash or a kill at any moment leaves either
+    the old file or the new one, never a truncated mix. The file's permission
+    bits are kept (a new file gets the usual ones, after the umask).
+    """
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself is durable once its directory is
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 class WriteFile:
@@ -75,14 +166,33 @@ class WriteFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await off_loop(self.write, arguments, context)
+
+    def write(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """The blocking part, run in a worker thread (a cancel lets it finish)."""
         target = resolve(context.working_dir, str(arguments.get("path", "")))
         content = str(arguments.get("content", ""))
         try:
             target.path.parent.mkdir(parents=True, exist_ok=True)
-            target.path.write_text(content)
+            replace_file(target.path, content)
+        except UnicodeEncodeError as exc:
+            return _unencodable(arguments.get("path"), exc)
         except OSError as exc:
-            return _error(f"cannot write {arguments.get('path')}: {exc.strerror}")
+            return _error(f"cannot write {arguments.get('path')}: {exc.strerror or exc}")
         return ToolOutput(f"wrote {len(content)} characters to {target.shown(context.working_dir)}")
+
+
+def _undecodable(shown: object, exc: UnicodeDecodeError) -> ToolOutput:
+    return _error(
+        f"{shown} is not UTF-8 text (byte {exc.start}: {exc.reason}); it cannot be edited as text"
+    )
+
+
+def _unencodable(shown: object, exc: UnicodeEncodeError) -> ToolOutput:
+    return _error(
+        f"cannot write {shown}: the text is not valid Unicode at character {exc.start} "
+        f"({exc.reason}); the file is unchanged"
+    )
 
 
 class EditFile:
@@ -93,12 +203,19 @@ class EditFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await off_loop(self.edit, arguments, context)
+
+    def edit(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """The blocking part, run in a worker thread (a cancel lets it finish)."""
         target = resolve(context.working_dir, str(arguments.get("path", "")))
         old, new = str(arguments.get("old_text", "")), str(arguments.get("new_text", ""))
         try:
-            text = target.path.read_text()
+            text = target.path.read_bytes().decode("utf-8")
         except OSError as exc:
-            return _error(f"cannot read {arguments.get('path')}: {exc.strerror}")
+            return _error(f"cannot read {arguments.get('path')}: {exc.strerror or exc}")
+        except UnicodeDecodeError as exc:
+            return _undecodable(arguments.get("path"), exc)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text() reads it
         count = text.count(old) if old else 0
         if count != 1:
             found = "not found" if count == 0 else f"found {count} times"
@@ -106,9 +223,11 @@ class EditFile:
                 f"old_text {found} in {arguments.get('path')}; it must occur exactly once"
             )
         try:
-            target.path.write_text(text.replace(old, new, 1))
+            replace_file(target.path, text.replace(old, new, 1))
+        except UnicodeEncodeError as exc:
+            return _unencodable(arguments.get("path"), exc)
         except OSError as exc:
-            return _error(f"cannot write {arguments.get('path')}: {exc.strerror}")
+            return _error(f"cannot write {arguments.get('path')}: {exc.strerror or exc}")
         return ToolOutput(f"edited {target.shown(context.working_dir)}")
 
 
@@ -120,6 +239,10 @@ class ListFiles:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self.listing, arguments, context)
+
+    def listing(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """The blocking part (a walk of the tree), run in a worker thread."""
         base = resolve(context.working_dir, str(arguments.get("path") or "."))
         pattern = str(arguments.get("pattern") or "*")
         if problem := _glob_problem(pattern, "pattern"):
@@ -143,6 +266,10 @@ class Grep:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self.search, arguments, context)
+
+    def search(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """The blocking part (a walk of the tree), run in a worker thread."""
         try:
             regex = re.compile(str(arguments.get("pattern", "")))
         except re.error as exc:

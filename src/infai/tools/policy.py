@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from infai.errors import InfaiError
+
 from .base import Decision, ToolContext
 from .paths import resolve
 
@@ -103,6 +105,10 @@ RISKY = frozenset({
 SHELL_CONTROL = re.compile(r"[;&|`<>\n\r]|\$\(")
 
 
+class RuleError(InfaiError):
+    """A permission rule's text names no tool, or a tool that does not exist."""
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     verdict: Verdict
@@ -114,10 +120,10 @@ class Rule:
         """``"bash git status*"`` -> Rule(verdict, "bash", "git status*"); ``"grep"`` -> any."""
         tool, _, pattern = text.strip().partition(" ")
         if not tool:
-            raise ValueError(f"empty {verdict} rule")
+            raise RuleError(f"empty {verdict} rule")
         if not any(c in tool for c in "*?[") and tool not in TOOL_NAMES:
             known = ", ".join(sorted(TOOL_NAMES))
-            raise ValueError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
+            raise RuleError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
         return cls(verdict, tool, pattern.strip() or "*")
 
     def matches(self, tool: str, subject: str) -> bool:

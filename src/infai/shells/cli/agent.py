@@ -50,18 +50,13 @@ def _event_json(event: Any) -> dict[str, Any]:
 
 
 def check_rules(allow: tuple[str, ...]) -> None:
-    """Refuse a malformed ``--allow`` rule as bad input, before anything is built.
-
-    ``Rule.parse`` reports a malformed rule as ``ValueError``; the catch covers
-    that one call on the user's own text and nothing else. (When the tools
-    layer raises an :class:`~infai.errors.InfaiError` for it, this goes.)
-    """
-    from infai.tools import Rule
+    """Refuse a malformed ``--allow`` rule as bad input, before anything is built."""
+    from infai.tools import Rule, RuleError
 
     for text in allow:
         try:
             Rule.parse("allow", text)
-        except ValueError as exc:
+        except RuleError as exc:
             raise BadInput(str(exc)) from None
 
 
@@ -281,7 +276,7 @@ def chat(
 @mapped_errors
 def models_command(as_json: bool) -> None:
     """List the models you can name with --model (built-in and configured)."""
-    from infai.agent.config import describe_models, load_config
+    from infai.agent import describe_models, load_config
 
     config = load_config(Path(os.getcwd()))  # a ConfigError is bad input
     for warning in config.warnings:

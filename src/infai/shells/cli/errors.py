@@ -41,9 +41,8 @@ class BadInput(click.ClickException, InfaiError):
 
 def exit_table() -> list[tuple[type[BaseException], int, str]]:
     """(error class, exit code, prefix of the message), most specific first."""
-    from infai.agent.compaction import CompactionFailed
-    from infai.agent.config import ConfigError
-    from infai.llm.providers import ModelUnavailable
+    from infai.agent import CompactionFailed, ConfigError
+    from infai.llm import ModelUnavailable
     from infai.store import (
         CorruptionError,
         EventNotFound,

@@ -138,7 +138,7 @@ def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
 
     try:
         return load_token(store.home, given)
-    except TokenError as exc:  # caught by name: it is still a ValueError today
+    except TokenError as exc:
         raise BadInput(str(exc)) from None
 
 

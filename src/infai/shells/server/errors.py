@@ -17,9 +17,10 @@ logged with its traceback.
 
 from __future__ import annotations
 
-from infai.agent.compaction import CompactionFailed
+from infai.agent import CompactionFailed
 from infai.errors import InfaiError
 from infai.store import (
+    BackendUnavailable,
     EventNotFound,
     HeadConflict,
     InvalidInput,
@@ -30,7 +31,6 @@ from infai.store import (
     UnsupportedFormat,
     WriterLocked,
 )
-from infai.store.errors import BackendUnavailable  # not (yet) exported by infai.store
 
 
 class ApiError(InfaiError):

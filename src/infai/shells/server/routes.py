@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from infai.agent import Lagged
 from infai.store import SessionView, StoreError
-from infai.tools.policy import AllowAlways
+from infai.tools import AllowAlways
 
 from .. import render
 from .api import openapi

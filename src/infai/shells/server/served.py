@@ -43,8 +43,7 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.tools import Rule
-from infai.tools.policy import AllowAlways, Approver, Ask, Reply
+from infai.tools import AllowAlways, Approver, Ask, Reply, Rule
 
 from .channel import Channel, Feed, Frame, frame, settled_frame
 from .errors import Conflict

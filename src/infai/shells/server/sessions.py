@@ -28,7 +28,7 @@ from typing import Any
 from infai.agent import AgentSession
 from infai.llm import close_model
 from infai.store import REMOVED, Event, SessionNotFound, SessionStore
-from infai.tools.policy import Approver
+from infai.tools import Approver
 
 from .assembly import Assembly
 from .channel import frame

@@ -34,12 +34,10 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
-from infai.agent import AgentSession, Saved, Streamed, TurnEnded
-from infai.agent.compaction import CompactionFailed
-from infai.llm import Notice, ReasoningDelta, TextDelta, close_model
-from infai.llm.providers import ModelUnavailable
+from infai.agent import AgentSession, CompactionFailed, Saved, Streamed, TurnEnded
+from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
 from infai.store import MessageRecord, StoreError
-from infai.tools.policy import Ask, Reply
+from infai.tools import Ask, Reply
 
 from ..workspace import Workspace
 from . import store_io

@@ -20,7 +20,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from infai.store import SessionInfo
-from infai.tools.policy import AllowAlways, Answer, Ask, Reply
+from infai.tools import AllowAlways, Answer, Ask, Reply
 
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6

@@ -13,7 +13,7 @@ import pytest
 from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
 from infai.tools.builtin import MAX_OUTPUT, Bash
 from infai.tools.paths import resolve
-from infai.tools.policy import AllowAlways, Answer, Ask, Reply, always_rules
+from infai.tools.policy import AllowAlways, Answer, Ask, Reply, RuleError, always_rules
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_rule_precedence_is_deny_then_ask_then_allow(work: Path) -> None:
 def test_rule_parse() -> None:
     assert Rule.parse("allow", "bash  git status*") == Rule("allow", "bash", "git status*")
     assert Rule.parse("deny", "grep") == Rule("deny", "grep", "*")
-    with pytest.raises(ValueError):
+    with pytest.raises(RuleError):
         Rule.parse("allow", "  ")
 
 

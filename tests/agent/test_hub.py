@@ -23,7 +23,7 @@ def test_every_watcher_sees_the_turn_live_and_in_order(tmp_path: Path) -> None:
     async def scenario(session: AgentSession) -> tuple[list[Any], list[Any], list[Any]]:
         first, second = session.hub.subscribe(), session.hub.subscribe()
 
-        async def watch(sub: Subscription) -> list[Any]:
+        async def watch(sub: Subscription[Any]) -> list[Any]:
             seen: list[Any] = []
             async for event in sub:
                 seen.append(event)
