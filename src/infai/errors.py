@@ -9,23 +9,35 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
 ::
 
     InfaiError
-    ├── StoreError                      infai.store.errors: the session store
-    │   ├── InvalidInput                bad id, kind, record or metadata; nothing written
-    │   ├── SessionNotFound             no session with that id
-    │   ├── EventNotFound               no event with that id in the session
-    │   ├── SessionExists               create or import would overwrite a session
-    │   ├── WriterLocked                another process holds the session's writer lock
-    │   ├── HeadConflict                (database) another writer moved HEAD first; retry
-    │   ├── SessionBusy                 (database) another process runs a turn there
-    │   ├── BackendUnavailable          (database) the server cannot be reached or refuses
-    │   ├── UnsupportedFormat           written by a newer infai: upgrade to open it
-    │   ├── StoreIOError                a write or fsync failed; the writer refuses more
-    │   └── CorruptionError             bytes fail their checksum or do not parse
-    │       └── BlobDigestError         a blob's content does not match its SHA-256 name
-    ├── ModelUnavailable                infai.llm: a model name that cannot be built
-    ├── ConfigError                     infai.agent.config: a bad configuration file
-    ├── CompactionFailed                infai.agent.compaction: the summary could not be made
-    └── Lagged                          infai.agent.hub: a watcher fell behind and was dropped
+    ├── StoreError                 infai.store: the session store
+    │   ├── InvalidInput           bad id, kind, record or metadata; nothing written (a ValueError)
+    │   ├── SessionNotFound        no session with that id (a KeyError)
+    │   ├── EventNotFound          no event with that id in the session (a KeyError)
+    │   ├── SessionExists          create or import would overwrite a session
+    │   ├── WriterLocked           another process holds the session's writer lock
+    │   ├── HeadConflict           (database) another writer moved HEAD first; retry
+    │   ├── SessionBusy            (database) another process runs a turn there
+    │   ├── BackendUnavailable     (database) the server cannot be reached or refuses
+    │   ├── UnsupportedFormat      written by a newer infai: upgrade to open it
+    │   ├── StoreIOError           a write or fsync failed; the writer refuses more (an OSError)
+    │   └── CorruptionError        bytes fail their checksum or do not parse (file, offset)
+    │       └── BlobDigestError    a blob's content does not match its SHA-256 name
+    ├── ModelUnavailable           infai.llm: a model name that cannot be built
+    ├── RuleError                  infai.tools: a permission rule that does not parse
+    ├── ConfigError                infai.agent: a bad configuration file (names file and key)
+    ├── CompactionFailed           infai.agent: the summary could not be made; nothing changed
+    ├── Lagged                     infai.agent: a watcher fell behind and was dropped
+    ├── SlotConflict               infai.agent: the session's turn slot says no
+    │   ├── Busy                   a turn (or compaction) already runs in this session
+    │   └── NotInFlight            no such turn is running (nothing to cancel)
+    ├── BadInput                   infai.shells.cli: the command line's bad input (exit 2)
+    ├── ApiError                   infai.shells.server: a request the API refuses (4xx)
+    ├── Conflict                   infai.shells.server: the session's state forbids it (409)
+    └── TokenError                 infai.shells.server: the server token file is unusable
+
+The store's three mix-ins (``ValueError``, ``KeyError``, ``OSError``) let plain
+Python code catch them as it would expect; no shell catches those bare types as
+bad input.
 
 A provider's failure during a turn is not an exception: it is data
 (:class:`~infai.llm.ProviderError`) carried by the turn's events, so a turn can

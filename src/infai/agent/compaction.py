@@ -167,6 +167,8 @@ def context_tokens(events: list[Event]) -> int:
 
 
 def needs_compaction(events: list[Event], model: Model, threshold: float) -> bool:
+    """Whether ``events`` fill at least ``threshold`` of the model's context window
+    (an estimate: the provider's own count is known only after a request)."""
     return context_tokens(events) >= threshold * model.context_window
 
 

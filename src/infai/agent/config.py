@@ -90,6 +90,8 @@ class Config:
 
 
 def user_config_path() -> Path:
+    """The user's configuration file: ``$INFAI_CONFIG``, else the platform's (Linux:
+    ``~/.config/infai/config.toml``)."""
     env = os.environ.get("INFAI_CONFIG")
     if env:
         return Path(env)

@@ -71,6 +71,7 @@ class ContextCache:
         return self._events
 
     def invalidate(self) -> None:
+        """Forget the cached context: the next read rebuilds it from the store."""
         self._events = None
 
     def appended(self, events: list[Event]) -> None:

@@ -115,10 +115,12 @@ class Hub(Generic[T]):
         return subscription
 
     def unsubscribe(self, subscription: Subscription[T]) -> None:
+        """Stop offering items to ``subscription`` (a no-op if it is already gone)."""
         if subscription in self._subscribers:
             self._subscribers.remove(subscription)
 
     def publish(self, item: T) -> None:
+        """Offer ``item`` to every subscriber; one that is full is dropped, never waited for."""
         for subscription in list(self._subscribers):
             subscription.offer(item)
 
@@ -133,6 +135,7 @@ class Hub(Generic[T]):
 
     @property
     def subscribers(self) -> int:
+        """How many subscriptions are still being offered items."""
         return len(self._subscribers)
 
 

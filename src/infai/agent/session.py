@@ -192,6 +192,7 @@ class AgentSession:
         self._held += 1
 
     def release(self) -> None:
+        """Give back one :meth:`acquire`; the last one releases the lease."""
         self._held -= 1
         if self._held == 0 and self._lease is not None:
             lease, self._lease = self._lease, None

@@ -34,6 +34,7 @@ class Narrowed:
     by: str = "subagent"
 
     async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
+        """Deny a tool outside the subagent's list; ask the parent about the rest."""
         if not any(fnmatchcase(tool, pattern) for pattern in self.tools):
             return Decision("deny", self.by, f"{tool} is not among this subagent's tools")
         return await self.parent.decide(tool, arguments, context)
@@ -63,6 +64,7 @@ class TaskTool:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """Run the subagent in a child session of its own; its final answer is the result."""
         prompt = str(arguments.get("prompt", "")).strip()
         if not prompt:
             return ToolOutput("task needs a prompt", is_error=True)
