@@ -61,7 +61,7 @@ class SessionView(Protocol):
         """How many events this snapshot holds (sequence numbers run ``0..count-1``)."""
 
     def entry_at(self, seq: int) -> Entry:
-        """The entry of the ``seq``-th event; no record is read."""
+        """The entry of the ``seq``-th event, without its record."""
 
     def seq_of(self, event_id: str) -> int:
         """The sequence number of ``event_id``; raises ``EventNotFound``."""
@@ -74,7 +74,7 @@ class SessionView(Protocol):
 
     def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
         """Entries from the root, or with ``to_boundary`` the nearest compaction, to ``at``
-        (default HEAD), oldest first; no record is read."""
+        (default HEAD), oldest first, without records."""
 
     def children(self, event_id: str) -> list[Entry]:
         """Direct children of ``event_id``, oldest first; raises ``EventNotFound``."""
