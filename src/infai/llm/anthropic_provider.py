@@ -97,6 +97,7 @@ def to_anthropic(request: Request) -> list[dict[str, Any]]:
 
 
 def tools_to_anthropic(request: Request) -> list[dict[str, Any]]:
+    """The request's tools in the Messages API's form (their JSON schemas as given)."""
     return [
         {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
         for spec in request.tools

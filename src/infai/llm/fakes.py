@@ -38,6 +38,7 @@ DELTA_CHARS = 8
 
 
 def request_tokens(request: Request) -> int:
+    """An estimate of a request's input tokens (system, messages, call arguments; not tools)."""
     parts = [request.system, *(m.content for m in request.messages)]
     parts += [json.dumps(c.arguments) for m in request.messages for c in m.tool_calls]
     return sum(estimate_tokens(p) for p in parts)
@@ -90,10 +91,12 @@ class ScriptedModel:
 
     @property
     def name(self) -> str:
+        """The name given (also the ``model`` of its messages)."""
         return self._name
 
     @property
     def context_window(self) -> int:
+        """The window given, so tests can drive compaction with small ones."""
         return self._context_window
 
     @property
@@ -102,6 +105,7 @@ class ScriptedModel:
         return len(self._replies)
 
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Record ``request`` and stream the next reply; none left is a ProviderError."""
         self.requests.append(request)
         if not self._replies:
             error = ProviderError(
@@ -127,13 +131,16 @@ class FunctionModel:
 
     @property
     def name(self) -> str:
+        """The name given (also the ``model`` of its messages)."""
         return self._name
 
     @property
     def context_window(self) -> int:
+        """The window given, so tests can drive compaction with small ones."""
         return self._context_window
 
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Call ``fn`` at once (not when iterated) and stream its reply as a provider would."""
         return stream_reply(settle(self._fn(request), request, self._name))
 
 

@@ -81,12 +81,16 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of the reply's visible text, in order."""
+
     text: str
     kind: Literal["text"] = "text"
 
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    """A piece of the model's reasoning (thinking), shown apart from the reply."""
+
     text: str
     kind: Literal["reasoning"] = "reasoning"
 
@@ -139,12 +143,16 @@ class Model(Protocol):
     """A model: a name, a context window, and a stream of events per request."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The name the user knows the model by (a config entry's, or provider:model)."""
 
     @property
-    def context_window(self) -> int: ...
+    def context_window(self) -> int:
+        """Tokens the model accepts; compaction keeps the context under it."""
 
-    def stream(self, request: Request) -> AsyncIterator[StreamEvent]: ...
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Deltas, then :class:`Done` or :class:`ProviderError`; failures are events,
+        not exceptions (drain it with :func:`collect`)."""
 
 
 async def collect(events: AsyncIterator[StreamEvent]) -> Message | ProviderError:

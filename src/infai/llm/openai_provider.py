@@ -74,6 +74,7 @@ def to_openai(request: Request) -> list[dict[str, Any]]:
 
 
 def tools_to_openai(request: Request) -> list[dict[str, Any]]:
+    """The request's tools as Chat Completions ``function`` tools (schemas as given)."""
     return [
         {
             "type": "function",

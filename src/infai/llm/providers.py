@@ -96,12 +96,15 @@ class ModelSpec:
 
     @property
     def display_name(self) -> str:
+        """The name to show: the configured ``name``, else ``provider:model``."""
         return self.name or f"{self.provider}:{self.model}"
 
     def api_key(self) -> str | None:
+        """The key from the environment (``key_env``, else the SDK's variable); None if unset."""
         return os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
 
     def resolved_base_url(self) -> str | None:
+        """``base_url``, else the provider's base-URL environment variable; None: the SDK's."""
         return self.base_url or os.environ.get(DEFAULT_BASE_ENV[self.provider]) or None
 
     def require_key(self) -> str:
@@ -247,10 +250,12 @@ class SdkModel:
 
     @property
     def name(self) -> str:
+        """The spec's display name."""
         return self.spec.display_name
 
     @property
     def context_window(self) -> int:
+        """The spec's context window (configured; the SDK is not asked)."""
         return self.spec.context_window
 
     async def aclose(self) -> None:
@@ -265,6 +270,9 @@ class SdkModel:
         await self._client.close()
 
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Stream one reply; a transient error before the first delta is retried per the
+        spec's :class:`RetryPolicy` (announced by a :class:`Notice`), and SDK exceptions
+        arrive as :class:`ProviderError` events."""
         return with_retries(self._attempt, request, self.spec.retry, self.provider)
 
     def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:

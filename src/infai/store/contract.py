@@ -43,7 +43,8 @@ REMOVED = -2
 class Lease(Protocol):
     """A session's turn lease: held until released (or until its process dies)."""
 
-    def release(self) -> None: ...
+    def release(self) -> None:
+        """Let another process take the turn (idempotent)."""
 
 
 class SessionView(Protocol):
@@ -52,39 +53,85 @@ class SessionView(Protocol):
     session_id: str
 
     @property
-    def head(self) -> str | None: ...
+    def head(self) -> str | None:
+        """The id of the active tip as of this snapshot; None for an empty session."""
+
     @property
-    def count(self) -> int: ...
-    def entry_at(self, seq: int) -> Entry: ...
-    def seq_of(self, event_id: str) -> int: ...
-    def entry(self, event_id: str) -> Entry: ...
-    def entries(self) -> Iterator[Entry]: ...
-    def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]: ...
-    def children(self, event_id: str) -> list[Entry]: ...
-    def roots(self) -> list[Entry]: ...
-    def leaves(self) -> list[Entry]: ...
-    def event(self, event_id: str, *, resolve: bool = False) -> Event: ...
-    def resolve(self, event: Event) -> Record: ...
-    def context(self, at: str | None = None, *, resolve: bool = True) -> Context: ...
+    def count(self) -> int:
+        """How many events this snapshot holds (sequence numbers run ``0..count-1``)."""
+
+    def entry_at(self, seq: int) -> Entry:
+        """The entry of the ``seq``-th event, without its record."""
+
+    def seq_of(self, event_id: str) -> int:
+        """The sequence number of ``event_id``; raises ``EventNotFound``."""
+
+    def entry(self, event_id: str) -> Entry:
+        """The entry of ``event_id`` without its record; raises ``EventNotFound``."""
+
+    def entries(self) -> Iterator[Entry]:
+        """Every event's entry, oldest first (the whole tree: for timelines, not resumes)."""
+
+    def path(self, at: str | None = None, *, to_boundary: bool = True) -> list[Entry]:
+        """Entries from the root, or with ``to_boundary`` the nearest compaction, to ``at``
+        (default HEAD), oldest first, without records."""
+
+    def children(self, event_id: str) -> list[Entry]:
+        """Direct children of ``event_id``, oldest first; raises ``EventNotFound``."""
+
+    def roots(self) -> list[Entry]:
+        """Events without a parent, oldest first."""
+
+    def leaves(self) -> list[Entry]:
+        """Tips of every branch (events without children), oldest first."""
+
+    def event(self, event_id: str, *, resolve: bool = False) -> Event:
+        """One event with its record; a blob's record stays ``None`` unless ``resolve``."""
+
+    def resolve(self, event: Event) -> Record:
+        """The event's record, loading its blob and checking its digest if needed."""
+
+    def context(self, at: str | None = None, *, resolve: bool = True) -> Context:
+        """What a model sees at ``at`` (default HEAD): the path from the nearest
+        compaction, with records (blobs too, unless ``resolve`` is false)."""
+
     def refresh(self) -> None:
         """See what was appended since (a no-op where nothing else can append)."""
 
-    def close(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(self, *exc: object) -> None: ...
+    def close(self) -> None:
+        """Release what the view holds (a writer also its lock); idempotent."""
+
+    def __enter__(self) -> Self:
+        """The view itself; leaving the block closes it."""
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the view."""
 
 
 class SessionLog(SessionView, Protocol):
     """A session opened for appending (and two-phase branch selection)."""
 
     @property
-    def pending_parent(self) -> str | None: ...
-    def select(self, event_id: str | None) -> None: ...
-    def append(self, record: Record, role: str, *, parent: str | None = None) -> Event: ...
+    def pending_parent(self) -> str | None:
+        """The event the next append will follow if one was selected, else None (HEAD)."""
+
+    def select(self, event_id: str | None) -> None:
+        """Make ``event_id`` the next append's parent (None: HEAD); nothing is written
+        and HEAD stays until that append."""
+
+    def append(self, record: Record, role: str, *, parent: str | None = None) -> Event:
+        """Append one event after ``parent`` (default: the selected event, else HEAD) and
+        move HEAD to it; durable when it returns."""
+
     def append_batch(
         self, items: Sequence[tuple[Record, str]], *, parent: str | None = None
-    ) -> list[Event]: ...
-    def import_batch(self, specs: Sequence[EventSpec]) -> list[Event]: ...
+    ) -> list[Event]:
+        """Append events as one transaction, each after the one before: all are durable
+        or none is."""
+
+    def import_batch(self, specs: Sequence[EventSpec]) -> list[Event]:
+        """Append events with their ids, links and times as given (import and copy);
+        the caller has checked that the ids are new and the parents exist."""
 
 
 class SessionStore(Protocol):
@@ -107,15 +154,37 @@ class SessionStore(Protocol):
         parent_session: str | None = None,
         parent_event: str | None = None,
         session_id: str | None = None,
-    ) -> SessionInfo: ...
-    def exists(self, session_id: str) -> bool: ...
-    def info(self, session_id: str) -> SessionInfo: ...
-    def update_info(self, session_id: str, **changes: Changed) -> SessionInfo: ...
-    def restore_info(self, info: SessionInfo) -> None: ...
-    def list_sessions(self) -> list[SessionInfo]: ...
-    def remove_session(self, session_id: str) -> None: ...
-    def open_reader(self, session_id: str) -> SessionView: ...
-    def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionLog: ...
+    ) -> SessionInfo:
+        """Create an empty session durably; ``session_id`` is for import (ids are kept),
+        and a taken one raises ``SessionExists``."""
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a session by that id is here (a malformed id raises ``InvalidInput``)."""
+
+    def info(self, session_id: str) -> SessionInfo:
+        """The session's metadata; raises ``SessionNotFound``."""
+
+    def update_info(self, session_id: str, **changes: Changed) -> SessionInfo:
+        """Change name, working_dir, model or extra atomically; returns the new metadata."""
+
+    def restore_info(self, info: SessionInfo) -> None:
+        """Write ``info`` as the session's metadata unchanged, timestamps included (import)."""
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session's metadata, most recently active first; ones that cannot be
+        read are left out and their errors kept in ``unreadable``."""
+
+    def remove_session(self, session_id: str) -> None:
+        """Delete a session for good; waits for its writer lock (file store) or takes its
+        turn lease (PostgreSQL), so never under a live writer or a running turn."""
+
+    def open_reader(self, session_id: str) -> SessionView:
+        """A snapshot of the session's committed events; takes no lock."""
+
+    def open_writer(self, session_id: str, *, timeout: float | None = None) -> SessionLog:
+        """The session opened for appending; on the file store this waits up to
+        ``timeout`` for the writer lock, then raises ``WriterLocked``."""
+
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease, or raise ``SessionBusy`` at once."""
 
@@ -123,7 +192,15 @@ class SessionStore(Protocol):
         """Call ``callback(session_id, seq)`` for other processes' appends until ``stop``
         (blocking: run it in a thread; returns at once where there are none to hear)."""
 
-    def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(self, *exc: object) -> None: ...
+    def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
+        """Verify the whole session (reads everything); ``repair`` first fixes what is
+        provably safe to fix."""
+
+    def close(self) -> None:
+        """Release the store's own resources (PostgreSQL: its pool); idempotent."""
+
+    def __enter__(self) -> Self:
+        """The store itself; leaving the block closes it."""
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the store."""

@@ -78,6 +78,7 @@ class SessionInfo:
         self.extra = extra or {}
 
     def to_obj(self) -> dict[str, Any]:
+        """Every field as JSON-ready data (what session.json and the API hold)."""
         return {f: getattr(self, f) for f in _INFO_FIELDS}
 
     @classmethod
@@ -105,6 +106,7 @@ class SessionInfo:
         return cls(**obj)
 
     def replace(self, **changes: Any) -> SessionInfo:
+        """A copy with ``changes`` applied, unchecked (callers run :func:`check_info`)."""
         return SessionInfo(**{**self.to_obj(), **changes})
 
     def __eq__(self, other: object) -> bool:

@@ -53,4 +53,5 @@ class FsckReport:
 
     @property
     def ok(self) -> bool:
+        """No damage and no recovery pending (orphan blobs do not count)."""
         return not self.problems and not self.pending_recovery

@@ -33,9 +33,12 @@ class Tool(Protocol):
     """A tool: a spec the model sees, and the code that runs it."""
 
     @property
-    def spec(self) -> ToolSpec: ...
+    def spec(self) -> ToolSpec:
+        """The name, description and JSON schema of arguments the model is shown."""
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput: ...
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """Run one call whose permission was already decided; report failure as an
+        error output, and keep blocking work off the event loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,21 +51,22 @@ class Decision:
 
     @property
     def allowed(self) -> bool:
+        """Whether the call may run."""
         return self.verdict == "allow"
 
 
 class Permissions(Protocol):
     """Decides whether a tool call may run (asking the user if the policy says so)."""
 
-    async def decide(
-        self, tool: str, arguments: dict[str, Any], context: ToolContext
-    ) -> Decision: ...
+    async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
+        """The decision for one call, before it runs; may wait for a person to answer."""
 
 
 class AllowAll:
     """Allows every call: for tests and for tools with no side effects."""
 
     async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
+        """Allow, without looking at the call."""
         return Decision("allow", by="allow-all")
 
 
@@ -75,13 +79,16 @@ class Toolbox:
             self.add(tool)
 
     def add(self, tool: Tool) -> None:
+        """Offer ``tool``; a second tool of the same name is a ValueError (a programming error)."""
         name = tool.spec.name
         if name in self._tools:
             raise ValueError(f"two tools are named {name!r}")
         self._tools[name] = tool
 
     def get(self, name: str) -> Tool | None:
+        """The tool the model named, or None (the loop answers an unknown tool as an error)."""
         return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
+        """Every tool's spec in the order added (what a request offers the model)."""
         return tuple(tool.spec for tool in self._tools.values())

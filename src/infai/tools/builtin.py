@@ -51,6 +51,9 @@ _INT = {"type": "integer"}
 
 
 class ReadFile:
+    """``read_file``: a range of lines, capped at :data:`MAX_OUTPUT` characters, with
+    where to read on when cut; the file is read only as far as needed."""
+
     spec = ToolSpec(
         "read_file",
         "Read a text file, optionally only lines start_line..end_line (1-based, inclusive).",
@@ -58,6 +61,7 @@ class ReadFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """:meth:`read` in a worker thread (a cancel does not wait: it only reads)."""
         return await asyncio.to_thread(self.read, arguments, context)
 
     def read(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -159,6 +163,9 @@ def replace_file(path: Path, content: str) -> None:
 
 
 class WriteFile:
+    """``write_file``: create or replace a file atomically (see :func:`replace_file`),
+    making missing parent directories."""
+
     spec = ToolSpec(
         "write_file",
         "Create or overwrite a text file with the given content.",
@@ -166,6 +173,7 @@ class WriteFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """:meth:`write` in a worker thread; a cancel waits for the write to finish."""
         return await off_loop(self.write, arguments, context)
 
     def write(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -196,6 +204,9 @@ def _unencodable(shown: object, exc: UnicodeEncodeError) -> ToolOutput:
 
 
 class EditFile:
+    """``edit_file``: replace text that occurs exactly once; the file is rewritten
+    atomically with ``\n`` line endings, and a non-UTF-8 file is refused."""
+
     spec = ToolSpec(
         "edit_file",
         "Replace the one exact occurrence of old_text in a file with new_text.",
@@ -203,6 +214,7 @@ class EditFile:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """:meth:`edit` in a worker thread; a cancel waits for the write to finish."""
         return await off_loop(self.edit, arguments, context)
 
     def edit(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -232,6 +244,9 @@ class EditFile:
 
 
 class ListFiles:
+    """``list_files``: paths under a directory matching a glob, sorted, at most
+    :data:`MAX_MATCHES`; a glob may not climb out of the directory."""
+
     spec = ToolSpec(
         "list_files",
         "List files matching a glob pattern (e.g. '**/*.py') under a directory.",
@@ -239,6 +254,7 @@ class ListFiles:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """:meth:`listing` in a worker thread."""
         return await asyncio.to_thread(self.listing, arguments, context)
 
     def listing(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -259,6 +275,9 @@ class ListFiles:
 
 
 class Grep:
+    """``grep``: a Python regex over the UTF-8 files under a directory, ``.git`` and
+    binary files skipped, links leading out not followed, at most :data:`MAX_MATCHES`."""
+
     spec = ToolSpec(
         "grep",
         "Search files under a directory for a regular expression; lines as path:line:text.",
@@ -266,6 +285,7 @@ class Grep:
     )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """:meth:`search` in a worker thread."""
         return await asyncio.to_thread(self.search, arguments, context)
 
     def search(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -335,6 +355,8 @@ class Bash:
         self.default_timeout = default_timeout
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
+        a non-zero exit is an error output, a cancel kills the group and propagates."""
         command = str(arguments.get("command", ""))
         timeout = float(arguments.get("timeout_seconds") or self.default_timeout)
         timeout = min(max(timeout, 0.1), MAX_TIMEOUT)

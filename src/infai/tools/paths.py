@@ -15,6 +15,8 @@ from pathlib import Path
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
+    """A tool's path made absolute with symlinks resolved, and whether it is inside."""
+
     path: Path
     inside: bool
 

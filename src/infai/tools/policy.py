@@ -111,6 +111,8 @@ class RuleError(InfaiError):
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """``verdict`` for calls of ``tool`` (a glob) whose subject matches ``pattern``."""
+
     verdict: Verdict
     tool: str
     pattern: str = "*"
@@ -127,6 +129,7 @@ class Rule:
         return cls(verdict, tool, pattern.strip() or "*")
 
     def matches(self, tool: str, subject: str) -> bool:
+        """Whether tool and subject fit the rule's globs (case-sensitive; ``*`` crosses ``/``)."""
         return fnmatchcase(tool, self.tool) and fnmatchcase(subject, self.pattern)
 
     def __str__(self) -> str:
@@ -244,6 +247,10 @@ class Policy:
         return Ruling("ask", "default", f"{tool} can change things{passed_over}")
 
     async def decide(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Decision:
+        """Rule on the call and, if that says ask, await the approver (none: deny).
+
+        "Allow always" adds its rules to this policy and hands them to ``remember``.
+        """
         ruling = self.rule_on(tool, arguments, context)
         if ruling.verdict == "allow":
             return Decision("allow", ruling.by, ruling.reason)

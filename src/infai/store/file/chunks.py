@@ -39,6 +39,7 @@ class ChunkFiles:
         self._block: tuple[int, int, bytes] | None = None  # see read_back
 
     def fd(self, number: int) -> int:
+        """Chunk ``number``'s descriptor, opened once; a missing chunk is CorruptionError."""
         fd = self._fds.get(number)
         if fd is None:
             path = self.paths.chunk(number)
@@ -50,6 +51,7 @@ class ChunkFiles:
         return fd
 
     def read(self, loc: Location) -> bytes:
+        """The bytes at ``loc`` (one pread); a short file is CorruptionError."""
         data = os.pread(self.fd(loc.chunk), loc.length, loc.offset)
         if len(data) != loc.length:
             raise CorruptionError(
@@ -94,6 +96,7 @@ class ChunkFiles:
         return block[loc.offset - start :]
 
     def close(self) -> None:
+        """Close every chunk opened; a later read opens them again."""
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()

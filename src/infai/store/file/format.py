@@ -41,6 +41,7 @@ class Location:
 
     @property
     def end(self) -> int:
+        """The offset just past the line (where the next one starts)."""
         return self.offset + self.length
 
     def __eq__(self, other: object) -> bool:
@@ -281,6 +282,7 @@ class IndexEntry(Entry):
         self.location = location
 
     def to_obj(self) -> dict[str, object]:
+        """:meth:`Entry.to_obj` plus the chunk location (so it shows in JSON output too)."""
         loc = self.location
         return {
             "seq": self.seq,

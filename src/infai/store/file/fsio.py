@@ -20,36 +20,47 @@ class FileIO:
     """Write-path operations; override methods to observe or fail them."""
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        """``os.open``: a descriptor for the write path (files are created 0644)."""
         return os.open(path, flags, mode)
 
     def close(self, fd: int) -> None:
+        """``os.close``."""
         os.close(fd)
 
     def write(self, fd: int, data: bytes) -> int:
+        """``os.write``: may write less than ``data`` (see :func:`write_all`)."""
         return os.write(fd, data)
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        """``os.pwrite`` at ``offset``: may write less than ``data``."""
         return os.pwrite(fd, data, offset)
 
     def fsync(self, fd: int) -> None:
+        """``os.fsync``: data and metadata are durable when it returns."""
         os.fsync(fd)
 
     def fdatasync(self, fd: int) -> None:
+        """``os.fdatasync``: the commit point of an append (data and size, not times)."""
         os.fdatasync(fd)
 
     def ftruncate(self, fd: int, length: int) -> None:
+        """``os.ftruncate``: cuts a failed write back out of a chunk."""
         os.ftruncate(fd, length)
 
     def rename(self, src: str, dst: str) -> None:
+        """``os.replace``: atomically replaces ``dst``; durable only after :meth:`fsync_dir`."""
         os.replace(src, dst)
 
     def unlink(self, path: str) -> None:
+        """``os.unlink``."""
         os.unlink(path)
 
     def mkdir(self, path: str) -> None:
+        """``os.mkdir`` (mode 0755; the parent must exist)."""
         os.mkdir(path, 0o755)
 
     def fsync_dir(self, path: str) -> None:
+        """Make the directory's entries durable (creations, renames, removals in it)."""
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             self.fsync(fd)

@@ -23,10 +23,12 @@ _CHUNK_RE = re.compile(r"^(\d{6})\.jsonl$")
 
 
 def chunk_name(number: int) -> str:
+    """The file name of chunk ``number`` (zero-padded, so names sort in order)."""
     return f"{number:06d}.jsonl"
 
 
 def chunk_number(name: str) -> int | None:
+    """The number in a chunk file name; None for any other name (temp files, strays)."""
     match = _CHUNK_RE.match(name)
     return int(match.group(1)) if match else None
 
@@ -46,9 +48,11 @@ class SessionPaths:
         self.lock = root / "LOCK"
 
     def chunk(self, number: int) -> Path:
+        """Where chunk ``number`` lives (whether or not it exists)."""
         return self.chunks / chunk_name(number)
 
     def blob(self, digest: str) -> Path:
+        """Where the blob of ``digest`` (``sha256:`` prefix optional) lives."""
         return self.blobs / digest.removeprefix("sha256:")
 
     def blob_file(self, digest: str) -> str:

@@ -43,6 +43,7 @@ class WriterLock:
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 
     def release(self) -> None:
+        """Clear the pid and unlock (idempotent); a waiting writer may then take it."""
         if self._fd >= 0:
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)

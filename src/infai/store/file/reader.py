@@ -118,6 +118,7 @@ class SessionReader:
         return pos // INDEX_WIDTH
 
     def entry(self, event_id: str) -> IndexEntry:
+        """The entry of ``event_id`` from the index alone; no chunk is read."""
         return self.entry_at(self.seq_of(event_id))
 
     def _build_id_map(self) -> dict[str, int]:
@@ -186,6 +187,7 @@ class SessionReader:
         return [e for e in self.entries() if e.parent_id == event_id]
 
     def roots(self) -> list[Entry]:
+        """Events without a parent, oldest first (reads the whole index)."""
         return [e for e in self.entries() if e.parent_seq < 0]
 
     def leaves(self) -> list[Entry]:
@@ -300,6 +302,7 @@ class SessionReader:
         self._ids = None
 
     def close(self) -> None:
+        """Close the index and chunk files (a later read reopens them)."""
         self._chunks.close()
         if self._index_fd >= 0:
             os.close(self._index_fd)

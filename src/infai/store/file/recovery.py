@@ -79,6 +79,7 @@ class Recovery:
 
     @property
     def count(self) -> int:
+        """Events in the committed prefix (what a reader opened on this plan sees)."""
         return self.last.seq + 1 if self.last else 0
 
 

@@ -172,6 +172,8 @@ class Store:
         return info
 
     def info(self, session_id: str) -> SessionInfo:
+        """The session's session.json; its ``updated_at`` may lag the last append
+        (:meth:`list_sessions` corrects it from HEAD)."""
         return self._read_info(self.paths(session_id))
 
     def exists(self, session_id: str) -> bool:

@@ -111,7 +111,8 @@ class SessionWriter(SessionReader):
         self._pending = None if event_id == self.head else event_id
 
     def seq_of(self, event_id: str) -> int:
-        # A long-lived writer that looks up older events keeps a map after a few.
+        """As a reader's, but after a few lookups of older events the writer keeps an
+        id-to-seq map (a long-lived writer would otherwise rescan the index each time)."""
         if event_id != self._head_id:
             self._lookups += 1
         if self._ids is None and self._lookups > 2:

@@ -78,6 +78,7 @@ class Lease:
         self._conn: psycopg.Connection[Any] | None = conn
 
     def release(self) -> None:
+        """Close the lease's connection, which frees the advisory lock (idempotent)."""
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # ends the session, and with it the advisory lock
@@ -118,6 +119,7 @@ class PgStore:
         self.db.open_pool(pool_size)
 
     def close(self) -> None:
+        """Close the connection pool; open leases keep their own connections."""
         self.db.close()
 
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
@@ -147,6 +149,7 @@ class PgStore:
                 stop.wait(0.5)
 
     def __enter__(self) -> PgStore:
+        """The store itself; leaving the block closes its pool."""
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -164,6 +167,8 @@ class PgStore:
         parent_event: str | None = None,
         session_id: str | None = None,
     ) -> SessionInfo:
+        """Insert the session's row (committed when this returns); a taken id raises
+        :class:`SessionExists`."""
         if parent_session is not None and not self.exists(parent_session):
             raise SessionNotFound(parent_session)
         info = new_session_info(name, working_dir, model, parent_session, parent_event, session_id)
@@ -179,12 +184,14 @@ class PgStore:
         return info
 
     def exists(self, session_id: str) -> bool:
+        """Whether the session's row is there (one query; a malformed id is InvalidInput)."""
         sid = check_uuid(session_id, "session id")
         with self.db.conn() as conn:
             row = conn.execute("SELECT 1 FROM infai_sessions WHERE id = %s", (sid,)).fetchone()
         return row is not None
 
     def info(self, session_id: str) -> SessionInfo:
+        """The session's metadata from its row; raises :class:`SessionNotFound`."""
         sid = check_uuid(session_id, "session id")
         with self.db.conn() as conn:
             row = conn.execute("SELECT info FROM infai_sessions WHERE id = %s", (sid,)).fetchone()
@@ -193,6 +200,7 @@ class PgStore:
         return _info(row[0], sid)
 
     def update_info(self, session_id: str, **changes: Changed) -> SessionInfo:
+        """Change metadata in one transaction holding the session row (no lock file)."""
         check_changes(changes)
         sid = check_uuid(session_id, "session id")
         with self.db.conn() as conn, conn.transaction():
@@ -210,6 +218,7 @@ class PgStore:
         return info
 
     def restore_info(self, info: SessionInfo) -> None:
+        """Overwrite the row's metadata with ``info`` as given (import)."""
         check_info(info)
         with self.db.conn() as conn:
             conn.execute(
@@ -253,6 +262,8 @@ class PgStore:
         return Lease(conn)
 
     def remove_session(self, session_id: str) -> None:
+        """Delete the session under its turn lease, notify other nodes, and drop the blobs
+        no event names any more; a busy session raises :class:`SessionBusy`."""
         sid = check_uuid(session_id, "session id")
         if not self.exists(sid):
             raise SessionNotFound(sid)
@@ -281,9 +292,11 @@ class PgStore:
             )
 
     def open_reader(self, session_id: str) -> PgSessionReader:
+        """A snapshot of the session as of now (one query; raises SessionNotFound)."""
         return PgSessionReader(self.db, self.options, check_uuid(session_id, "session id"))
 
     def open_writer(self, session_id: str, *, timeout: float | None = None) -> PgSessionWriter:
+        """A writer that takes no lock (``timeout`` is unused): appends compare-and-set HEAD."""
         return PgSessionWriter(self.db, self.options, check_uuid(session_id, "session id"))
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:

@@ -39,6 +39,7 @@ class Database:
         return f"postgresql://{host}{':' + str(port) if port else ''}/{db}"
 
     def open_pool(self, size: int) -> None:
+        """Open the pool (up to ``size`` connections); one connection is made at once."""
         self.pool = ConnectionPool(
             self.url,
             min_size=1,
@@ -73,5 +74,6 @@ class Database:
             raise BackendUnavailable(f"{self.safe_url()}: {exc}") from None
 
     def close(self) -> None:
+        """Close the pool; direct connections (leases, watchers) are their owners' to close."""
         if self.pool is not None:
             self.pool.close()

@@ -91,10 +91,12 @@ class PgSessionReader:
 
     @property
     def head(self) -> str | None:
+        """HEAD as of the last refresh (another node may have moved it since)."""
         return self._head
 
     @property
     def count(self) -> int:
+        """Events as of the last refresh; later ones are invisible until :meth:`refresh`."""
         return self._count
 
     def _rows(self, where: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -109,15 +111,18 @@ class PgSessionReader:
         return rows
 
     def entry_at(self, seq: int) -> Entry:
+        """One query; a ``seq`` outside this snapshot raises :class:`EventNotFound`."""
         rows = self._rows("seq = %s", (seq,))
         if not rows:
             raise EventNotFound(f"#{seq}", self.session_id)
         return _entry(rows[0])
 
     def seq_of(self, event_id: str) -> int:
+        """The sequence number of ``event_id`` (one query for its row)."""
         return self.entry(event_id).seq
 
     def entry(self, event_id: str) -> Entry:
+        """The entry of ``event_id`` in this snapshot; raises :class:`EventNotFound`."""
         event_id = check_uuid(event_id, "event id")
         rows = self._rows("id = %s", (event_id,))
         if not rows:
@@ -125,6 +130,7 @@ class PgSessionReader:
         return _entry(rows[0])
 
     def entries(self) -> Iterator[Entry]:
+        """Every entry of this snapshot, oldest first (one query, fetched whole first)."""
         for row in self._rows("true", ()):
             yield _entry(row)
 
@@ -152,13 +158,16 @@ class PgSessionReader:
         return [_entry(row) for row in self._path_rows(at, to_boundary)]
 
     def children(self, event_id: str) -> list[Entry]:
+        """Direct children of ``event_id`` in this snapshot, oldest first."""
         seq = self.seq_of(event_id)
         return [_entry(row) for row in self._rows("parent_seq = %s", (seq,))]
 
     def roots(self) -> list[Entry]:
+        """Events without a parent, oldest first."""
         return [_entry(row) for row in self._rows("parent_seq < 0", ())]
 
     def leaves(self) -> list[Entry]:
+        """Events with no child in this snapshot, oldest first (one query)."""
         rows = self._rows(
             "NOT EXISTS (SELECT 1 FROM infai_events c WHERE c.session_id = infai_events.session_id"
             " AND c.parent_seq = infai_events.seq AND c.seq < %s)",
@@ -211,6 +220,7 @@ class PgSessionReader:
         return [self._event(row, blobs) for row in rows]
 
     def event(self, event_id: str, *, resolve: bool = False) -> Event:
+        """One event's row; with ``resolve`` its blob is fetched and its digest checked."""
         event_id = check_uuid(event_id, "event id")
         rows = self._rows("id = %s", (event_id,))
         if not rows:
@@ -218,6 +228,7 @@ class PgSessionReader:
         return self._events(rows, resolve)[0]
 
     def resolve(self, event: Event) -> Record:
+        """The event's record; an unresolved one is read again with its blob (checked)."""
         if event.record is not None:
             return event.record
         if event.digest is None:
@@ -232,6 +243,7 @@ class PgSessionReader:
         """Nothing to release: connections go back to the pool after each query."""
 
     def __enter__(self) -> PgSessionReader:
+        """The reader itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -249,9 +261,11 @@ class PgSessionWriter(PgSessionReader):
 
     @property
     def pending_parent(self) -> str | None:
+        """The selected parent of the next append, or None for HEAD."""
         return self._pending
 
     def select(self, event_id: str | None) -> None:
+        """Pick the next append's parent (memory only; None or HEAD returns to HEAD)."""
         if event_id is None:
             self._pending = None
             return
@@ -260,6 +274,7 @@ class PgSessionWriter(PgSessionReader):
         self._pending = None if event_id == self.head else event_id
 
     def append(self, record: Record, role: str, *, parent: str | None = None) -> Event:
+        """Append one event (see :meth:`append_batch`); committed when it returns."""
         return self.append_batch([(record, role)], parent=parent)[0]
 
     def append_batch(
@@ -282,6 +297,7 @@ class PgSessionWriter(PgSessionReader):
         return self._write(specs)
 
     def import_batch(self, specs: Sequence[EventSpec]) -> list[Event]:
+        """Append events with ids, links and times as given, in one transaction (import)."""
         for event_id, parent_id, branch_from, _role, timestamp, _record in specs:
             check_uuid(event_id, "event id")
             check_uuid(parent_id, "parent id")
@@ -416,7 +432,9 @@ class PgSessionWriter(PgSessionReader):
         ]
 
     def close(self) -> None:
+        """Refuse later appends; there is no lock or connection to release."""
         self._closed = True
 
     def __enter__(self) -> PgSessionWriter:
+        """The writer itself; leaving the block closes it."""
         return self
