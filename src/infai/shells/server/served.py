@@ -36,6 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -63,6 +64,8 @@ T = TypeVar("T")
 #: agent events the pump may fall behind by (it only waits for a turn's end or a
 #: read of another process's appends, so it never should)
 PUMP_LIMIT = 1_000_000
+#: how long a new turn waits for the last frames of the one before (handed over at once)
+ENDING_SECONDS = 5.0
 
 
 def new_id() -> str:
@@ -203,7 +206,10 @@ class Served:
         try:
             async for batch in self._events.batches():
                 for item in batch:
-                    await self._forward_one(item)
+                    try:
+                        await self._forward_one(item)
+                    except Exception:  # one bad read or observer must not stop the rest
+                        log.exception("session %s: forwarding %r failed", self.session_id, item)
         except Lagged:  # the pump itself stalled: watchers replay from the store
             log.error("session %s: the server fell behind its own agent", self.session_id)
             self.channel.close("fell behind", last=frame("lagged", {"reason": "server behind"}))
@@ -225,10 +231,12 @@ class Served:
                 running.deltas.append(delta)
                 self.publish(delta)
         elif running is not None:  # TurnEnded: sent once the slot is free again, so a
-            await running.turn.wait()  # client that saw it can start the next turn
-            self.turn = None
-            self.publish(ended_frame(item, running.id))
-            running.ended.set()
+            try:  # client that saw it can start the next turn
+                await running.turn.wait()
+            finally:
+                self.turn = None
+                self.publish(ended_frame(item, running.id))
+                running.ended.set()
 
     def _settled(self, event: Event) -> None:
         """Publish a settled event, unless it already was (events go out in seq order)."""
@@ -314,11 +322,14 @@ class Served:
         :class:`~infai.agent.Busy` if the slot is taken."""
         previous = self.turn
         if previous is not None and previous.task is not None and previous.task.done():
-            await previous.ended.wait()  # over: its last frames are on their way
+            with suppress(TimeoutError):  # over: its last frames are on their way
+                await asyncio.wait_for(previous.ended.wait(), ENDING_SECONDS)
         async with self._hearing:  # not while another process's appends are read in
             if self.closed:
                 raise Conflict(f"session {self.session_id} was closed before the turn started")
-            turn = await self.agent.start(text, from_event)
+            if from_event is not None:  # Busy if a turn is in flight; the store checks the id
+                await asyncio.to_thread(self.agent.select, from_event)
+            turn = await self.agent.start(text)
             running = Running(turn)
             self.turn = running
             self.publish(frame("turn_started", {"turn": turn.id}))
@@ -443,6 +454,8 @@ class Served:
                 await self.agent.aclose()
         finally:
             if self._pump is not None:
+                if not self.agent.hub.closed:  # aclose failed before closing it
+                    self._pump.cancel()
                 await asyncio.wait([self._pump])  # the agent's hub is closed: it ends
             self._wake_waiters(everyone=True)
             self.channel.close(reason, last=frame("closed", {"reason": reason}))
