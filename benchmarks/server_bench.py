@@ -44,11 +44,12 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
+    from infai.agent import Config, Workspace
     from infai.llm import FunctionModel, Message, Model, Request, ToolCall, ToolSpec
     from infai.shells.server import create_app
     from infai.shells.server.run import InfaiServer, bind, uvicorn_config
     from infai.store import Event, Store
-    from infai.tools import Rule, Tool, ToolContext, ToolOutput
+    from infai.tools import Policy, Rule, Toolbox, ToolContext, ToolOutput
 
     class Stamp:
         spec = ToolSpec("stamp", "Does nothing.", {"type": "object"})
@@ -73,25 +74,23 @@ def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
         batch = tuple(ToolCall(f"c{count}-{i}", "stamp", {}) for i in range(calls))
         return Message(role="assistant", content="", tool_calls=batch)
 
-    def models(name: str | None) -> Model:
-        return FunctionModel(answer, name="bench")
+    class Bench(Workspace):
+        """The bench's model and its one tool (no subagents), allowed without asking."""
 
-    def tools() -> list[Tool]:
-        return [Stamp()]
+        def build_model(self, name: str) -> Model:
+            return FunctionModel(answer, name="bench")
+
+        def toolbox(self, model: Model, policy: Policy) -> Toolbox:
+            return Toolbox([Stamp()])
 
     published: list[tuple[str, int]] = []
 
     def observe(event: Event) -> None:
         published.append((event.id, time.monotonic_ns()))
 
-    app = create_app(
-        Store(home),
-        token=TOKEN,
-        model_factory=models,
-        tools=tools,
-        rules=[Rule("allow", "stamp")],
-        observe=observe,
-    )
+    store = Store(home)
+    space = Bench(store, Path.cwd(), config=Config(rules=(Rule("allow", "stamp"),)))
+    app = create_app(store, token=TOKEN, workspace=space, observe=observe)
     sock = bind("127.0.0.1", 0)
     print(sock.getsockname()[1], flush=True)
     server = InfaiServer(uvicorn_config(app, log_config=None), app.state.sessions)

@@ -289,8 +289,8 @@ class AgentSession:
         until it has stopped and recorded its interruption."""
         turn = self.turn
         if turn is None or turn.task is None or (turn_id is not None and turn_id != turn.id):
-            which = f"turn {turn_id}" if turn_id else "no turn"
-            raise NotInFlight(f"{which} is not in flight in session {self.session_id}")
+            what = f"turn {turn_id} is not" if turn_id else "no turn is"
+            raise NotInFlight(f"{what} in flight in session {self.session_id}")
         turn.task.cancel()
         await asyncio.wait([turn.task])
         return turn
@@ -300,9 +300,10 @@ class AgentSession:
 
     async def _turn(self, text: str) -> AsyncIterator[AgentEvent]:
         """The turn's events; each append is published as it is durable, the rest
-        as it is yielded, and a turn cut short ends on the hub too."""
-        system = await off_loop(system_prompt, self.working_dir, self.instructions)
+        as it is yielded, and a turn cut short ends on the hub too (even before
+        the loop began: its system prompt could not be read)."""
         try:
+            system = await off_loop(system_prompt, self.working_dir, self.instructions)
             async for event in run_turn(
                 self.writer,
                 self.model,

@@ -26,6 +26,7 @@ from infai.llm import Model, close_model
 from infai.llm.registry import build_model
 from infai.store import SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Toolbox
+from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
 from .config import Config, load_config
@@ -71,9 +72,10 @@ class Workspace:
     async def check_model(self, name: str) -> str:
         """Whether ``name`` can be built: its display name, or ModelUnavailable.
 
-        What was built to check is closed again (an SDK client holds connections).
+        What was built to check is closed again (an SDK client holds connections);
+        it is built in a worker thread (an SDK client may load certificates).
         """
-        model = self.build_model(name)
+        model = await off_loop(self.build_model, name)
         try:
             return model.name
         finally:

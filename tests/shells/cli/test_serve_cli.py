@@ -139,3 +139,43 @@ def test_serve_on_postgresql_keeps_its_options_and_the_token_under_home(
     assert store.options.durability == "strict" and store.options.lock_timeout == 0.5
     assert (home / "server-token").is_file()
     assert not (elsewhere / "server-token").exists()
+
+
+def test_serve_opens_every_session_through_the_command_lines_workspace(tmp_path: Path) -> None:
+    """The app builds no machinery: sessions open through the workspace ``serve`` made
+    (its configuration's compaction threshold, its model), and stopping closes it."""
+    import asyncio
+
+    from infai.agent import Config, Workspace
+    from infai.llm import OfflineModel
+
+    class Counted(Workspace):
+        closed = 0
+
+        def build_model(self, name: str) -> OfflineModel:
+            workspace = self
+
+            class Model(OfflineModel):
+                async def aclose(self) -> None:
+                    workspace.closed += 1
+
+            return Model()
+
+    store = Store(tmp_path / "home")
+    space = Counted(store, tmp_path, config=Config(compact_at=0.5))
+    app = serve.build_app(store, space, "a-token-of-16-chars-or-more", 300.0, 0)
+    sessions = app.state.sessions
+    assert sessions.workspace is space
+
+    async def scenario() -> None:
+        served = await sessions.serve(space.new_session())
+        assert served.agent.compact_at == 0.5 and served.agent.model is space.model
+        await sessions.aclose()
+
+    asyncio.run(scenario())
+    assert space.closed == 0  # a session closes only a model it owns
+    from infai.shells.server import ServerThread
+
+    with ServerThread(app):
+        pass
+    assert space.closed == 1  # the app owns the workspace: its model goes when it stops

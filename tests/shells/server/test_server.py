@@ -465,7 +465,10 @@ def test_cancelling_a_turn_marks_it_interrupted(make: Callable[..., Harness]) ->
     assert end[-1].data == {"turn": turn, "outcome": "cancelled", "error": None}
     assert len(store_ids(h, sid)) == 2
     again = h.client.post(f"/v1/sessions/{sid}/cancel")
-    assert again.status_code == 409 and "not in flight" in again.json()["error"]
+    assert again.status_code == 409  # and it reads right (it said "no turn is not in flight")
+    assert again.json()["error"] == f"no turn is in flight in session {sid}"
+    other = h.client.post(f"/v1/sessions/{sid}/cancel", json={"turn": turn})
+    assert other.json()["error"] == f"turn {turn} is not in flight in session {sid}"
 
 
 def test_an_unanswered_question_is_denied_after_the_timeout(

@@ -14,7 +14,7 @@ from test_server import Harness, harnesses
 
 from infai.agent.compaction import CompactionFailed
 from infai.errors import InfaiError
-from infai.llm import Model
+from infai.llm import Model, ScriptedModel
 from infai.llm.providers import ModelUnavailable
 from infai.shells.server import ApiError, Conflict, TokenError
 from infai.shells.server.errors import STATUSES, message_of, status_of
@@ -91,6 +91,8 @@ def test_a_bug_while_checking_a_model_name_is_not_a_bad_model_name(
     server error, not 422 'body.model'; a name that names no model is still 422."""
 
     def factory(name: str | None) -> Model:
+        if name == "offline":  # the workspace's default, built when the app is
+            return ScriptedModel([])
         if name == "unknown":
             raise ModelUnavailable("unknown model 'unknown'")
         raise ValueError("a bug in the factory")

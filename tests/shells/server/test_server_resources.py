@@ -76,7 +76,8 @@ class Served:
 
 def test_every_model_built_is_closed(make: Callable[..., Harness]) -> None:
     """Creating a session with a model name builds the model to check the name: that
-    model is closed, as are the models of sessions opened and then deleted."""
+    model is closed, as are the models of sessions opened and then deleted, and the
+    workspace's own when the server stops."""
     built: list[str] = []
     closed: list[str] = []
 
@@ -91,16 +92,19 @@ def test_every_model_built_is_closed(make: Callable[..., Harness]) -> None:
         return Counted(["hello"], name=name or "default")
 
     h = make(factory)
+    assert built == ["offline"]  # the workspace's own model, built once, closed at stop
     sids = [h.new_session(model=f"m{i}") for i in range(5)]
-    assert built == [f"m{i}" for i in range(5)]
-    assert sorted(closed) == sorted(built)  # one SDK client per request would leak here
+    assert built[1:] == [f"m{i}" for i in range(5)]
+    assert sorted(closed) == sorted(built[1:])  # one SDK client per request would leak here
     refused = h.client.post("/v1/sessions", json={"model": "nope"})
     assert refused.status_code == 422 and "unknown model 'nope'" in refused.json()["error"]
     with h.watch(sids[0]) as (stream, _):
         h.prompt(sids[0], "hi")
         stream.until("turn_ended")
     assert h.client.delete(f"/v1/sessions/{sids[0]}").status_code == 204
-    assert len(built) == 6 and sorted(closed) == sorted(built)
+    assert len(built) == 7 and sorted(closed) == sorted(built[1:])
+    h.close()
+    assert sorted(closed) == sorted(built)
 
 
 # -- the per-session lock table ----------------------------------------------------

@@ -145,17 +145,16 @@ def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
 def build_app(
     store: SessionStore, space: Any, secret: str, approval_timeout: float, idle_close: float
 ) -> Any:
-    """The server application over ``store`` and the workspace's model and rules."""
+    """The server application over the command line's workspace (config, model,
+    rules): the app opens every session through it, and closes it when it stops."""
     from ..server import create_app
 
     return create_app(
         store,
         token=secret,
-        model_factory=lambda name: space.build_model(name or space.model_name),
-        rules=space.rules,
+        workspace=space,
         approval_timeout=approval_timeout,
         working_dir=space.working_dir,
-        compact_at=space.config.compact_at,
         idle_close=idle_close or None,
     )
 

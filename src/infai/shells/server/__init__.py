@@ -7,8 +7,8 @@ checked before they run), :mod:`.auth` (the bearer token), :mod:`.api` (every
 route and its shapes, as data: the OpenAPI document), :mod:`.routes` (the
 handlers), :mod:`.errors` (the one table from the error tree to HTTP statuses),
 :mod:`.sessions` and :mod:`.served` (open sessions, their turns, questions and
-watchers), :mod:`.channel` (SSE frames and their fan-out) and :mod:`.assembly`
-(the one place a session's model, policy, tools and agent are built).
+watchers) and :mod:`.channel` (SSE frames). The server builds no machinery of
+its own: every session's agent is opened by an :class:`infai.agent.Workspace`.
 """
 
 from __future__ import annotations

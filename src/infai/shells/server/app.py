@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,19 +38,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from infai.agent.compaction import DEFAULT_THRESHOLD
+from infai.agent import Config, Workspace
 from infai.llm import Model
 from infai.store import Event, SessionStore
-from infai.tools import Rule, Tool, builtin_tools
+from infai.tools import Rule
 
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
-from .assembly import Assembly, ModelFactory
 from .auth import BearerAuth, check_token
 from .errors import LOGGED, ApiError, message_of, status_of
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
 
 log = logging.getLogger("infai.server")
+
+#: builds a model by name (tests and embedding: the models a workspace builds)
+ModelFactory = Callable[[str], Model]
+#: auto-compaction threshold when the app builds its own workspace
+DEFAULT_COMPACT_AT = Config().compact_at
 
 
 def error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -165,40 +169,61 @@ def _version() -> str:
         return "0"
 
 
-def _default_models(name: str | None) -> Model:
-    from infai.llm.registry import build_model
+class _Given(Workspace):
+    """A workspace whose models come from the caller's factory (tests, embedding)."""
 
-    return build_model(name or "offline")
+    def __init__(
+        self, store: SessionStore, working_dir: Path, config: Config, models: ModelFactory
+    ):
+        self._models = models
+        super().__init__(store, working_dir, config=config)
+
+    def build_model(self, name: str) -> Model:
+        return self._models(name)
 
 
 def create_app(
     store: SessionStore,
     *,
     token: str,
-    model_factory: ModelFactory = _default_models,
-    tools: Callable[[], Iterable[Tool]] = builtin_tools,
+    workspace: Workspace | None = None,
+    model_factory: ModelFactory | None = None,
     rules: Sequence[Rule] = (),
     approval_timeout: float = 300.0,
     working_dir: Path | None = None,
     observe: Callable[[Event], None] | None = None,
-    compact_at: float | None = DEFAULT_THRESHOLD,
+    compact_at: float | None = DEFAULT_COMPACT_AT,
     idle_close: float | None = 600.0,
 ) -> Starlette:
     """The API as an ASGI app; ``app.state.sessions`` holds the open sessions.
 
-    ``model_factory`` builds a session's model from its stored name (None: the
-    default); ``tools`` makes each session's tools; ``rules`` start every
-    session's policy; a question unanswered after ``approval_timeout`` seconds
-    is denied; ``observe`` sees each settled event as it is fanned out;
-    ``compact_at`` is the auto-compaction threshold (None: off); a session idle
+    Every session's agent is opened by ``workspace`` (``infai serve`` passes
+    the command line's), the one place its config, model, policy and tools are
+    assembled; the app owns it from now on and closes it when it stops. Without
+    one, the app builds a workspace over ``store`` in ``working_dir`` with no
+    configuration file: ``rules`` start every session's policy, ``compact_at``
+    is the auto-compaction threshold (None: off), and ``model_factory`` (tests,
+    embedding) builds models by name instead of the model registry.
+
+    A question unanswered after ``approval_timeout`` seconds is denied;
+    ``observe`` sees each settled event as it is fanned out; a session idle
     for ``idle_close`` seconds (no turn, no watcher, no question) is closed,
     releasing its writer (None: kept open until deleted or the server stops).
     """
-    assembly = Assembly(store, model_factory, tools, tuple(rules), compact_at)
-    sessions = Sessions(assembly, approval_timeout=approval_timeout, observe=observe)
-    config = AppConfig((working_dir or Path.cwd()).resolve(), _version())
+    if workspace is None:
+        here = (working_dir or Path.cwd()).resolve()
+        config = Config(compact_at=compact_at, rules=tuple(rules))
+        if model_factory is None:
+            workspace = Workspace(store, here, config=config)
+        else:
+            workspace = _Given(store, here, config, model_factory)
+    elif workspace.store is not store or model_factory is not None or rules:
+        raise TypeError("create_app: give a workspace over the same store, or its parts")
+    space = workspace
+    sessions = Sessions(space, approval_timeout=approval_timeout, observe=observe)
+    app_config = AppConfig((working_dir or space.working_dir).resolve(), _version())
     routes = [
-        Route(op.path, _endpoint(op, HANDLERS[op.id], sessions, config), methods=[op.method])
+        Route(op.path, _endpoint(op, HANDLERS[op.id], sessions, app_config), methods=[op.method])
         for op in OPERATIONS
     ]
 
@@ -210,8 +235,13 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sessions.start_watching()  # a shared database: other nodes' appends reach our streams
         sessions.start_closing_idle(idle_close)
-        yield
-        await sessions.aclose()
+        try:
+            yield
+        finally:
+            try:
+                await sessions.aclose()
+            finally:
+                await space.aclose()  # the workspace's own model (sessions closed theirs)
 
     app = Starlette(
         routes=routes,

@@ -1,34 +1,41 @@
-"""SSE frames and the per-session channel that fans them out to every watcher.
+"""SSE frames: what the server sends its watchers, encoded once for all of them.
 
-A :class:`Frame` is encoded once, however many watchers receive it. Each
-watcher reads its own :class:`Feed`; one that falls more than ``FEED_LIMIT``
-frames behind is dropped (it can reconnect with ``Last-Event-ID`` and replay
-from the store) rather than holding the session back or growing without bound.
+A :class:`Frame` is one Server-Sent Event, encoded once however many watchers
+receive it. Its data is the agent events' one JSON form
+(:func:`infai.agent.event_to_obj`, :func:`infai.agent.settled_obj`) without the
+``type`` key: the SSE event name says what it is (``settled``, ``delta``,
+``turn_ended``), as :mod:`infai.agent.wire` describes. A settled event carries
+its event id as the SSE id, so ``Last-Event-ID`` always names a settled event.
+
+The fan-out itself is :class:`infai.agent.Hub` (one per served session, of
+frames): a watcher that falls more than ``FEED_LIMIT`` frames behind is dropped
+and can reconnect with ``Last-Event-ID`` to replay from the store.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from infai.agent import Lagged
+from infai.agent import Hub, Streamed, Subscription, TurnEnded, event_to_obj, settled_obj
 from infai.store import Event
 
+#: frames a watcher may fall behind by before it is dropped
 FEED_LIMIT = 10_000
+
+#: one served session's frames, fanned out to every watcher
+Channel = Hub["Frame"]
+#: one watcher's frames
+Feed = Subscription["Frame"]
 
 
 def event_obj(event: Event, *, stream: bool = False) -> dict[str, Any]:
-    """An event as the API shows it; on the stream a blob's record is left out (null)."""
-    data = event.to_obj()
-    if stream and event.digest is not None:
-        data["record"] = None
-    data["seq"] = event.seq
-    data["preview"] = event.preview
-    return data
+    """A stored event as the API shows it (on the stream a blob's record is null).
+
+    Kept for callers of the old name; it is :func:`infai.agent.settled_obj`.
+    """
+    return settled_obj(event, inline_blobs=not stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,79 +56,33 @@ def frame(name: str, data: dict[str, Any], *, event_id: str | None = None) -> Fr
 
 
 def settled_frame(event: Event) -> Frame:
-    data = event_obj(event, stream=True)
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    raw = f"id: {event.id}\nevent: settled\ndata: {text}\n\n".encode()
-    return Frame("settled", data, raw, event.seq)
+    """A settled event: its event id as the SSE id; a blob's record left out."""
+    made = frame("settled", settled_obj(event, inline_blobs=False), event_id=event.id)
+    return Frame(made.name, made.data, made.raw, event.seq)
 
 
-class Feed:
-    """The frames published after subscribing, in order, until closed or dropped."""
-
-    def __init__(self, channel: Channel, limit: int) -> None:
-        self._channel = channel
-        self._limit = limit
-        self._pending: deque[Frame] = deque()
-        self._wake = asyncio.Event()
-        self.lagged = False
-        self.closed = False
-
-    def offer(self, item: Frame) -> None:
-        if len(self._pending) >= self._limit:
-            self.lagged = True
-            self._channel.unsubscribe(self)
-        else:
-            self._pending.append(item)
-        self._wake.set()
-
-    def close(self) -> None:
-        """Stop after the frames already received have been read."""
-        self.closed = True
-        self._channel.unsubscribe(self)
-        self._wake.set()
-
-    async def batches(self) -> AsyncIterator[list[Frame]]:
-        """Every frame waiting, at once: a watcher behind by many sends them in one write."""
-        while True:
-            if self._pending:
-                batch = list(self._pending)
-                self._pending.clear()
-                yield batch
-                continue
-            if self.lagged:
-                raise Lagged("this watcher fell behind and was dropped")
-            if self.closed:
-                return
-            self._wake.clear()
-            await self._wake.wait()
+def delta_frame(event: Streamed, turn: str) -> Frame:
+    """A piece of the model's output in flight: ``event_to_obj`` without ``type``."""
+    data = event_to_obj(event, turn=turn)
+    del data["type"]
+    return frame("delta", data)
 
 
-class Channel:
-    """Fan-out of one session's frames to every watcher."""
+def ended_frame(event: TurnEnded, turn: str) -> Frame:
+    """The turn is over: ``{"turn", "outcome", "error"}``."""
+    data = event_to_obj(event, turn=turn)
+    del data["type"]
+    return frame("turn_ended", {"turn": turn, "outcome": data["outcome"], "error": data["error"]})
 
-    def __init__(self, limit: int = FEED_LIMIT) -> None:
-        self._feeds: list[Feed] = []
-        self._limit = limit
 
-    def subscribe(self) -> Feed:
-        feed = Feed(self, self._limit)
-        self._feeds.append(feed)
-        return feed
-
-    def unsubscribe(self, feed: Feed) -> None:
-        if feed in self._feeds:
-            self._feeds.remove(feed)
-
-    def publish(self, item: Frame) -> None:
-        for feed in list(self._feeds):
-            feed.offer(item)
-
-    def close(self, last: Frame) -> None:
-        """Send ``last`` to every watcher and end their feeds."""
-        for feed in list(self._feeds):
-            feed.offer(last)
-            feed.close()
-
-    @property
-    def watchers(self) -> int:
-        return len(self._feeds)
+__all__ = [
+    "FEED_LIMIT",
+    "Channel",
+    "Feed",
+    "Frame",
+    "delta_frame",
+    "ended_frame",
+    "event_obj",
+    "frame",
+    "settled_frame",
+]

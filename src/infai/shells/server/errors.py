@@ -17,7 +17,7 @@ logged with its traceback.
 
 from __future__ import annotations
 
-from infai.agent import CompactionFailed
+from infai.agent import CompactionFailed, SlotConflict
 from infai.errors import InfaiError
 from infai.store import (
     BackendUnavailable,
@@ -43,7 +43,11 @@ class ApiError(InfaiError):
 
 
 class Conflict(InfaiError):
-    """The session cannot do this now (busy, locked elsewhere, or not openable): 409."""
+    """The session cannot do this now (closing, or not openable): 409.
+
+    The agent's own "busy" and "no such turn in flight" are
+    :class:`~infai.agent.Busy` and :class:`~infai.agent.NotInFlight`
+    (:class:`~infai.agent.SlotConflict`), also 409."""
 
 
 #: error class -> HTTP status; the first match wins, so subclasses come first
@@ -52,6 +56,7 @@ STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (EventNotFound, 404),
     (InvalidInput, 400),
     (Conflict, 409),
+    (SlotConflict, 409),
     (WriterLocked, 409),
     (SessionExists, 409),
     (UnsupportedFormat, 409),

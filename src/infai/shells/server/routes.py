@@ -24,16 +24,16 @@ from typing import Any, TypeVar
 from sse_starlette import EventSourceResponse
 from starlette.responses import JSONResponse, Response
 
-from infai.agent import Lagged
+from infai.agent import Lagged, NotInFlight, settled_obj
 from infai.store import SessionView, StoreError
 from infai.tools import AllowAlways
 
 from .. import render
 from .api import openapi
-from .channel import Feed, Frame, event_obj, frame, settled_frame
+from .channel import Feed, Frame, frame, settled_frame
 from .errors import ApiError, Conflict
-from .served import Served, Turn
-from .sessions import Sessions
+from .served import Running, Served
+from .sessions import MODEL_ERRORS, Sessions
 
 log = logging.getLogger("infai.server")
 
@@ -115,7 +115,10 @@ async def create_session(call: Call) -> Response:
         raise ApiError(422, f"body.working_dir: {working_dir!r} is not an absolute directory")
     model = call.body.get("model")
     if model is not None:
-        await call.sessions.assembly.check_model(model)
+        try:  # what is built to check the name is closed again
+            await call.sessions.workspace.check_model(model)
+        except MODEL_ERRORS as exc:
+            raise ApiError(422, f"body.model: {exc}") from None
     info = await asyncio.to_thread(
         call.sessions.store.create_session,
         name=call.body.get("name"),
@@ -140,8 +143,8 @@ async def get_session(call: Call) -> Response:
         state.update(
             turn=served.turn.id if served.turn else None,
             busy=served.busy,
-            pending_parent=served.writer.pending_parent,
-            watchers=served.channel.watchers,
+            pending_parent=served.agent.pending_parent,
+            watchers=served.channel.subscribers,
             pending_approvals=len(served.questions),
         )
     return ok({**info.to_obj(), **state})
@@ -165,7 +168,7 @@ async def list_events(call: Call) -> Response:
 
 async def get_event(call: Call) -> Response:
     event_id = call.path["event_id"]
-    return ok(event_obj(await call.read(lambda reader: reader.event(event_id, resolve=True))))
+    return ok(settled_obj(await call.read(lambda reader: reader.event(event_id, resolve=True))))
 
 
 async def get_context(call: Call) -> Response:
@@ -174,7 +177,7 @@ async def get_context(call: Call) -> Response:
     boundary = context.boundary
     return ok(
         {
-            "events": [event_obj(e) for e in context.events],
+            "events": [settled_obj(e) for e in context.events],
             "boundary": boundary.id if boundary else None,
         }
     )
@@ -194,7 +197,7 @@ async def select_branch(call: Call) -> Response:
     await call.known_event(event_id)
     served = await call.sessions.serve(call.session_id)
     summary = await served.select(event_id, bool(call.body.get("summarize")))
-    return ok({**served.head(), "summary": event_obj(summary) if summary else None})
+    return ok({**served.head(), "summary": settled_obj(summary) if summary else None})
 
 
 async def prompt(call: Call) -> Response:
@@ -216,7 +219,7 @@ async def prompt(call: Call) -> Response:
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n", headers=headers)
 
 
-async def _turn_frames(turn: Turn, feed: Feed) -> AsyncIterator[bytes]:
+async def _turn_frames(turn: Running, feed: Feed) -> AsyncIterator[bytes]:
     """The frames of one turn, up to its ``turn_ended``; the turn is cancelled if the
     client goes before that (a client that merely fell behind is not a client gone)."""
     held = True
@@ -244,15 +247,16 @@ async def _turn_frames(turn: Turn, feed: Feed) -> AsyncIterator[bytes]:
 async def cancel_turn(call: Call) -> Response:
     served = await call.exists()
     if served is None:
-        raise Conflict(f"no turn is in flight in session {call.session_id}")
+        raise NotInFlight(f"no turn is in flight in session {call.session_id}")
     given = call.body.get("turn")
     turn = await served.cancel(None if given is None else given.lower())
-    return ok({"turn": turn.id, "outcome": turn.outcome})
+    ended = turn.outcome
+    return ok({"turn": turn.id, "outcome": ended.outcome if ended is not None else None})
 
 
 async def compact(call: Call) -> Response:
     served = await call.sessions.serve(call.session_id)
-    return ok(event_obj(await served.compact()), 201)
+    return ok(settled_obj(await served.compact()), 201)
 
 
 async def list_approvals(call: Call) -> Response:

@@ -1,22 +1,28 @@
-"""One session open in the server: its agent, its turn slot, questions and watchers.
+"""One session open in the server: its agent, its turn, questions and watchers.
 
-Each open session has one slot for work that writes: a prompt runs as a
-background task (the request that started it has long been answered), a
-compaction or a summarised branch switch runs while its request waits; anything
-else that would write meanwhile gets "busy" (409). The slot is claimed before
-any store work starts, so the store work (taking the lease, re-reading HEAD)
-can run in a worker thread without another request writing in between.
+The session's one slot for work that writes is its agent's
+(:meth:`~infai.agent.AgentSession.start`, :meth:`~infai.agent.AgentSession.cancel`,
+``busy``): a prompt runs as a background task (the request that started it has
+long been answered), a compaction or a summarised branch switch runs while its
+request waits; anything else that would write meanwhile gets
+:class:`~infai.agent.Busy` (409).
 
-Everything watchers see goes through one :class:`~.channel.Channel` per session,
-as SSE frames encoded once for all of them: settled events, deltas, turn
-boundaries, permission questions and their answers. Settled events are
-published exactly once and in sequence order, which is the store's order: those
-the loop hands over directly, and those appended out of its sight (the marker of
-a cancelled turn, a compaction, a branch summary) read back from the writer. So
-a watcher that replays the store up to :attr:`Served.published` and then follows
-the channel misses nothing and sees nothing twice. The deltas since the turn's
-last settled event are kept in memory, so a watcher that joins mid-message is
-sent the whole message so far.
+Everything watchers see goes through one hub of SSE frames per session
+(:data:`~.channel.Channel`), encoded once for all of them: settled events,
+deltas, turn boundaries, permission questions and their answers. The agent
+publishes every event it appends on its own hub the moment it is durable (the
+interruption marker, a compaction, a branch summary included); one task per
+served session (the pump, :meth:`Served.begin`) turns them into frames, in
+order. Settled events are published exactly once and in sequence order, which
+is the store's order: the agent's as the pump hands them over, and those
+another process appended (a shared database) read from the store when its
+``watch`` tells of them, or when the agent's next event shows a gap (its
+lease's refresh saw them first). So a watcher that replays the store up to
+:attr:`Served.published` and then follows the channel misses nothing and sees
+nothing twice. The deltas since the turn's last settled event are kept in
+memory, so a watcher that joins mid-message is sent the whole message so far.
+A turn's ``turn_ended`` goes out once the agent's slot is free again, so a
+client that saw it can start the next turn at once.
 
 A permission question (the policy said "ask") waits for an answer through the
 API, is published on the stream, and is denied when nobody answers in time.
@@ -30,27 +36,36 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from infai.agent import AgentSession, Saved, Streamed
-from infai.llm import close_model
-from infai.store import (
-    Event,
-    SessionLog,
-    SessionStore,
-    ToolCallRecord,
-    ToolResultRecord,
-)
+from infai.agent import AgentEvent, AgentSession, Hub, Lagged, Saved, Streamed, Turn, TurnEnded
+from infai.store import Event, SessionStore, ToolCallRecord, ToolResultRecord
 from infai.tools import AllowAlways, Approver, Ask, Reply, Rule
 
-from .channel import Channel, Feed, Frame, frame, settled_frame
+from .channel import (
+    FEED_LIMIT,
+    Channel,
+    Feed,
+    Frame,
+    delta_frame,
+    ended_frame,
+    frame,
+    settled_frame,
+)
 from .errors import Conflict
 
 log = logging.getLogger("infai.server")
 
 T = TypeVar("T")
+
+#: agent events the pump may fall behind by (it only waits for a turn's end or a
+#: read of another process's appends, so it never should)
+PUMP_LIMIT = 1_000_000
+#: how long a new turn waits for the last frames of the one before (handed over at once)
+ENDING_SECONDS = 5.0
 
 
 def new_id() -> str:
@@ -97,20 +112,29 @@ class Question:
 
 
 @dataclass
-class Turn:
-    """A prompt being answered."""
+class Running:
+    """A turn being answered, as the server follows it: the agent's turn, the
+    message in flight so far, and its tool calls still waiting for a result."""
 
-    id: str
-    task: asyncio.Task[None] | None = None
+    turn: Turn
     #: deltas since the turn's last settled event: the message in flight
     deltas: list[Frame] = field(default_factory=list)
     #: tool calls of the turn still waiting for their result, oldest first
     calls: deque[Event] = field(default_factory=deque)
-    outcome: str | None = None
+    #: set once watchers have been sent its ``turn_ended``
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.turn.id
+
+    @property
+    def task(self) -> asyncio.Task[TurnEnded] | None:
+        return self.turn.task
 
 
 class Served:
-    """One session open in the server: its agent, its turn slot, questions and watchers."""
+    """One session open in the server: its agent, its turn, questions and watchers."""
 
     def __init__(
         self,
@@ -122,14 +146,14 @@ class Served:
         observe: Callable[[Event], None] | None = None,
     ) -> None:
         """Open the session's agent with ``open_agent`` (given this session's approver):
-        blocking store work (the writer lock), so construct it in a worker thread."""
+        blocking store work (the writer lock), so construct it in a worker thread,
+        then call :meth:`begin` on the event loop."""
         self.store = store
         self.approval_timeout = approval_timeout
         self.questions: dict[str, Question] = {}
-        self.channel = Channel()
-        self.turn: Turn | None = None
-        #: what occupies the slot for writes, if anything
-        self.busy: str | None = None
+        self.channel: Channel = Hub(FEED_LIMIT)
+        #: the turn watchers are following (from ``turn_started`` to ``turn_ended``)
+        self.turn: Running | None = None
         #: slot work other than a turn (compaction, branch switch), cancelled on close
         self.job: asyncio.Task[Any] | None = None
         #: when it last did or published anything (monotonic), for closing idle ones
@@ -137,116 +161,145 @@ class Served:
         self._observe = observe
         #: set once :meth:`close` began: nothing new starts
         self.closed = False
-        #: held while another process's appends are read in (and the writer refreshed)
+        #: held while another process's appends are read in (and the view refreshed),
+        #: and while the slot is claimed: a refresh never runs beside the slot's work
         self._hearing = asyncio.Lock()
         self.agent = open_agent(self.ask)
         self.session_id = self.agent.session_id
+        view = self.agent.view
         #: the sequence number and id of the last settled event published
-        self.published = self.writer.count - 1
-        self.published_head: str | None = self.writer.head
+        self.published = view.count - 1
+        self.published_head: str | None = view.head
+        self._events = self.agent.hub.subscribe(PUMP_LIMIT)
+        self._pump: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def begin(self) -> None:
+        """Start handing the agent's events to the watchers (on the event loop)."""
+        if self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._forward())
 
     @property
-    def writer(self) -> SessionLog:
-        log: SessionLog = self.agent.writer
-        return log
+    def busy(self) -> str | None:
+        """What occupies the agent's slot for work that writes (None: free)."""
+        return self.agent.busy
 
     @property
     def idle(self) -> bool:
         """Nothing in flight, nobody watching, nothing asked: closing loses nothing."""
         return (
-            self.busy is None
+            self.agent.busy is None
             and self.turn is None
             and self.job is None
             and not self.questions
-            and self.channel.watchers == 0
+            and self.channel.subscribers == 0
         )
 
     def publish(self, item: Frame) -> None:
         self.last_active = time.monotonic()
-        if self.turn is not None and item.name == "delta":
-            self.turn.deltas.append(item)
         self.channel.publish(item)
 
-    # -- settled events ------------------------------------------------------
+    # -- the agent's events --------------------------------------------------
 
-    def _settled(self, event: Event, *, remote: bool = False) -> None:
-        """Publish a settled event, after any appended before it that were not.
+    async def _forward(self) -> None:
+        """The pump: the agent's events, in order, as frames for the watchers."""
+        try:
+            async for batch in self._events.batches():
+                for item in batch:
+                    try:
+                        await self._forward_one(item)
+                    except Exception:  # one bad read or observer must not stop the rest
+                        log.exception("session %s: forwarding %r failed", self.session_id, item)
+        except Lagged:  # the pump itself stalled: watchers replay from the store
+            log.error("session %s: the server fell behind its own agent", self.session_id)
+            self.channel.close("fell behind", last=frame("lagged", {"reason": "server behind"}))
+        finally:
+            self._wake_waiters(everyone=True)
 
-        A ``remote`` event (another process appended it) leaves the turn in flight
-        here as it is: its message so far and its waiting calls are this node's.
-        """
+    async def _forward_one(self, item: AgentEvent) -> None:
+        running = self.turn
+        if isinstance(item, Saved):
+            event = item.event
+            if running is not None:
+                _follow(running, event)
+            if event.seq > self.published + 1:  # another process appended in between
+                await self._hear_gap(event.seq)
+            self._settled(event)
+        elif isinstance(item, Streamed):
+            if running is not None:
+                delta = delta_frame(item, running.id)
+                running.deltas.append(delta)
+                self.publish(delta)
+        elif running is not None:  # TurnEnded: sent once the slot is free again, so a
+            try:  # client that saw it can start the next turn
+                await running.turn.wait()
+            finally:
+                self.turn = None
+                self.publish(ended_frame(item, running.id))
+                running.ended.set()
+
+    def _settled(self, event: Event) -> None:
+        """Publish a settled event, unless it already was (events go out in seq order)."""
         if event.seq <= self.published:
             return
-        if event.seq > self.published + 1 and not remote:
-            self._fill_gap(event.seq)
-        turn = self.turn
-        if turn is not None and not remote:
-            turn.deltas.clear()
-            if event.kind == "tool_call":
-                turn.calls.append(event)
-            elif isinstance(event.record, ToolResultRecord):
-                call_id = event.record.call_id
-                turn.calls = deque(
-                    c
-                    for c in turn.calls
-                    if not (isinstance(c.record, ToolCallRecord) and c.record.call_id == call_id)
-                )
         self.published = event.seq
         self.published_head = event.id
-        self.channel.publish(settled_frame(event))
+        self.publish(settled_frame(event))
+        self._wake_waiters()
         if self._observe is not None:
             self._observe(event)
 
-    def _unpublished(self, until: int | None = None) -> list[Event]:
-        """The writer's events after the last one published (up to ``until``)."""
-        end = self.writer.count if until is None else until
-        return [
-            self.writer.event(self.writer.entry_at(n).id) for n in range(self.published + 1, end)
-        ]
+    def _wake_waiters(self, *, everyone: bool = False) -> None:
+        waiting, self._waiters = self._waiters, []
+        for seq, future in waiting:
+            if everyone or seq <= self.published:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                self._waiters.append((seq, future))
 
-    def _fill_gap(self, until: int) -> None:
-        """Mid-turn, publish what the turn appended without handing it over (the turn is
-        paused at its yield, so this reads the writer in place)."""
-        for event in self._unpublished(until):
-            self._settled(event)
+    async def _published_up_to(self, seq: int) -> None:
+        """Wait until the pump has published event ``seq`` (or stopped)."""
+        if seq <= self.published or self._pump is None or self._pump.done():
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((seq, future))
+        await future
 
-    async def catch_up(self) -> None:
-        """Publish what was appended out of the loop's sight (an interruption marker, a
-        compaction, a branch summary), read back from the writer in a worker thread:
-        called when the slot's work has ended, so nothing else uses the writer."""
-        for event in await asyncio.to_thread(self._unpublished):
+    # -- other processes' appends --------------------------------------------
+
+    async def _hear_gap(self, until: int) -> None:
+        """Publish what another process appended before the agent's next event (its
+        lease's refresh saw them before the store's ``watch`` told us)."""
+        for event in await asyncio.to_thread(self._read_remote, until):
             self._settled(event)
 
     async def catch_up_remote(self, seq: int) -> None:
         """Publish what another process appended (up to at least ``seq``).
 
-        An idle session's writer is refreshed, so its next turn starts from the
-        latest HEAD. During a turn it is left as it was: that turn was decided on
-        an older HEAD, and its next append must fail with a conflict rather than
-        land on events it never saw; the new events are read with a fresh reader.
-        Either way the store is read in a worker thread; claiming the slot waits
-        until that is done, so a refresh never runs beside a turn.
+        An idle session's view is refreshed, so what it shows (and selecting an
+        event) is the latest. During the slot's work it is left as it was: a
+        turn decided on an older HEAD must fail its next append with a conflict
+        rather than land on events it never saw; the new events are read with a
+        fresh reader. Either way the store is read in a worker thread; claiming
+        the slot waits until that is done, so a refresh never runs beside a turn.
         """
         async with self._hearing:
             if self.closed or 0 <= seq <= self.published:
                 return
-            if self.busy is None:
-                for event in await asyncio.to_thread(self._refreshed):
-                    self._settled(event)
-                return
-            for event in await asyncio.to_thread(self._read_remote):
-                self._settled(event, remote=True)
+            read = self._refreshed if self.agent.busy is None else self._read_remote
+            for event in await asyncio.to_thread(read):
+                self._settled(event)
 
     def _refreshed(self) -> list[Event]:
-        refresh = getattr(self.writer, "refresh", None)
-        if refresh is not None:
-            refresh()
-        return self._unpublished()
+        view = self.agent.view
+        view.refresh()
+        return [view.event(view.entry_at(n).id) for n in range(self.published + 1, view.count)]
 
-    def _read_remote(self) -> list[Event]:
+    def _read_remote(self, until: int | None = None) -> list[Event]:
         with self.store.open_reader(self.session_id) as reader:
-            numbers = range(self.published + 1, reader.count)
-            return [reader.event(reader.entry_at(n).id) for n in numbers]
+            end = reader.count if until is None else until
+            return [reader.event(reader.entry_at(n).id) for n in range(self.published + 1, end)]
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
         """Subscribe: the feed, the turn in flight so far, and where replay must stop.
@@ -264,92 +317,39 @@ class Served:
 
     # -- the slot ------------------------------------------------------------
 
-    async def _claim(self, what: str) -> None:
-        """Take the slot for ``what``, or :class:`Conflict` if something holds it."""
+    async def start(self, text: str, from_event: str | None = None) -> Running:
+        """Start a turn in the background (:meth:`AgentSession.start`); raises
+        :class:`~infai.agent.Busy` if the slot is taken."""
+        previous = self.turn
+        if previous is not None and previous.task is not None and previous.task.done():
+            with suppress(TimeoutError):  # over: its last frames are on their way
+                await asyncio.wait_for(previous.ended.wait(), ENDING_SECONDS)
         async with self._hearing:  # not while another process's appends are read in
-            if self.busy is not None:
-                raise Conflict(f"session {self.session_id} is busy: {self.busy}")
-            self.busy = what
-            self.last_active = time.monotonic()
-
-    async def start(self, text: str, from_event: str | None = None) -> Turn:
-        """Start a turn in the background; raises :class:`Conflict` if one is in flight.
-
-        The slot is claimed first; then the store work (selecting the parent, the
-        lease, which re-reads HEAD) runs in a worker thread.
-        """
-        await self._claim("a turn is in flight")
-        try:
-            await asyncio.to_thread(self._prepare, from_event)
-        except BaseException:
-            self.busy = None
-            raise
-        if self.closed:  # closed while the lease was being taken
-            self.agent.release()
-            raise Conflict(f"session {self.session_id} was closed before the turn started")
-        try:
-            await self.catch_up()  # what the lease's refresh found that others appended
-        except BaseException:
-            self.agent.release()
-            self.busy = None
-            raise
-        turn = Turn(new_id())
-        self.busy = f"turn {turn.id} is in flight"
-        self.turn = turn
-        self.channel.publish(frame("turn_started", {"turn": turn.id}))
-        turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
-        return turn
-
-    def _prepare(self, from_event: str | None) -> None:
-        """Select the turn's parent and take the lease (no turn elsewhere meanwhile)."""
-        if from_event is not None:
-            self.agent.select(from_event)
-        self.agent.acquire()
-
-    async def _run(self, turn: Turn, text: str) -> None:
-        outcome: str = "error"
-        error: str | None = "the turn ended without an outcome"
-        try:
-            async for item in self.agent.prompt(text):
-                if isinstance(item, Saved):
-                    self._settled(item.event)
-                elif isinstance(item, Streamed):
-                    inner = item.event
-                    data = {k: getattr(inner, k) for k in inner.__slots__}
-                    self.publish(frame("delta", {"turn": turn.id, **data}))
-                else:
-                    outcome, error = item.outcome, item.error
-        except asyncio.CancelledError:
-            outcome, error = "cancelled", None
-            raise
-        except Exception as exc:  # a store failure: the turn ends, the server stays up
-            log.exception("turn %s of session %s failed", turn.id, self.session_id)
-            outcome, error = "error", f"{type(exc).__name__}: {exc}"
-        finally:
-            try:
-                await self.catch_up()
-            finally:
-                self.agent.release()
-                turn.outcome = outcome
-                self.turn = None
-                self.busy = None
-                data = {"turn": turn.id, "outcome": outcome, "error": error}
-                self.channel.publish(frame("turn_ended", data))
+            if self.closed:
+                raise Conflict(f"session {self.session_id} was closed before the turn started")
+            if from_event is not None:  # Busy if a turn is in flight; the store checks the id
+                await asyncio.to_thread(self.agent.select, from_event)
+            turn = await self.agent.start(text)
+            running = Running(turn)
+            self.turn = running
+            self.publish(frame("turn_started", {"turn": turn.id}))
+        return running
 
     async def cancel(self, turn_id: str | None = None) -> Turn:
-        """Cancel the turn in flight and wait until it has stopped."""
-        turn = self.turn
-        if turn is None or turn.task is None or (turn_id is not None and turn_id != turn.id):
-            which = f"turn {turn_id}" if turn_id else "no turn"
-            raise Conflict(f"{which} is not in flight in session {self.session_id}")
-        turn.task.cancel()
-        await asyncio.wait([turn.task])
-        return turn
+        """Cancel the turn in flight and wait until it has stopped
+        (:class:`~infai.agent.NotInFlight` if there is no such turn)."""
+        return await self.agent.cancel(turn_id)
 
     async def _job(self, work: Coroutine[Any, Any, T]) -> T:
         """Run slot work (a compaction, a summarised switch) that closing can cancel."""
-        task = asyncio.get_running_loop().create_task(work)
-        self.job = task
+        async with self._hearing:  # the work claims the slot in its first step
+            if self.closed:
+                work.close()
+                raise Conflict(f"session {self.session_id} is closed")
+            task = asyncio.get_running_loop().create_task(work)
+            self.job = task
+            self.last_active = time.monotonic()
+            await asyncio.sleep(0)
         try:
             return await task
         except asyncio.CancelledError:
@@ -362,42 +362,36 @@ class Served:
             self.job = None
 
     async def compact(self) -> Event:
-        await self._claim("compacting")
-        try:
-            return await self._job(self.agent.compact())
-        finally:
-            try:
-                await self.catch_up()
-            finally:
-                self.busy = None
+        summary = await self._job(self.agent.compact())
+        await self._published_up_to(summary.seq)
+        return summary
 
     async def select(self, event_id: str | None, summarize: bool) -> Event | None:
         """Choose the next prompt's parent; with ``summarize``, switch branches now."""
         summary = None
         if summarize and event_id is not None:
-            await self._claim("switching branches")
-            try:
-                summary = await self._job(self.agent.switch(event_id, summarize=True))
-            finally:
-                try:
-                    await self.catch_up()
-                finally:
-                    self.busy = None
+            summary = await self._job(self.agent.switch(event_id, summarize=True))
+            if summary is not None:
+                await self._published_up_to(summary.seq)
         else:
-            async with self._hearing:  # no claim, no refresh meanwhile
-                if self.busy is not None:
-                    raise Conflict(f"session {self.session_id} is busy: {self.busy}")
+            async with self._hearing:  # no refresh meanwhile
                 await asyncio.to_thread(self.agent.select, event_id)
-        self.channel.publish(frame("selected", self.head()))
+        self.publish(frame("selected", self.head()))
         return summary
 
     def head(self) -> dict[str, Any]:
-        return {"head": self.published_head, "pending_parent": self.writer.pending_parent}
+        return {"head": self.published_head, "pending_parent": self.agent.pending_parent}
 
     # -- permission questions ------------------------------------------------
 
     async def ask(self, ask: Ask) -> Reply:
-        """The policy's approver: publish the question, wait for the API's answer."""
+        """The policy's approver: publish the question, wait for the API's answer.
+
+        The agent published the call this is about before asking; one step of the
+        loop lets the pump hand it over (it runs first, woken when it was
+        published), so the question follows its call and names it.
+        """
+        await asyncio.sleep(0)
         turn = self.turn
         call = turn.calls[0] if turn is not None and turn.calls else None
         record = call.record if call is not None else None
@@ -447,16 +441,35 @@ class Served:
     # -- closing -------------------------------------------------------------
 
     async def close(self, reason: str) -> None:
-        """Cancel the turn in flight, end every watcher's stream, release the writer."""
+        """Cancel what is in flight (the agent records the interruption), hand its last
+        events to the watchers, end their streams, and close the agent (its writer, its
+        lock, the model it owns)."""
         self.closed = True
-        turn = self.turn
-        for task in (turn.task if turn is not None else None, self.job):
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.wait([task])
-        self.channel.close(frame("closed", {"reason": reason}))
+        job = self.job
+        if job is not None and not job.done():
+            job.cancel()
+            await asyncio.wait([job])
         try:
-            async with self._hearing:  # no refresh reads the writer meanwhile
-                await asyncio.to_thread(self.agent.close)  # the writer's last sync, its lock
+            async with self._hearing:  # no refresh reads the view meanwhile
+                await self.agent.aclose()
         finally:
-            await close_model(self.agent.model)
+            if self._pump is not None:
+                if not self.agent.hub.closed:  # aclose failed before closing it
+                    self._pump.cancel()
+                await asyncio.wait([self._pump])  # the agent's hub is closed: it ends
+            self._wake_waiters(everyone=True)
+            self.channel.close(reason, last=frame("closed", {"reason": reason}))
+
+
+def _follow(running: Running, event: Event) -> None:
+    """Keep the turn's state: the message in flight restarts, calls wait for results."""
+    running.deltas.clear()
+    if event.kind == "tool_call":
+        running.calls.append(event)
+    elif isinstance(event.record, ToolResultRecord):
+        call_id = event.record.call_id
+        running.calls = deque(
+            c
+            for c in running.calls
+            if not (isinstance(c.record, ToolCallRecord) and c.record.call_id == call_id)
+        )

@@ -25,17 +25,19 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-from infai.agent import AgentSession
-from infai.llm import close_model
+from infai.agent import AgentSession, ConfigError, Workspace
+from infai.llm import ModelUnavailable
 from infai.store import REMOVED, Event, SessionNotFound, SessionStore
 from infai.tools import Approver
 
-from .assembly import Assembly
 from .channel import frame
 from .errors import Conflict
 from .served import Served
 
 log = logging.getLogger("infai.server")
+
+#: the errors that say a model name cannot be built (the user's to fix, not a bug)
+MODEL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailable, ConfigError)
 
 
 class Locks:
@@ -74,13 +76,14 @@ class Sessions:
 
     def __init__(
         self,
-        assembly: Assembly,
+        workspace: Workspace,
         *,
         approval_timeout: float = 300.0,
         observe: Callable[[Event], None] | None = None,
     ) -> None:
-        self.assembly = assembly
-        self.store: SessionStore = assembly.store
+        #: where every session's agent is opened (config, model, policy, tools)
+        self.workspace = workspace
+        self.store: SessionStore = workspace.store
         self.approval_timeout = approval_timeout
         self.observe = observe
         self.open: dict[str, Served] = {}
@@ -109,26 +112,29 @@ class Sessions:
             return served
 
     async def _open(self, session_id: str) -> Served:
+        """Open the session's agent through the workspace, with this session's
+        approver (questions go to the API) and the model stored in the session
+        (its own, closed with it; none named: the workspace's)."""
         info = await asyncio.to_thread(self.store.info, session_id)
-        model = await asyncio.to_thread(self.assembly.model, session_id, info.model)
 
         def open_agent(approver: Approver) -> AgentSession:
-            return self.assembly.agent(session_id, model, approver)
+            try:
+                return self.workspace.open(session_id, approver=approver, model_name=info.model)
+            except MODEL_ERRORS as exc:
+                raise Conflict(f"cannot open session {session_id}: {exc}") from None
 
-        try:
-            return await asyncio.to_thread(
-                partial(
-                    Served,
-                    self.store,
-                    session_id,
-                    open_agent=open_agent,
-                    approval_timeout=self.approval_timeout,
-                    observe=self.observe,
-                )
+        served = await asyncio.to_thread(
+            partial(
+                Served,
+                self.store,
+                session_id,
+                open_agent=open_agent,
+                approval_timeout=self.approval_timeout,
+                observe=self.observe,
             )
-        except BaseException:
-            await close_model(model)
-            raise
+        )
+        served.begin()
+        return served
 
     def start_closing_idle(self, after: float | None) -> None:
         """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
@@ -154,8 +160,7 @@ class Sessions:
 
     def start_watching(self) -> None:
         """Hear other processes' appends (a shared database): fan them out here too."""
-        watch = getattr(self.store, "watch", None)
-        if watch is None or self._watcher is not None:
+        if self._watcher is not None:
             return
         loop = asyncio.get_running_loop()
 
@@ -164,7 +169,10 @@ class Sessions:
 
         self._stop_watching.clear()
         self._watcher = threading.Thread(
-            target=watch, args=(heard, self._stop_watching), name="infai-listen", daemon=True
+            target=self.store.watch,
+            args=(heard, self._stop_watching),
+            name="infai-listen",
+            daemon=True,
         )
         self._watcher.start()
 
@@ -219,7 +227,7 @@ class Sessions:
     def end_streams(self, reason: str) -> None:
         """End every watcher's stream (the server is about to stop)."""
         for served in self.open.values():
-            served.channel.close(frame("closed", {"reason": reason}))
+            served.channel.close(reason, last=frame("closed", {"reason": reason}))
 
     async def aclose(self) -> None:
         """Stop every turn and release every writer."""
