@@ -21,14 +21,11 @@ from infai.agent import (
     Busy,
     NotInFlight,
     Saved,
-    Streamed,
     Subscription,
     TurnEnded,
-    event_to_obj,
     run_turn,
 )
 from infai.agent.loop import INTERRUPTED_TURN
-from infai.agent.wire import settled_obj
 from infai.errors import InfaiError
 from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
 from infai.store import Event, MessageRecord, Store, StoreIOError
@@ -195,36 +192,3 @@ def test_a_failed_interruption_marker_does_not_swallow_the_cancel(tmp_path: Path
     raised = asyncio.run(scenario())
     assert isinstance(raised, asyncio.CancelledError)
     assert isinstance(raised.__cause__, StoreIOError)  # the marker's failure, chained
-
-
-def test_the_json_form_matches_run_json_and_the_server_stream(tmp_path: Path) -> None:
-    from infai.shells.cli.agent import _event_json
-    from infai.shells.server.channel import event_obj
-
-    async def scenario(s: AgentSession) -> list[Any]:
-        return [e async for e in s.prompt("hello")]
-
-    with opened(tmp_path, ["hi there"]) as s:
-        events = asyncio.run(scenario(s))
-    for event in events:
-        ours, theirs = event_to_obj(event), _event_json(event)
-        if isinstance(event, Saved):
-            # the same stored event, with its place and preview added
-            assert ours["type"] == "saved"
-            assert ours["event"] == {
-                **theirs["event"],
-                "seq": event.event.seq,
-                "preview": event.event.preview,
-            }
-            assert settled_obj(event.event, inline_blobs=False) == event_obj(
-                event.event, stream=True
-            )
-        else:
-            assert ours == theirs
-    streamed = next(e for e in events if isinstance(e, Streamed))
-    assert event_to_obj(streamed, turn="t1") == {
-        "type": "stream",
-        "kind": "text",
-        "text": streamed.event.text,  # type: ignore[union-attr]
-        "turn": "t1",
-    }

@@ -16,10 +16,10 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from infai.agent import Workspace
 from infai.llm import Done, Message, Request, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import GRACE, ApprovalScreen
-from infai.shells.workspace import Workspace
 from infai.store import Store
 
 SIZES = [(80, 24), (60, 20)]

@@ -76,6 +76,9 @@ class Turn:
     task: asyncio.Task[TurnEnded] | None = None
     #: how it ended, once it has
     outcome: TurnEnded | None = field(default=None)
+    #: the exception that ended it, if one did (a store's failure, say): a shell
+    #: answers a session that could not be saved differently from a model's error
+    failure: Exception | None = field(default=None)
 
     async def wait(self) -> TurnEnded:
         """Wait for the turn to end (a cancelled turn ends ``cancelled``)."""
@@ -277,6 +280,7 @@ class AgentSession:
             ended = TurnEnded("cancelled")
             raise
         except Exception as exc:  # a store failure: the turn ends, the session stays
+            turn.failure = exc
             ended = TurnEnded("error", f"{type(exc).__name__}: {exc}")
         finally:
             turn.outcome = ended

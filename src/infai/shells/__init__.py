@@ -6,8 +6,9 @@
 - the HTTP/SSE server (starlette): :mod:`.server` and its modules
 - :mod:`.render`: plain-text and JSON renderings of store objects, shared by
   the command line and the server
-- :mod:`.workspace`: config, model, policy and tools assembled for a shell
 
-A shell names lower-layer types to render them or answer them, and imports
-its heavy dependencies (textual, starlette, the SDKs) only when it runs.
+A shell gets its machinery from :class:`infai.agent.Workspace` (the one
+composition root), names lower-layer types only to render them or answer them,
+and imports its heavy dependencies (textual, starlette, the SDKs) only when it
+runs.
 """

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner, Result
@@ -164,3 +166,85 @@ def test_a_session_run_from_elsewhere_follows_its_own_projects_rules(
         results = [e.record for e in reader.context().events if e.kind == "tool_result"]
     assert len(results) == 2
     assert all(r.is_error and "denied" in r.content for r in results)  # type: ignore[union-attr]
+
+
+def test_run_json_lines_are_the_agents_one_json_form(
+    home: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each line of ``run --json`` is :func:`event_to_obj` of the agent event the
+    turn yielded, in order: the form the server sends, not one of the CLI's own."""
+    from infai.agent import AgentSession, event_to_obj
+
+    seen: list[Any] = []
+    real = AgentSession.prompt
+
+    async def recording(self: AgentSession, text: str) -> AsyncIterator[Any]:
+        async for event in real(self, text):
+            seen.append(event)
+            yield event
+
+    monkeypatch.setattr(AgentSession, "prompt", recording)
+    call = {"id": "c1", "name": "list_files", "arguments": {"path": "."}}
+    model = script(work, {"content": "looking", "tool_calls": [call]}, "found it")
+    lines = [
+        json.loads(x)
+        for x in infai(home, "run", "--json", "--model", model, "hi").stdout.splitlines()
+    ]
+    assert len(seen) == len(lines) > 5
+    assert lines == [json.loads(json.dumps(event_to_obj(e))) for e in seen]
+    kinds = [(x["type"], x.get("kind") or x.get("event", {}).get("kind")) for x in lines]
+    assert ("saved", "tool_call") in kinds and ("saved", "tool_result") in kinds
+    saved = [x["event"] for x in lines if x["type"] == "saved"]
+    assert [e["seq"] for e in saved] == list(range(len(saved)))  # its place in the log
+    assert saved[0]["preview"] == "hi"
+    text = next(x for x in lines if x["type"] == "stream" and x["kind"] == "text")
+    assert set(text) == {"type", "kind", "text"}
+
+
+class CountingModel:
+    """An offline model that counts how often it is closed."""
+
+    closed: ClassVar[list[str]] = []
+
+    def __init__(self, name: str) -> None:
+        from infai.llm import OfflineModel
+
+        self._inner = OfflineModel()
+        self.name = name
+        self.context_window = self._inner.context_window
+
+    def stream(self, request: Any) -> Any:
+        return self._inner.stream(request)
+
+    async def aclose(self) -> None:
+        self.closed.append(self.name)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from infai.agent import Workspace
+
+    CountingModel.closed = []
+    monkeypatch.setattr(Workspace, "build_model", lambda self, name: CountingModel(name))
+    return CountingModel.closed
+
+
+def test_each_model_the_cli_builds_is_closed_once(
+    home: Path, work: Path, counted: list[str]
+) -> None:
+    infai(home, "run", "--model", "m1", "hi")
+    assert counted == ["m1"]
+    infai(home, "chat", "--model", "m2", stdin="one\ntwo\n")
+    assert counted == ["m1", "m2"]
+    sid = Store(home).list_sessions()[0].id
+    infai(home, "compact", sid, "--model", "m3")
+    assert counted == ["m1", "m2", "m3"]
+
+
+def test_a_session_that_cannot_be_opened_closes_the_model_built_for_it(
+    home: Path, work: Path, counted: list[str]
+) -> None:
+    missing = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+    out = infai(home, "run", "--model", "m1", "--session", missing, "hi", code=2)
+    assert "no session" in out.stderr
+    assert counted == ["m1"]  # it used to be left open (an SDK client's connections)

@@ -14,8 +14,9 @@ from textual.pilot import Pilot
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.app import QUIT_WINDOW
-from infai.shells.tui.chat import AssistantMessage, ToolView
+from infai.shells.tui.chat import AssistantMessage, ToolView, UserMessage
 from infai.shells.tui.modals import ApprovalScreen
+from infai.shells.tui.panels import StatusBar
 from tui_pilot import SIZES, GatedModel, asked, run_app, send, until, workspace, write_call
 
 
@@ -31,6 +32,10 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
         await until(pilot, lambda: app.turn is not None and app.turn.is_finished)
         assert not app.query(AssistantMessage)  # the unsaved reply is gone
         assert any("interrupted" in str(n.render()) for n in app.query(".notice"))
+        # the marker the session saved is shown as it is saved, HEAD moved to it
+        [marker] = app.query(UserMessage).filter(".interrupted")
+        assert str(marker.render()) == "[turn interrupted]"
+        assert "HEAD #1 of 2" in str(app.query_one(StatusBar).render())
         await pilot.press("ctrl+c")
         await until(pilot, lambda: app.session is None, "the app to quit")
 

@@ -125,3 +125,19 @@ def test_a_multi_line_paste_is_kept_whole(tmp_path: Path, size: tuple[int, int])
         records = [e.record for e in reader.context().events if e.role == "user"]
     prompts = [r.content for r in records if isinstance(r, MessageRecord)]
     assert prompts[1] == f"see {trace.rstrip()}one line"
+
+
+def test_quitting_closes_the_workspace_and_its_model_once(tmp_path: Path) -> None:
+    """/quit closes the session, then the workspace; the app's end (unmount) after
+    it closes nothing again (the model used to be closed by both)."""
+    model = ClosingModel("an answer")
+    app = InfaiApp(workspace(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "hi")
+        await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
+        await send(pilot, "/quit")
+        await until(pilot, lambda: app.session is None, "the app to quit")
+
+    run_app(app, scenario, (80, 24))
+    assert model.closed == 1

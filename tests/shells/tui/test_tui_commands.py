@@ -62,12 +62,12 @@ def test_switching_the_model_keeps_the_session_and_the_picked_event(
         await send(pilot, "/model offline")
         await until(pilot, lambda: session.model.name == "offline", "the switch")
         assert app.session is session and model.closed == 1  # the same session, still open
-        assert session.writer.pending_parent == picked.data
+        assert session.pending_parent == picked.data
         assert app.query_one(PendingBar).display and "#1" in str(app.query_one(PendingBar).render())
         assert "offline" in str(app.query_one(StatusBar).render())
         await send(pilot, "three")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
-        prompt, answer = session.writer.path()[-2:]
+        prompt, answer = session.view.path()[-2:]
         assert prompt.parent_id == picked.data and answer.preview.startswith("offline model")
 
     run_app(app, scenario, size)

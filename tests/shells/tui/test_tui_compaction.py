@@ -16,7 +16,7 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, UserMessage
 from infai.shells.tui.panels import MODEL_CHARS, StatusBar, short_model
 from infai.store import Usage
-from tui_pilot import SIZES, ClosingModel, run_app, send, until, workspace
+from tui_pilot import SIZES, ClosingModel, StoreCalls, run_app, send, until, workspace
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -108,3 +108,51 @@ def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
     run_app(app, scenario, size)
     assert short_model("scripted:/tmp/" + "x/" * 40 + "replies.json").endswith("/replies.json")
     assert len(short_model("scripted:/tmp/" + "x/" * 40 + "replies.json")) == MODEL_CHARS
+
+
+def test_a_compaction_is_shown_from_its_saved_event_not_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary the session publishes when it is saved is what the chat and the
+    status bar show, manual or automatic: no reload, no store call of the TUI's own
+    for /compact, and what is shown is what a reload shows."""
+    model = FullModel("full")
+    model.release.set()  # summaries answer at once
+    space = workspace(tmp_path, model)
+    sid = space.new_session()
+    calls = StoreCalls(monkeypatch, space.store, sid)
+    app = InfaiApp(space, sid)
+    reloads: list[str] = []
+    real = InfaiApp.reload
+
+    async def counted(self: InfaiApp) -> None:
+        reloads.append("reload")
+        await real(self)
+
+    monkeypatch.setattr(InfaiApp, "reload", counted)
+
+    def shown() -> tuple[str, int, int]:
+        chat = app.query_one(ChatView)
+        bar = str(app.query_one(StatusBar).render()).split("│")[0]
+        return bar, len(chat.query(".boundary")), len(chat.query(UserMessage))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        await until(pilot, lambda: not app.busy)
+        before, opened = calls.count(), len(reloads)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: not app.busy and bool(app.query(".boundary")), "/compact")
+        assert (calls.count(), len(reloads)) == (before, opened), calls.calls[before:]
+        assert not app.query(UserMessage)
+        await send(pilot, "two")  # answered with 900 of 1000 tokens in use
+        await until(pilot, lambda: not app.busy)
+        await send(pilot, "three")  # compacts first
+        await until(pilot, lambda: not app.busy and "✓ compacted" in shown()[0], "the auto one")
+        assert len(reloads) == opened
+        assert app.session is not None and app.session.view.count == 9
+        live = shown()
+        assert live[1:] == (1, 1)  # the summary, then the prompt stated again
+        await app.reload()
+        assert shown() == live  # what a reload shows
+
+    run_app(app, scenario, (80, 24))

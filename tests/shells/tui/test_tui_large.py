@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from infai.agent import Workspace
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, FoldedMessage, ToolView
 from infai.shells.tui.panels import Timeline
-from infai.shells.workspace import Workspace
 from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord
 from tui_pilot import BIG_REPLY, SIZES, inside_screen, run_app, until, workspace
 
@@ -67,7 +67,7 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         [report] = chat.query(FoldedMessage)  # the large reply: its preview, folded
         assert report.title.startswith("reply (large, unfold to read): # Report Paragraph 0")
         assert reads == []
-        head = app.session.writer.head if app.session else None
+        head = app.session.view.head if app.session else None
         await pilot.press("ctrl+t")  # the timeline opens on HEAD, scrolled to it
         timeline = app.query_one(Timeline)
         await until(pilot, lambda: timeline.scroll_y > 0, "the timeline to scroll to HEAD")

@@ -26,12 +26,12 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from infai.agent import Workspace
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, ToolView
 from infai.shells.tui.modals import ApprovalScreen, HelpScreen, SessionPicker
 from infai.shells.tui.panels import PendingBar, Timeline
-from infai.shells.workspace import Workspace
 from infai.store import Store, Usage
 
 SnapCompare = Callable[..., bool]

@@ -12,12 +12,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
+from infai.agent import Workspace
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, ToolView
 from infai.shells.tui.modals import RenameScreen, SessionPicker
 from infai.shells.tui.panels import StatusBar, Timeline
-from infai.shells.workspace import Workspace
 from infai.store import MessageRecord, ToolCallRecord, ToolResultRecord
 from tui_pilot import StoreCalls, run_app, send, until, walk, workspace
 
@@ -48,23 +48,23 @@ def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_store_failure_mid_turn_is_shown_not_swallowed(tmp_path: Path) -> None:
+def test_a_store_failure_mid_turn_is_shown_not_swallowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from infai.store import StoreIOError
 
     app = InfaiApp(workspace(tmp_path, ScriptedModel(["a reply that cannot be saved"])))
 
     async def scenario(pilot: Pilot[None]) -> None:
         assert app.session is not None
-        writer = app.session.writer
-        real = writer.append_batch
 
         def failing(*args: Any, **kwargs: Any) -> Any:
             raise StoreIOError(28, "No space left on device")
 
-        writer.append_batch = failing  # type: ignore[method-assign]
-        await send(pilot, "hi")
-        await until(pilot, lambda: not app.busy)
-        writer.append_batch = real  # type: ignore[method-assign]
+        with monkeypatch.context() as patched:  # the session's appends fail (its class's)
+            patched.setattr(type(app.session.view), "append_batch", failing)
+            await send(pilot, "hi")
+            await until(pilot, lambda: not app.busy)
         assert any("could not be saved" in str(n.render()) for n in app.query(".notice"))
         assert "NOT saved" in str(app.query_one(StatusBar).render())
         assert not app.query(AssistantMessage)
@@ -92,14 +92,14 @@ def test_a_settled_event_costs_the_tui_no_store_call(
 
     async def scenario(pilot: Pilot[None]) -> None:
         assert app.session is not None
-        writer = app.session.writer
+        view = app.session.view
         for text in ("one", "two"):
-            before, count = calls.count(), writer.count
+            before, count = calls.count(), view.count
             await send(pilot, text)
             await until(pilot, lambda: not app.busy, "the turn's end")
-            turns.append((calls.count() - before, writer.count - count))
+            turns.append((calls.count() - before, view.count - count))
             bar = str(app.query_one(StatusBar).render())
-            assert f"HEAD #{writer.count - 1} of {writer.count}" in bar  # kept up to date
+            assert f"HEAD #{view.count - 1} of {view.count}" in bar  # kept up to date
 
     run_app(app, scenario, (80, 24))
     (first, few), (second, many) = turns

@@ -41,7 +41,7 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
         await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
         assert "#1" in str(app.query_one(PendingBar).render())
         assert len(app.query(AssistantMessage)) == 1  # the chat shows the path to it
-        assert app.session is not None and app.session.writer.pending_parent == first_answer.data
+        assert app.session is not None and app.session.pending_parent == first_answer.data
         await pilot.press("escape")
         await until(pilot, lambda: not app.query_one(PendingBar).display)
         timeline.select_node(first_answer)
@@ -49,8 +49,8 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
         await send(pilot, "other way")
         await until(pilot, lambda: not app.busy)
         assert not app.query_one(PendingBar).display
-        writer = app.session.writer
-        new_prompt = writer.path()[-2]
+        view = app.session.view
+        new_prompt = view.path()[-2]
         assert new_prompt.parent_id == first_answer.data
         labels = [str(n.label) for n in walk(timeline.root)]
         assert any("branch at #1" in label for label in labels)
@@ -109,13 +109,13 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
             await send(pilot, text)
             await until(pilot, lambda: not app.busy)
         assert app.session is not None
-        writer = app.session.writer
+        view = app.session.view
         bar = app.query_one(StatusBar)
         assert "HEAD #5 of 6" in str(bar.render()) and "⑂" not in str(bar.render())
         await pilot.press("ctrl+t")
         timeline = app.query_one(Timeline)
         assert timeline.has_focus and timeline.cursor_node is not None
-        assert timeline.cursor_node.data == writer.head  # not #0
+        assert timeline.cursor_node.data == view.head  # not #0
         assert not timeline.show_horizontal_scrollbar  # long labels are cut, no stray bar
         picked = [n for n in walk(timeline.root) if n.data][1]
         timeline.select_node(picked)
@@ -131,6 +131,6 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         await send(pilot, "other")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
         assert "HEAD #7 of 8 ⑂ at #1" in str(bar.render())  # the branch, from the index
-        assert timeline.cursor_node is not None and timeline.cursor_node.data == writer.head
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == view.head
 
     run_app(app, scenario, size)

@@ -10,8 +10,14 @@ In these headless shells a call the policy would ask about is denied unless an
 
 :func:`workspace` and :func:`open_session` are how every command that runs the
 agent (these, ``tui`` and ``serve``) gets its configuration, model, rules and
-session; a user's mistake there (a bad configuration, model name or rule) is an
-error of the tree, answered as bad input by :mod:`.errors`.
+session: all of it is assembled by :class:`~infai.agent.Workspace`, nothing
+here. A user's mistake there (a bad configuration, model name or rule) is an
+error of the tree, answered as bad input by :mod:`.errors`. The session and
+the workspace are closed with ``aclose`` in the event loop that used them;
+each closes the models it owns, so none is closed twice.
+
+``--json`` prints each agent event in the one JSON form,
+:func:`infai.agent.event_to_obj`, the objects the server sends as SSE data.
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -33,31 +39,11 @@ from infai.store import SessionStore, StoreError
 from .common import pass_store, report_recovery
 from .errors import BadInput, mapped_errors
 
+if TYPE_CHECKING:
+    from infai.agent import AgentSession, Workspace
+    from infai.tools import Approver
+
 T = TypeVar("T")
-
-
-def _event_json(event: Any) -> dict[str, Any]:
-    from infai.agent import Saved, Streamed, TurnEnded
-
-    if isinstance(event, Saved):
-        return {"type": "saved", "event": event.event.to_obj()}
-    if isinstance(event, Streamed):
-        inner = event.event
-        data = {k: getattr(inner, k) for k in inner.__slots__}
-        return {"type": "stream", **data}
-    assert isinstance(event, TurnEnded)
-    return {"type": "end", "outcome": event.outcome, "error": event.error}
-
-
-def check_rules(allow: tuple[str, ...]) -> None:
-    """Refuse a malformed ``--allow`` rule as bad input, before anything is built."""
-    from infai.tools import Rule, RuleError
-
-    for text in allow:
-        try:
-            Rule.parse("allow", text)
-        except RuleError as exc:
-            raise BadInput(str(exc)) from None
 
 
 def workspace(
@@ -65,17 +51,16 @@ def workspace(
     working_dir: Path,
     model_name: str | None = None,
     allow: tuple[str, ...] = (),
-    approver: Any = None,
-) -> Any:
-    """The shell's :class:`~infai.shells.workspace.Workspace`.
+    approver: Approver | None = None,
+) -> Workspace:
+    """The command's :class:`~infai.agent.Workspace`, where everything it runs is built.
 
-    A bad configuration or model name raises its own error, which the exit
-    table (:mod:`.errors`) answers as bad input; configuration warnings go to
-    stderr.
+    A bad configuration, model name or ``--allow`` rule raises its own error,
+    which the exit table (:mod:`.errors`) answers as bad input; configuration
+    warnings go to stderr.
     """
-    from ..workspace import Workspace
+    from infai.agent import Workspace
 
-    check_rules(allow)
     space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
         click.echo(f"infai: {warning}", err=True)
@@ -89,7 +74,9 @@ def open_session(
     model_name: str | None,
     allow: tuple[str, ...],
     working_dir: Path,
-) -> Any:
+) -> tuple[Workspace, AgentSession]:
+    """The workspace and the session a command runs the agent in (None: a new one;
+    ``resume``: this directory's newest). Close both with :func:`_close`."""
     if session_id is not None:
         # the session's own directory decides the configuration and rules, as it
         # decides where its tools run, wherever the command is started from
@@ -100,35 +87,54 @@ def open_session(
         if kept and Path(kept).is_dir():
             working_dir = Path(kept)
     space = workspace(store, working_dir, model_name, allow)
-    if session_id is None and resume:
-        latest = space.latest_here()
-        if latest is None:
-            raise BadInput(f"no session to continue in {space.working_dir}")
-        session_id = latest.id
-    session = space.open(session_id)
+    try:
+        if session_id is None and resume:
+            latest = space.latest_here()
+            if latest is None:
+                raise BadInput(f"no session to continue in {space.working_dir}")
+            session_id = latest.id
+        session = space.open(session_id)
+    except BaseException:
+        asyncio.run(space.aclose())  # the model built for it holds connections
+        raise
     report_recovery(store, session.session_id)
-    return session
+    return space, session
 
 
-async def _closing(session: Any, work: Awaitable[T]) -> T:
-    """Run ``work``, then close the model's connections in the same event loop."""
-    from infai.llm import close_model
+async def _close(space: Workspace, session: AgentSession) -> None:
+    """Close the session, then the workspace, in the event loop that used them; each
+    closes the models it owns (an SDK client's connections belong to the loop)."""
+    try:
+        await session.aclose()
+    finally:
+        await space.aclose()
+
+
+def _drive(space: Workspace, session: AgentSession, work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work()`` in a new event loop, then close the session and the workspace
+    in it, whatever happened (Ctrl-C included)."""
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            await _close(space, session)
 
     try:
-        return await work
+        return asyncio.run(main())
     finally:
-        await close_model(session.model)
+        session.close()  # a no-op once closed: the writer's lock is never left held
 
 
-async def _turn(session: Any, prompt: str, as_json: bool) -> str:
-    from infai.agent import Saved, Streamed, TurnEnded
+async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
+    from infai.agent import Saved, Streamed, TurnEnded, event_to_obj
     from infai.llm import Notice, TextDelta
     from infai.store import ToolResultRecord
 
     outcome, error, mid_line = "done", None, False
     async for event in session.prompt(prompt):
         if as_json:
-            click.echo(json.dumps(_event_json(event), ensure_ascii=False))
+            click.echo(json.dumps(event_to_obj(event), ensure_ascii=False))
         elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
             click.echo(event.event.text, nl=False)
             mid_line = True
@@ -210,16 +216,19 @@ def run(
     as_json: bool,
 ) -> None:
     """Run one prompt to completion and print the answer."""
-    session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
-    with session:
+    space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+
+    async def turn() -> str:
         if from_event:
-            session.select(from_event)
-        try:
-            with _terminate_as_interrupt():
-                outcome = asyncio.run(_closing(session, _turn(session, prompt, as_json)))
-        except KeyboardInterrupt:
-            click.echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
-            sys.exit(130)
+            await asyncio.to_thread(session.select, from_event)
+        return await _turn(session, prompt, as_json)
+
+    try:
+        with _terminate_as_interrupt():
+            outcome = _drive(space, session, turn)
+    except KeyboardInterrupt:
+        click.echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
+        sys.exit(130)
     if not as_json:
         click.echo(f"session {session.session_id}", err=True)
     sys.exit(0 if outcome == "done" else 1)
@@ -232,9 +241,8 @@ def run(
 @pass_store
 def compact_command(store: SessionStore, session_id: str, model_name: str | None) -> None:
     """Summarise the session's active context into a compaction event (prints its id)."""
-    session = open_session(store, session_id, False, model_name, (), Path(os.getcwd()))
-    with session:
-        event = asyncio.run(_closing(session, session.compact()))  # CompactionFailed: exit 1
+    space, session = open_session(store, session_id, False, model_name, (), Path(os.getcwd()))
+    event = _drive(space, session, session.compact)  # CompactionFailed: exit 1
     click.echo(event.id)
 
 
@@ -253,22 +261,22 @@ def chat(
     allow: tuple[str, ...],
 ) -> None:
     """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
-    from infai.llm import close_model
-
-    session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
         click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
-        for line in sys.stdin:
-            text = line.strip()
-            if text in ("/exit", "/quit"):
-                break
-            if text:
-                try:
-                    runner.run(_turn(session, text, as_json=False))
-                except KeyboardInterrupt:
-                    click.echo("\ninfai: interrupted", err=True)
-        runner.run(close_model(session.model))
+        try:
+            for line in sys.stdin:
+                text = line.strip()
+                if text in ("/exit", "/quit"):
+                    break
+                if text:
+                    try:
+                        runner.run(_turn(session, text, as_json=False))
+                    except KeyboardInterrupt:
+                        click.echo("\ninfai: interrupted", err=True)
+        finally:
+            runner.run(_close(space, session))
 
 
 @click.command("models")
@@ -303,7 +311,6 @@ def models_command(as_json: bool) -> None:
 
 __all__ = [
     "chat",
-    "check_rules",
     "compact_command",
     "models_command",
     "open_session",

@@ -4,7 +4,8 @@ The codes are a contract that scripts rely on:
 
 - **2, bad input**: the user asked for something that cannot be: an unknown
   session or event, an id that is not a UUID, malformed JSON, a model name or
-  configuration that cannot be used, a token too short. Nothing was changed.
+  configuration that cannot be used, an ``--allow`` rule that does not parse,
+  a token too short. Nothing was changed.
 - **1, a failure**: the store is corrupt, a write or fsync failed, a writer lock
   was not released in time, the database cannot be reached, a compaction could
   not be made; any other :class:`~infai.errors.InfaiError`.
@@ -51,6 +52,7 @@ def exit_table() -> list[tuple[type[BaseException], int, str]]:
         SessionNotFound,
         StoreError,
     )
+    from infai.tools import RuleError
 
     return [
         (InvalidInput, BAD_INPUT, ""),
@@ -59,6 +61,7 @@ def exit_table() -> list[tuple[type[BaseException], int, str]]:
         (SessionExists, BAD_INPUT, ""),
         (ModelUnavailable, BAD_INPUT, ""),
         (ConfigError, BAD_INPUT, ""),
+        (RuleError, BAD_INPUT, ""),
         (CorruptionError, FAILURE, "corruption: "),
         (CompactionFailed, FAILURE, "compaction failed, nothing changed: "),
         (StoreError, FAILURE, ""),

@@ -9,6 +9,7 @@ standard input is a terminal and otherwise says so, points to ``infai run``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -54,12 +55,16 @@ def tui(
 
     store = store_of(click.get_current_context())
     space = workspace(store, Path(os.getcwd()), model_name, allow)
-    if session_id is None and resume:
-        latest = space.latest_here()
-        session_id = latest.id if latest else None
-    if session_id is not None:
-        store.info(session_id)  # a clear error now rather than inside the UI
-    InfaiApp(space, session_id).run()
+    try:
+        if session_id is None and resume:
+            latest = space.latest_here()
+            session_id = latest.id if latest else None
+        if session_id is not None:
+            store.info(session_id)  # a clear error now rather than inside the UI
+    except BaseException:
+        asyncio.run(space.aclose())  # the app, which closes it, never ran
+        raise
+    InfaiApp(space, session_id).run()  # closes the workspace as it ends
 
 
 __all__ = ["NOT_A_TERMINAL", "stdin_is_terminal", "tui"]

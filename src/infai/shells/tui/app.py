@@ -12,12 +12,18 @@ Ctrl-C cancels a turn in flight (the session records the interruption and
 stays valid); a second Ctrl-C within two seconds quits. Quitting cancels any
 turn and waits for it to settle before the session is closed.
 
-Three things each happen in one place, so that the agent's shared turn slot,
-its read-only session view and its event stream can replace them with small
-changes: a turn starts in :meth:`InfaiApp._start_turn` (one Textual worker,
-group "turn"); the agent's events are handled by :meth:`InfaiApp._on_event`; and
-every store call the app makes itself is a function of :mod:`.store_io`, run
-in a thread so the screen never waits on the disk or the database.
+Three things each happen in one place: a turn starts in
+:meth:`InfaiApp._start_turn`, through the session's own turn slot
+(:meth:`~infai.agent.AgentSession.start`; Ctrl-C is its
+:meth:`~infai.agent.AgentSession.cancel`), watched by one Textual worker of
+group "turn" that reads the session's event hub until the turn has ended; the
+agent's events are handled by :meth:`InfaiApp._on_event`, which sees every
+append the session makes (the interruption marker and a compaction included),
+so nothing is read back from the store to show them; and every store call the
+app makes itself is a function of :mod:`.store_io`, run in a thread so the
+screen never waits on the disk or the database, reading the session through
+its read-only view. The workspace (:class:`~infai.agent.Workspace`) builds
+and switches the models and closes them when the app ends, once.
 """
 
 from __future__ import annotations
@@ -34,12 +40,22 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
-from infai.agent import AgentSession, CompactionFailed, Saved, Streamed, TurnEnded
+from infai.agent import (
+    AgentEvent,
+    AgentSession,
+    CompactionFailed,
+    Lagged,
+    Saved,
+    SlotConflict,
+    Streamed,
+    Turn,
+    TurnEnded,
+    Workspace,
+)
 from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
 from infai.store import MessageRecord, StoreError
 from infai.tools import Ask, Reply
 
-from ..workspace import Workspace
 from . import store_io
 from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
@@ -94,7 +110,10 @@ class InfaiApp(App[None]):
         self._initial = session_id
         self._created: set[str] = set()  # sessions this app made (removed again if left empty)
         self.state = Status()
+        #: the worker of the turn (or compaction) running: the app is busy until it ends
         self.turn: Worker[None] | None = None
+        self._cancelled = False  # Ctrl-C was pressed for the running turn
+        self._shut = False  # the app has closed its session and the workspace
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
         self._timeline_lock = asyncio.Lock()  # one timeline update at a time
@@ -114,17 +133,28 @@ class InfaiApp(App[None]):
 
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
+        await self._shut_down()
+
+    async def _shut_down(self) -> None:
+        """Settle the turn, close the session, then the workspace and its models (in
+        the loop that used their connections); once, however often the app ends."""
         await self._settle_turn()
         session, self.session = self.session, None
         await self._close_session(session)
-        await close_model(self.workspace.model)  # in the loop that used its connections
+        if not self._shut:
+            self._shut = True
+            await self.workspace.aclose()
 
     # -- sessions -------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        turn = self.turn  # a turn or a compaction; busy until it has fully unwound
-        return turn is not None and not turn.is_finished
+        """A turn or a compaction is running (until its worker has fully unwound),
+        or the session's slot is taken."""
+        turn = self.turn
+        if turn is not None and not turn.is_finished:
+            return True
+        return self.session is not None and self.session.busy is not None
 
     async def open_session(self, session_id: str | None) -> bool:
         """Close the current session (if any) and open another (None: a new one)."""
@@ -213,41 +243,52 @@ class InfaiApp(App[None]):
             return
         text = prompt.expanded(text)  # what was pasted, in full
         prompt.clear()
-        self._start_turn(self._turn(text))
+        self._start_turn(text)
 
-    def _start_turn(self, work: Coroutine[Any, Any, None]) -> None:
-        """The one place a turn (a prompt's, or a compaction) starts: a worker the
-        app is :attr:`busy` with until it has fully unwound, cancelled by Ctrl-C."""
+    def _start_turn(self, text: str) -> None:
+        """The one place a prompt's turn starts: in the session's turn slot, watched
+        by a worker the app is :attr:`busy` with until it has fully unwound."""
+        self._run_busy(self._turn(text))
+
+    def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a turn's watcher or a compaction as the app's one busy worker."""
+        self._cancelled = False
         self.turn = self.run_worker(work, group="turn", exit_on_error=False)
 
     async def _turn(self, text: str) -> None:
-        """The one place a prompt's turn runs (a worker of group "turn")."""
-        assert self.session is not None
-        chat = self.query_one(ChatView)
+        """Start the turn and show its events from the session's hub until it ends
+        (a worker of group "turn")."""
+        session = self.session
+        assert session is not None
         self.state.notice = ""
+        events = session.hub.subscribe()  # before the turn starts: nothing is missed
+        turn: Turn | None = None
         try:
-            async for event in self.session.prompt(text):
-                await self._on_event(event)
-        except asyncio.CancelledError:
-            await chat.drop_live()
-            chat.interrupt_waiting()  # a call being asked about or running gets no result
-            await chat.notice("[turn interrupted] — the session is saved; go on when ready")
-            if self.state.notice.startswith(COMPACTING):
-                self.state.notice = "compaction cancelled"
-            self._durability("saved")
-            self._refresh_status()
+            turn = await session.start(text)
+            async for event in events:
+                await self._on_event(event, turn)
+                if isinstance(event, TurnEnded):
+                    break
+        except asyncio.CancelledError:  # the worker itself (the app is going): the turn too
+            if turn is not None and session.turn is turn:
+                with suppress(SlotConflict):  # it ended meanwhile
+                    await session.cancel(turn.id)
             raise
-        except StoreError as exc:  # a full disk, a lost database, another writer first
-            await chat.drop_live()
-            await chat.notice(f"the session could not be saved: {exc}", error=True)
-            self.notify(f"not saved: {exc}", severity="error", timeout=10)
-            self._durability("NOT saved")
+        except Lagged:  # fell too far behind the stream: show the session as stored
+            if turn is not None:
+                await turn.wait()
+            await self.reload()
+        except (SlotConflict, StoreError) as exc:  # the slot or another process's lease
+            chat = self.query_one(ChatView)
+            await chat.notice(f"the turn did not start: {exc}", error=True)
+            self.notify(f"the turn did not start: {exc}", severity="error", timeout=10)
         finally:
+            events.close()
             await self._refresh_timeline()
 
-    async def _on_event(self, event: object) -> None:
+    async def _on_event(self, event: AgentEvent, turn: Turn | None = None) -> None:
         """The one place the agent's events are shown: deltas, notices, saved
-        events and a turn's failure."""
+        events (the interruption marker and a compaction too) and a turn's end."""
         chat = self.query_one(ChatView)
         if isinstance(event, Streamed):
             inner = event.event
@@ -263,9 +304,31 @@ class InfaiApp(App[None]):
                 self._refresh_status()
         elif isinstance(event, Saved):
             await self._saved(event)
-        elif isinstance(event, TurnEnded) and event.outcome == "error":
+        elif isinstance(event, TurnEnded):
+            await self._ended(event, turn)
+
+    async def _ended(self, ended: TurnEnded, turn: Turn | None) -> None:
+        """A turn is over: a reply cut short goes; a cancel or a failure is said."""
+        chat = self.query_one(ChatView)
+        if ended.outcome == "cancelled":
             await chat.drop_live()
-            await chat.notice(f"error: {event.error}", error=True)
+            chat.interrupt_waiting()  # a call being asked about or running gets no result
+            await chat.notice("turn interrupted — the session is saved; go on when ready")
+            if self.state.notice.startswith(COMPACTING):
+                self.state.notice = "compaction cancelled"
+            self._durability("saved")
+            self._refresh_status()
+        elif ended.outcome == "error":
+            if turn is not None:
+                await turn.wait()  # what ended it is known once it has ended
+            failure = turn.failure if turn is not None else None
+            await chat.drop_live()
+            if isinstance(failure, StoreError):  # a full disk, a lost database
+                await chat.notice(f"the session could not be saved: {failure}", error=True)
+                self.notify(f"not saved: {failure}", severity="error", timeout=10)
+                self._durability("NOT saved")
+            else:
+                await chat.notice(f"error: {ended.error}", error=True)
 
     async def _refresh_timeline(self, rebuild: bool = False) -> None:
         """Bring the timeline (if shown) up to date: new events added, else rebuilt.
@@ -290,9 +353,11 @@ class InfaiApp(App[None]):
         chat = self.query_one(ChatView)
         stored = event.event
         self.head.saved(stored)
-        if stored.kind == "compaction":  # automatic: the chat now starts at the summary
+        if stored.kind == "compaction":  # the chat (the path) now starts at the summary
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
-            await self.reload()
+            await chat.start_at(stored)
+            self.query_one(PendingBar).show(None)  # the summary followed the pick
+            self.state.used_tokens = 0  # nothing measured since the summary
             await self._compacted(f" ({detail} before)" if detail else "")
             return
         await chat.add_event(stored)
@@ -311,7 +376,7 @@ class InfaiApp(App[None]):
             self._refresh_status()
 
     async def _compacted(self, detail: str = "") -> None:
-        """Say that a compaction is done, in the chat (after the reload) and the bar."""
+        """Say that a compaction is done, in the chat (below the summary) and the bar."""
         self.state.notice = "✓ compacted"
         await self.query_one(ChatView).notice(
             f"compacted{detail}: the context now starts from the summary above"
@@ -343,7 +408,7 @@ class InfaiApp(App[None]):
             if self.busy or self.session is None:
                 self.notify("wait for the turn to end", severity="warning")
             else:
-                self._start_turn(self._compact())
+                self._run_busy(self._compact())
         elif name == "model":
             await self.switch_model(argument)
         elif name == "rename":
@@ -360,14 +425,17 @@ class InfaiApp(App[None]):
             self.notify(f"unknown command /{name} (see /help)", severity="error")
 
     async def _compact(self) -> None:
-        """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes)."""
-        assert self.session is not None
+        """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes).
+        Its summary, once saved, is shown from the session's hub as any event is."""
+        session = self.session
+        assert session is not None
         self.notify("compacting…")
         self.state.notice = f"{COMPACTING}…"
         self._refresh_status()
+        events = session.hub.subscribe()
         try:
-            await self.session.compact()
-        except (CompactionFailed, StoreError) as exc:
+            await session.compact()
+        except (CompactionFailed, StoreError, SlotConflict) as exc:
             self.state.notice = "compaction failed"
             self._refresh_status()
             self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
@@ -376,8 +444,10 @@ class InfaiApp(App[None]):
             self.state.notice = "compaction cancelled"
             self._refresh_status()
             raise
-        await self.reload()
-        await self._compacted()
+        finally:
+            events.close()  # it ends after what it holds: the summary, published when saved
+        async for event in events:
+            await self._on_event(event)
         self.notify("compacted: the context now starts from the summary")
 
     async def switch_model(self, name: str) -> None:
@@ -388,12 +458,15 @@ class InfaiApp(App[None]):
             self.notify("wait for the turn to end", severity="warning")
             return
         space, session = self.workspace, self.session
+        if session is None:
+            self.notify("no session is open (Ctrl-O)", severity="error")
+            return
         try:  # an open session stays open: its writer, its picked event, its rules
             old = await off_loop(lambda: store_io.use_model(space, session, name))
         except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
             self.notify(str(exc), severity="error", timeout=10)
             return
-        await close_model(old)
+        await close_model(old)  # the workspace's old model: it holds it no more
         self._refresh_status()
         self.notify(f"model: {space.model.name}")
 
@@ -429,8 +502,9 @@ class InfaiApp(App[None]):
 
     async def action_interrupt(self) -> None:
         now = time.monotonic()
-        if self.busy and self.turn is not None and not self.turn.is_cancelled:
-            self.turn.cancel()
+        if self.busy and not self._cancelled:
+            self._cancelled = True
+            self._cancel_turn()
             self._armed = now
             self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
             return
@@ -440,20 +514,31 @@ class InfaiApp(App[None]):
         self._armed = now
         self.notify("press Ctrl-C again to quit", timeout=QUIT_WINDOW)
 
+    def _cancel_turn(self) -> None:
+        """Cancel what runs: a turn in the session's slot (its watcher shows the
+        interruption as the session records it), else the worker (a compaction)."""
+        session, worker = self.session, self.turn
+        if session is not None and session.turn is not None:
+            # not awaited here: the turn's own unwinding (a dialog closing) needs the app
+            self.run_worker(session.cancel(session.turn.id), group="cancel", exit_on_error=False)
+        elif worker is not None and not worker.is_finished:
+            worker.cancel()
+
     async def action_quit(self) -> None:
-        await self._settle_turn()
-        session, self.session = self.session, None
-        await self._close_session(session)
-        await close_model(self.workspace.model)
+        await self._shut_down()
         self.exit()
 
     async def _settle_turn(self) -> None:
         """Cancel a running turn and wait until it has recorded its interruption."""
-        turn = self.turn
-        if turn is not None and not turn.is_finished:
-            turn.cancel()
+        session, worker = self.session, self.turn
+        if session is not None and session.turn is not None:
+            with suppress(SlotConflict):  # it ended meanwhile
+                await session.cancel()
+        elif worker is not None and not worker.is_finished:
+            worker.cancel()
+        if worker is not None and not worker.is_finished:
             with suppress(WorkerCancelled, WorkerFailed):
-                await turn.wait()
+                await worker.wait()
 
     async def action_toggle_timeline(self) -> None:
         timeline = self.query_one(Timeline)

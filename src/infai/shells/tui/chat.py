@@ -293,6 +293,7 @@ class ChatView(VerticalScroll):
         self._loader: Loader = _no_session
         self._resolver: Resolver = _no_session_record
         self._loading = False  # an earlier page is being read
+        self._shown = 0  # how many times a whole view was shown (a page read since is stale)
         self._tools: dict[str, ToolView] = {}
         self.live: AssistantMessage | None = None
 
@@ -303,8 +304,17 @@ class ChatView(VerticalScroll):
     ) -> None:
         """Show the path (index entries) with its last ``page`` of events, already
         read; earlier pages are read with ``loader`` when the user asks."""
-        self._ids = [entry.id for entry in entries]
         self._loader, self._resolver = loader, resolver
+        await self._show([entry.id for entry in entries], page)
+
+    async def start_at(self, event: Event) -> None:
+        """Show ``event`` alone: a compaction just saved, where the path now begins
+        (the store is not read again; the loader and resolver stay)."""
+        await self._show([event.id], [event])
+
+    async def _show(self, ids: list[str], page: list[Event]) -> None:
+        self._shown += 1
+        self._ids = ids
         self._tools.clear()
         if self.live is not None:
             await self.live.stop_stream()
@@ -325,13 +335,13 @@ class ChatView(VerticalScroll):
         if not self._shown_from or self._loading:
             return
         start = max(0, self._shown_from - PAGE)
-        ids, loader = self._ids[start : self._shown_from], self._loader
+        ids, loader, shown = self._ids[start : self._shown_from], self._loader, self._shown
         self._loading = True
         try:
             events = await off_loop(lambda: loader(ids))
         finally:
             self._loading = False
-        if loader is not self._loader:  # another session (or a reload) since
+        if shown != self._shown:  # another session, a reload or a compaction since
             return
         page = [self._widget(event) for event in events]
         button = self.query_one("#more", Button)

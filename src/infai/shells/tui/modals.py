@@ -66,6 +66,11 @@ class ApprovalScreen(ModalScreen[Reply]):
         self.patterns = [rule.pattern for rule in ask.always]
         self._quiet_from = time.monotonic() + GRACE
 
+    def on_mount(self) -> None:
+        """The pause counts from when the question is on the screen, not from when
+        it was asked (on a loaded machine, drawing it can take a while)."""
+        self._quiet_from = time.monotonic() + GRACE
+
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(f"Allow {self.ask.tool}?"), classes="title")

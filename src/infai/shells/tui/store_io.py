@@ -13,8 +13,9 @@ What the status bar shows between reloads (the session's name, HEAD, the
 event count and where HEAD's branch forked) is kept by :class:`Head` from the
 events a turn reports as saved, so a settled event costs no store call.
 
-The session's events are read through :func:`_log`, the one place that names
-the session's writer; a read-only view of the session can replace it there.
+The session's events are read through :func:`_log`: the session's read-only
+:attr:`~infai.agent.AgentSession.view`, never its writer; the app changes a
+session only through the :class:`~infai.agent.AgentSession` itself.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from infai.agent import AgentSession
+from infai.agent import AgentSession, Workspace
 from infai.llm import Model
-from infai.store import Entry, Event, MessageRecord, Record, SessionInfo, SessionLog, SessionStore
+from infai.store import Entry, Event, MessageRecord, Record, SessionInfo, SessionStore, SessionView
 
-from ..workspace import Workspace
 from .panels import branch_label, fork_point
 
 T = TypeVar("T")
@@ -43,10 +43,9 @@ async def off_loop(call: Callable[[], T]) -> T:
     return await asyncio.to_thread(call)
 
 
-def _log(session: AgentSession) -> SessionLog:
-    """The session's events, for reading (its writer, today)."""
-    log: SessionLog = session.writer
-    return log
+def _log(session: AgentSession) -> SessionView:
+    """The session's events, for reading: its read-only view."""
+    return session.view
 
 
 @dataclass
@@ -70,6 +69,8 @@ class Head:
         fork: int | None
         if event.branch_from is not None:
             fork = event.parent_seq  # a new branch, from the event picked
+        elif event.kind == "compaction":
+            fork = None  # the path now begins at the compaction: no fork on it
         elif event.parent_seq >= 0 and event.parent_id == self.id:
             fork = self.fork  # the line goes on
         else:
@@ -98,7 +99,7 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
     """Read what a reload shows: the path, its last ``page`` events, the pending
     parent, HEAD and its fork, the input tokens last used and the session's name."""
     log = _log(session)
-    pending = log.pending_parent
+    pending = session.pending_parent
     entries = log.path(pending) if log.count else []
     head_path = entries if pending is None else (log.path() if log.count else [])
     last = head_path[-1] if head_path else None
@@ -118,7 +119,7 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
     )
 
 
-def _last_input_tokens(log: SessionLog, entries: list[Entry]) -> int:
+def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
     for entry in reversed(entries[-TOKENS_LOOKBACK:]):
         if entry.role == "assistant" and entry.kind == "message":
             record = log.event(entry.id).record
@@ -156,7 +157,7 @@ def timeline_rows(session: AgentSession, since: int | None) -> TimelineRows:
         entries = [log.entry_at(seq) for seq in range(since, count)]
     else:
         since, entries = None, list(log.entries())
-    return TimelineRows(entries, since, log.head, log.pending_parent)
+    return TimelineRows(entries, since, log.head, session.pending_parent)
 
 
 def select(session: AgentSession, event_id: str | None) -> None:
@@ -206,11 +207,7 @@ def rename(store: SessionStore, session_id: str, name: str | None) -> None:
     store.update_info(session_id, name=name)
 
 
-def use_model(workspace: Workspace, session: AgentSession | None, name: str) -> Model:
-    """Switch to the model ``name`` (and the open session with it, kept open);
+def use_model(workspace: Workspace, session: AgentSession, name: str) -> Model:
+    """Switch the workspace and the open session (kept open) to the model ``name``;
     returns the model used before, for the caller to close on the loop."""
-    if session is not None:
-        return workspace.use_model(session, name)
-    model = workspace.build_model(name)
-    old, workspace.model_name, workspace.model = workspace.model, name, model
-    return old
+    return workspace.use_model(session, name)

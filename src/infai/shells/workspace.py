@@ -1,1 +1,0 @@
-from infai.agent.workspace import Workspace as Workspace  # moved: a shim
