@@ -23,10 +23,11 @@ def kill_at(home: Path, sid: str, where: str) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "READY"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    with proc:  # closes the pipe
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 @pytest.mark.crash

@@ -72,6 +72,7 @@ def test_infai_serve_runs_until_interrupted(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]
 
 
 def test_registering_serve_loads_no_server_module() -> None:

@@ -61,6 +61,7 @@ def node(url: str, tmp_path: Path, name: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(15)
+        proc.stderr.close()  # type: ignore[union-attr]
 
 
 class Watcher:

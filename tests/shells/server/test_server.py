@@ -111,6 +111,8 @@ class Harness:
         self.server = ServerThread(self.app).start()
         self.url = self.server.url
         self.client = httpx.Client(base_url=self.url, headers=AUTH, timeout=10)
+        #: other clients a test opened, closed with the harness
+        self.closing: list[httpx.Client] = []
 
     @property
     def sessions(self) -> Sessions:
@@ -156,6 +158,8 @@ class Harness:
 
     def close(self) -> None:
         self.client.close()
+        for client in self.closing:
+            client.close()
         self.server.stop()
 
 

@@ -46,6 +46,7 @@ def test_every_route_but_health_needs_the_token(make: Callable[..., Harness]) ->
     h = make()
     sid = h.new_session()
     bare = httpx.Client(base_url=h.url, timeout=10)
+    h.closing.append(bare)
     assert bare.get("/v1/health").json()["status"] == "ok"
     assert bare.get("/v1/openapi.json").json()["openapi"].startswith("3.1")
     unknown = str(uuid.uuid4())
