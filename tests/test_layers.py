@@ -7,6 +7,7 @@
   are type hints and ``__getattr__``, not imports).
 - Shells reach a lower layer only through its public package (``infai.store``,
   ``infai.agent``...), never past it into a module.
+- Production code never imports the test fakes (``infai.llm.fakes``).
 - No import cycle anywhere, counting every import a module makes when it or one
   of its functions runs (imports under ``if TYPE_CHECKING:`` are type hints only
   and are left out).
@@ -215,6 +216,15 @@ def test_no_import_cycles_anywhere() -> None:
 def test_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_production_code_never_imports_the_fakes() -> None:
+    importing = [
+        module
+        for module, path in _sources()
+        if module != "infai.llm.fakes" and "infai.llm.fakes" in _imports(path, all_nodes=True)
+    ]
+    assert importing == []
 
 
 def test_store_commands_import_no_heavy_stack() -> None:

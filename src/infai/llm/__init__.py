@@ -9,7 +9,7 @@ a scripted model, a function-driven model, and the deterministic ``offline``
 model that runs with no key and no network.
 """
 
-from .fakes import FunctionModel, OfflineModel, ScriptedModel
+from .local import FunctionModel, OfflineModel, ScriptedModel
 from .messages import (
     Done,
     Message,

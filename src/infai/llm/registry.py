@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .fakes import OfflineModel, Reply, ScriptedModel
+from .local import OfflineModel, Reply, ScriptedModel
 from .messages import Message, Model, ProviderError, ToolCall
 from .providers import PROVIDERS, ModelSpec, ModelUnavailable
 
