@@ -30,14 +30,6 @@ Channel = Hub["Frame"]
 Feed = Subscription["Frame"]
 
 
-def event_obj(event: Event, *, stream: bool = False) -> dict[str, Any]:
-    """A stored event as the API shows it (on the stream a blob's record is null).
-
-    Kept for callers of the old name; it is :func:`infai.agent.settled_obj`.
-    """
-    return settled_obj(event, inline_blobs=not stream)
-
-
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One SSE message, encoded once however many watchers receive it."""
@@ -82,7 +74,6 @@ __all__ = [
     "Frame",
     "delta_frame",
     "ended_frame",
-    "event_obj",
     "frame",
     "settled_frame",
 ]
