@@ -115,10 +115,14 @@ def _drive(space: Workspace, session: AgentSession, work: Callable[[], Awaitable
     in it, whatever happened (Ctrl-C included)."""
 
     async def main() -> T:
+        restore = _signals_wake_the_loop()
         try:
             return await work()
         finally:
-            await _close(space, session)
+            try:
+                await _close(space, session)
+            finally:
+                restore()
 
     try:
         return asyncio.run(main())
@@ -175,6 +179,29 @@ def _terminate_as_interrupt() -> Iterator[None]:
     finally:
         for number, handler in old.items():
             signal.signal(number, handler)
+
+
+def _signals_wake_the_loop() -> Callable[[], None]:
+    """Route SIGTERM and SIGHUP through the running loop, and so set its wakeup fd.
+
+    Store and tool work runs in worker threads, and the kernel may hand a
+    process signal to any thread: without a wakeup fd, a signal caught by a
+    worker leaves the main thread asleep in ``select`` until the next event (a
+    quiet ``sleep 30`` tool: 30 s). With it, every signal (Ctrl-C's included)
+    wakes the loop at once. Returns what puts the previous handlers back.
+    """
+    loop = asyncio.get_running_loop()
+    numbers = (signal.SIGTERM, signal.SIGHUP)
+    previous = {number: signal.getsignal(number) for number in numbers}
+    for number in numbers:
+        loop.add_signal_handler(number, os.kill, os.getpid(), signal.SIGINT)
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            loop.remove_signal_handler(number)
+            signal.signal(number, handler)
+
+    return restore
 
 
 session_option = click.option("--session", "session_id", help="Continue this session.")
