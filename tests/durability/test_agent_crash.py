@@ -54,11 +54,19 @@ def test_killed_turn_keeps_the_prompt_and_sends_nothing_dangling(
     assert report.ok, report.problems
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.crash
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize(
+    ("signum", "sigint_ignored"),
+    [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+)
 def test_sigterm_or_sighup_stops_the_turn_and_its_tool_processes(
-    tmp_path: Path, signum: int
+    tmp_path: Path, signum: int, sigint_ignored: bool
 ) -> None:
+    """Also when started as a shell starts a background job: SIGINT ignored."""
     import json
     import time
 
@@ -73,6 +81,7 @@ def test_sigterm_or_sighup_stops_the_turn_and_its_tool_processes(
         [sys.executable, "-m", "infai", "run", "--model", f"scripted:{script}",
          "--allow", "bash", "go"],
         cwd=work, env=env, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
     )  # fmt: skip
     deadline = time.monotonic() + 20
     while not (work / "started").exists():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model
-from infai.store import SessionInfo, SessionStore
+from infai.store import EventNotFound, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
@@ -114,6 +114,22 @@ class Workspace:
         here = str(self.working_dir)
         mine = (i for i in self.sessions() if i.working_dir == here and not i.parent_session)
         return next(mine, None)
+
+    def session_of_event(self, event_id: str) -> str | None:
+        """The session of this working directory that holds ``event_id`` (None: none
+        does). Each is asked through its index, newest first; sessions elsewhere are
+        not searched (name the session instead)."""
+        here = str(self.working_dir)
+        for info in self.sessions():
+            if info.working_dir != here:
+                continue
+            with self.store.open_reader(info.id) as reader:
+                try:
+                    reader.entry(event_id)
+                except EventNotFound:
+                    continue
+            return info.id
+        return None
 
     def new_session(
         self,

@@ -74,9 +74,15 @@ def open_session(
     model_name: str | None,
     allow: tuple[str, ...],
     working_dir: Path,
+    from_event: str | None = None,
 ) -> tuple[Workspace, AgentSession]:
     """The workspace and the session a command runs the agent in (None: a new one;
-    ``resume``: this directory's newest). Close both with :func:`_close`."""
+    ``resume``: this directory's newest; ``from_event`` alone: the session of this
+    directory holding that event). Close both with :func:`_close`.
+
+    Everything is checked before anything is created: a bad event id, or one no
+    session here holds, creates no session.
+    """
     if session_id is not None:
         # the session's own directory decides the configuration and rules, as it
         # decides where its tools run, wherever the command is started from
@@ -93,6 +99,13 @@ def open_session(
             if latest is None:
                 raise BadInput(f"no session to continue in {space.working_dir}")
             session_id = latest.id
+        elif session_id is None and from_event is not None:
+            session_id = space.session_of_event(from_event)
+            if session_id is None:
+                raise BadInput(
+                    f"no session of {space.working_dir} holds event {from_event}; "
+                    "name its session with --session"
+                )
         session = space.open(session_id)
     except BaseException:
         asyncio.run(space.aclose())  # the model built for it holds connections
@@ -112,10 +125,12 @@ async def _close(space: Workspace, session: AgentSession) -> None:
 
 def _drive(space: Workspace, session: AgentSession, work: Callable[[], Awaitable[T]]) -> T:
     """Run ``work()`` in a new event loop, then close the session and the workspace
-    in it, whatever happened (Ctrl-C included)."""
+    in it, whatever happened (Ctrl-C, SIGTERM and SIGHUP included: each ends in
+    KeyboardInterrupt once the turn has stopped and everything is closed)."""
+    stopped_by: list[int] = []
 
     async def main() -> T:
-        restore = _signals_wake_the_loop()
+        restore = _signals_stop_the_task(stopped_by)
         try:
             return await work()
         finally:
@@ -126,6 +141,10 @@ def _drive(space: Workspace, session: AgentSession, work: Callable[[], Awaitable
 
     try:
         return asyncio.run(main())
+    except asyncio.CancelledError:
+        if stopped_by:
+            raise KeyboardInterrupt from None
+        raise
     finally:
         session.close()  # a no-op once closed: the writer's lock is never left held
 
@@ -168,10 +187,16 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (``timeout``, a closed terminal, a supervisor) stop a turn
     as Ctrl-C does: the stream and any running tool stop, the turn is marked
-    interrupted, and no tool process is left behind."""
+    interrupted, and no tool process is left behind.
+
+    The handler raises KeyboardInterrupt itself rather than re-sending SIGINT: a
+    shell starts background jobs with SIGINT ignored, and a re-sent SIGINT would
+    then be ignored too. While the event loop runs, :func:`_signals_stop_the_task`
+    takes over.
+    """
 
     def interrupt(signum: int, frame: object) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
+        raise KeyboardInterrupt
 
     old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -181,20 +206,30 @@ def _terminate_as_interrupt() -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def _signals_wake_the_loop() -> Callable[[], None]:
-    """Route SIGTERM and SIGHUP through the running loop, and so set its wakeup fd.
+def _signals_stop_the_task(stopped_by: list[int]) -> Callable[[], None]:
+    """Route SIGTERM and SIGHUP through the running loop: they cancel the main task.
 
     Store and tool work runs in worker threads, and the kernel may hand a
-    process signal to any thread: without a wakeup fd, a signal caught by a
-    worker leaves the main thread asleep in ``select`` until the next event (a
-    quiet ``sleep 30`` tool: 30 s). With it, every signal (Ctrl-C's included)
-    wakes the loop at once. Returns what puts the previous handlers back.
+    process signal to any thread: a handler of the loop's own (its wakeup fd)
+    wakes the main thread at once, whichever thread caught it (a quiet
+    ``sleep 30`` tool would otherwise hold it asleep in ``select`` for 30 s).
+    Cancelling the task is what Ctrl-C does under ``asyncio.run``, and it works
+    whatever SIGINT's inherited disposition is. The signal is noted in
+    ``stopped_by`` so the caller turns the cancellation into KeyboardInterrupt.
+    Returns what puts the previous handlers back.
     """
     loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
     numbers = (signal.SIGTERM, signal.SIGHUP)
     previous = {number: signal.getsignal(number) for number in numbers}
+
+    def stop(number: int) -> None:
+        stopped_by.append(number)
+        if task is not None:
+            task.cancel()
+
     for number in numbers:
-        loop.add_signal_handler(number, os.kill, os.getpid(), signal.SIGINT)
+        loop.add_signal_handler(number, stop, number)
 
     def restore() -> None:
         for number, handler in previous.items():
@@ -222,8 +257,19 @@ allow_option = click.option(
 )
 
 
+def _prompt_text(prompt: str | None) -> str:
+    """The prompt given, or (none, or ``-``) standard input's text; never empty."""
+    if prompt is None or prompt == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise BadInput("no prompt: give one as an argument or on standard input")
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise BadInput("the prompt is empty")
+    return prompt
+
+
 @click.command("run")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
 @session_option
 @continue_option
 @click.option("--from", "from_event", help="Branch: continue from this older event.")
@@ -234,7 +280,7 @@ allow_option = click.option(
 @pass_store
 def run(
     store: SessionStore,
-    prompt: str,
+    prompt: str | None,
     session_id: str | None,
     resume: bool,
     from_event: str | None,
@@ -242,13 +288,19 @@ def run(
     allow: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Run one prompt to completion and print the answer."""
-    space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    """Run one prompt to completion and print the answer.
+
+    PROMPT may be left out (or be '-') to read it from standard input.
+    """
+    text = _prompt_text(prompt)
+    space, session = open_session(
+        store, session_id, resume, model_name, allow, Path(os.getcwd()), from_event
+    )
 
     async def turn() -> str:
         if from_event:
             await asyncio.to_thread(session.select, from_event)
-        return await _turn(session, prompt, as_json)
+        return await _turn(session, text, as_json)
 
     try:
         with _terminate_as_interrupt():
@@ -287,8 +339,12 @@ def chat(
     model_name: str | None,
     allow: tuple[str, ...],
 ) -> None:
-    """A line-based chat: each line is a prompt; '/exit' or end of input quits."""
+    """A line-based chat: each line is a prompt; '/exit' or end of input quits.
+
+    A new session left empty (no prompt was sent) is removed again on the way out.
+    """
     space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
+    created = session_id is None and not resume
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
         click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
@@ -303,7 +359,13 @@ def chat(
                     except KeyboardInterrupt:
                         click.echo("\ninfai: interrupted", err=True)
         finally:
+            empty = session.view.count == 0
             runner.run(_close(space, session))
+    if created and empty:
+        store.remove_session(session.session_id)
+        click.echo("infai: nothing was sent; the new session was removed", err=True)
+    else:
+        click.echo(f"infai: continue with: infai chat --session {session.session_id}", err=True)
 
 
 @click.command("models")

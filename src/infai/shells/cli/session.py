@@ -36,7 +36,11 @@ def session() -> None:
 
 @session.command("new")
 @click.option("--name", help="A name to show in listings.")
-@click.option("--working-dir", help="The directory the session works in.")
+@click.option(
+    "--working-dir",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="The directory the session works in (stored absolute; it must exist).",
+)
 @click.option("--model", help="The model last used.")
 @json_option
 @mapped_errors
