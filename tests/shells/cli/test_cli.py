@@ -55,12 +55,13 @@ def append(home: Path, sid: str, content: str, *extra: str) -> str:
 
 
 def test_new_ls_and_json(home: Path) -> None:
-    a = new_session(home, "--name", "first", "--working-dir", "/w", "--model", "offline")
+    wd = str(home.parent)  # a working dir must exist (issue 13)
+    a = new_session(home, "--name", "first", "--working-dir", wd, "--model", "offline")
     b = new_session(home, "--name", "second")
     append(home, a, "touch a so it is the most recently used")
     listed = json.loads(run(home, "session", "ls", "--json").stdout)
     assert [s["id"] for s in listed] == [a, b]
-    assert listed[0]["name"] == "first" and listed[0]["working_dir"] == "/w"
+    assert listed[0]["name"] == "first" and listed[0]["working_dir"] == wd
     assert listed[0]["model"] == "offline" and listed[0]["format"] == 1
     plain = run(home, "session", "ls").stdout.splitlines()
     assert plain[0].startswith(a) and "first" in plain[0]
