@@ -71,19 +71,49 @@ def test_manual_compaction_appends_a_boundary_with_every_section(writer: Session
 
 
 @pytest.mark.parametrize(
-    "reply",
-    [ProviderError("overloaded", status=529), "I summarised it for you!", '{"goals": []}'],
+    "replies",
+    [
+        [ProviderError("overloaded", status=529)],
+        ["I summarised it for you!", ProviderError("overloaded", status=529)],
+        ['{"goals": []}', "  "],  # not usable, then nothing at all
+        ["", ""],
+    ],
 )
 def test_a_failed_summary_changes_nothing_and_a_retry_works(
-    writer: SessionWriter, reply: Any
+    writer: SessionWriter, replies: list[Any]
 ) -> None:
     turn(writer, ScriptedModel(["answer"]), "question")
     before = (writer.count, writer.head)
     with pytest.raises(CompactionFailed):
-        asyncio.run(compact(writer, ScriptedModel([reply])))
+        asyncio.run(compact(writer, ScriptedModel(replies)))
     assert (writer.count, writer.head) == before
     asyncio.run(compact(writer, ScriptedModel([json.dumps(SUMMARY)])))
     assert writer.count == before[0] + 1
+
+
+def test_an_unusable_summary_is_asked_again_with_what_was_wrong(writer: SessionWriter) -> None:
+    turn(writer, ScriptedModel(["answer"]), "question")
+    model = ScriptedModel(["Sure! The work is nearly done.", json.dumps(SUMMARY)])
+    event = asyncio.run(compact(writer, model))
+    assert event.record.facts == SUMMARY["facts"]  # type: ignore[union-attr]
+    again = model.requests[1].messages
+    assert again[-2].role == "assistant" and again[-2].content.startswith("Sure!")
+    assert "not a JSON object" in again[-1].content and "Sure! The work" in again[-1].content
+
+
+def test_a_second_unusable_summary_is_kept_as_plain_text(writer: SessionWriter) -> None:
+    turn(writer, ScriptedModel(["answer"]), "question")
+    model = ScriptedModel(["no json here", "Still prose: parser done, tests left."])
+    event = asyncio.run(compact(writer, model))
+    record = event.record
+    assert record.summary == "Still prose: parser done, tests left."  # type: ignore[union-attr]
+    assert record.facts == [] and record.goals == []  # type: ignore[union-attr]
+    assert [e.kind for e in writer.context().events] == ["compaction"]
+
+
+def test_a_summary_error_shows_what_the_model_said() -> None:
+    with pytest.raises(CompactionFailed, match="the model said: 'I summarised it'"):
+        parse_summary("I summarised it")
 
 
 def test_a_cancelled_summary_changes_nothing(writer: SessionWriter) -> None:

@@ -4,9 +4,12 @@ The summary is asked for as one JSON object with the sections a summary must
 keep (goals, constraints, decisions, files changed, unresolved work, and facts
 that would be expensive or dangerous to rediscover) and stored as a
 ``compaction`` event after HEAD; the events before it stay in the store, and
-the next context starts from it. If the model fails, answers with something
-that is not such an object, or the task is cancelled, nothing is appended and
-the session is exactly as it was, so a retry simply works.
+the next context starts from it. If the model fails or the task is cancelled,
+nothing is appended and the session is exactly as it was, so a retry simply
+works. An answer that is not such an object is shown back to the model once,
+with what was wrong; if the second answer is no better, its text is kept as a
+plain-text summary (the section lists left empty) rather than failing a
+compaction the user asked for; only an empty answer fails.
 
 Automatic compaction: before asking the model, the loop sizes the next request
 (the usage the model last reported, plus an estimate for what was appended
@@ -60,14 +63,14 @@ def parse_summary(text: str, tokens_before: int | None = None) -> CompactionReco
     try:
         obj = json.loads(match.group(0) if match else text)
     except ValueError:
-        raise CompactionFailed("the summary is not a JSON object") from None
+        raise CompactionFailed(f"the summary is not a JSON object{_said(text)}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("summary"), str):
-        raise CompactionFailed("the summary has no 'summary' text")
+        raise CompactionFailed(f"the summary has no 'summary' text{_said(text)}")
     lists: dict[str, list[str]] = {}
     for key in _LISTS:
         value = obj.get(key, [])
         if not isinstance(value, list):
-            raise CompactionFailed(f"the summary's {key!r} is not a list")
+            raise CompactionFailed(f"the summary's {key!r} is not a list{_said(text)}")
         lists[key] = [str(item) for item in value]
     return CompactionRecord(
         summary=obj["summary"],
@@ -79,6 +82,20 @@ def parse_summary(text: str, tokens_before: int | None = None) -> CompactionReco
         facts=lists["facts"],
         tokens_before=tokens_before,
     )
+
+
+def _said(text: str, limit: int = 200) -> str:
+    """What the model answered, shortened for an error message."""
+    shown = " ".join(text.split())
+    if not shown:
+        return " (the model said nothing)"
+    cut = shown[:limit] + ("..." if len(shown) > limit else "")
+    return f" (the model said: {cut!r})"
+
+
+def plain_summary(text: str, tokens_before: int | None = None) -> CompactionRecord:
+    """A model's non-JSON answer kept as the summary text (no section lists)."""
+    return CompactionRecord(summary=text.strip(), tokens_before=tokens_before)
 
 
 BRANCH_SYSTEM = """The user is leaving a line of work to continue from an earlier point.
@@ -219,8 +236,36 @@ async def compact(writer: SessionLog, model: Model) -> Event:
         system=SUMMARY_SYSTEM,
         purpose="summary",
     )
+    record = await _summary(model, request, last_input_tokens(events) or None)
+    return await off_loop(writer.append, record, "assistant", parent=at)
+
+
+async def _summary(model: Model, request: Request, tokens_before: int | None) -> CompactionRecord:
+    """The model's summary: parsed; else asked once more with what was wrong; else
+    its text kept as a plain summary. Raises only when the model fails or says nothing."""
     answer = await collect(model.stream(request))
     if isinstance(answer, ProviderError):
         raise CompactionFailed(f"the model failed: {answer.message}")
-    record = parse_summary(answer.content, last_input_tokens(events) or None)
-    return await off_loop(writer.append, record, "assistant", parent=at)
+    try:
+        return parse_summary(answer.content, tokens_before)
+    except CompactionFailed as first:
+        problem = str(first)
+    retry = Request(
+        messages=(
+            *request.messages,
+            Message(role="assistant", content=answer.content),
+            Message(role="user", content=f"That answer was not usable: {problem}. {SUMMARY_ASK}"),
+        ),
+        system=request.system,
+        purpose=request.purpose,
+    )
+    again = await collect(model.stream(retry))
+    if isinstance(again, ProviderError):
+        raise CompactionFailed(f"the model failed: {again.message}")
+    try:
+        return parse_summary(again.content, tokens_before)
+    except CompactionFailed:
+        pass
+    if not again.content.strip():
+        raise CompactionFailed(f"the model gave no usable summary: {problem}")
+    return plain_summary(again.content, tokens_before)
