@@ -89,6 +89,7 @@ def fsck_json(report: FsckReport) -> dict[str, Any]:
     return {
         "session": report.session_id,
         "ok": report.ok,
+        "status": report.status,
         "events": report.events,
         "blobs": report.blobs,
         "problems": [
@@ -104,7 +105,7 @@ def fsck_lines(report: FsckReport) -> list[str]:
     lines = [f"repaired: {r}" for r in report.repaired]
     lines += [f"needs recovery: {n}" for n in report.pending_recovery]
     lines += [f"problem: {p}" for p in report.problems]
-    status = "ok" if report.ok else "FAILED"
+    status = report.status
     lines.append(
         f"{report.session_id}: {status} ({report.events} events, {report.blobs} blobs, "
         f"{len(report.problems)} problems, {len(report.orphans)} unreferenced blobs)"

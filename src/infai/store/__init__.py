@@ -69,6 +69,7 @@ from .records import (
     record_to_obj,
 )
 from .report import FsckReport, Problem
+from .salvage import SalvageReport, salvage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ __all__ = [
     "PgStore",
     "Problem",
     "Record",
+    "SalvageReport",
     "SessionBusy",
     "SessionExists",
     "SessionInfo",
@@ -157,4 +159,5 @@ __all__ = [
     "open_store",
     "record_from_obj",
     "record_to_obj",
+    "salvage",
 ]

@@ -52,6 +52,14 @@ class FsckReport:
         self.orphans: list[str] = []
 
     @property
+    def status(self) -> str:
+        """``ok``; ``needs recovery`` (a crash's leftovers, which opening the session
+        or ``--repair`` fixes); or ``damaged`` (a problem recovery cannot fix)."""
+        if self.problems:
+            return "damaged"
+        return "needs recovery" if self.pending_recovery else "ok"
+
+    @property
     def ok(self) -> bool:
         """No damage and no recovery pending (orphan blobs do not count)."""
         return not self.problems and not self.pending_recovery

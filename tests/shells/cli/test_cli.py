@@ -221,11 +221,13 @@ def test_fsck_reports_corruption_with_exit_1(home: Path) -> None:
     chunk.write_bytes(bytes(data))
     report = json.loads(run(home, "session", "fsck", sid, "--json", code=1).stdout)[0]
     assert not report["ok"]
-    assert {"path": str(chunk), "offset": second, "detail": "line fails its checksum"} in report[
-        "problems"
+    # one flipped byte: one problem, where it is (issue 13)
+    assert report["problems"] == [
+        {"path": str(chunk), "offset": second, "detail": "line fails its checksum"}
     ]
+    assert report["status"] == "damaged"
     all_reports = run(home, "session", "fsck", "--all", code=1).stdout
-    assert "FAILED" in all_reports
+    assert f"{sid}: damaged" in all_reports
 
 
 def test_fsck_repair_rebuilds_a_deleted_index(home: Path) -> None:

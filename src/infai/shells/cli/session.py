@@ -230,6 +230,38 @@ def session_fsck(
         sys.exit(1)
 
 
+@session.command("salvage")
+@click.argument("session_id", metavar="SESSION")
+@json_option
+@mapped_errors
+@pass_store
+def session_salvage(store: SessionStore, session_id: str, as_json: bool) -> None:
+    """Copy every event that verifies into a new session; the damaged one is left as is.
+
+    Kept: the intact prefix and every branch that does not descend from the
+    damage, with their ids. Exits 1 when anything was lost.
+    """
+    from infai.store import salvage
+
+    report = salvage(store, session_id)
+    if as_json:
+        emit_json(
+            {
+                "source": report.source,
+                "target": report.target,
+                "kept": report.kept,
+                "lost": [{"event": e, "why": why} for e, why in report.lost],
+            }
+        )
+    else:
+        for event_id, why in report.lost:
+            click.echo(f"lost {event_id}: {why}", err=True)
+        where = f"into {report.target}" if report.target else "(nothing verified: no session made)"
+        click.echo(f"salvaged {report.kept} events, lost {len(report.lost)} {where}")
+    if report.lost or report.target is None:
+        sys.exit(1)
+
+
 @session.command("rm")
 @click.argument("session_id", metavar="SESSION")
 @json_option

@@ -46,6 +46,8 @@ class _Pending:
         self.entries: set[int] = set()
         self.index_cut = False
         self.head = False
+        #: why recovery refuses to run (damage it found), if it does
+        self.refused: Problem | None = None
 
 
 def _analyse(paths: SessionPaths, report: FsckReport) -> _Pending:
@@ -54,9 +56,9 @@ def _analyse(paths: SessionPaths, report: FsckReport) -> _Pending:
     try:
         plan = analyze(paths)
     except CorruptionError as exc:
-        report.problems.append(Problem(exc.path, exc.offset, exc.detail))
+        pending.refused = Problem(exc.path, exc.offset, exc.detail)
         return pending
-    report.pending_recovery = list(plan.notes)
+    report.pending_recovery = [_to_come(note) for note in plan.notes]
     if plan.head is not None and not plan.notes:
         report.pending_recovery.append(f"{paths.head}: does not name the newest event")
     # Check only the prefix analysed: a live writer may append meanwhile.
@@ -68,6 +70,18 @@ def _analyse(paths: SessionPaths, report: FsckReport) -> _Pending:
     pending.index_cut = plan.index_size is not None
     pending.head = plan.head is not None
     return pending
+
+
+_TENSES = ((": truncated ", ": would truncate "), (": rebuilt ", ": would rebuild "),
+           (": cut ", ": would cut "))  # fmt: skip
+
+
+def _to_come(note: str) -> str:
+    """Recovery's note of what it did, said of what it would do (nothing is done yet)."""
+    for done, to_do in _TENSES:
+        if done in note:
+            return note.replace(done, to_do, 1)
+    return note
 
 
 class _LineCheck:
@@ -83,12 +97,18 @@ class _LineCheck:
         self.last_seq = -1
         self.expect_member: int | None = None
         self.batch_size = 0
+        #: sequence numbers and locations of lines that failed their checksum: what
+        #: follows from them (a child's parent link, their index entries) is not
+        #: reported again, so one flipped byte is one problem
+        self.damaged_seqs: set[int] = set()
+        self.damaged_locs: set[tuple[int, int]] = set()  # (chunk, offset)
 
     def chunk(self, path: str, number: int, data: bytes) -> None:
         for offset, raw in lines_forward(data, 0):
             line = decode_chunk_line(raw) if raw.endswith(b"\n") else None
             if line is None:
                 self.problem(Problem(path, offset, "line fails its checksum"))
+                self._damaged(Loc(number, offset, len(raw)))
                 continue
             self._links(line, path, offset)
             self._batch(line, path, offset)
@@ -100,6 +120,15 @@ class _LineCheck:
             entry = index_entry_from_line(line, Loc(number, offset, len(raw)))
             self.expected_index.append(encode_index_entry(entry))
 
+    def _damaged(self, where: Loc) -> None:
+        """A line that fails its checksum still holds the next sequence number (the
+        lines after it say so); its index entry cannot be checked."""
+        self.last_seq += 1
+        self.damaged_seqs.add(self.last_seq)
+        self.damaged_locs.add((where.chunk, where.offset))
+        self.expected_index.append(b"")
+        self.expect_member = None
+
     def _links(self, line: ChunkLine, path: str, offset: int) -> None:
         """Sequence, id and parent links (id, sequence number, location, branch)."""
         problem = self.problem
@@ -107,14 +136,16 @@ class _LineCheck:
             problem(Problem(path, offset, f"event #{line.seq} follows #{self.last_seq}"))
         if line.id in self.seen:
             problem(Problem(path, offset, f"duplicate event id {line.id}"))
+        parent_at = (line.parent_loc.chunk, line.parent_loc.offset) if line.parent_loc else None
+        on_damaged = line.parent_seq in self.damaged_seqs and parent_at in self.damaged_locs
         if line.parent_id == NIL_ID:
             if line.parent_seq != -1:
                 problem(Problem(path, offset, "root event names a parent sequence number"))
-        elif self.seen.get(line.parent_id) != line.parent_seq:
+        elif self.seen.get(line.parent_id) != line.parent_seq and not on_damaged:
             problem(
                 Problem(path, offset, f"parent {line.parent_id} is not event #{line.parent_seq}")
             )
-        if line.parent_loc != self.located.get(line.parent_id):
+        if line.parent_loc != self.located.get(line.parent_id) and not on_damaged:
             problem(Problem(path, offset, f"parent location {line.parent_loc} is wrong"))
         if line.branch_from is not None and line.branch_from != line.parent_id:
             problem(Problem(path, offset, "branch_from differs from parent_id"))
@@ -145,6 +176,13 @@ def fsck(paths: SessionPaths) -> FsckReport:
     grown = _check_index(paths, report, lines.expected_index, pending)
     _check_head(paths, report, lines, pending.head, grown)
     _check_blobs(paths, report, lines.digests)
+    refused = pending.refused
+    if refused and all(
+        (p.path, p.offset) != (refused.path, refused.offset) for p in report.problems
+    ):
+        # recovery's analysis and the line check can trip over the same damaged line:
+        # said once
+        report.problems.insert(0, refused)
     return report
 
 
@@ -157,6 +195,8 @@ def _check_index(
     grown = len(index) > len(expected) * INDEX_WIDTH  # past the analysed prefix
     for seq, want in enumerate(expected):
         have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
+        if not want:
+            continue  # the chunk line is damaged (reported there): nothing to compare with
         if have != want and seq not in pending.entries:
             report.problems.append(
                 Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
@@ -212,21 +252,21 @@ def _valid_entries_after(index: bytes, count: int) -> bool:
 
 
 def repair(io: FileIO, paths: SessionPaths) -> list[str]:
-    """Recover and rebuild the index from the chunks; the caller holds the writer lock."""
-    plan = analyze(paths)
+    """Recover and rebuild the index from the chunks; the caller holds the writer lock.
+
+    Damage inside the chunks stops the repair before anything is written (the
+    returned notes say so, and the check that follows names the damage): only
+    salvage, which copies what verifies into a new session, gets past it.
+    """
+    try:
+        plan = analyze(paths)
+        entries = _index_from_chunks(paths, plan.truncate_chunks)
+    except CorruptionError as exc:
+        return [f"nothing repaired: {exc}; 'infai session salvage' copies what verifies"]
     done = list(plan.notes)
     if not plan.empty:
         apply(io, paths, plan)
-    entries: list[bytes] = []
-    for number in paths.chunk_numbers():
-        data = paths.chunk(number).read_bytes()
-        for offset, raw in lines_forward(data, 0):
-            line = decode_chunk_line(raw)
-            if line is None:
-                raise CorruptionError(paths.chunk(number), offset, "line fails its checksum")
-            entries.append(
-                encode_index_entry(index_entry_from_line(line, Loc(number, offset, len(raw))))
-            )
+        entries = _index_from_chunks(paths)  # recovery may have cut an uncommitted tail
     rebuilt = b"".join(entries)
     if not paths.index.exists() or paths.index.read_bytes() != rebuilt:
         atomic_write(io, str(paths.index), rebuilt)
@@ -235,6 +275,25 @@ def repair(io: FileIO, paths: SessionPaths) -> list[str]:
         io.unlink(str(paths.blobs / orphan))
         done.append(f"{paths.blobs / orphan}: removed unreferenced blob")
     return done
+
+
+def _index_from_chunks(paths: SessionPaths, cut: dict[int, int] | None = None) -> list[bytes]:
+    """Every index entry, as the chunk lines imply them (chunk ``n`` read only up to
+    ``cut[n]`` bytes: recovery's committed size); CorruptionError at the first line
+    that fails its checksum."""
+    entries: list[bytes] = []
+    for number in paths.chunk_numbers():
+        data = paths.chunk(number).read_bytes()
+        if cut and number in cut:
+            data = data[: cut[number]]
+        for offset, raw in lines_forward(data, 0):
+            line = decode_chunk_line(raw)
+            if line is None:
+                raise CorruptionError(paths.chunk(number), offset, "line fails its checksum")
+            entries.append(
+                encode_index_entry(index_entry_from_line(line, Loc(number, offset, len(raw))))
+            )
+    return entries
 
 
 def orphan_blobs(paths: SessionPaths) -> list[str]:

@@ -9,6 +9,7 @@
         session.json              metadata, rewritten atomically
         HEAD                      the active tip, a fixed-width hint rebuilt from the log
         LOCK                      the writer's OS lock (flock); holds the writer's pid
+        DAMAGED                   left by a check that found damage: appending is refused
 
 ``<home>`` is the directory the store was opened on (see :mod:`infai.store.home`).
 """
@@ -46,6 +47,7 @@ class SessionPaths:
         self.head = root / "HEAD"
         self.head_tmp = root / "HEAD.tmp"
         self.lock = root / "LOCK"
+        self.damaged = root / "DAMAGED"
 
     def chunk(self, number: int) -> Path:
         """Where chunk ``number`` lives (whether or not it exists)."""

@@ -10,6 +10,7 @@ mid-delete never leaves a half-session that looks real.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -321,6 +322,7 @@ class Store:
         paths = self._checked_paths(session_id)
         lock = self._lock(paths, timeout)
         try:
+            _refuse_if_damaged(paths)
             plan = self.recover(paths)
         except BaseException:
             lock.release()
@@ -353,6 +355,7 @@ class Store:
                 lock.release()
         report = fsck(paths)
         report.repaired = repaired
+        _mark_damage(self.io, paths, report)
         return report
 
     def recover(self, paths: SessionPaths) -> Recovery:
@@ -364,3 +367,40 @@ class Store:
             apply(self.io, paths, plan)
         self.recovery_notes[paths.root.name] = plan.notes
         return plan
+
+
+def _mark_damage(io: FileIO, paths: SessionPaths, report: FsckReport) -> None:
+    """Leave ``DAMAGED`` when the check found damage (so appending is refused until
+    it is dealt with), and take it away once a check finds none."""
+    if report.problems:
+        first = report.problems[0]
+        note = {
+            "path": first.path,
+            "offset": first.offset,
+            "detail": first.detail,
+            "problems": len(report.problems),
+        }
+        with contextlib.suppress(OSError):  # a read-only store can still be checked
+            atomic_write(io, str(paths.damaged), json.dumps(note).encode())
+    elif paths.damaged.exists():
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(paths.damaged)
+
+
+def _refuse_if_damaged(paths: SessionPaths) -> None:
+    """Appending to a session a check found damaged would bury the damage under new
+    events; say so instead, with what to do."""
+    try:
+        note = json.loads(paths.damaged.read_bytes())
+    except FileNotFoundError:
+        return
+    except ValueError:
+        note = {}
+    sid = paths.root.name
+    raise CorruptionError(
+        note.get("path", str(paths.damaged)),
+        int(note.get("offset", 0)),
+        f"{note.get('detail', 'damage found by a check')}; the session is damaged and "
+        f"takes no more events: 'infai session fsck {sid}' says what is wrong, "
+        f"'infai session salvage {sid}' copies what verifies into a new session",
+    )
