@@ -26,6 +26,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     ├── RuleError                  infai.tools: a permission rule that does not parse
     ├── ConfigError                infai.agent: a bad configuration file (names file and key)
     ├── CompactionFailed           infai.agent: the summary could not be made; nothing changed
+    ├── UnsendableEvent            infai.agent: an event on the path no model can take
     ├── Lagged                     infai.agent: a watcher fell behind and was dropped
     ├── SlotConflict               infai.agent: the session's turn slot says no
     │   ├── Busy                   a turn (or compaction) already runs in this session

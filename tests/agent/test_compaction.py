@@ -148,7 +148,7 @@ def test_compaction_runs_by_itself_at_the_threshold(writer: SessionWriter) -> No
     notices = [
         e.event.message for e in events if isinstance(e, Streamed) and isinstance(e.event, Notice)
     ]
-    assert notices == ["compacting: 850 of 1000 tokens in use"]
+    assert notices == ["compacting: 850 of 1,000 tokens in use"]  # readable numbers
     saved = [e.event for e in events if isinstance(e, Saved)]
     assert [e.kind for e in saved] == ["message", "compaction", "message", "message"]
     stored, boundary, restated = saved[:3]

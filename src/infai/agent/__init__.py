@@ -12,7 +12,7 @@ store or a model directly.
 
 from .compaction import CompactionFailed
 from .config import Config, ConfigError, describe_models, load_config
-from .context import to_messages
+from .context import UnsendableEvent, to_messages
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
@@ -40,6 +40,7 @@ __all__ = [
     "TaskTool",
     "Turn",
     "TurnEnded",
+    "UnsendableEvent",
     "Workspace",
     "describe_models",
     "event_to_obj",

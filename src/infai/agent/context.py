@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infai.errors import InfaiError
 from infai.llm import Message, ToolCall
 from infai.llm.messages import Role
 from infai.store import (
@@ -25,6 +26,15 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
+
+#: the roles a stored message may have to be sent to a model
+SENDABLE_ROLES = ("user", "assistant", "system")
+
+
+class UnsendableEvent(InfaiError):
+    """An event on the path no model can take (a message whose role is none of
+    :data:`SENDABLE_ROLES`); it is refused, never sent as something else."""
+
 
 INTERRUPTED = "interrupted: this tool call did not finish (the session stopped before it did)"
 
@@ -88,8 +98,22 @@ class ContextCache:
         self._tip = events[-1].id
 
 
+def _sendable_role(event: Event) -> Role:
+    if event.role == "user":
+        return "user"
+    if event.role == "assistant":
+        return "assistant"
+    if event.role == "system":
+        return "system"
+    raise UnsendableEvent(
+        f"event {event.id} is a message with role {event.role!r}, which no model takes "
+        f"({', '.join(SENDABLE_ROLES)}); continue from an event before it (--from)"
+    )
+
+
 def to_messages(events: list[Event]) -> list[Message]:
-    """The messages for ``events`` (resolved records, oldest first)."""
+    """The messages for ``events`` (resolved records, oldest first); an event no
+    model can take raises :class:`UnsendableEvent`."""
     out: list[Message] = []
     pending: dict[str, ToolCall] = {}  # calls still waiting for their result
 
@@ -131,13 +155,7 @@ def to_messages(events: list[Event]) -> list[Message]:
         else:
             settle_pending()
             if isinstance(record, MessageRecord):
-                role: Role = (
-                    "assistant"
-                    if event.role == "assistant"
-                    else "system"
-                    if event.role == "system"
-                    else "user"
-                )
+                role = _sendable_role(event)
                 # an assistant's metadata carries what its provider needs back
                 # (an Anthropic thinking signature); nothing else is sent on
                 meta = dict(record.metadata) if role == "assistant" else {}

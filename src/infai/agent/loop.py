@@ -46,7 +46,7 @@ from .compaction import (
     context_tokens,
     needs_compaction,
 )
-from .context import ContextCache, to_messages
+from .context import ContextCache, UnsendableEvent, to_messages
 
 log = logging.getLogger("infai.agent")
 
@@ -199,7 +199,7 @@ class _Turn:
         if not await self._due():
             return
         used = context_tokens(await self.events())
-        yield Streamed(Notice(f"compacting: {used} of {self.model.context_window} tokens in use"))
+        yield Streamed(Notice(_compacting(used, self.model.context_window)))
         try:
             summary = await compact(self.writer, self.model)
         except CompactionFailed as exc:
@@ -232,11 +232,12 @@ class _Turn:
 
     async def ask_model(self) -> AsyncIterator[AgentEvent | Message | ProviderError | None]:
         """Stream one model call: its deltas, then (last) its outcome."""
-        request = Request(
-            messages=tuple(to_messages(await self.events())),
-            system=self.system,
-            tools=self.toolbox.specs(),
-        )
+        try:
+            messages = tuple(to_messages(await self.events()))
+        except UnsendableEvent as exc:  # said as the turn's error, nothing sent
+            yield TurnEnded("error", str(exc))
+            return
+        request = Request(messages=messages, system=self.system, tools=self.toolbox.specs())
         outcome: Message | ProviderError | None = None
         async for event in self.model.stream(request):
             if isinstance(event, Done):
@@ -269,7 +270,10 @@ class _Turn:
         """One model call and the tools it called; ends with TurnEnded when the turn is over."""
         outcome: Message | ProviderError | None = None
         async for item in self.ask_model():
-            if isinstance(item, Saved | Streamed | TurnEnded):
+            if isinstance(item, TurnEnded):  # the request could not be made
+                yield item
+                return
+            if isinstance(item, Saved | Streamed):
                 yield item
             else:
                 outcome = item
@@ -363,3 +367,8 @@ async def run_turn(
         if failure is not None:
             raise cancelled from failure
         raise
+
+
+def _compacting(used: int, window: int) -> str:
+    """The notice before an automatic compaction, numbers readable."""
+    return f"compacting: {used:,} of {window:,} tokens in use"

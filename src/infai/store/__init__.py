@@ -69,7 +69,7 @@ from .records import (
     record_to_obj,
 )
 from .report import FsckReport, Problem
-from .salvage import SalvageReport, salvage
+from .salvage import SalvageReport, salvage_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -159,5 +159,5 @@ __all__ = [
     "open_store",
     "record_from_obj",
     "record_to_obj",
-    "salvage",
+    "salvage_session",
 ]

@@ -36,7 +36,7 @@ class SalvageReport:
     lost: list[tuple[str, str]] = field(default_factory=list)
 
 
-def salvage(store: SessionStore, session_id: str) -> SalvageReport:
+def salvage_session(store: SessionStore, session_id: str) -> SalvageReport:
     """Copy what verifies of ``session_id`` into a new session; change nothing else.
 
     A damaged index (the list of events itself) is not got around here: the
@@ -77,4 +77,4 @@ def salvage(store: SessionStore, session_id: str) -> SalvageReport:
     return report
 
 
-__all__ = ["SalvageReport", "salvage"]
+__all__ = ["SalvageReport", "salvage_session"]

@@ -112,3 +112,82 @@ def test_session_new_refuses_a_missing_working_dir(home: Path, work: Path) -> No
     out = infai(home, "session", "new", "--working-dir", "/nonexistent/dir", code=2)
     assert "/nonexistent/dir" in out.stderr
     assert _ids(home) == []
+
+
+def test_tui_continue_with_nothing_to_continue_says_so(
+    home: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.shells.tui import InfaiApp
+
+    monkeypatch.setattr("infai.shells.cli.tui.stdin_is_terminal", lambda: True)
+    opened: list[InfaiApp] = []
+    monkeypatch.setattr(InfaiApp, "run", lambda self: opened.append(self))
+    out = infai(home, "--continue", code=2)
+    assert "no session to continue" in out.stderr and opened == []
+
+
+def test_store_copy_of_an_unknown_session_is_bad_input(home: Path, tmp_path: Path) -> None:
+    kept = Store(home).create_session().id
+    target = str(tmp_path / "other")
+    out = infai(home, "store", "copy", "--from", str(home), "--to", target, kept, "nope", code=2)
+    assert "nope" in out.stderr
+    missing = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+    out = infai(home, "store", "copy", "--from", str(home), "--to", target, missing, code=2)
+    assert missing in out.stderr
+    assert not Store(tmp_path / "other").exists(kept)  # checked before anything was copied
+
+
+def test_store_copy_and_compact_take_json(home: Path, work: Path, tmp_path: Path) -> None:
+    import json
+
+    out = infai(home, "run", "hello")
+    sid = out.stderr.strip().splitlines()[-1].removeprefix("session ")
+    copied = json.loads(
+        infai(home, "store", "copy", "--json", "--from", str(home), "--to",
+              str(tmp_path / "other"), sid).stdout
+    )  # fmt: skip
+    assert copied == [{"session": sid, "outcome": "copied", "detail": copied[0]["detail"],
+                       "events": 2}]  # fmt: skip
+    summary = json.dumps({"summary": "said hello"})
+    script = work / "summary.json"
+    script.write_text(json.dumps([summary]))
+    event = json.loads(
+        infai(home, "compact", sid, "--model", f"scripted:{script}", "--json").stdout
+    )
+    assert event["kind"] == "compaction" and event["record"]["summary"] == "said hello"
+
+
+def test_a_headless_tool_error_is_shown_whole(home: Path, work: Path) -> None:
+    import json
+
+    long_name = "d" * 300
+    call = {"id": "c1", "name": "read_file", "arguments": {"path": f"{long_name}/missing.txt"}}
+    script = work / "script.json"
+    script.write_text(
+        json.dumps([{"role": "assistant", "content": "", "tool_calls": [call]}, "ok"])
+    )
+    out = infai(home, "run", "--model", f"scripted:{script}", "read it")
+    [line] = [x for x in out.stderr.splitlines() if x.startswith("[read_file error]")]
+    assert f"{long_name}/missing.txt" in line
+
+
+def test_a_message_role_no_model_takes_is_refused_not_sent_as_user(home: Path, work: Path) -> None:
+    import json
+
+    sid = infai(home, "session", "new", "--working-dir", str(work)).stdout.strip()
+    infai(
+        home,
+        "session",
+        "append",
+        sid,
+        "--kind",
+        "message",
+        "--role",
+        "wizard",
+        "--content",
+        "abracadabra",
+    )  # fmt: skip  (the store itself takes any role)
+    script = work / "script.json"
+    script.write_text(json.dumps(["never asked"]))
+    out = infai(home, "run", "--session", sid, "--model", f"scripted:{script}", "hi", code=1)
+    assert "role 'wizard'" in out.stderr and "never asked" not in out.stdout

@@ -94,7 +94,7 @@ def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
         await until(pilot, lambda: not app.busy)
         await send(pilot, "two")
         await until(pilot, lambda: "compacting" in bar(), "the compaction notice")
-        notice = "compacting: 910 of 1000 tokens in use"
+        notice = "compacting: 910 of 1,000 tokens in use"
         assert bar().startswith(f" {notice}")  # first: not cut off, whatever the width
         assert bar().index("in use") + len("in use") < app.size.width
         model.release.set()
@@ -102,7 +102,7 @@ def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
         assert bar().startswith(" ✓ compacted ") and "anthropic:claude-sonnet-4-5" in bar()
         chat = app.query_one(ChatView)
         notices = [str(n.render()) for n in chat.query(".notice")]
-        assert any(n.startswith("compacted (910 of 1000 tokens in use before)") for n in notices)
+        assert any(n.startswith("compacted (910 of 1,000 tokens in use before)") for n in notices)
         assert chat.query(".boundary") and len(chat.query(UserMessage)) == 1  # after the reload
 
     run_app(app, scenario, size)

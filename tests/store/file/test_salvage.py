@@ -15,7 +15,7 @@ from infai.store import (
     Store,
     StoreOptions,
     ToolResultRecord,
-    salvage,
+    salvage_session,
 )
 
 
@@ -110,7 +110,7 @@ def test_salvage_keeps_every_branch_not_built_on_the_damage(store: Store) -> Non
     chunk = store.paths(sid).chunk(0)
     _flip(chunk, 3)  # "b": c hangs from it; d and e do not
     damaged = chunk.read_bytes()
-    report = salvage(store, sid)
+    report = salvage_session(store, sid)
     assert report.kept == 3 and [e for e, _ in report.lost] == [ids["b"], ids["c"]]
     assert "checksum" in report.lost[0][1] and ids["b"] in report.lost[1][1]
     assert report.target is not None
@@ -132,7 +132,7 @@ def test_salvage_drops_an_event_whose_blob_is_damaged(store: Store) -> None:
         w.append(msg("after the blob"), "assistant")
     [blob] = list(store.paths(sid).blobs.iterdir())
     blob.write_bytes(blob.read_bytes().replace(b"RRRR", b"RRRX", 1))
-    report = salvage(store, sid)
+    report = salvage_session(store, sid)
     assert report.kept == 1 and report.lost[0][0] == big.id
     assert report.target is not None
     with store.open_reader(report.target) as reader:

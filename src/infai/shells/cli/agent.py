@@ -36,11 +36,13 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .common import pass_store, report_recovery
+from .. import render
+from .common import emit_json, json_option, pass_store, report_recovery
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
     from infai.agent import AgentSession, Workspace
+    from infai.store import ToolResultRecord
     from infai.tools import Approver
 
 T = TypeVar("T")
@@ -170,10 +172,7 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
             click.echo()  # the streamed message is complete
             mid_line = False
         elif isinstance(event, Saved) and isinstance(event.event.record, ToolResultRecord):
-            result = event.event.record
-            status = "error" if result.is_error else "ok"
-            first = (result.content.splitlines() or [""])[0][:120]
-            click.echo(f"[{result.name} {status}] {first}", err=True)
+            click.echo(_result_line(event.event.record), err=True)
         if isinstance(event, TurnEnded):
             outcome, error = event.outcome, event.error
     if mid_line:
@@ -181,6 +180,22 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
     if error:
         click.echo(f"infai: {error}", err=True)
     return outcome
+
+
+#: characters of a tool's error shown on stderr (an ok result shows its first line)
+ERROR_SHOWN = 2000
+
+
+def _result_line(result: ToolResultRecord) -> str:
+    """A tool result as the headless shells show it: an error whole (it is what the
+    user needs to act on), up to :data:`ERROR_SHOWN` characters; else its first line."""
+    if result.is_error:
+        text = result.content.strip()
+        cut = f" [... {len(text) - ERROR_SHOWN} more characters]" if len(text) > ERROR_SHOWN else ""
+        return f"[{result.name} error] {text[:ERROR_SHOWN]}{cut}"
+    first = (result.content.splitlines() or [""])[0]
+    more = " ..." if len(first) > 200 or "\n" in result.content.strip() else ""
+    return f"[{result.name} ok] {first[:200]}{more}"
 
 
 @contextmanager
@@ -316,13 +331,20 @@ def run(
 @click.command("compact")
 @click.argument("session_id", metavar="SESSION")
 @model_option
+@json_option
 @mapped_errors
 @pass_store
-def compact_command(store: SessionStore, session_id: str, model_name: str | None) -> None:
-    """Summarise the session's active context into a compaction event (prints its id)."""
+def compact_command(
+    store: SessionStore, session_id: str, model_name: str | None, as_json: bool
+) -> None:
+    """Summarise the session's active context into a compaction event (prints its id;
+    with --json, the event)."""
     space, session = open_session(store, session_id, False, model_name, (), Path(os.getcwd()))
     event = _drive(space, session, session.compact)  # CompactionFailed: exit 1
-    click.echo(event.id)
+    if as_json:
+        emit_json(render.event_json(event))
+    else:
+        click.echo(event.id)
 
 
 @click.command("chat")

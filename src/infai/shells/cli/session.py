@@ -241,9 +241,9 @@ def session_salvage(store: SessionStore, session_id: str, as_json: bool) -> None
     Kept: the intact prefix and every branch that does not descend from the
     damage, with their ids. Exits 1 when anything was lost.
     """
-    from infai.store import salvage
+    from infai.store import salvage_session
 
-    report = salvage(store, session_id)
+    report = salvage_session(store, session_id)
     if as_json:
         emit_json(
             {

@@ -19,7 +19,7 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .common import StoreSpec, pass_store
+from .common import StoreSpec, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
 
@@ -29,15 +29,23 @@ def store_group() -> None:
 
 
 @store_group.command("migrate")
+@json_option
 @mapped_errors
 @pass_store
-def migrate_command(store: SessionStore) -> None:
+def migrate_command(store: SessionStore, as_json: bool) -> None:
     """Bring the database's schema up to date (a directory store needs nothing)."""
     from infai.store import SCHEMA_VERSION as LATEST
     from infai.store import PgStore
 
     if not isinstance(store, PgStore):
+        if as_json:
+            emit_json({"backend": "directory", "applied": [], "schema_version": None})
         click.echo("infai: a directory store has no schema to migrate", err=True)
+        return
+    if as_json:
+        emit_json(
+            {"backend": "postgresql", "applied": list(store.migrated), "schema_version": LATEST}
+        )
         return
     for line in store.migrated:
         click.echo(f"applied migration {line}")
@@ -73,15 +81,31 @@ def _open(location: str, what: str) -> Any:
 @click.option("--from", "source_at", required=True, metavar="URL|DIR", help="Copy from here.")
 @click.option("--to", "target_at", required=True, metavar="URL|DIR", help="Copy to here.")
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
+@json_option
 @mapped_errors
-def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -> None:
-    """Copy sessions (default: all) between stores, ids and branches intact, verified."""
+def copy_command(
+    source_at: str, target_at: str, session_ids: tuple[str, ...], as_json: bool
+) -> None:
+    """Copy sessions (default: all) between stores, ids and branches intact, verified.
+
+    Sessions named that the source does not hold are bad input (exit 2), found
+    before anything is copied. With --json, one object per session on stdout.
+    """
     from infai.store import export_lines, import_session
 
     source = _open(source_at, "--from")
     target = _open(target_at, "--to")
     failed = 0
+    results: list[dict[str, Any]] = []
+
+    def say(sid: str, where: str, outcome: str, text: str, events: int | None = None) -> None:
+        results.append({"session": sid, "outcome": outcome, "detail": text, "events": events})
+        click.echo(f"{where}: {text}", err=True)
+
     try:
+        for sid in session_ids:
+            if not source.exists(sid):  # a malformed id: InvalidInput, bad input too
+                raise BadInput(f"no session {sid} at --from {source_at}")
         wanted = list(session_ids) or [i.id for i in reversed(source.list_sessions())]
         for number, sid in enumerate(wanted, 1):
             where = f"[{number}/{len(wanted)}] {sid}"
@@ -89,9 +113,9 @@ def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -
                 if target.exists(sid):
                     difference = same_session(source, target, sid)
                     if difference is None:
-                        click.echo(f"{where}: already there, identical", err=True)
+                        say(sid, where, "identical", "already there, identical")
                         continue
-                    click.echo(f"{where}: already there and different ({difference})", err=True)
+                    say(sid, where, "different", f"already there and different ({difference})")
                     failed += 1
                     continue
                 data = io.BytesIO(b"".join(export_lines(source, sid)))
@@ -100,13 +124,16 @@ def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -
                 if difference is not None:
                     raise StoreError(f"the copy does not match its source: {difference}")
                 with target.open_reader(sid) as reader:
-                    click.echo(f"{where}: copied {reader.count} events, verified", err=True)
+                    count = reader.count
+                say(sid, where, "copied", f"copied {count} events, verified", count)
             except StoreError as exc:
-                click.echo(f"{where}: not copied: {exc}", err=True)
+                say(sid, where, "failed", f"not copied: {exc}")
                 failed += 1
     finally:
         source.close()
         target.close()
+    if as_json:
+        emit_json(results)
     if failed:
         raise click.ClickException(f"{failed} of {len(wanted)} sessions were not copied")
 

@@ -58,7 +58,11 @@ def tui(
     try:
         if session_id is None and resume:
             latest = space.latest_here()
-            session_id = latest.id if latest else None
+            if latest is None:  # as `run --continue`: said, not a new session in silence
+                raise BadInput(
+                    f"no session to continue in {space.working_dir}; plain `infai` starts a new one"
+                )
+            session_id = latest.id
         if session_id is not None:
             store.info(session_id)  # a clear error now rather than inside the UI
     except BaseException:
