@@ -16,6 +16,7 @@ from infai.llm import (
     FunctionModel,
     Message,
     ProviderError,
+    ReasoningDelta,
     Request,
     ScriptedModel,
     TextDelta,
@@ -231,7 +232,9 @@ def test_cancelling_during_a_tool_leaves_a_valid_session_and_an_interrupted_resu
     assert store.fsck(sid).ok
 
 
-def test_cancelling_during_the_stream_keeps_the_prompt(store: Store) -> None:
+def test_cancelling_during_the_stream_keeps_the_prompt_and_what_was_said(store: Store) -> None:
+    """Nothing read is thrown away: the partial reply is kept, marked interrupted, and
+    the next turn sends it to the model as what it had said."""
     sid = store.create_session().id
     streaming = asyncio.Event()
 
@@ -239,7 +242,9 @@ def test_cancelling_during_the_stream_keeps_the_prompt(store: Store) -> None:
         name, context_window = "hanging", 1000
 
         async def stream(self, request: Request) -> Any:
-            yield TextDelta("thinking")
+            yield ReasoningDelta("let me see")
+            yield TextDelta("The answer ")
+            yield TextDelta("is")
             streaming.set()
             await asyncio.Event().wait()
             yield Done(Message(role="assistant"))
@@ -253,8 +258,46 @@ def test_cancelling_during_the_stream_keeps_the_prompt(store: Store) -> None:
 
     with store.open_writer(sid) as w:
         asyncio.run(scenario(w))
-        contents = [r.content for _, _, r in stored(w)]
-    assert contents == ["question", INTERRUPTED_TURN]
+        kept = stored(w)
+        contents = [r.content for _, _, r in kept]
+        assert contents == ["question", "The answer is", INTERRUPTED_TURN]
+        _, role, cut = kept[1]
+        assert role == "assistant" and cut.metadata == {"interrupted": True}
+        assert cut.reasoning == "let me see" and cut.stop_reason == "interrupted"
+        model = ScriptedModel(["42"])
+        asyncio.run(drive(w, model, "go on"))
+    sent = [(m.role, m.content) for m in model.requests[0].messages]
+    assert sent == [
+        ("user", "question"),
+        ("assistant", "The answer is"),
+        ("user", INTERRUPTED_TURN),
+        ("user", "go on"),
+    ]
+
+
+def test_a_cancel_before_any_text_keeps_no_empty_reply(store: Store) -> None:
+    sid = store.create_session().id
+    streaming = asyncio.Event()
+
+    class Thinking:
+        name, context_window = "thinking", 1000
+
+        async def stream(self, request: Request) -> Any:
+            yield ReasoningDelta("hmm")
+            streaming.set()
+            await asyncio.Event().wait()
+            yield Done(Message(role="assistant"))
+
+    async def scenario(w: SessionWriter) -> None:
+        task = asyncio.create_task(drive(w, Thinking(), "question"))
+        await streaming.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with store.open_writer(sid) as w:
+        asyncio.run(scenario(w))
+        assert [r.content for _, _, r in stored(w)] == ["question", INTERRUPTED_TURN]
 
 
 def test_context_assembly_repairs_and_labels_what_the_store_holds(store: Store) -> None:

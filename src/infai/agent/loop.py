@@ -25,7 +25,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from infai.llm import Done, Message, Model, Notice, ProviderError, Request, StreamEvent, ToolCall
+from infai.llm import (
+    Done,
+    Message,
+    Model,
+    Notice,
+    ProviderError,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+)
 from infai.store import (
     NIL_ID,
     Event,
@@ -150,6 +161,9 @@ class _Turn:
         self.on_saved = on_saved
         self.compaction_failed = False  # one failed compaction per turn is enough
         self.compacted = False
+        #: text and reasoning of the reply being streamed (kept if the turn is cut)
+        self.partial: list[str] = []
+        self.partial_reasoning: list[str] = []
 
     # -- appends ---------------------------------------------------------------
 
@@ -239,12 +253,18 @@ class _Turn:
             return
         request = Request(messages=messages, system=self.system, tools=self.toolbox.specs())
         outcome: Message | ProviderError | None = None
+        self.partial, self.partial_reasoning = [], []
         async for event in self.model.stream(request):
             if isinstance(event, Done):
                 outcome = event.message
+                self.partial, self.partial_reasoning = [], []  # the whole reply is stored
             elif isinstance(event, ProviderError):
                 outcome = event
             else:
+                if isinstance(event, TextDelta):
+                    self.partial.append(event.text)
+                elif isinstance(event, ReasoningDelta):
+                    self.partial_reasoning.append(event.text)
                 yield Streamed(event)
         yield outcome
 
@@ -291,10 +311,23 @@ class _Turn:
             yield item
 
     async def mark_interrupted(self) -> BaseException | None:
-        """Append the interruption marker; returns why it could not be, if it could not."""
+        """Append what the model had said of a reply cut short (an assistant message
+        marked ``interrupted``, sent to the model next turn as what it had said), then
+        the interruption marker; returns why they could not be, if they could not."""
         self.cache.invalidate()
         marker = MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True})
+        said, thought = "".join(self.partial), "".join(self.partial_reasoning)
+        self.partial, self.partial_reasoning = [], []
         try:
+            if said.strip():  # a reply of reasoning alone is not one a provider takes back
+                cut = MessageRecord(
+                    content=said,
+                    reasoning=thought or None,
+                    model=self.model.name,
+                    stop_reason="interrupted",
+                    metadata={"interrupted": True},
+                )
+                await self.append(cut, "assistant")
             await self.append(marker, "user")
         except Exception as failure:  # the cancel matters more: report this, keep that
             log.warning("the interruption marker was not saved: %s", failure)

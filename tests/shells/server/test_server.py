@@ -463,11 +463,13 @@ def test_cancelling_a_turn_marks_it_interrupted(make: Callable[..., Harness]) ->
             end = stream.until("turn_ended")
     finally:
         gated.release()
+    # what had been streamed is kept, marked interrupted, then the marker (issue 13)
     assert [e.data["record"]["content"] for e in end if e.name == "settled"] == [
-        "[turn interrupted]"
+        "never f",
+        "[turn interrupted]",
     ]
     assert end[-1].data == {"turn": turn, "outcome": "cancelled", "error": None}
-    assert len(store_ids(h, sid)) == 2
+    assert len(store_ids(h, sid)) == 3
     again = h.client.post(f"/v1/sessions/{sid}/cancel")
     assert again.status_code == 409  # and it reads right (it said "no turn is not in flight")
     assert again.json()["error"] == f"no turn is in flight in session {sid}"

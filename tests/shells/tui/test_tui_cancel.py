@@ -30,12 +30,15 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
         await until(pilot, lambda: bool(app.query(AssistantMessage)))
         await pilot.press("ctrl+c")
         await until(pilot, lambda: app.turn is not None and app.turn.is_finished)
-        assert not app.query(AssistantMessage)  # the unsaved reply is gone
+        # what was said is kept as saved (issue 13: nothing read is thrown away)
+        await until(pilot, lambda: len(app.query(AssistantMessage)) == 1, "the kept reply")
+        [kept] = app.query(AssistantMessage)
+        assert kept.text.startswith("Hello") and kept.event_id is not None  # the saved one
         assert any("interrupted" in str(n.render()) for n in app.query(".notice"))
         # the marker the session saved is shown as it is saved, HEAD moved to it
         [marker] = app.query(UserMessage).filter(".interrupted")
         assert str(marker.render()) == "[turn interrupted]"
-        assert "HEAD #1 of 2" in str(app.query_one(StatusBar).render())
+        assert "HEAD #2 of 3" in str(app.query_one(StatusBar).render())
         await pilot.press("ctrl+c")
         await until(pilot, lambda: app.session is None, "the app to quit")
 
@@ -44,7 +47,7 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
     assert space.store.fsck(info.id).ok
     with space.store.open_reader(info.id) as reader:
         contents = [getattr(e.record, "content", e.kind) for e in reader.context().events]
-    assert contents == ["hi", "[turn interrupted]"]
+    assert contents == ["hi", "Hello ", "[turn interrupted]"]
 
 
 @pytest.mark.parametrize("size", SIZES)
