@@ -6,6 +6,7 @@ from .errors import InvalidInput
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Literal
 
 
@@ -20,6 +21,9 @@ class StoreOptions:
     - ``lock_timeout``: seconds to wait for a session another process holds: the
       directory store's writer lock (unset: :data:`DEFAULT_LOCK_TIMEOUT`), a
       database's turn lease (unset: none, a busy session answers at once)
+    - ``on_wait``: told at once, in words, when a writer starts waiting for a lock
+      another process holds (whom it waits for, for how long), so a command that
+      waits is never silent
     """
 
     __slots__ = (
@@ -28,6 +32,7 @@ class StoreOptions:
         "durability",
         "index_sync_interval",
         "lock_timeout",
+        "on_wait",
     )
 
     #: seconds a directory store's writer waits for another's lock, unless told
@@ -41,6 +46,7 @@ class StoreOptions:
         durability: Literal["fast", "strict"] = "fast",
         index_sync_interval: int = 64,
         lock_timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if durability not in ("fast", "strict"):
             raise InvalidInput(f"durability must be 'fast' or 'strict', not {durability!r}")
@@ -53,6 +59,7 @@ class StoreOptions:
         if lock_timeout is not None and lock_timeout < 0:
             raise InvalidInput(f"lock_timeout must not be negative, not {lock_timeout!r}")
         self.lock_timeout = lock_timeout
+        self.on_wait = on_wait
 
     def lock_wait(self, default: float) -> float:
         """Seconds to wait for a lock: ``lock_timeout`` if set, else the backend's ``default``."""

@@ -191,3 +191,28 @@ def test_a_message_role_no_model_takes_is_refused_not_sent_as_user(home: Path, w
     script.write_text(json.dumps(["never asked"]))
     out = infai(home, "run", "--session", sid, "--model", f"scripted:{script}", "hi", code=1)
     assert "role 'wizard'" in out.stderr and "never asked" not in out.stdout
+
+
+def test_a_wait_for_another_writer_is_said_at_once(home: Path, work: Path) -> None:
+    import time
+
+    store = Store(home)
+    sid = store.create_session().id
+    args = ("session", "append", sid, "--kind", "message", "--role", "user", "--content", "x")
+    with store.open_writer(sid):  # another writer holds the session
+        started = time.monotonic()
+        out = infai(home, "--lock-timeout", "0.5", *args, code=1)
+    assert time.monotonic() - started < 5
+    waiting, gave_up = out.stderr.splitlines()[:2]
+    assert "is being written by another process" in waiting and "waiting up to 0.5s" in waiting
+    assert f"(pid {__import__('os').getpid()})" in waiting
+    assert "gave up after 0.5s" in gave_up
+
+
+def test_a_mistyped_store_directory_is_said(home: Path, tmp_path: Path) -> None:
+    typo = str(tmp_path / "no-such-store")
+    out = CliRunner().invoke(main, ["--store", typo, "session", "ls"])
+    assert out.exit_code == 2 and "no such directory" in out.stderr
+    assert not Path(typo).exists()
+    made = CliRunner().invoke(main, ["--store", typo, "session", "new"])
+    assert made.exit_code == 0 and Path(typo).is_dir()  # a command that writes makes it

@@ -26,6 +26,8 @@ import click
 
 from infai.store import SessionStore, Store, StoreOptions, default_home
 
+from .errors import BadInput
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _OPENED = "infai.store"  # the root context's meta key for the opened store
@@ -41,10 +43,11 @@ class StoreSpec:
     lock_timeout: float | None = None  # None: the store's default
 
     def options(self) -> StoreOptions:
-        """The store's tunables from the command line (the rest keep their defaults)."""
-        if self.lock_timeout is None:
-            return StoreOptions(durability=self.durability)
-        return StoreOptions(durability=self.durability, lock_timeout=self.lock_timeout)
+        """The store's tunables from the command line (the rest keep their defaults);
+        a wait for another process's lock is said on stderr at once."""
+        return StoreOptions(
+            durability=self.durability, lock_timeout=self.lock_timeout, on_wait=_say_waiting
+        )
 
     def open(self) -> SessionStore:
         """Open the store; a :class:`~infai.store.StoreError` says why it cannot be."""
@@ -60,6 +63,32 @@ class StoreSpec:
         return store
 
 
+def _say_waiting(message: str) -> None:
+    click.echo(f"infai: {message}", err=True)
+
+
+#: commands that only read or change sessions already there: a ``--store``
+#: directory that does not exist is then a typo, not a store to create
+_NEEDS_A_STORE = frozenset(
+    {"ls", "log", "tree", "show", "context", "fsck", "rm", "export", "append", "salvage",
+     "compact", "search"}
+)  # fmt: skip
+
+
+def _check_exists(spec: StoreSpec, command: str | None) -> None:
+    """A mistyped ``--store`` directory is said, not taken for an empty store."""
+    from infai.store import is_database_url
+
+    where = spec.location
+    if not where or is_database_url(where) or command not in _NEEDS_A_STORE:
+        return
+    if not Path(where).expanduser().exists():
+        raise BadInput(
+            f"--store {where}: no such directory (the commands that write, such as "
+            "'infai session new', make a new store)"
+        )
+
+
 def store_of(ctx: click.Context, **changes: Any) -> SessionStore:
     """The command line's store, opened on first use with the root's options
     (``changes`` replace some of them; the first opener decides)."""
@@ -67,6 +96,7 @@ def store_of(ctx: click.Context, **changes: Any) -> SessionStore:
     opened: SessionStore | None = root.meta.get(_OPENED)
     if opened is None:
         spec = root.find_object(StoreSpec) or StoreSpec()
+        _check_exists(spec, ctx.info_name)
         opened = replace(spec, **changes).open()
         root.meta[_OPENED] = opened
         root.call_on_close(opened.close)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import WriterLocked
@@ -21,26 +22,34 @@ POLL_SECONDS = 0.02
 class WriterLock:
     """An acquired writer lock; :meth:`release` (or process exit) frees it."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
+    def __init__(
+        self, path: Path, timeout: float, on_wait: Callable[[str], None] | None = None
+    ) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + max(0.0, timeout)
+        told = on_wait is None
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                busy = f"session {path.parent.name} is being written by another process"
                 if time.monotonic() >= deadline:
-                    holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
+                    why = f"{busy}{self._holder()}; gave up after {timeout:g}s"
                     os.close(self._fd)
-                    who = f" (pid {holder})" if holder else ""
-                    raise WriterLocked(
-                        f"session {path.parent.name} is being written by another process{who}; "
-                        f"gave up after {timeout:g}s"
-                    ) from None
+                    raise WriterLocked(why) from None
+                if not told and on_wait is not None:
+                    on_wait(f"{busy}{self._holder()}; waiting up to {timeout:g}s")
+                    told = True
                 time.sleep(POLL_SECONDS)
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def _holder(self) -> str:
+        """`` (pid N)`` of the holder, as it wrote it, or nothing."""
+        holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
+        return f" (pid {holder})" if holder else ""
 
     def release(self) -> None:
         """Clear the pid and unlock (idempotent); a waiting writer may then take it."""

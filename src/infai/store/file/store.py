@@ -228,7 +228,9 @@ class Store:
         from .lock import WriterLock
 
         wait = self.options.lock_wait(StoreOptions.DEFAULT_LOCK_TIMEOUT)
-        lock = WriterLock(paths.lock, wait if timeout is None else timeout)
+        lock = WriterLock(
+            paths.lock, wait if timeout is None else timeout, on_wait=self.options.on_wait
+        )
         if not paths.meta.is_file():
             lock.release()
             raise SessionNotFound(paths.root.name)
