@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -346,3 +347,50 @@ def test_infai_serve_says_which_hosts_it_answers(tmp_path: Path, remote: bool) -
             proc.kill()
             proc.wait()
         proc.stderr.close()  # type: ignore[union-attr]
+
+
+def catastrophic_line(seconds: float) -> str:
+    """A line on which ``(a+)+$`` backtracks for about ``seconds`` here (the cost
+    doubles with each ``a``; measured on a short line, so calibrating is quick)."""
+    import re
+
+    n, took = 16, 0.0
+    while took < 0.05:
+        n += 1
+        start = time.monotonic()
+        re.search(r"(a+)+$", "a" * n + "b")
+        took = time.monotonic() - start
+    while took < seconds:
+        n, took = n + 1, took * 2
+    return "a" * n + "b"
+
+
+def test_health_answers_while_a_grep_backtracks(make: Callable[..., Harness], work: Path) -> None:
+    """The review's attack: ``(a+)+$`` on a long line of ``a``. Its grep runs in a
+    worker thread, and the match lets the loop run meanwhile (measured: this holds
+    on today's code; a guard, so that it stays so whatever grep's limit becomes)."""
+    (work / "input.txt").write_text(catastrophic_line(1.5) + "\n")
+    call = ToolCall("g1", "grep", {"pattern": "(a+)+$", "path": "."})
+    script: list[Message | str] = [Message(role="assistant", tool_calls=(call,)), "searched"]
+    h = make(lambda name: ScriptedModel(script) if name == READER else offline())
+    sid = h.new_session(model=READER)
+    worst, done = 0.0, threading.Event()
+
+    def ping() -> None:
+        nonlocal worst
+        with httpx.Client(base_url=h.url, timeout=30) as client:
+            while not done.is_set():
+                _, took = timed(lambda: client.get("/v1/health"))
+                worst = max(worst, took)
+                time.sleep(0.02)
+
+    pinger = threading.Thread(target=ping)
+    pinger.start()
+    try:
+        body = {"text": "search", "stream": True}
+        ended = h.client.post(f"/v1/sessions/{sid}/prompt", json=body, timeout=60)
+        assert ended.status_code == 200 and "turn_ended" in ended.text
+    finally:
+        done.set()
+        pinger.join()
+    assert worst < 0.75, f"health took {worst:.1f}s while grep ran"
