@@ -55,7 +55,9 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_user_and_project_files_merge(files: tuple[Path, Path]) -> None:
     user, work = files
-    user.write_text(USER)
+    # a trusted project may change a model of the user's (an untrusted one may not:
+    # tests/agent/test_config_trust.py)
+    user.write_text(f"trusted_projects = [{str(work)!r}]\n" + USER)
     (work / ".infai" / "config.toml").write_text(PROJECT)
     config = load_config(work, user)
     assert config.default_model == "local"  # the project wins
@@ -89,7 +91,8 @@ def test_an_untrusted_project_cannot_choose_where_keys_go_or_allow_tools(
     assert config.models["local"].base_url == "http://127.0.0.1:11434/v1"  # the user's, kept
     assert Rule("allow", "bash", "*") not in config.rules
     assert Rule("deny", "bash", "curl*") in config.rules  # asking and denying are fine
-    assert len(config.warnings) == 4
+    # the fifth: its default names a model it was refused, so the user's stands
+    assert len(config.warnings) == 5 and config.default_model == "fast"
     assert all("trusted_projects" in w and ".infai/config.toml" in w for w in config.warnings)
     # trusting a parent directory lets the project's file apply in full
     user.write_text(USER.replace('model = "fast"', f'trusted_projects = ["{work.parent}"]'))

@@ -29,10 +29,16 @@ Anything unknown or mistyped is an error naming the file and the key, never
 ignored: a misspelt ``deny`` must not quietly allow.
 
 A project's file comes with the repository you run in, so by default it may
-not decide where your keys go or what runs unasked: its models with a
-``base_url`` or ``key_env`` and its ``allow`` rules are left out, with a
-warning the shells print. To trust a project, list its directory (or a parent)
-in your own file: ``trusted_projects = ["~/src/myproject"]``.
+not decide where your keys go, which model answers, or what runs unasked: left
+out, each with a warning the shells print (:attr:`Config.warnings`), are its
+models with a ``base_url`` or ``key_env``, its tables for a model your own file
+defines (a project may not change your model table) or under a built-in name
+(``scripted:…``, ``openai:…``, ``anthropic:…``), a ``scripted:`` model (it
+replays tool calls from a file the repository ships) as its default or in a
+model table, a default naming a model it was refused, and its ``allow`` rules.
+Its ``ask`` and ``deny`` rules, ``compact_at`` and plain models apply. To
+trust a project, list its directory (or a parent) in your own file:
+``trusted_projects = ["~/src/myproject"]``; its file then applies in full.
 """
 
 from __future__ import annotations
@@ -67,6 +73,8 @@ MODEL_KEYS = {
 #: they decide where your key is sent, and which key
 KEY_SETTINGS = ("base_url", "key_env")
 TRUST_HINT = "add its directory to trusted_projects in your own config"
+#: model names the registry reads itself (``offline`` no file may define at all)
+BUILTIN_PREFIXES = ("scripted:", "openai:", "anthropic:")
 VERDICTS = ("allow", "ask", "deny")
 
 
@@ -194,7 +202,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     """
     user = user_path or user_config_path()
     project = working_dir / PROJECT_FILE
-    default_model = "offline"
+    chosen: dict[Path, str] = {}  # each file's default model
     compact_at: float | None = DEFAULT_THRESHOLD
     tables: dict[str, dict[str, Any]] = {}
     sources: dict[str, Path] = {}
@@ -202,6 +210,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     read: list[Path] = []
     warnings: list[str] = []
     trusted = False
+    left_out: set[str] = set()  # names only an untrusted project's refused tables define
     for path in (user, project):
         if not path.is_file():
             continue
@@ -212,27 +221,20 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             if key == "model":
                 if not isinstance(value, str) or not value:
                     raise ConfigError(f"{path}: model: must be a model name")
-                default_model = value
+                chosen[path] = value
             elif key == "compact_at":
                 compact_at = _threshold(path, value)
             elif key == "models":
                 if not isinstance(value, dict):
                     raise ConfigError(f"{path}: models must be a table of tables")
                 for name, table in value.items():
-                    if name == "offline":
-                        raise ConfigError(
-                            f"{path}: models.offline: 'offline' is the built-in model "
-                            "(local, no network); give yours another name"
-                        )
-                    checked = _check_model(path, name, table)
-                    if untrusted and any(k in checked for k in KEY_SETTINGS):
-                        warnings.append(
-                            f"{path}: models.{name} left out: a project's config may not set "
-                            f"base_url or key_env unless you trust it ({TRUST_HINT})"
-                        )
-                        continue
-                    tables.setdefault(name, {}).update(checked)
-                    sources[name] = path
+                    refused = _merge_model(path, name, table, tables, untrusted)
+                    if refused:
+                        if name not in tables:  # not the user's model, which stands
+                            left_out.add(name)
+                        warnings.append(refused)
+                    else:
+                        sources[name] = path
             elif key == "permissions":
                 found = _rules(path, value)
                 if untrusted and any(r.verdict == "allow" for r in found):
@@ -249,10 +251,72 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                     ", trusted_projects" if path == user else ""
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
+    default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
     return Config(
         default_model, compact_at, models, tuple(rules), tuple(read), sources, tuple(warnings)
     )
+
+
+def _merge_model(
+    path: Path, name: str, table: Any, tables: dict[str, dict[str, Any]], untrusted: bool
+) -> str | None:
+    """Merge ``[models.NAME]`` from ``path`` into ``tables``; or, for an untrusted
+    project's table that may not stand, leave it out and say why."""
+    if name == "offline":
+        raise ConfigError(
+            f"{path}: models.offline: 'offline' is the built-in model "
+            "(local, no network); give yours another name"
+        )
+    checked = _check_model(path, name, table)
+    refused = _untrusted_model(name, checked, tables) if untrusted else None
+    if refused:
+        return f"{path}: models.{name} left out: {refused} ({TRUST_HINT})"
+    tables.setdefault(name, {}).update(checked)
+    return None
+
+
+def _default_model(
+    chosen: dict[Path, str],
+    user: Path,
+    project: Path,
+    trusted: bool,
+    left_out: set[str],
+    warnings: list[str],
+) -> str:
+    """The default model: the project's choice, unless an untrusted project chose a
+    scripted model or one of its models that was left out (then the user's, else
+    ``offline``, and a warning says so)."""
+    mine = chosen.get(user, "offline")
+    theirs = chosen.get(project)
+    if theirs is None or trusted:
+        return theirs or mine
+    if theirs.startswith("scripted:"):
+        why = "a project's config may not choose a scripted model (it replays tool calls)"
+    elif theirs in left_out:
+        why = "that model was left out"
+    else:
+        return theirs
+    warnings.append(f"{project}: model = {theirs!r} ignored: {why} ({TRUST_HINT})")
+    return mine
+
+
+def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> str | None:
+    """Why an untrusted project's ``[models.NAME]`` is left out (None: it may stand).
+
+    ``user`` holds the model tables read before it, the user's own: a project may
+    add models, never change one of them (a merged ``model`` or ``provider``
+    would send the user's prompts, under the user's key, somewhere else).
+    """
+    if any(k in table for k in KEY_SETTINGS):
+        return "a project's config may not set base_url or key_env unless you trust it"
+    if name in user:
+        return f"{name!r} is a model of your own config, which a project's config may not change"
+    if name.startswith(BUILTIN_PREFIXES):
+        return f"{name!r} is a built-in model name, which a project's config may not redefine"
+    if str(table.get("model", "")).startswith("scripted:"):
+        return "a project's config may not choose a scripted model (it replays tool calls)"
+    return None
 
 
 def _threshold(path: Path, value: Any) -> float | None:

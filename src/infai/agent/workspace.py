@@ -10,6 +10,17 @@ the TUI and the server cannot drift apart: a shell names lower-layer types only
 to render or answer them (deltas, notices, approval questions), never to build
 machinery.
 
+Configuration: a session runs under its own working directory's configuration
+(the user's file and that directory's ``.infai/config.toml``), wherever the
+shell was started: its rules, its models, its compaction threshold. The
+server and the TUI open sessions of any directory through one workspace, so
+:meth:`Workspace.config_for` loads each directory's configuration once and
+keeps it (a repository's file never governs another directory's session, and
+a session never escapes its own project's deny rules); what a newly loaded file
+had left out is queued for the shell to say (:meth:`Workspace.take_notices`).
+A workspace given its configuration (tests, embedding) uses that one for every
+session. The shell's own ``--allow`` rules apply to every session.
+
 Models: the workspace holds one model (its default, :attr:`Workspace.model`),
 which the sessions it opens share unless a session asks for another model by
 name (the server opens each session with the model stored in it); such a
@@ -20,10 +31,11 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from infai.llm import Model, close_model
-from infai.llm.registry import build_model
+from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
@@ -55,9 +67,16 @@ class Workspace:
     ) -> None:
         self.store = store
         self.working_dir = working_dir.resolve()
+        #: a configuration given is every session's; else each directory's own
+        self._fixed = config is not None
         self.config = config or load_config(self.working_dir)
         self.model_name = model_name or self.config.default_model
-        self.rules = [*self.config.rules, *(Rule.parse("allow", text) for text in allow)]
+        #: the shell's own ``--allow`` rules, added to every session's configured ones
+        self.allow = [Rule.parse("allow", text) for text in allow]
+        self.rules = [*self.config.rules, *self.allow]
+        self._configs: dict[Path, Config] = {self.working_dir: self.config}
+        self._notices: list[str] = []
+        self._configs_lock = threading.Lock()
         #: the approver of sessions opened without one of their own
         self.approver = approver
         self.model = self.build_model(self.model_name)
@@ -69,13 +88,23 @@ class Workspace:
         """A new model called ``name`` (the caller closes it); raises ModelUnavailable."""
         return build_model(name, self.config.models)
 
-    async def check_model(self, name: str) -> str:
-        """Whether ``name`` can be built: its display name, or ModelUnavailable.
+    def _build(self, name: str, config: Config) -> Model:
+        """A new model called ``name`` as ``config`` defines it (the workspace's own
+        configuration goes through :meth:`build_model`, which subclasses replace)."""
+        if config is self.config:
+            return self.build_model(name)
+        return build_model(name, config.models)
+
+    async def check_model(self, name: str, working_dir: Path | str | None = None) -> str:
+        """Whether ``name`` can be built (for a session in ``working_dir``, under its
+        configuration): its display name, or ModelUnavailable (or ConfigError).
 
         What was built to check is closed again (an SDK client holds connections);
-        it is built in a worker thread (an SDK client may load certificates).
+        it is built in a worker thread (an SDK client may load certificates, and
+        reading a directory's configuration touches the disk).
         """
-        model = await off_loop(self.build_model, name)
+        config = await off_loop(self.config_for, working_dir)
+        model = await off_loop(self._build, name, config)
         try:
             return model.name
         finally:
@@ -88,7 +117,7 @@ class Workspace:
         Raises :class:`~infai.llm.providers.ModelUnavailable` and changes nothing if
         the model cannot be built.
         """
-        model = self.build_model(name)
+        model = self._build(name, self.config_for(session.working_dir))
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
         session.use_model(model, standard_toolbox(self.store, model, session.permissions))
@@ -101,6 +130,32 @@ class Workspace:
         retired, self._retired = self._retired, []
         for model in (*retired, self.model):
             await close_model(model)
+
+    # -- configuration ---------------------------------------------------------
+
+    def config_for(self, working_dir: Path | str | None) -> Config:
+        """The configuration of sessions in ``working_dir`` (None: the workspace's):
+        read once per directory and kept; its warnings queue for :meth:`take_notices`.
+
+        Raises :class:`~infai.agent.config.ConfigError` for a bad file there (and
+        keeps nothing, so a fixed file is read again). Blocks on the disk.
+        """
+        if self._fixed or not working_dir:
+            return self.config
+        here = Path(working_dir).resolve()
+        with self._configs_lock:
+            config = self._configs.get(here)
+            if config is None:
+                config = self._configs[here] = load_config(here)
+                self._notices.extend(config.warnings)
+            return config
+
+    def take_notices(self) -> list[str]:
+        """What configurations read since the last call left out, to say once (the
+        workspace's own directory's is the shell's to say at start: ``config.warnings``)."""
+        with self._configs_lock:
+            notices, self._notices = self._notices, []
+        return notices
 
     # -- sessions --------------------------------------------------------------
 
@@ -147,10 +202,12 @@ class Workspace:
         )
         return info.id
 
-    def policy(self, approver: Approver | None = None) -> Policy:
-        """A fresh policy: the configured and ``allow`` rules, and ``approver``
-        (else the workspace's) for what they say to ask about."""
-        return Policy(list(self.rules), approver=approver or self.approver)
+    def policy(self, approver: Approver | None = None, config: Config | None = None) -> Policy:
+        """A fresh policy: ``config``'s rules (default: the workspace's) and the
+        ``allow`` rules, and ``approver`` (else the workspace's) for what they say
+        to ask about."""
+        rules = [*(config or self.config).rules, *self.allow]
+        return Policy(rules, approver=approver or self.approver)
 
     def toolbox(self, model: Model, policy: Policy) -> Toolbox:
         """The standard tools, ``task`` (subagents under ``policy``) included."""
@@ -165,17 +222,26 @@ class Workspace:
     ) -> AgentSession:
         """Open ``session_id`` (None: a new session) for the agent.
 
+        The session runs under its working directory's configuration
+        (:meth:`config_for`): its rules, its models, its compaction threshold.
         ``approver`` answers this session's permission questions (default: the
-        workspace's). With ``model_name`` (other than the workspace's model),
-        the session gets a model of its own, which it closes when closed; else
-        it shares the workspace's. Blocks while another writer holds the
-        session: call it in a worker thread from async code.
+        workspace's). With ``model_name`` (other than the workspace's model), or
+        where the session's configuration defines the workspace's model name
+        otherwise, the session gets a model of its own, which it closes when
+        closed; else it shares the workspace's. Blocks on the disk, and while
+        another writer holds the session: call it in a worker thread from async
+        code.
         """
         if session_id is None:
             session_id = self.new_session()
-        own = model_name is not None and model_name != self.model_name
-        model = self.build_model(model_name) if own and model_name else self.model
-        policy = self.policy(approver)
+        config = self.config_for(self.store.info(session_id).working_dir)
+        name = model_name or self.model_name
+        own = name != self.model_name or (
+            config is not self.config
+            and spec_for(name, config.models) != spec_for(name, self.config.models)
+        )
+        model = self._build(name, config) if own else self.model
+        policy = self.policy(approver, config)
         try:
             session = AgentSession(
                 self.store,
@@ -183,7 +249,7 @@ class Workspace:
                 model=model,
                 toolbox=self.toolbox(model, policy),
                 permissions=policy,
-                compact_at=self.config.compact_at,
+                compact_at=config.compact_at,
                 owns_model=own,
             )
         except BaseException:

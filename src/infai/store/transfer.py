@@ -7,13 +7,27 @@ Import checks the whole file before it creates anything (ids are UUIDs and
 unique, every parent appears earlier, every record matches its kind), then
 writes the session with its id, event ids, parents, branch points and
 timestamps preserved; the last event becomes HEAD, as it was.
+
+An export file comes from outside (a colleague, a bug report, a download), so
+by default its metadata is not trusted with what only the user may decide
+(:func:`untrusted_metadata`): the "allow always" rules a session keeps
+(``extra.allowed``) are dropped, since they would let tools run unasked the
+moment the session is continued, and a ``created_at`` or ``updated_at`` in the
+future is set to now, since the most recently active session is the one
+``--continue`` picks and a future stamp would keep an imported session on top
+for ever. An event id that is a UUIDv7 stamped more than :data:`SKEW` in the
+future is refused for the same reason (ids are kept, so it cannot be changed).
+Each change is reported. ``store copy`` between the user's own stores passes
+``trusted=True`` and keeps everything.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
-from .codec import NIL_ID, check_role, check_timestamp, check_uuid, dumps
+from .codec import NIL_ID, check_role, check_timestamp, check_uuid, dumps, now_rfc3339
 from .contract import SessionStore
 from .errors import InvalidInput, SessionExists
 from .events import EventSpec
@@ -26,6 +40,11 @@ if TYPE_CHECKING:
     from typing import IO
 
 EXPORT_VERSION = 1
+#: keys of ``extra`` an import from outside drops: ``allowed`` holds the session's
+#: "allow always" rules (infai.agent.session.KEPT_RULES; the store cannot import it)
+UNTRUSTED_EXTRA = ("allowed",)
+#: how far in the future a UUIDv7 event id may be stamped (another machine's clock)
+SKEW = timedelta(hours=1)
 _EVENT_FIELDS = ("id", "parent_id", "branch_from", "kind", "role", "timestamp", "record")
 
 
@@ -99,9 +118,75 @@ def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[EventSp
     return info, events
 
 
-def import_session(store: SessionStore, source: IO[bytes], name: str = "<stdin>") -> SessionInfo:
-    """Create a session from an export file; all-or-nothing, ids preserved."""
+def _instant(stamp: str, where: str) -> datetime:
+    """``stamp`` (RFC 3339) as an aware datetime; InvalidInput naming ``where``."""
+    check_timestamp(stamp, where)
+    head, _, rest = stamp.partition(".")
+    if rest:  # fromisoformat takes at most microseconds: cut nanoseconds
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        stamp = f"{head}.{rest[: min(digits, 6)]}{rest[digits:]}"
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
+
+
+def untrusted_metadata(info: SessionInfo, name: str) -> tuple[SessionInfo, list[str]]:
+    """``info`` made safe to import from outside, and what was changed (one line each).
+
+    Dropped: the kept "allow always" rules (:data:`UNTRUSTED_EXTRA`). Set to now:
+    a ``created_at`` or ``updated_at`` in the future (a stamp that is not RFC 3339
+    is refused: it would sort anywhere).
+    """
+    notes: list[str] = []
+    now = datetime.now(UTC)
+    changes: dict[str, object] = {}
+    for field in ("created_at", "updated_at"):
+        stamp = getattr(info, field)
+        if _instant(stamp, f"{name}: line 1: session.{field}") > now:
+            changes[field] = now_rfc3339(now.timestamp())
+            notes.append(f"{field} {stamp} is in the future: set to now")
+    dropped = {k: v for k, v in info.extra.items() if k in UNTRUSTED_EXTRA}
+    if dropped:
+        changes["extra"] = {k: v for k, v in info.extra.items() if k not in UNTRUSTED_EXTRA}
+        for key, value in dropped.items():
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value)
+            notes.append(
+                f"extra.{key} dropped: an imported session brings no permission rules "
+                f"(it allowed always: {shown or 'nothing'})"
+            )
+    return (info.replace(**changes) if changes else info), notes
+
+
+def _check_event_times(events: list[EventSpec], name: str) -> None:
+    """Refuse an event id stamped (UUIDv7) beyond :data:`SKEW` in the future: the
+    file store takes a session's last activity from its HEAD's id."""
+    limit = (datetime.now(UTC) + SKEW).timestamp() * 1000
+    for number, spec in enumerate(events, start=2):
+        event_id = spec[0]
+        if event_id[14] == "7" and int(event_id[:8] + event_id[9:13], 16) > limit:
+            raise InvalidInput(
+                f"{name}: line {number}: event id {event_id} is stamped in the future "
+                "(a UUIDv7 time); an imported session cannot claim activity to come"
+            )
+
+
+def import_session(
+    store: SessionStore,
+    source: IO[bytes],
+    name: str = "<stdin>",
+    *,
+    trusted: bool = False,
+    report: Callable[[str], None] | None = None,
+) -> SessionInfo:
+    """Create a session from an export file; all-or-nothing, ids preserved.
+
+    Unless ``trusted`` (a copy between the user's own stores), what an outside
+    file may not decide is changed or refused (see the module docstring) and
+    each change is passed to ``report`` as a sentence naming the file.
+    """
     info, events = _parse(source, name)
+    notes: list[str] = []
+    if not trusted:
+        info, notes = untrusted_metadata(info, name)
+        _check_event_times(events, name)
     if store.exists(info.id):
         raise SessionExists(f"session {info.id} already exists; remove it first")
     created = store.create_session(
@@ -120,4 +205,7 @@ def import_session(store: SessionStore, source: IO[bytes], name: str = "<stdin>"
     except BaseException:
         store.remove_session(created.id)
         raise
+    for note in notes:
+        if report is not None:
+            report(f"{name}: {note}")
     return store.info(created.id)

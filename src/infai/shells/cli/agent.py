@@ -112,6 +112,8 @@ def open_session(
     except BaseException:
         asyncio.run(space.aclose())  # the model built for it holds connections
         raise
+    for notice in space.take_notices():  # its own directory's file, if not this one
+        click.echo(f"infai: {notice}", err=True)
     report_recovery(store, session.session_id)
     return space, session
 

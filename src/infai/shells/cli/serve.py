@@ -2,7 +2,10 @@
 
 The server's modules (Starlette, uvicorn) are imported only when the command
 runs. It listens on loopback unless ``--allow-remote`` says otherwise: the
-token is then all that stands between the network and the tools.
+token is then all that stands between the network and the tools. Without
+``--allow-remote`` it also answers only requests whose ``Host`` header names it
+by a loopback name and its port (a web page cannot reach it through DNS
+rebinding); with it, any ``Host`` is accepted, and the start line says which.
 
 The store is the command line's own (:func:`~.common.store_of`, every root
 option kept), opened with a shorter lock timeout by default: a request should
@@ -45,7 +48,8 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--allow-remote",
     is_flag=True,
-    help="Permit an address other than loopback (the token is then all that guards your files).",
+    help="Permit an address other than loopback, and any Host header (the token is then "
+    "all that guards your files).",
 )
 @click.option(
     "--token",
@@ -108,19 +112,26 @@ def serve_command(
     store = serve_store(ctx, lock_timeout)
     space = workspace(store, Path(os.getcwd()), model_name, allow)  # config, model, rules
     secret, where = server_token(store, token)
-    app = build_app(store, space, secret, approval_timeout, idle_close)
+    app = build_app(store, space, secret, approval_timeout, idle_close, allow_remote)
     try:
         sock = bind(host, port)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     shown = f"[{host.strip('[]')}]" if ":" in host else host
-    click.echo(
-        f"infai: serving http://{shown}:{sock.getsockname()[1]}/v1 (token: {where})", err=True
-    )
+    port = sock.getsockname()[1]
+    click.echo(f"infai: serving http://{shown}:{port}/v1 (token: {where})", err=True)
+    click.echo(f"infai: {accepted_hosts(allow_remote, port)}", err=True)
     server = InfaiServer(uvicorn_config(app, timeout_graceful_shutdown=10), app.state.sessions)
     with suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
     click.echo("infai: server stopped", err=True)
+
+
+def accepted_hosts(allow_remote: bool, port: int) -> str:
+    """What the start line says of the ``Host`` headers the server answers."""
+    if allow_remote:
+        return "accepting any Host header (--allow-remote): the token guards this server"
+    return f"accepting Host localhost, 127.0.0.1 or [::1] on port {port} only (DNS rebinding)"
 
 
 def serve_store(ctx: click.Context, lock_timeout: float | None) -> SessionStore:
@@ -143,11 +154,18 @@ def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
 
 
 def build_app(
-    store: SessionStore, space: Any, secret: str, approval_timeout: float, idle_close: float
+    store: SessionStore,
+    space: Any,
+    secret: str,
+    approval_timeout: float,
+    idle_close: float,
+    allow_remote: bool = False,
 ) -> Any:
     """The server application over the command line's workspace (config, model,
-    rules): the app opens every session through it, and closes it when it stops."""
+    rules): the app opens every session through it, and closes it when it stops.
+    ``allow_remote``: any ``Host`` header is accepted, not only loopback names."""
     from ..server import create_app
+    from ..server.hosts import LOOPBACK_HOSTS
 
     return create_app(
         store,
@@ -156,7 +174,15 @@ def build_app(
         approval_timeout=approval_timeout,
         working_dir=space.working_dir,
         idle_close=idle_close or None,
+        hosts=None if allow_remote else LOOPBACK_HOSTS,
     )
 
 
-__all__ = ["DEFAULT_PORT", "SERVE_LOCK_TIMEOUT", "build_app", "is_loopback", "serve_command"]
+__all__ = [
+    "DEFAULT_PORT",
+    "SERVE_LOCK_TIMEOUT",
+    "accepted_hosts",
+    "build_app",
+    "is_loopback",
+    "serve_command",
+]

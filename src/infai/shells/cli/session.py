@@ -349,12 +349,16 @@ def session_import(store: SessionStore, file: str, as_json: bool) -> None:
         source = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
     except OSError as exc:
         raise BadInput(f"cannot read {file}: {exc.strerror}") from None
-    with source:
-        info = import_session(store, source, "stdin" if file == "-" else file)
+    with source:  # what the file may not decide is dropped, and said on stderr
+        info = import_session(store, source, "stdin" if file == "-" else file, report=_say_dropped)
     if as_json:
         emit_json(info.to_obj())
     else:
         click.echo(info.id)
+
+
+def _say_dropped(note: str) -> None:
+    click.echo(f"infai: import: {note}", err=True)
 
 
 __all__ = ["session", "write_whole"]

@@ -119,7 +119,8 @@ def copy_command(
                     failed += 1
                     continue
                 data = io.BytesIO(b"".join(export_lines(source, sid)))
-                import_session(target, data, f"session {sid}")
+                # the user's own stores: kept rules and stamps travel as they are
+                import_session(target, data, f"session {sid}", trusted=True)
                 difference = same_session(source, target, sid)
                 if difference is not None:
                     raise StoreError(f"the copy does not match its source: {difference}")

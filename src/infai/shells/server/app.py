@@ -13,7 +13,11 @@ Security model: the server listens on loopback unless told otherwise, and every
 route but ``/v1/health`` and ``/v1/openapi.json`` needs the bearer token (given,
 or made at first start and kept with mode 0600 as ``<home>/server-token``). A
 request without the right token gets 401 before routing, so it cannot tell an
-existing session from a missing one.
+existing session from a missing one. Before that, a request must name the
+server by a loopback name in its ``Host`` header (:mod:`.hosts`: DNS
+rebinding), unless the app is made to accept any. Each session runs under its
+own working directory's configuration, not the server's
+(:meth:`~infai.agent.Workspace.config_for`).
 
 Streams: ``GET /v1/sessions/{id}/stream`` sends each settled event with its
 event id as the SSE id; deltas carry none, so ``Last-Event-ID`` always names a
@@ -24,9 +28,11 @@ nothing missing and nothing twice (see :meth:`.served.Served.watch`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,7 @@ from infai.tools import Rule
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
 from .auth import BearerAuth, check_token
 from .errors import LOGGED, ApiError, message_of, status_of
+from .hosts import LOOPBACK_HOSTS, HostCheck
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
 
@@ -169,6 +176,32 @@ def _version() -> str:
         return "0"
 
 
+#: worker threads of the server's event loop: store work, and tool work in threads
+WORKERS = 256
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    """Give the running loop a pool of :data:`WORKERS` threads (made only as needed).
+
+    Tools and the store share the loop's default pool (``asyncio.to_thread``).
+    Its usual size is the CPU count plus four: on a small machine six tool calls
+    blocked for good (a read of a FIFO nobody writes, even after its turn was
+    cancelled, since a thread cannot be stopped) left no thread for any
+    session's store work, and every other session's requests waited for ever.
+    Here a blocked tool holds one thread of many, and the rest go on.
+    """
+    pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="infai-server")
+    asyncio.get_running_loop().set_default_executor(pool)
+    return pool
+
+
+def _release_pool(pool: ThreadPoolExecutor) -> None:
+    """Stop ``pool`` without waiting for a thread a tool left blocked (shutting the
+    loop down waits for its default pool's threads: it gets a fresh, idle one)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+
+
 class _Given(Workspace):
     """A workspace whose models come from the caller's factory (tests, embedding)."""
 
@@ -194,6 +227,7 @@ def create_app(
     observe: Callable[[Event], None] | None = None,
     compact_at: float | None = DEFAULT_COMPACT_AT,
     idle_close: float | None = 600.0,
+    hosts: Iterable[str] | None = LOOPBACK_HOSTS,
 ) -> Starlette:
     """The API as an ASGI app; ``app.state.sessions`` holds the open sessions.
 
@@ -209,6 +243,8 @@ def create_app(
     ``observe`` sees each settled event as it is fanned out; a session idle
     for ``idle_close`` seconds (no turn, no watcher, no question) is closed,
     releasing its writer (None: kept open until deleted or the server stops).
+    A request whose ``Host`` header is not one of ``hosts`` (with the port served
+    on) is answered 421 (None: any Host, for ``--allow-remote``).
     """
     if workspace is None:
         here = (working_dir or Path.cwd()).resolve()
@@ -233,6 +269,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        pool = _worker_pool()
         sessions.start_watching()  # a shared database: other nodes' appends reach our streams
         sessions.start_closing_idle(idle_close)
         try:
@@ -242,10 +279,14 @@ def create_app(
                 await sessions.aclose()
             finally:
                 await space.aclose()  # the workspace's own model (sessions closed theirs)
+                _release_pool(pool)
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(BearerAuth, token=check_token(token, "the server token"))],
+        middleware=[
+            Middleware(HostCheck, hosts=hosts),  # first: a rebound name learns nothing
+            Middleware(BearerAuth, token=check_token(token, "the server token")),
+        ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )

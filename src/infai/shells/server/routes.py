@@ -113,16 +113,17 @@ async def create_session(call: Call) -> Response:
     working_dir = call.body.get("working_dir")
     if working_dir is not None and not await asyncio.to_thread(_is_absolute_dir, working_dir):
         raise ApiError(422, f"body.working_dir: {working_dir!r} is not an absolute directory")
+    working_dir = working_dir or str(call.app.working_dir)
     model = call.body.get("model")
     if model is not None:
-        try:  # what is built to check the name is closed again
-            await call.sessions.workspace.check_model(model)
+        try:  # as the session's own directory defines it; what is built is closed again
+            await call.sessions.workspace.check_model(model, working_dir)
         except MODEL_ERRORS as exc:
             raise ApiError(422, f"body.model: {exc}") from None
     info = await asyncio.to_thread(
         call.sessions.store.create_session,
         name=call.body.get("name"),
-        working_dir=working_dir or str(call.app.working_dir),
+        working_dir=working_dir,
         model=model,
     )
     return ok(info.to_obj(), 201)

@@ -12,6 +12,11 @@ Opening, closing and deleting a session are serialised per session id by
 it: ids of sessions that were never found, failed to open, or are closed leave
 nothing behind. The store work of opening (reading the session's metadata,
 taking its writer) runs in a worker thread, never on the event loop.
+
+Each session is opened under its own working directory's configuration (the
+workspace reads it once per directory, see
+:meth:`~infai.agent.Workspace.config_for`), not that of the directory the
+server was started in; what such a file left out is logged once.
 """
 
 from __future__ import annotations
@@ -122,6 +127,9 @@ class Sessions:
                 return self.workspace.open(session_id, approver=approver, model_name=info.model)
             except MODEL_ERRORS as exc:
                 raise Conflict(f"cannot open session {session_id}: {exc}") from None
+            finally:  # the session's own directory's configuration: what it left out
+                for notice in self.workspace.take_notices():
+                    log.warning("%s", notice)
 
         served = await asyncio.to_thread(
             partial(

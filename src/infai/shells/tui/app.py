@@ -180,6 +180,10 @@ class InfaiApp(App[None]):
         for note in self.workspace.store.recovery_notes.get(opened.session_id, []):
             await self.query_one(ChatView).notice(f"recovered: {note}")
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
+        # it runs under its own directory's configuration: what that file left out
+        for notice in self.workspace.take_notices():
+            await self.query_one(ChatView).notice(f"config: {notice}")
+            self.notify(notice, severity="warning", timeout=10)
         return True
 
     async def _close_session(self, session: AgentSession | None) -> None:
