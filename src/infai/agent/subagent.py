@@ -117,7 +117,6 @@ class TaskTool:
             return ToolOutput(f"subagent failed: {why}", is_error=True, metadata=metadata)
         return ToolOutput(answer, metadata=metadata)
 
-
     def _delegated(self, child_id: str, label: str) -> Permissions:
         """The parent's policy as the child decides with it (the module docstring)."""
         if not isinstance(self.permissions, Policy):
