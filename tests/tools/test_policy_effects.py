@@ -285,6 +285,8 @@ def test_an_allow_rule_for_a_program_does_not_cover_a_local_file_of_that_name(
         "pip list",
         "cargo build",
         "git -c core.pager=x status",
+        "git --no-pager diff",
+        "git --exec-path=. status",
     ],
 )
 def test_allow_always_is_exact_for_commands_that_write_or_run_code_through_options(

@@ -284,6 +284,8 @@ def exact_only_reason(tool: str, subject: str) -> str:
     words = command.written.split()
     if not command.program or words[0] != command.program:
         return "the program is named by a path or set up by assignments: exact only"
+    if command.program == "git" and len(words) > 1 and words[1].startswith("-"):
+        return "git's global options (-c, --exec-path, ...) can run configured programs: exact only"
     for key in (" ".join(words[:2]), words[0]):
         if key in EXACT_ONLY:
             return f"{key} {EXACT_ONLY[key]}: only this exact command is allowed"
