@@ -408,3 +408,40 @@ def test_may_read_follows_read_and_grep_deny_rules(work: Path) -> None:
     assert not policy.may_read(".env") and not policy.may_read("./.env")
     assert not policy.may_read("secrets/key") and not policy.may_read("keys/a.pem")
     assert policy.may_read("notes.md") and policy.may_read("src/.env.example")
+
+
+# -- pathological commands -------------------------------------------------------------------------
+
+
+def test_a_command_too_big_to_check_is_denied_where_deny_rules_exist(work: Path) -> None:
+    (work / "victim").mkdir()
+    huge = "ls -abcde x; " * 5000 + "rm -rf victim"
+    checked = Policy([Rule.parse("deny", "bash rm -rf*"), Rule.parse("allow", "bash")])
+    out = through(checked, work, "bash", command=huge)
+    assert out.is_error and "too many parts" in out.content and (work / "victim").is_dir()
+    # with no deny or ask rule for bash there is nothing to check: "allow bash" holds
+    assert verdict(Policy([Rule.parse("allow", "bash")]), work, "bash", command=huge)[0] == "allow"
+
+
+def test_a_long_command_is_ruled_on_off_the_event_loop(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    threads: list[int] = []
+    original = Policy.rule_on
+
+    def recording(self: Policy, *args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return original(self, *args)
+
+    monkeypatch.setattr(Policy, "rule_on", recording)
+
+    async def both() -> int:
+        policy = Policy([Rule.parse("allow", "bash")])
+        await policy.decide("bash", {"command": "ls"}, ToolContext(work, "s"))
+        await policy.decide("bash", {"command": "ls " * 5000}, ToolContext(work, "s"))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(both())
+    assert threads[0] == loop_thread and threads[1] != loop_thread

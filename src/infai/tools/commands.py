@@ -45,8 +45,13 @@ from dataclasses import dataclass, field
 
 #: deeper nesting than this is not followed (and makes the command unclear)
 MAX_DEPTH = 12
-#: a flag cluster longer than this is tried in two orders only, not in every order
-MAX_PERMUTED = 5
+#: a flag cluster up to this long is tried in every order; a longer one with every
+#: two of its flags first (so a rule naming one or two flags still matches)
+MAX_PERMUTED = 4
+#: a cluster longer than this is tried only as written and sorted
+MAX_PAIRED = 8
+#: normalised forms made for one command string at most; past it, ``overflow``
+FORM_BUDGET = 50_000
 SYSTEM_DIRS = frozenset({
     "/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin",
 })  # fmt: skip
@@ -104,6 +109,8 @@ class Analysis:
     commands: tuple[Command, ...]
     writes: tuple[str, ...] = ()
     unclear: str = ""
+    #: so many parts that not all were normalised (:data:`FORM_BUDGET`): rules cannot check it
+    overflow: bool = False
 
     @property
     def simple(self) -> bool:
@@ -120,7 +127,7 @@ def analyse(command: str) -> Analysis:
     """Every command in ``command`` (see the module docstring); never raises."""
     found = _Found()
     _script(command, found, depth=0, wrapped=False)
-    return Analysis(tuple(found.commands), tuple(found.writes), found.unclear)
+    return Analysis(tuple(found.commands), tuple(found.writes), found.unclear, found.overflow)
 
 
 @dataclass
@@ -128,6 +135,8 @@ class _Found:
     commands: list[Command] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     unclear: str = ""
+    forms: int = 0
+    overflow: bool = False
 
     def unsure(self, why: str) -> None:
         self.unclear = self.unclear or why
@@ -387,7 +396,13 @@ def _command(
     shown = program if "/" not in given or os.path.dirname(given) in SYSTEM_DIRS else given
     args = words[1:]
     written = " ".join([*assignments, shown, *args])
-    forms = (written, " ".join([given, *args]), *_forms(program, args))
+    forms: tuple[str, ...] = (written, " ".join([given, *args]))
+    if found.forms < FORM_BUDGET:
+        forms += tuple(_forms(program, args))
+    else:
+        found.overflow = True
+        found.unsure("too many parts to follow")
+    found.forms += len(forms)
     found.commands.append(Command(written, tuple(dict.fromkeys(forms)), wrapped, program))
     if depth > MAX_DEPTH:
         found.unsure(f"nested more than {MAX_DEPTH} levels deep")
@@ -522,18 +537,25 @@ def _flag_forms(program: str, args: list[str]) -> list[str]:
             longs.append(arg)
         else:
             letters.extend(aliases.get(c, c) for c in arg[1:])
-    unique = list(dict.fromkeys(letters))
-    if len(unique) <= MAX_PERMUTED:
-        orders = ["".join(p) for p in itertools.permutations(unique)]
-    else:
-        orders = ["".join(unique), "".join(sorted(unique))]
     forms = []
-    for order in orders:
+    for order in _orders(list(dict.fromkeys(letters))):
         cluster = [f"-{order}"] if order else []
         forms.append(" ".join([program, *cluster, *longs, *operands]))
         if operands:
             forms.append(" ".join([program, operands[0], *cluster, *longs, *operands[1:]]))
     return forms
+
+
+def _orders(unique: list[str]) -> list[str]:
+    """The orders a flag cluster is tried in (see :data:`MAX_PERMUTED`)."""
+    if len(unique) <= MAX_PERMUTED:
+        return ["".join(p) for p in itertools.permutations(unique)]
+    orders = ["".join(unique), "".join(sorted(unique))]
+    if len(unique) <= MAX_PAIRED:
+        for first, second in itertools.permutations(unique, 2):
+            rest = sorted(set(unique) - {first, second})
+            orders.append(first + second + "".join(rest))
+    return list(dict.fromkeys(orders))
 
 
 def _long_name(given: str, table: dict[str, str]) -> str:

@@ -54,6 +54,9 @@ name it and show the call's arguments. Every decision says who made it.
 
 from __future__ import annotations
 
+import asyncio
+import fnmatch
+import functools
 import json
 import os
 import re
@@ -122,6 +125,8 @@ PATH_ARGUMENT = {tool: "path" for tool in (*READ_ONLY, *WRITING)}
 SEARCHING = {"list_files", "grep"}
 #: directories whose files a wildcard allow rule never reaches for writing
 GUARDED = (".git", ".infai")
+#: a command longer than this is ruled on in a worker thread (the event loop stays free)
+LONG_COMMAND = 4096
 NO_SANDBOX = "the sandbox is not available here; shell commands always ask"
 _EXACT_ONLY_GROUPS = {
     "deletes, changes permissions or stops processes": "rm rmdir shred dd mkfs truncate "
@@ -373,9 +378,10 @@ class Policy:
         """The first rule of ``verdict`` matching one of the tools and one of the subjects."""
         tools, subjects = tuple(tools), tuple(subjects)
         for rule in self.all_rules():
-            if rule.verdict == verdict and any(
-                rule.matches(tool, subject) for tool in tools for subject in subjects
-            ):
+            if rule.verdict != verdict or not any(fnmatchcase(t, rule.tool) for t in tools):
+                continue
+            matches = _matcher(rule.pattern)
+            if any(matches(subject) for subject in subjects):
                 return rule
         return None
 
@@ -447,7 +453,14 @@ class Policy:
 
     def _shell_denial(self, tools: tuple[str, ...], command: str, found: Analysis) -> Ruling | None:
         """A deny or ask rule matching the command's text or any of its parts."""
-        forms = [command, *(form for part in found.commands for form in part.forms)]
+        forms = list(dict.fromkeys([command, *(f for part in found.commands for f in part.forms)]))
+        if found.overflow and any(
+            rule.verdict != "allow" and fnmatchcase(tool, rule.tool)
+            for rule in self.all_rules()
+            for tool in tools
+        ):
+            why = f"too many parts ({len(found.commands)}) to check against the rules; split it"
+            return Ruling("deny", "default", why)
         for verdict in VERDICTS[:2]:
             if rule := self._first(verdict, tools, forms):
                 part = next(f for f in forms if any(rule.matches(t, f) for t in tools))
@@ -503,7 +516,10 @@ class Policy:
         "Allow always" adds its rules to this policy and hands them to ``remember``;
         for an escalation it counts once.
         """
-        ruling = self.rule_on(tool, arguments, context)
+        if len(str(arguments.get("command", ""))) > LONG_COMMAND:
+            ruling = await asyncio.to_thread(self.rule_on, tool, arguments, context)
+        else:
+            ruling = self.rule_on(tool, arguments, context)
         if ruling.verdict == "allow":
             return Decision("allow", ruling.by, ruling.reason)
         if ruling.verdict == "deny":
@@ -553,6 +569,12 @@ class Policy:
         if self.caller:
             reason = f"{self.caller} asks: {reason}"
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
+
+
+@functools.lru_cache(maxsize=4096)
+def _matcher(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    """``fnmatchcase(text, pattern)`` as one compiled regex (many subjects, one pattern)."""
+    return re.compile(fnmatch.translate(pattern)).match
 
 
 def _hard_links(path: Path | None) -> int:
