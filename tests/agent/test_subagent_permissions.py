@@ -103,3 +103,29 @@ def test_a_subagents_question_names_it_and_shows_the_calls_arguments(tmp_path: P
     assert ask.reason.startswith(f"subagent 'tidy up' (session {child_id}) asks: ")
     assert ask.arguments == {"path": "run.sh", "content": payload}
     assert not (work / "run.sh").exists()
+
+
+def test_an_escalation_is_recorded_with_its_result(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    store = Store(tmp_path / "home")
+    sid = store.create_session(working_dir=str(work)).id
+    asks: list[Ask] = []
+
+    async def approver(ask: Ask) -> Reply:
+        asks.append(ask)
+        return "allow-always"  # not offered for bash!: counts once
+
+    model = ScriptedModel([call("bash", "b1", command="echo out", outside_sandbox=True), "ran it"])
+    policy = Policy(approver=approver)
+    with AgentSession(
+        store, sid, model=model, toolbox=Toolbox(builtin_tools()), permissions=policy
+    ) as session:
+        assert run(session, "go").outcome == "done"
+    with store.open_reader(sid) as reader:
+        [result] = [e.record for e in reader.context().events if e.kind == "tool_result"]
+    permission = result.metadata["permission"]  # type: ignore[union-attr]
+    assert (permission["verdict"], permission["by"]) == ("allow", "user")
+    assert "outside the sandbox" in permission["reason"]
+    assert [a.tool for a in asks] == ["bash!"] and asks[0].always == ()
+    assert policy.rules == [] and KEPT_RULES not in store.info(sid).extra
