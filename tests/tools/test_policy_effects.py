@@ -317,6 +317,21 @@ def test_allow_always_still_offers_a_prefix_for_plain_commands(work: Path) -> No
     assert verdict(policy, work, "bash", command="ls -la")[1] == "rule 'allow bash ls -la'"
 
 
+def test_allow_always_never_offers_every_call_for_an_empty_subject(work: Path) -> None:
+    asks: list[Ask] = []
+
+    async def always(ask: Ask) -> Reply:
+        asks.append(ask)
+        return "allow-always"
+
+    policy = Policy(approver=always)
+    verdict(policy, work, "bash", command="  ")
+    verdict(policy, work, "write_file", content="x")  # no path
+    assert [a.always for a in asks] == [(), ()] and policy.rules == []
+    verdict(policy, work, "bash", command="ls")  # a later command is asked again
+    assert len(asks) == 3
+
+
 # -- escalation: bash! -----------------------------------------------------------------------------
 
 

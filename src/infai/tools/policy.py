@@ -304,11 +304,12 @@ def always_rules(tool: str, subject: str) -> list[Rule]:
     ``git status *``), except where :func:`exact_only_reason` says why not;
     a file's directory (``src/*``; a file at the top, outside the working
     directory or under ``.git/``/``.infai/`` stays exact); otherwise exactly
-    this call. An escalation (``bash!``) offers none.
+    this call. An escalation (``bash!``) and a call with an empty subject (an
+    empty command, a missing path) offer none.
     """
-    if tool == ESCALATED:
-        return []
-    if tool == "bash" and subject.strip():
+    if tool == ESCALATED or (not subject.strip() and tool not in DELEGATING):
+        return []  # nothing to name: "*" would allow every call of the tool
+    if tool == "bash":
         if exact_only_reason(tool, subject):
             return [Rule("allow", tool, _literal(subject))]
         prefix = _literal(" ".join(analyse(subject).started[0].written.split()[:2]))
