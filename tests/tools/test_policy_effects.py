@@ -212,7 +212,36 @@ RM_VARIANTS = [
     "cat <(rm -rf victim)",
     "echo ok & rm -rf victim",
     "rm -v -f -r victim",
+    "$'rm' -rf victim",
+    "$'\\x72\\x6d' -rf victim",
+    "busybox rm -rf victim",
+    "exec rm -rf victim",
 ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "r$(echo)m -rf victim",
+        "X=rm; $X -rf victim",
+        'eval "$(echo cm0gLXJmIHZpY3RpbQ== | base64 -d)"',
+        "sh -c \"$(printf 'rm -rf victim')\"",
+        "/bin/r? -rf victim",
+        "{rm,-rf,victim}",
+        "`echo rm` -rf victim",
+    ],
+)
+def test_what_deny_rules_cannot_see_asks_even_under_allow_bash(work: Path, command: str) -> None:
+    (work / "victim").mkdir()
+    (work / "victim" / "keep.txt").write_text("must survive\n")
+    policy = Policy([Rule.parse("deny", "bash rm -rf*"), Rule.parse("allow", "bash")])
+    out = through(policy, work, "bash", command=command)
+    assert out.is_error and "cannot see all it runs" in out.content
+    assert (work / "victim" / "keep.txt").read_text() == "must survive\n"
+    # with no deny or ask rule for bash, "allow bash" means what it says
+    assert verdict(Policy([Rule.parse("allow", "bash")]), work, "bash", command=command)[0] == (
+        "allow"
+    )
 
 
 @pytest.mark.parametrize("command", RM_VARIANTS)

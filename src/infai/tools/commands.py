@@ -17,23 +17,33 @@ programs: ``env X=1 cmd``, ``command cmd``, ``exec``, ``nohup``, ``nice``,
 - ``forms``: what deny and ask rules see: the program's basename, with its
   short flags merged into one cluster (``-fr``, ``-r -f`` and, for the programs
   with a table below, ``--recursive --force`` and their unique prefixes
-  ``--rec``) in every order (so ``rm -rf*`` matches ``rm -v -f -r x``), before
+  ``--rec``) in every order (so ``rm -rf*`` matches ``rm -v -f -r x``; past
+  :data:`MAX_PERMUTED` flags, every two of them first), before
   or after a subcommand word (``git push -f``). A wrapper adds the command it
   starts as one more command; ``find ... -delete`` adds ``rm -rf`` of find's
   starting points, ``xargs`` adds its command (``echo`` when none is given).
+
+Quoting is undone as the shell undoes it (``r''m``, ``"rm"``, ``\\rm`` and
+``$'\\x72m'`` are all ``rm``). Where a command cannot be named before it runs
+(a program given as ``$VAR``, a glob, a brace expansion or a substitution; the
+string of ``sh -c "$X"`` or ``eval "$(...)"``; nesting deeper than
+:data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a command, and
+the policy asks about it wherever deny or ask rules for ``bash`` exist.
 
 Why a scanner of our own and not a library: ``shlex`` (even with
 ``punctuation_chars``) does not see ``$(...)`` inside double quotes, backquotes
 or nesting, and the one full bash parser for Python, ``bashlex``, is GPL-3
 licensed (infai is MIT) and unreleased since 2023. The scanner below follows
 the POSIX quoting rules and errs one way only: whatever it cannot follow
-(a heredoc, ``case``, arithmetic, a program named by ``$VAR``, a glob or a brace
-expansion, an unbalanced quote, nesting deeper than :data:`MAX_DEPTH`) sets
-``unclear``, and an unclear command is never allowed by a rule that names only
-parts of it. What it cannot tell at all: what a script, a Makefile, an alias,
-a function defined earlier, a variable's value or a program's own options do
-(``git diff --output=f``, ``sed -i``, ``tar --to-command``): the sandbox
-confines those, and "allow always" offers such programs exactly only.
+(a heredoc, whose body is scanned as commands too, ``case``, arithmetic, an
+unbalanced quote, and everything ``hidden``) sets ``unclear``, and an unclear
+command is never allowed by a rule that names only parts of it. What it
+cannot tell at all: what a script, a Makefile, an alias, a function defined
+earlier, a variable's value or a program's own options do
+(``git diff --output=f``, ``sed -i``, ``tar --to-command``), code given to an
+interpreter (``python -c``, ``perl -e``), and what a wrapper not listed in
+:data:`WRAPPERS` starts (``strace cmd``: ``strace`` is the program rules see).
+The sandbox confines those, and "allow always" offers such programs exactly only.
 """
 
 from __future__ import annotations
@@ -55,10 +65,8 @@ FORM_BUDGET = 50_000
 SYSTEM_DIRS = frozenset({
     "/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin",
 })  # fmt: skip
-#: programs that only print or test (allowed as part of a chain without a rule)
-INERT = frozenset({"true", "false", ":", "echo", "printf", "pwd", "test", "["})
 #: shells whose ``-c`` argument is a command string
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"})
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"})
 #: long options that mean a short one, per program (GNU accepts unique prefixes too)
 LONG_FLAGS: dict[str, dict[str, str]] = {
     "rm": {
@@ -83,7 +91,7 @@ WRAPPERS: dict[str, tuple[str, int]] = {
     "nice": ("n", 0), "timeout": ("sk", 1), "stdbuf": ("ioe", 0), "setsid": ("", 0),
     "sudo": ("CDghpRrtTUu", 0), "doas": ("Cu", 0), "time": ("fo", 0), "ionice": ("cnp", 0),
     "chrt": ("", 1), "taskset": ("", 1), "unbuffer": ("", 0), "env": ("uCS", 0),
-    "xargs": ("adEeIiLlnPs", 0),
+    "xargs": ("adEeIiLlnPs", 0), "busybox": ("", 0), "toybox": ("", 0), "chroot": ("", 1),
 }  # fmt: skip
 NAME_IS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -111,6 +119,9 @@ class Analysis:
     unclear: str = ""
     #: so many parts that not all were normalised (:data:`FORM_BUDGET`): rules cannot check it
     overflow: bool = False
+    #: why some command it runs is not among ``commands`` at all ("" when none is): a
+    #: program or command string known only when it runs, nesting too deep
+    hidden: str = ""
 
     @property
     def simple(self) -> bool:
@@ -127,7 +138,9 @@ def analyse(command: str) -> Analysis:
     """Every command in ``command`` (see the module docstring); never raises."""
     found = _Found()
     _script(command, found, depth=0, wrapped=False)
-    return Analysis(tuple(found.commands), tuple(found.writes), found.unclear, found.overflow)
+    return Analysis(
+        tuple(found.commands), tuple(found.writes), found.unclear, found.overflow, found.hidden
+    )
 
 
 @dataclass
@@ -137,9 +150,15 @@ class _Found:
     unclear: str = ""
     forms: int = 0
     overflow: bool = False
+    hidden: str = ""
 
     def unsure(self, why: str) -> None:
         self.unclear = self.unclear or why
+
+    def unseen(self, why: str) -> None:
+        """Some command it runs cannot be named here (so it is unclear too)."""
+        self.unsure(why)
+        self.hidden = self.hidden or why
 
 
 @dataclass
@@ -154,7 +173,7 @@ class _Simple:
 def _script(text: str, found: _Found, depth: int, wrapped: bool) -> None:
     """Scan ``text`` as a whole script and record what it runs."""
     if depth > MAX_DEPTH:
-        found.unsure(f"nested more than {MAX_DEPTH} levels deep")
+        found.unseen(f"nested more than {MAX_DEPTH} levels deep")
         return
     scanner = _Scanner(text, found, depth)
     for simple in scanner.commands(closer=""):
@@ -222,7 +241,7 @@ class _Scanner:
 
     def _nested(self, closer: str) -> None:
         if self.depth >= MAX_DEPTH:  # the rest is not followed (deny rules still see the text)
-            self.found.unsure(f"nested more than {MAX_DEPTH} levels deep")
+            self.found.unseen(f"nested more than {MAX_DEPTH} levels deep")
             self.pos = len(self.text)
             return
         inner = _Scanner(self.text, self.found, self.depth + 1)
@@ -273,6 +292,10 @@ class _Scanner:
                 self.pos = end + 1
             elif char == '"':
                 dynamic |= self._double_quoted(parts)
+            elif char == "$" and self.peek() in "'\"":
+                if self.peek() == "'":
+                    parts.append(self._ansi_c())
+                # else $"...": a translated string, read as "..." next
             elif char == "$" or char == "`":
                 self.pos -= 1
                 parts.append(self._expansion())
@@ -290,6 +313,21 @@ class _Scanner:
         if self.pos > start:
             current.words.append(word)
             current.dynamic.append(dynamic)
+
+    def _ansi_c(self) -> str:
+        """``$'...'`` (at its quote): backslash escapes decoded, as bash does."""
+        self.pos += 1
+        raw: list[str] = []
+        while self.pos < len(self.text) and self.peek() != "'":
+            if self.peek() == "\\":
+                raw.append(self.peek())
+                self.pos += 1
+            raw.append(self.peek())
+            self.pos += 1
+        if self.pos >= len(self.text):
+            self.found.unsure("a $' is not closed")
+        self.pos += 1
+        return ANSI_C.sub(_unescape, "".join(raw))
 
     def _double_quoted(self, parts: list[str]) -> bool:
         dynamic = False
@@ -352,6 +390,24 @@ class _Scanner:
         return self.text[start : self.pos]
 
 
+ANSI_C = re.compile(
+    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S
+)
+SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
+                  "r": "\r", "t": "\t", "v": "\v"}  # fmt: skip
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] in "xuU" and len(code) > 1:
+        return chr(min(int(code[1:], 16), 0x10FFFF))
+    if code[0] in "01234567":
+        return chr(int(code, 8) & 0xFF)
+    if code[0] == "c" and len(code) == 2:
+        return chr(ord(code[1]) & 0x1F)
+    return SIMPLE_ESCAPES.get(code, code)
+
+
 # -- from scanned words to commands ------------------------------------------------
 
 KEYWORDS = frozenset({"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done",
@@ -391,7 +447,7 @@ def _command(
         return
     given = words[0]
     if dynamic[0]:
-        found.unsure(f"the program {given!r} is known only when the command runs")
+        found.unseen(f"the program {given!r} is known only when the command runs")
     program = os.path.basename(given) if "/" in given else given
     shown = program if "/" not in given or os.path.dirname(given) in SYSTEM_DIRS else given
     args = words[1:]
@@ -401,11 +457,11 @@ def _command(
         forms += tuple(_forms(program, args))
     else:
         found.overflow = True
-        found.unsure("too many parts to follow")
+        found.unseen("too many parts to follow")
     found.forms += len(forms)
     found.commands.append(Command(written, tuple(dict.fromkeys(forms)), wrapped, program))
     if depth > MAX_DEPTH:
-        found.unsure(f"nested more than {MAX_DEPTH} levels deep")
+        found.unseen(f"nested more than {MAX_DEPTH} levels deep")
         return
     _started(program, args, dynamic[1:], found, depth)
 
@@ -413,11 +469,15 @@ def _command(
 def _started(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
     """What ``program`` itself starts: a wrapped command, a shell string, find's actions."""
     if program in SHELLS or program == "su":
-        script = _shell_string(args)
-        if script is not None:
-            _script(script, found, depth + 1, wrapped=True)
+        at = _shell_string(args)
+        if at is not None and (at >= len(args) or dynamic[at]):
+            found.unseen(f"the command string of {program} -c is known only when it runs")
+        elif at is not None:
+            _script(args[at], found, depth + 1, wrapped=True)
     elif program in ("eval", "watch"):
         rest = args if program == "eval" else _after_options(args, "nd", 0)
+        if any(dynamic[len(args) - len(rest) :]):
+            found.unseen(f"what {program} runs is known only when it runs")
         _script(" ".join(rest), found, depth + 1, wrapped=True)
     elif program == "find":
         _find(args, found, depth)
@@ -436,11 +496,13 @@ def _started(program: str, args: list[str], dynamic: list[bool], found: _Found, 
             _command(rest, flags, [], found, depth + 1, wrapped=True)
 
 
-def _shell_string(args: list[str]) -> str | None:
-    """The command string of ``sh -c 'string'`` (also ``-ec``, ``-lc``, ``su -c``)."""
+def _shell_string(args: list[str]) -> int | None:
+    """Where the command string of ``sh -c 'string'`` is (also ``-ec``, ``-lc``,
+    ``su -c``): its index, ``len(args)`` if missing, None without ``-c``."""
     for at, arg in enumerate(args):
         if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
-            return next((later for later in args[at + 1 :] if not later.startswith("-")), None)
+            later = (i for i in range(at + 1, len(args)) if not args[i].startswith("-"))
+            return next(later, len(args))
     return None
 
 

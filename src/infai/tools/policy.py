@@ -17,7 +17,10 @@ A rule names a tool (or a glob of tools, ``*``) and a pattern (shell-style,
   ``deny bash rm -rf*``), and against the whole text. An allow rule covers a
   command only if allow rules cover every part the shell starts, nothing is
   redirected into a file and every part was understood; a rule naming the
-  exact text, or any command at all (``allow bash``), covers it whole;
+  exact text, or any command at all (``allow bash``), covers it whole. A
+  command with a part deny rules cannot see (``$CMD -rf x``, ``eval "$(...)"``)
+  asks wherever deny or ask rules for ``bash`` exist, even under ``allow bash``;
+  one too large to check (:data:`~infai.tools.commands.FORM_BUDGET`) is denied;
 - ``bash!`` is a ``bash`` call with ``outside_sandbox`` set: an escalation.
 
 Precedence, from first to last:
@@ -455,11 +458,12 @@ class Policy:
     def _shell_denial(self, tools: tuple[str, ...], command: str, found: Analysis) -> Ruling | None:
         """A deny or ask rule matching the command's text or any of its parts."""
         forms = list(dict.fromkeys([command, *(f for part in found.commands for f in part.forms)]))
-        if found.overflow and any(
+        checked = any(
             rule.verdict != "allow" and fnmatchcase(tool, rule.tool)
             for rule in self.all_rules()
             for tool in tools
-        ):
+        )
+        if found.overflow and checked:
             why = f"too many parts ({len(found.commands)}) to check against the rules; split it"
             return Ruling("deny", "default", why)
         for verdict in VERDICTS[:2]:
@@ -467,6 +471,9 @@ class Policy:
                 part = next(f for f in forms if any(rule.matches(t, f) for t in tools))
                 why = "" if part == command else f"it runs {part!r}"
                 return Ruling(verdict, by=f"rule '{rule}'", reason=why)
+        if found.hidden and checked:  # no allow rule, not even "allow bash", decides this
+            why = f"the deny and ask rules cannot see all it runs: {found.hidden}"
+            return Ruling("ask", "default", why)
         return None
 
     def _rule_on_shell(self, command: str) -> Ruling:
