@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
+from infai.tools import Policy, Rule, RuleError, ToolContext, ToolOutput, builtin_tools
 from infai.tools.policy import NO_SANDBOX, AllowAlways, Ask, Reply, always_rules
 
 SECRET = "API_KEY=sk-live-0123456789"
@@ -365,7 +365,10 @@ def test_allow_always_never_offers_every_call_for_an_empty_subject(work: Path) -
 
 
 def test_a_call_outside_the_sandbox_always_asks_and_no_allow_rule_applies(work: Path) -> None:
-    policy = Policy([Rule.parse("allow", "bash"), Rule.parse("allow", "bash! echo*")])
+    # such a rule cannot be written (it would never apply); made directly, it is ignored
+    with pytest.raises(RuleError, match="always asks"):
+        Rule.parse("allow", "bash! echo*")
+    policy = Policy([Rule.parse("allow", "bash"), Rule("allow", "bash!", "echo*")])
     out = through(policy, work, "bash", command="echo hi > escaped", outside_sandbox=True)
     assert out.is_error and "outside the sandbox" in out.content
     assert "nobody can approve" in out.content and not (work / "escaped").exists()

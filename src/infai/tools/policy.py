@@ -179,6 +179,11 @@ class Rule:
         if not any(c in tool for c in "*?[") and tool not in TOOL_NAMES:
             known = ", ".join(sorted(TOOL_NAMES))
             raise RuleError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
+        if verdict == "allow" and tool == ESCALATED:
+            raise RuleError(
+                f"allow rule {text.strip()!r}: {ESCALATED} (outside the sandbox) always asks; "
+                "no allow rule applies to it"
+            )
         return cls(verdict, tool, pattern.strip() or "*")
 
     def matches(self, tool: str, subject: str) -> bool:
