@@ -147,7 +147,7 @@ def test_allow_always_adds_the_rules_it_shows_and_no_wider(work: Path) -> None:
         ("write_file", "src/a.py"),
         ("write_file", "docs/c.md"),
         ("bash", "git status; rm -rf ~"),
-        ("write_file", "../x.py"),
+        ("write_file", str(work.parent.resolve() / "x.py")),  # outside: the resolved path
         ("bash", "git statusx"),
     ]
     assert len(remembered) == 3  # the two of git status, then src/*
@@ -172,8 +172,9 @@ def test_the_question_says_why_and_an_edited_pattern_is_what_is_allowed(work: Pa
     outside = Policy(approver=approver)
     replies.append("deny")
     decide(outside, work, "read_file", path="../secret.txt")
-    assert asks[2].reason == "../secret.txt is outside the working directory"
-    assert [r.pattern for r in asks[2].always] == ["../secret.txt"]
+    secret = work.parent.resolve() / "secret.txt"  # outside: named as given and as resolved
+    assert asks[2].reason == f"../secret.txt ({secret}) is outside the working directory"
+    assert [r.pattern for r in asks[2].always] == [str(secret)]
 
 
 @pytest.mark.parametrize(
@@ -187,7 +188,8 @@ def test_the_question_says_why_and_an_edited_pattern_is_what_is_allowed(work: Pa
         ("bash", "rm -rf build", ["rm -rf build"]),
         ("bash", "git push origin feature", ["git push origin feature"]),
         ("bash", "python -c 'print(1)'", ["python -c 'print(1)'"]),
-        ("bash", "git log --oneline -5", ["git log", "git log *"]),
+        ("bash", "git log --oneline -5", ["git log --oneline -5"]),  # --output= writes
+        ("bash", "git status --short", ["git status", "git status *"]),
         ("write_file", "notes.txt", ["notes.txt"]),
         ("write_file", "src/pkg/a.py", ["src/pkg/*"]),
         ("edit_file", "/etc/hosts", ["/etc/hosts"]),

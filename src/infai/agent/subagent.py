@@ -6,7 +6,14 @@ session and the ``tool_call`` event that started it, and the parent's
 only the child's final answer; none of the child's events enter the parent's
 context. The child's permissions can only be narrower than the parent's: every
 call is first checked against the child's own restrictions (which can only
-deny) and then decided by the parent's policy, approver included.
+deny) and then decided by a delegate of the parent's policy (see
+:meth:`~infai.tools.Policy.delegate`): the parent's rules and approver, with
+two differences. A question names the subagent and shows the call's arguments
+(the person cannot see the child's transcript), and what the person answers
+"allow always" to stays with the child: it widens neither the parent's policy
+nor the parent session's kept rules, and is kept in the child session's
+metadata instead. A parent whose permissions are not a :class:`Policy` (tests'
+``AllowAll``) is asked as it is.
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ from typing import Any
 
 from infai.llm import Model, ToolSpec
 from infai.store import MessageRecord, SessionLog, SessionStore
-from infai.tools import Decision, Permissions, Toolbox, ToolContext, ToolOutput
+from infai.tools import Decision, Permissions, Policy, Rule, Toolbox, ToolContext, ToolOutput
 from infai.tools.offload import off_loop
 
 from .loop import TurnEnded, run_turn
 from .prompt import system_prompt
+from .session import KEPT_RULES, kept_rules
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ class TaskTool:
         )
         self.children.append(child.id)
         toolbox = Toolbox(t for t in self.tools if t.spec.name != "task")  # no recursion
-        permissions = Narrowed(self.permissions, self.allowed)
+        permissions = Narrowed(self._delegated(child.id, label), self.allowed)
         outcome: TurnEnded | None = None
         system = await off_loop(
             system_prompt,
@@ -108,6 +116,21 @@ class TaskTool:
             why = outcome.error if outcome else "no outcome"
             return ToolOutput(f"subagent failed: {why}", is_error=True, metadata=metadata)
         return ToolOutput(answer, metadata=metadata)
+
+    def _delegated(self, child_id: str, label: str) -> Permissions:
+        """The parent's policy as the child decides with it (the module docstring)."""
+        if not isinstance(self.permissions, Policy):
+            return self.permissions
+        store = self.store
+
+        def keep(rules: list[Rule]) -> None:
+            """Kept with the child session, as a session keeps its own."""
+            info = store.info(child_id)
+            kept = [f"{rule.tool} {rule.pattern}" for rule in kept_rules(info)]
+            kept += [t for rule in rules if (t := f"{rule.tool} {rule.pattern}") not in kept]
+            store.update_info(child_id, extra={**info.extra, KEPT_RULES: kept})
+
+        return self.permissions.delegate(f"subagent '{label}' (session {child_id})", keep)
 
 
 def _final_answer(writer: SessionLog) -> str:

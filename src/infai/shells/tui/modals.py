@@ -6,6 +6,7 @@ so it fits at 60x20 as well as at 80x24 and never pushes the layout behind it.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import ClassVar
@@ -49,6 +50,7 @@ class ApprovalScreen(ModalScreen[Reply]):
         MODAL_CSS.format(name="ApprovalScreen")
         + """
     ApprovalScreen #subject { max-height: 8; overflow-y: auto; }
+    ApprovalScreen #arguments { max-height: 6; overflow-y: auto; }
     ApprovalScreen .reason { color: $text-muted; }
     """
     )
@@ -76,12 +78,17 @@ class ApprovalScreen(ModalScreen[Reply]):
             yield Static(Text(f"Allow {self.ask.tool}?"), classes="title")
             yield Static(Text(self.ask.reason), classes="reason")
             yield Static(Text(self.ask.subject or "(no arguments)"), id="subject")
-            keys = Text.from_markup(
-                "[b]y[/b] allow once   [b]n[/b]/Esc deny\n[b]a[/b] allow always: "
-            )
-            keys.append("  ".join(self.patterns), style="bold")
-            keys.append_text(Text.from_markup("   [b]e[/b] edit"))
+            if self.ask.caller:  # a subagent's call: its transcript is not on the screen
+                shown = json.dumps(dict(self.ask.arguments), ensure_ascii=False, default=str)
+                yield Static(Text(shown[:2000]), id="arguments")
+            keys = Text.from_markup("[b]y[/b] allow once   [b]n[/b]/Esc deny")
+            if self.patterns:
+                keys.append_text(Text.from_markup("\n[b]a[/b] allow always: "))
+                keys.append("  ".join(self.patterns), style="bold")
+                keys.append_text(Text.from_markup("   [b]e[/b] edit"))
             yield Static(keys, classes="keys", id="keys")
+            if self.ask.note:  # why "allow always" is exact only, or not offered
+                yield Static(Text(self.ask.note), classes="reason", id="note")
 
     @property
     def editing(self) -> bool:
@@ -102,11 +109,13 @@ class ApprovalScreen(ModalScreen[Reply]):
                 below.action_delete_left()
 
     def action_answer(self, answer: Answer) -> None:
+        if answer == "allow-always" and not self.patterns:
+            return  # not offered (an escalation, no sandbox): a stray "a" allows nothing
         if not self.editing:
             self.dismiss(answer)
 
     async def action_edit(self) -> None:
-        if not self.editing:
+        if not self.editing and self.patterns:
             field = Input(self.patterns[-1], id="pattern", placeholder="a pattern (* any text)")
             await self.query_one(Vertical).mount(field)
             field.focus()

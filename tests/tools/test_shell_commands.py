@@ -1,0 +1,122 @@
+"""Shell command analysis: every command a string runs, in the shapes rules see."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infai.tools.commands import MAX_DEPTH, analyse
+
+
+def started(command: str) -> list[str]:
+    return [c.written for c in analyse(command).started]
+
+
+def runs(command: str) -> set[str]:
+    """Every normalised form of every command (what deny rules see)."""
+    return {form for c in analyse(command).commands for form in c.forms}
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git status", ["git status"]),
+        ("a; b && c || d | e & f\ng", ["a", "b", "c", "d", "e", "f", "g"]),
+        ("echo $(id) `whoami`", ["id", "whoami", "echo $(id) `whoami`"]),
+        ('echo "x $(id -u) y"', ["id -u", "echo x $(id -u) y"]),
+        ("(cd a && make) ; { ls; }", ["cd a", "make", "ls"]),
+        ("diff <(ls a) <(ls b)", ["ls a", "ls b", "diff <(...) <(...)"]),
+        ("'git' \"status\"", ["git status"]),
+        ("/usr/bin/git status", ["git status"]),  # a system directory: the program itself
+        ("./git status", ["./git status"]),  # a local file of that name is another program
+        ("X=1 Y=2 make", ["X=1 Y=2 make"]),  # allow rules see the assignments
+        ("# just a comment", []),
+        ("echo 'a;b' \"c|d\" e\\;f", ["echo a;b c|d e;f"]),
+        ("if true; then ls; fi", ["true", "ls"]),
+        ("for f in a b; do rm $f; done", ["rm $f"]),
+    ],
+)
+def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> None:
+    assert started(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [
+        ("env A=1 rm -fr x", "rm -rf x"),
+        ("env -u HOME -- rm -fr x", "rm -rf x"),
+        ("env -S 'rm -fr x'", "rm -rf x"),
+        ("command -p rm -fr x", "rm -rf x"),
+        ("exec -a name rm -fr x", "rm -rf x"),
+        ("sudo -u root rm -fr x", "rm -rf x"),
+        ("timeout -s KILL 5 rm -fr x", "rm -rf x"),
+        ("xargs -0 -n1 rm -fr", "rm -rf"),
+        ("xargs", "echo"),
+        ("find . -type f -exec rm -f {} ;", "rm -f {}"),
+        ("find a b -delete", "rm -rf a b"),
+        ("find -delete", "rm -rf ."),
+        ("bash -lc 'rm -fr x'", "rm -rf x"),
+        ("su -c 'rm -fr x' root", "rm -rf x"),
+        ("watch -n 1 rm -fr x", "rm -rf x"),
+        ("eval rm -fr x", "rm -rf x"),
+        ("git -C repo -c a=b --no-pager push -f origin", "git push -f origin"),
+        ("git push origin -f", "git push -f origin"),
+        ("rm --recursive --force x", "rm -rf x"),
+        ("rm --recu --fo x", "rm -rf x"),
+        ("rm -R -f x", "rm -rf x"),
+        ("rm -fvr x", "rm -rfv x"),
+        ("rm x -r -f", "rm -rf x"),
+        ("chmod --recursive 777 x", "chmod -R 777 x"),
+    ],
+)
+def test_wrapped_commands_and_normalised_flags(command: str, inner: str) -> None:
+    assert inner in runs(command)
+
+
+def test_what_is_not_rm_rf_stays_so() -> None:
+    assert "rm -rf x" not in runs("rm -r x") | runs("rm -- -rf x") | runs("echo rm -rf x")
+    assert not any(form.startswith("rm -rf") for form in runs("rm --dry -f x"))  # ambiguous
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("$RM -rf x", "known only when the command runs"),
+        ("/bin/r? -rf x", "known only when the command runs"),
+        ("{rm,-rf,x}", "known only when the command runs"),
+        ("cat <<EOF\nx\nEOF", "heredoc"),
+        ("echo $((1 + 2))", "arithmetic"),
+        ("case x in a) ls;; esac", ")"),  # its patterns' parentheses are not shell syntax here
+        ("echo 'open", "not closed"),
+        ('echo "open', "not closed"),
+        ("echo $(open", "missing"),
+        ("ls )", "unexpected"),
+        ("$(" * (MAX_DEPTH + 3), "levels deep"),
+    ],
+)
+def test_what_cannot_be_followed_is_unclear(command: str, why: str) -> None:
+    found = analyse(command)
+    assert found.unclear and why in found.unclear and not found.simple
+
+
+def test_output_redirections_are_writes_and_duplications_are_not() -> None:
+    assert analyse("echo a > f 2>&1 >>g &> h").writes == ("f", "g", "h")
+    assert analyse("echo a 2>/dev/null >&2 < in").writes == ()
+    assert analyse("ls > out").simple is False and analyse("ls 2>&1").simple
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*"ab $()`'\"\\;&|<>{}*\n#=-c", "rm", "eval "])).map("".join))
+def test_any_text_is_analysed_without_error(command: str) -> None:
+    found = analyse(command)
+    assert all(c.forms for c in found.commands)
+
+
+def test_deep_or_huge_input_stays_fast() -> None:
+    started_at = time.monotonic()
+    for command in ("$(" * 5000, "(" * 5000, "`" * 5000, "${" * 5000, "eval " * 2000):
+        assert analyse(command).unclear or analyse(command).commands
+    assert time.monotonic() - started_at < 5
