@@ -31,6 +31,7 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from infai.tools import Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
-from .config import Config, load_config
+from .config import Config, load_config, user_config_path
 from .session import AgentSession
 from .subagent import standard_toolbox
 
@@ -207,7 +208,27 @@ class Workspace:
         ``allow`` rules, and ``approver`` (else the workspace's) for what they say
         to ask about."""
         rules = [*(config or self.config).rules, *self.allow]
-        return Policy(rules, approver=approver or self.approver)
+        return Policy(
+            rules,
+            approver=approver or self.approver,
+            protected=self.protected_roots(),
+        )
+
+    def protected_roots(self) -> tuple[Path, ...]:
+        """What no tool may write, whatever the rules: infai's own configuration and
+        store, even inside the working directory (an agent run in ``$HOME``).
+
+        The configuration's directory is protected when it is the platform's
+        (``~/.config/infai``); a file named by ``$INFAI_CONFIG`` is protected
+        itself. The store's home is, unless the working directory lies inside
+        it, when its sessions are.
+        """
+        config = user_config_path().resolve()
+        roots = [config if os.environ.get("INFAI_CONFIG") else config.parent]
+        home = Path(self.store.home).resolve()
+        wd = self.working_dir
+        roots.append(home / "sessions" if wd == home or home in wd.parents else home)
+        return tuple(roots)
 
     def toolbox(self, model: Model, policy: Policy) -> Toolbox:
         """The standard tools, ``task`` (subagents under ``policy``) included."""

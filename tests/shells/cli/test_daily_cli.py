@@ -216,3 +216,34 @@ def test_a_mistyped_store_directory_is_said(home: Path, tmp_path: Path) -> None:
     assert not Path(typo).exists()
     made = CliRunner().invoke(main, ["--store", typo, "session", "new"])
     assert made.exit_code == 0 and Path(typo).is_dir()  # a command that writes makes it
+
+
+def test_tools_never_write_infais_own_store_or_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent run in $HOME: the store and config beneath it stay out of reach."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "store"
+    config = tmp_path / "infai.toml"
+    config.write_text("")
+    monkeypatch.setenv("INFAI_CONFIG", str(config))
+    sid = Store(home).create_session(working_dir=str(tmp_path)).id
+    target = f"store/sessions/{sid}/session.json"
+    calls = [
+        {"id": "c1", "name": "write_file", "arguments": {"path": target, "content": "{}"}},
+        {"id": "c2", "name": "write_file", "arguments": {"path": "infai.toml", "content": "x"}},
+        {"id": "c3", "name": "write_file", "arguments": {"path": "fine.txt", "content": "ok"}},
+    ]
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps([{"role": "assistant", "content": "", "tool_calls": calls}, "done"])
+    )
+    before = (home / "sessions" / sid / "session.json").read_bytes()
+    infai(home, "run", "--session", sid, "--model", f"scripted:{script}", "--allow", "write_file",
+          "go")  # fmt: skip
+    assert (home / "sessions" / sid / "session.json").read_bytes() != b"{}"
+    assert config.read_text() == ""
+    assert (tmp_path / "fine.txt").read_text() == "ok"
+    assert before  # the session's own metadata is the store's to change

@@ -266,6 +266,14 @@ COMPONENTS: dict[str, Schema] = {
             "turn": _nullable("string"),
             "call_event_id": _nullable("string"),
             "arguments": _nullable("object"),
+            "note": {
+                "type": "string",
+                "description": "Why allow-always is exact only or not offered (empty: neither).",
+            },
+            "caller": {
+                "type": "string",
+                "description": "Who asks when not the session's own agent (a subagent).",
+            },
             "asked_at": _TEXT,
             "expires_at": _TEXT,
         },

@@ -95,6 +95,10 @@ class Question:
     asked_at: str
     expires_at: str
     answer: asyncio.Future[Reply]
+    #: why "allow always" is exact only or not offered ("" when neither)
+    note: str = ""
+    #: who asks when it is not the session's own agent (a subagent)
+    caller: str = ""
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -106,6 +110,8 @@ class Question:
             "turn": self.turn,
             "call_event_id": self.call_event_id,
             "arguments": self.arguments,
+            "note": self.note,
+            "caller": self.caller,
             "asked_at": self.asked_at,
             "expires_at": self.expires_at,
         }
@@ -395,8 +401,9 @@ class Served:
         turn = self.turn
         call = turn.calls[0] if turn is not None and turn.calls else None
         record = call.record if call is not None else None
-        if not (isinstance(record, ToolCallRecord) and record.name == ask.tool):
-            call, record = None, None
+        if ask.caller or not (isinstance(record, ToolCallRecord) and record.name == ask.tool):
+            call, record = None, None  # a subagent's call is not the turn's own
+        arguments = dict(record.arguments) if record is not None else dict(ask.arguments) or None
         now = time.time()
         question = Question(
             id=new_id(),
@@ -406,10 +413,12 @@ class Served:
             always=ask.always,
             turn=turn.id if turn is not None else None,
             call_event_id=call.id if call is not None else None,
-            arguments=dict(record.arguments) if record is not None else None,
+            arguments=arguments,
             asked_at=_stamp(now),
             expires_at=_stamp(now + self.approval_timeout),
             answer=asyncio.get_running_loop().create_future(),
+            note=ask.note,
+            caller=ask.caller,
         )
         self.questions[question.id] = question
         self.publish(frame("approval", question.to_obj()))
