@@ -247,3 +247,13 @@ def test_tools_never_write_infais_own_store_or_config(
     assert config.read_text() == ""
     assert (tmp_path / "fine.txt").read_text() == "ok"
     assert before  # the session's own metadata is the store's to change
+
+
+def test_the_readmes_scripted_example_runs_as_described(home: Path, work: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "scripted-demo.json"
+    (work / "hello.txt").write_text("hi")
+    out = infai(home, "run", "--model", f"scripted:{example}", "what is here?")
+    assert "[list_files ok] hello.txt" in out.stderr
+    assert "I listed the top of the repository" in out.stdout
+    chat = infai(home, "chat", "--model", f"scripted:{example}", stdin="what is here?\nmore\n")
+    assert "overloaded" in chat.stderr
