@@ -12,6 +12,7 @@ itself asks for the raw driver error instead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +24,21 @@ from ..errors import BackendUnavailable
 
 #: seconds a query waits for a free pooled connection
 POOL_WAIT = 30
+#: seconds after which a query still waiting asks whether the server is there at all
+PROBE_AFTER = 2
+#: the pool's name, as its log records say it
+POOL_NAME = "infai"
+
+
+class _QuietPool(logging.Filter):
+    """Drop our pool's own complaints while the server is away (it retries every
+    few seconds, each a warning): infai says so once, as BackendUnavailable."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.WARNING or f"'{POOL_NAME}'" not in record.getMessage()
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietPool())
 
 
 class Database:
@@ -47,7 +63,7 @@ class Database:
             open=True,
             check=ConnectionPool.check_connection,  # a dropped connection is replaced
             kwargs={"autocommit": True},
-            name="infai",
+            name=POOL_NAME,
         )
 
     def connect(self, *, timeout: int = 5) -> psycopg.Connection[Any]:
@@ -60,18 +76,33 @@ class Database:
     @contextmanager
     def conn(self, *, raw: bool = False) -> Iterator[Any]:
         """A pooled connection; a lost one is :class:`BackendUnavailable` unless ``raw``
-        (the writer retries those itself)."""
-        if self.pool is None:
+        (the writer retries those itself). A server that went away is said within
+        seconds, not after the whole :data:`POOL_WAIT`."""
+        pool = self.pool
+        if pool is None:
             raise BackendUnavailable(f"{self.safe_url()}: the store is not open")
+        conn = self._borrow(pool)
         try:
-            with self.pool.connection(timeout=POOL_WAIT) as conn:
-                yield conn
-        except PoolTimeout as exc:
-            raise BackendUnavailable(f"{self.safe_url()}: no connection: {exc}") from None
+            yield conn
         except psycopg.OperationalError as exc:
             if raw:
                 raise
             raise BackendUnavailable(f"{self.safe_url()}: {exc}") from None
+        finally:
+            pool.putconn(conn)  # a broken one is discarded, not handed out again
+
+    def _borrow(self, pool: ConnectionPool[Any]) -> Any:
+        """A connection from the pool; if none comes at once, whether the server is
+        reachable decides between failing now and waiting for a busy pool."""
+        try:
+            return pool.getconn(timeout=PROBE_AFTER)
+        except PoolTimeout:
+            pass
+        self.connect(timeout=PROBE_AFTER).close()  # BackendUnavailable: it is away
+        try:
+            return pool.getconn(timeout=POOL_WAIT - PROBE_AFTER)
+        except PoolTimeout as exc:
+            raise BackendUnavailable(f"{self.safe_url()}: no connection: {exc}") from None
 
     def close(self) -> None:
         """Close the pool; direct connections (leases, watchers) are their owners' to close."""
