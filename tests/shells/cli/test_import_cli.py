@@ -129,3 +129,24 @@ def test_without_a_path_the_tool_default_location_is_read(
     shutil.copytree(corpus() / "claude-code" / "feipi", projects)
     claude = _run(home, "import", "claude-code", "--json")
     assert claude.exit_code == 0 and json.loads(claude.stdout)["totals"]["created"] == 1
+
+
+def test_warnings_from_foreign_text_never_reach_the_terminal_raw(tmp_path: Path) -> None:
+    source = tmp_path / "cc"
+    source.mkdir()
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "parentUuid": None,
+        "sessionId": "s",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "\x1b]0;owned\x07", "content": "x"}],
+        },
+    }
+    (source / "s.jsonl").write_text(json.dumps(line) + "\n")
+    result = _run(tmp_path / "home", "import", "claude-code", str(source))
+    assert result.exit_code == 0, result.output
+    assert "whose call is not in the file" in result.stderr
+    assert "\x1b" not in result.stderr and "\\x1b]0;owned" in result.stderr

@@ -25,6 +25,7 @@ from infai.store.imports import (
     commit,
     derive_id,
     importer_for,
+    label,
     read_json_lines,
 )
 
@@ -220,3 +221,9 @@ def test_the_registry_names_four_tools_and_refuses_others() -> None:
     assert TOOLS == ("claude-code", "codex", "opencode", "pi")
     with pytest.raises(InvalidInput, match="unknown tool 'gemini'"):
         importer_for("gemini")
+
+
+def test_a_label_is_one_clean_line() -> None:
+    assert label("\n  <command-name>/x</command-name> fix\x1b[31m it \nmore") == "/x fix [31m it"
+    assert label("   \n") is None and label(None) is None
+    assert label("a" * 200) == "a" * 80
