@@ -319,3 +319,9 @@ def test_a_file_that_is_not_pi_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "message"}\n')
     with pytest.raises(Exception, match=r"x\.jsonl:1: not a Pi session"):
         TOOL.load(path)
+
+
+def test_an_empty_file_holds_no_session(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    assert TOOL.load(path) == []

@@ -207,12 +207,13 @@ def _call_label(builder: Builder, call_id: str | None, fallback: str | None) -> 
     return f"subagent: {label(text)}" if text else "subagent"
 
 
-def load_file(path: Path) -> ForeignSession:
-    """The session in one transcript, its subagents as children."""
+def load_file(path: Path) -> ForeignSession | None:
+    """The session in one transcript, its subagents as children; None for a file
+    with no conversation (older versions leave files of ``summary`` lines only)."""
     report = ImportReport(str(path))
     found = _read(path, report)
     if not found.chain:
-        raise InvalidInput(f"{path}: no conversation lines (uuid/parentUuid): not a transcript")
+        return None
     sid = found.session_id or path.stem
     source_id = sid if path.stem == sid else f"{sid}/{path.stem}"
     main, inline = _sidechains(found.chain)
@@ -309,5 +310,6 @@ class ClaudeCodeImporter:
         )
 
     def load(self, path: Path) -> list[ForeignSession]:
-        """The transcript at ``path`` with its subagents."""
-        return [load_file(path)]
+        """The transcript at ``path`` with its subagents (none: no conversation)."""
+        found = load_file(path)
+        return [] if found is None else [found]
