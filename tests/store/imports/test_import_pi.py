@@ -325,3 +325,21 @@ def test_an_empty_file_holds_no_session(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("")
     assert TOOL.load(path) == []
+
+
+def test_extension_entries_message_or_state(tmp_path: Path) -> None:
+    entries = [
+        *_v3()[:3],
+        _entry("custom", "c0000001", "a0000002", 3, customType="todo", data={"n": 1}),
+        _entry(
+            "custom_message", "c0000002", "c0000001", 4, customType="note", content="remember X"
+        ),
+    ]
+    path = tmp_path / "ext.jsonl"
+    _write(path, entries)
+    foreign = TOOL.load(path)[0]
+    assert foreign.report.skipped["custom"] == 1
+    last = foreign.events[-1][5]
+    assert isinstance(last, MessageRecord) and last.content == "remember X"
+    assert last.metadata["source"]["custom_type"] == "note"
+    assert [s[5].content for s in foreign.events] == ["hello", "remember X"]  # type: ignore[union-attr]

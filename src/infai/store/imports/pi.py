@@ -25,7 +25,8 @@ that points at the compaction itself (seen in a real v1 file) keeps nothing.
 Labels (``label`` entries) are kept in the session's metadata, keyed by the
 event they name; ``session_info`` names the session; settings changes
 (``model_change``, ``thinking_level_change``) and extension state (``custom``)
-become no event and are counted.
+become no event and are counted; an extension's ``custom_message`` (sent to the
+model) is a user message.
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ class _Reader:
             self.tree.alias(key, f"{key}#compaction")
         elif kind == "branch_summary":
             self.branch_summary(key, parent, entry, line)
+        elif kind == "custom_message":  # an extension's message, sent to the model
+            origin = {"entry": key, "custom_type": str(entry.get("customType"))}
+            said = MessageRecord(content=_text(entry.get("content")), metadata={"source": origin})
+            self.add(key, parent, "user", said, line)
         else:
             self.other(key, parent, str(kind), entry)
 
