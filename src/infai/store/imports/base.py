@@ -410,16 +410,18 @@ class EventTree:
                 self.report.warn(node.line, f"parent {node.parent!r} is not in the file: {why}")
             parents[node.key] = parent
             previous = node.key
-        for key in parents:  # break cycles (a foreign file can hold anything)
-            seen: set[str] = set()
+        done: set[str] = set()  # known to lead to a root
+        for key in parents:  # break cycles (a foreign file can hold anything); linear
+            path: set[str] = set()
             walk: str | None = key
-            while walk is not None and walk not in seen:
-                seen.add(walk)
+            while walk is not None and walk not in done and walk not in path:
+                path.add(walk)
                 walk = parents[walk]
-            if walk is not None:
+            if walk is not None and walk in path:
                 line = self.nodes[walk].line
                 self.report.warn(line, f"entry {walk!r} is its own ancestor: imported as a root")
                 parents[walk] = None
+            done |= path
         return parents
 
     def finish(
