@@ -176,17 +176,22 @@ def _sidechains(lines: list[ChainLine]) -> tuple[list[ChainLine], dict[str, list
     by_uuid = {line.uuid: line for line in lines}
     main: list[ChainLine] = []
     groups: dict[str, list[ChainLine]] = {}
+    root_of: dict[str, str] = {}  # sidechain line -> its root's uuid (memo: linear time)
     for line in lines:
         if not line.obj.get("isSidechain"):
             main.append(line)
             continue
-        root, seen = line, {line.uuid}
-        while root.parent in by_uuid and by_uuid[root.parent].obj.get("isSidechain"):
-            root = by_uuid[str(root.parent)]
-            if root.uuid in seen:
+        walk, path = line, [line.uuid]
+        while walk.uuid not in root_of:
+            above = by_uuid.get(str(walk.parent))
+            if above is None or not above.obj.get("isSidechain") or above.uuid in path:
+                root_of[walk.uuid] = walk.uuid
                 break
-            seen.add(root.uuid)
-        groups.setdefault(root.uuid, []).append(line)
+            walk = above
+            path.append(walk.uuid)
+        root = root_of[walk.uuid]
+        root_of.update((uuid, root) for uuid in path)
+        groups.setdefault(root, []).append(line)
     return main, groups
 
 
