@@ -239,6 +239,14 @@ def read_json_lines(path: Path, report: ImportReport) -> Iterator[Line]:
                 start_line, start_offset = number, offset
             offset += len(raw)
             buffer = pending + raw
+            if pending and not raw.rstrip().endswith((b"}", b"]")):
+                # inside a multi-line value: it can only end on a closing line
+                if len(buffer) > MAX_RECORD_BYTES:
+                    raise InvalidInput(
+                        f"{path}:{start_line}: a record over {MAX_RECORD_BYTES} bytes"
+                    )
+                pending = buffer
+                continue
             try:
                 text = buffer.decode()
             except UnicodeDecodeError as exc:
