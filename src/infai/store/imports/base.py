@@ -22,8 +22,9 @@ How an importer is written (the interface the four importers share):
   ``default_paths()`` (where the tool keeps its sessions when no PATH is given),
   ``find(path)`` (a file or directory -> the session files under it, each one a
   unit that imports or fails on its own) and ``load(path)`` (one unit -> its
-  :class:`ForeignSession` list; raise :class:`~infai.store.errors.InvalidInput`
-  naming file and line when the file cannot be imported at all);
+  :class:`ForeignSession` list, empty for a file with no conversation; raise
+  :class:`~infai.store.errors.InvalidInput` naming file and line when the file
+  cannot be imported at all);
 - read lines with :func:`read_json_lines`, which reports two JSON values on one
   line, pretty-printed (multi-line) records and a torn last line, and refuses
   garbage in the middle of a file;
@@ -32,7 +33,12 @@ How an importer is written (the interface the four importers share):
   that become no event (their children re-link to what the alias names), then
   ``finish(head)`` puts the events in an order the store accepts (every parent
   first, the HEAD's branch last so HEAD ends on the tool's own leaf), resolves
-  dangling parents (reported, made roots) and returns the specs;
+  dangling parents (reported; made roots, or with ``dangling="previous"`` hung
+  from the entry before) and returns the specs; ``reparent`` and ``drop`` reshape
+  the tree before that;
+- name sessions with :func:`label`; count what was written with
+  :meth:`ImportReport.count`; a session whose parent lives in another file sets
+  ``parent_session`` and ``parent_event`` itself (see :class:`ForeignSession`);
 - never carry permission rules: ``ForeignSession.extra`` goes to the session's
   ``extra["import"]`` and nothing else of ``extra`` is written.
 
@@ -40,9 +46,10 @@ infai's own shapes to aim for (see :mod:`infai.agent.loop`): an assistant reply
 is one ``message`` event (content, reasoning, model, stop reason, usage) followed
 by its ``tool_call`` events in a line, then each ``tool_result`` (role
 ``tool``) in a line after them; parallel calls are therefore a chain, not
-branches. A compaction is a ``compaction`` event whose summary stands for
-everything before it on the path: what the source keeps verbatim after the
-boundary must follow that event.
+branches (the Claude Code importer keeps a response's calls and results in file
+order, which a later import of the grown file reproduces). A compaction is a
+``compaction`` event whose summary stands for everything before it on the path:
+what the source keeps verbatim after the boundary must follow that event.
 """
 
 from __future__ import annotations
