@@ -14,7 +14,8 @@ HEAD are rebuilt from them after a crash. See ``docs/store-format.md``.
 The package is a neutral core and two sibling backends: the contract
 (:mod:`.contract`), session metadata (:mod:`.info`), events (:mod:`.events`),
 records, errors, options, the shared encodings (:mod:`.codec`), check reports
-(:mod:`.report`) and import/export (:mod:`.transfer`) are common; the directory
+(:mod:`.report`), import/export (:mod:`.transfer`) and the importers of other
+tools' sessions (:mod:`.imports`) are common; the directory
 store lives in :mod:`.file` and PostgreSQL in :mod:`.pg`, which never import
 each other; :mod:`.open` alone knows both. Backend classes are loaded on first
 use, so ``import infai.store`` loads neither backend.
@@ -74,6 +75,9 @@ from .salvage import SalvageReport, salvage_session
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
+    from .imports import TOOLS as IMPORT_TOOLS
+    from .imports import ForeignSession, ImportOutcome, ImportReport, importer_for
+    from .imports import commit as commit_import
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
     from .transfer import export_lines, import_session
@@ -83,13 +87,19 @@ if TYPE_CHECKING:
 # store (nor the reverse). name -> (module, attribute)
 _LAZY = {
     "FileIO": ("file", "FileIO"),
+    "ForeignSession": ("imports", "ForeignSession"),
+    "IMPORT_TOOLS": ("imports", "TOOLS"),
+    "ImportOutcome": ("imports", "ImportOutcome"),
+    "ImportReport": ("imports", "ImportReport"),
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
+    "commit_import": ("imports", "commit"),
     "export_lines": ("transfer", "export_lines"),
+    "importer_for": ("imports", "importer_for"),
     "import_session": ("transfer", "import_session"),
 }
 
@@ -105,6 +115,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "FORMAT_VERSION",
+    "IMPORT_TOOLS",
     "KINDS",
     "KINDS_VERSION",
     "NIL_ID",
@@ -122,8 +133,11 @@ __all__ = [
     "EventNotFound",
     "EventSpec",
     "FileIO",
+    "ForeignSession",
     "FsckReport",
     "HeadConflict",
+    "ImportOutcome",
+    "ImportReport",
     "InvalidInput",
     "Lease",
     "MessageRecord",
@@ -150,10 +164,12 @@ __all__ = [
     "UnsupportedFormat",
     "Usage",
     "WriterLocked",
+    "commit_import",
     "decode_record",
     "default_home",
     "export_lines",
     "import_session",
+    "importer_for",
     "is_database_url",
     "now_rfc3339",
     "open_store",
