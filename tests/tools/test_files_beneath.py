@@ -20,6 +20,7 @@ import pytest
 
 from infai.tools import ToolContext, ToolOutput, builtin_tools
 from infai.tools import paths as paths_module
+from infai.tools.common import argument_problem
 
 
 def run(
@@ -211,6 +212,11 @@ def test_badly_typed_arguments_are_an_error_naming_the_field(
 def test_numbers_as_models_send_them_are_still_taken(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
     assert run("read_file", tmp_path, path="a.txt", start_line="2", end_line=2.0).content == "two\n"
+    bash = {t.spec.name: t for t in builtin_tools()}["bash"].spec
+    assert argument_problem(bash, {"command": "true", "timeout_seconds": 0.5}) is None
+    assert "'timeout_seconds'" in str(
+        argument_problem(bash, {"command": "true", "timeout_seconds": "x"})
+    )
 
 
 def test_edit_keeps_crlf_line_endings(tmp_path: Path) -> None:
