@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infai.tools import ToolContext, ToolOutput, builtin_tools
 from infai.tools import search as search_module
@@ -130,3 +133,23 @@ def test_a_catastrophic_regex_is_stopped_by_a_time_limit(
     out = _grep_within(5, tmp_path, pattern="(a|a)+$")
     assert out.is_error and "timed out after 0.5s" in out.content
     assert time.monotonic() - started < 4
+
+
+LINEWISE_PATTERNS = [
+    "a", "^a", "a$", "^$", "a.*b", "[^a]+$", r"\s+$", r"\bab\b", "(?i)A", "(?im)^a$",
+    r"(?<!a)b", r"b(?!\n)", r"\Aa", r"a\Z", "a*+$", "[^x]*+$", r"(a|b)\1", "(?s)a.b",
+    r"\n", "x?$", "^(a|b)*$", r"\r", "[ \t]$", "b{2}+$",
+]  # fmt: skip
+
+
+@given(text=st.text(alphabet="ab x\n\r\t\x0c\u2028", max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_the_whole_file_first_pass_never_loses_a_line(text: str) -> None:
+    """grep searches a file whole before going line by line (the time limit is
+    costly per call): the lines found must be exactly those a line-by-line
+    search finds, for every kind of pattern."""
+    lines = text.splitlines()
+    for source in LINEWISE_PATTERNS:
+        expected = [(n, line) for n, line in enumerate(lines, 1) if regex.search(source, line)]
+        found = list(search_module.Matcher(source).lines(lines, search_module._Budget()))
+        assert found == expected, source

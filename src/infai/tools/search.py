@@ -211,8 +211,8 @@ class Grep:
         if isinstance(base, str):
             return error(base)
         try:
-            pattern = regex.compile(str(arguments.get("pattern", "")))
-        except (regex.error, ValueError, OverflowError) as exc:
+            pattern = Matcher(str(arguments.get("pattern", "")))
+        except (regex.error, ValueError, OverflowError, RecursionError) as exc:
             return error(f"bad regular expression: {exc}")
         glob = str(arguments.get("glob") or "*")
         if problem := _glob_problem(glob, "glob"):
@@ -248,7 +248,7 @@ class Grep:
     def _scan(
         found: Found,
         root: Path,
-        pattern: regex.Pattern[str],
+        pattern: Matcher,
         context: ToolContext,
         budget: _Budget,
         hits: list[str],
@@ -264,11 +264,46 @@ class Grep:
             if text is None:
                 continue
             shown = named.relative_to(root) if named != root else Path(named.name)
-            for number, line in enumerate(text.splitlines(), 1):
-                if pattern.search(line, timeout=budget.seconds_left()):
-                    hits.append(f"{shown}:{number}:{line[:300]}")
-                    if len(hits) >= MAX_MATCHES:
-                        break
+            for number, line in pattern.lines(text.splitlines(), budget):
+                hits.append(f"{shown}:{number}:{line[:300]}")
+                if len(hits) >= MAX_MATCHES:
+                    break
+
+
+#: what may match differently at a line's end when a newline follows it (lookaround,
+#: inline flags, \A \Z \z \G, possessive quantifiers): such a pattern is run line by line only
+_NOT_LINEWISE = regex.compile(r"\(\?|\\[AZzG]|[*+?}]\+")
+#: global flags at the start that keep a pattern line-wise (not s, which lets . cross lines)
+_LEADING_FLAGS = regex.compile(r"\(\?[aiLmux]+\)")
+
+
+class Matcher:
+    """A grep pattern, matched line by line, under the search's time budget.
+
+    The ``regex`` package's ``timeout`` costs a few microseconds a call, too much
+    once per line of a large tree; so a file is first searched whole (its lines
+    joined by ``\n``, the pattern in MULTILINE mode), and only a file with a
+    match is searched line by line. Every line-wise match is also a whole-text
+    match for a pattern free of the constructs :data:`_NOT_LINEWISE` names, so
+    the first pass only skips files without matches; other patterns go line by
+    line from the start.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.line = regex.compile(source)
+        flags = _LEADING_FLAGS.match(source)
+        rest = source[flags.end() :] if flags else source
+        self.whole = None if _NOT_LINEWISE.search(rest) else regex.compile(source, regex.MULTILINE)
+
+    def lines(self, lines: list[str], budget: _Budget) -> Iterator[tuple[int, str]]:
+        """The (1-based number, text) of each line that matches."""
+        if self.whole is not None and not self.whole.search(
+            "\n".join(lines), timeout=budget.seconds_left()
+        ):
+            return
+        for number, line in enumerate(lines, 1):
+            if self.line.search(line, timeout=budget.seconds_left()):
+                yield number, line
 
 
 def _glob_problem(pattern: str, field: str) -> str | None:
