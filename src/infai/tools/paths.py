@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import platform
 import secrets
@@ -138,6 +139,13 @@ class _OpenHow(ctypes.Structure):
 _openat2_works: bool | None = None if _SYS_OPENAT2 is not None else False
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
 def _openat2(dir_fd: int, relative: str, flags: int) -> int | None:
     """``openat2`` beneath ``dir_fd`` following no symlink; None where it is missing
     (an old kernel, a seccomp filter, another architecture) or where it met
@@ -145,8 +153,7 @@ def _openat2(dir_fd: int, relative: str, flags: int) -> int | None:
     global _openat2_works
     if _openat2_works is False or _SYS_OPENAT2 is None:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc = _libc()
     how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
     fd = int(
         libc.syscall(
