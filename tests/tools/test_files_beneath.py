@@ -20,7 +20,6 @@ import pytest
 
 from infai.tools import ToolContext, ToolOutput, builtin_tools
 from infai.tools import paths as paths_module
-from infai.tools.common import argument_problem
 
 
 def run(
@@ -212,6 +211,8 @@ def test_badly_typed_arguments_are_an_error_naming_the_field(
 def test_numbers_as_models_send_them_are_still_taken(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
     assert run("read_file", tmp_path, path="a.txt", start_line="2", end_line=2.0).content == "two\n"
+    from infai.tools.common import argument_problem  # here: the old code had none
+
     bash = {t.spec.name: t for t in builtin_tools()}["bash"].spec
     assert argument_problem(bash, {"command": "true", "timeout_seconds": 0.5}) is None
     assert "'timeout_seconds'" in str(
