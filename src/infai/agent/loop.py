@@ -41,13 +41,16 @@ from infai.store import (
     NIL_ID,
     Event,
     HeadConflict,
+    InvalidInput,
     MessageRecord,
     SessionLog,
     ToolCallRecord,
     ToolResultRecord,
     now_rfc3339,
 )
+from infai.store.records import encode_record
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
+from infai.tools.common import argument_problem
 from infai.tools.offload import off_loop
 
 from .compaction import (
@@ -89,6 +92,22 @@ class TurnEnded:
 AgentEvent = Saved | Streamed | TurnEnded
 
 
+def _storable(call: ToolCall) -> ToolCall:
+    """``call``, or (if the store would refuse its arguments: nested too deep, a
+    number JSON cannot hold, a lone surrogate) the call with no arguments and an
+    error saying why, which the loop answers with an error result. A model's bad
+    arguments must not end the turn with an exception, nor leave the assistant's
+    message unstored."""
+    if call.error is not None:
+        return call
+    try:
+        encode_record(ToolCallRecord(call_id=call.id, name=call.name, arguments=call.arguments))
+    except InvalidInput as exc:
+        why = str(exc).split("$.arguments", 1)[-1].lstrip(": ") or str(exc)
+        return replace(call, arguments={}, error=f"its arguments cannot be kept: {why}")
+    return call
+
+
 def _assistant_records(message: Message) -> list[tuple[MessageRecord | ToolCallRecord, str]]:
     settled = MessageRecord(
         content=message.content,
@@ -115,6 +134,8 @@ async def _run_tool(
     if tool is None:
         known = ", ".join(spec.name for spec in toolbox.specs()) or "none"
         return ToolOutput(f"unknown tool {call.name!r} (tools: {known})", is_error=True), {}
+    if problem := argument_problem(tool.spec, call.arguments):  # before the policy sees them
+        return ToolOutput(f"tool call {call.name!r} was not run: {problem}", True), {}
     decision = await permissions.decide(call.name, call.arguments, context)
     record = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
     record["at"] = now_rfc3339()
@@ -301,6 +322,9 @@ class _Turn:
             error = outcome.message if outcome else "the model's stream ended without a reply"
             yield TurnEnded("error", error)
             return
+        calls = tuple(_storable(call) for call in outcome.tool_calls)
+        if calls != outcome.tool_calls:
+            outcome = replace(outcome, tool_calls=calls)
         stored = await self.append_batch(_assistant_records(outcome))
         for item in stored:
             yield item

@@ -2,22 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from infai.llm import ToolSpec
 
+from .paths import Resolved, resolve
+
+#: may this file be read or named? (a POSIX path relative to the working directory,
+#: absolute outside it; see :func:`~infai.tools.paths.relative_name`)
+Readable = Callable[[str], bool]
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """Where a tool runs: the session's working directory and its id, and (while a
-    call runs) the id of the stored ``tool_call`` event that asked for it."""
+    call runs) the id of the stored ``tool_call`` event that asked for it.
+
+    ``readable`` is the read policy the searching tools apply to every file they
+    would read or name (``None``: all may be); the permission policy supplies it.
+    :meth:`resolve` resolves a path once per call: the policy that checks a path
+    and the tool that then uses it share that one resolution.
+    """
 
     working_dir: Path
     session_id: str
     call_event_id: str | None = None
+    readable: Readable | None = None
+    _resolved: dict[str, Resolved] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def resolve(self, given: str) -> Resolved:
+        """``given`` resolved against the working directory (see
+        :func:`~infai.tools.paths.resolve`), the same answer every time it is asked
+        during one call (a context with a ``call_event_id``): what the policy
+        checked is what the tool acts on, whatever changes on disk in between."""
+        if self.call_event_id is None:
+            return resolve(self.working_dir, given)
+        found = self._resolved.get(given)
+        if found is None:
+            found = self._resolved[given] = resolve(self.working_dir, given)
+        return found
+
+    def may_read(self, name: str) -> bool:
+        """Whether ``readable`` lets the file named ``name`` be read or named."""
+        return self.readable is None or self.readable(name)
 
 
 @dataclass(frozen=True, slots=True)

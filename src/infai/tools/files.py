@@ -1,17 +1,19 @@
 """The file tools: read a range of lines, write a file, edit one exact occurrence.
 
-Paths are resolved against the session's working directory (see
-:mod:`~infai.tools.paths`); whether a path outside it may be touched is the
-policy's question, asked before the tool runs. Writes are atomic: a crash leaves
-the old file or the new one, never a mix.
+A path is resolved once against the session's working directory (see
+:mod:`~infai.tools.paths`; whether a path outside it may be touched is the
+policy's question, asked before the tool runs), and the tool then acts on what
+was resolved, through descriptors reached without following a symlink: a link
+swapped in after the check cannot redirect a read or a write. Only regular
+files are read (a FIFO or a device would hang or never end). Writes are atomic:
+a crash leaves the old file or the new one, never a mix; an edit keeps the
+file's line endings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,14 +21,28 @@ from typing import Any
 from infai.llm import ToolSpec
 
 from .base import ToolContext, ToolOutput
-from .common import INT, MAX_OUTPUT, READ_CHUNK, STR, error, schema
+from .common import INT, MAX_OUTPUT, READ_CHUNK, STR, argument_problem, as_int, error, schema
 from .offload import off_loop
-from .paths import resolve
+from .paths import NulInPath, Resolved, open_parent, open_regular, open_regular_at, replace_at
+
+#: bytes of a file edit_file takes in (it rewrites the file whole)
+MAX_EDIT_BYTES = 16 << 20
+
+
+def _target(arguments: dict[str, Any], context: ToolContext, spec: ToolSpec) -> Resolved | str:
+    """The call's path, resolved once for the call; or why the arguments cannot be used."""
+    if problem := argument_problem(spec, arguments):
+        return problem
+    try:
+        return context.resolve(str(arguments.get("path") or ""))
+    except NulInPath:
+        return "argument 'path' has a NUL byte in it, which no path can hold"
 
 
 class ReadFile:
     """``read_file``: a range of lines, capped at :data:`MAX_OUTPUT` characters, with
-    where to read on when cut; the file is read only as far as needed."""
+    where to read on when cut; the file is read only as far as needed, and only
+    if it is a regular file."""
 
     spec = ToolSpec(
         "read_file",
@@ -40,11 +56,13 @@ class ReadFile:
 
     def read(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """The blocking part, run in a worker thread."""
-        target = resolve(context.working_dir, str(arguments.get("path", "")))
-        start = max(1, int(arguments.get("start_line") or 1))
-        end_line = arguments.get("end_line")
+        target = _target(arguments, context, self.spec)
+        if isinstance(target, str):
+            return error(target)
+        start = max(1, as_int(arguments.get("start_line"), 1))
+        end_line = as_int(arguments.get("end_line"), 0) or None
         try:
-            found = read_lines(target.path, start, int(end_line) if end_line else None)
+            found = read_lines(open_regular(target, context.working_dir), start, end_line)
         except OSError as exc:
             return error(f"cannot read {arguments.get('path')}: {exc.strerror or exc}")
         if found.past_end:
@@ -69,8 +87,9 @@ class Lines:
     total: int | None = None
 
 
-def read_lines(path: Path, start: int, end: int | None, limit: int = MAX_OUTPUT) -> Lines:
-    """Lines ``start..end`` (1-based, inclusive; None: to the end) of a text file.
+def read_lines(source: Path | int, start: int, end: int | None, limit: int = MAX_OUTPUT) -> Lines:
+    """Lines ``start..end`` (1-based, inclusive; None: to the end) of a text file
+    (a path, or a descriptor this function then owns and closes).
 
     The file is read only as far as it must be: up to ``end``, or until
     ``limit`` characters are kept (a huge file, or one huge line, is never
@@ -78,7 +97,7 @@ def read_lines(path: Path, start: int, end: int | None, limit: int = MAX_OUTPUT)
     """
     parts: list[str] = []
     kept, number, ended = 0, 1, True  # the line being read; whether the last read ended one
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with open(source, encoding="utf-8", errors="replace") as handle:
         while end is None or number <= end:
             wanted = number >= start
             piece = handle.readline(limit - kept + 1 if wanted else READ_CHUNK)
@@ -100,45 +119,9 @@ def read_lines(path: Path, start: int, end: int | None, limit: int = MAX_OUTPUT)
     return Lines("".join(parts), total, total=total)
 
 
-def replace_file(path: Path, content: str) -> None:
-    """Replace (or create) ``path`` with ``content`` atomically.
-
-    The text goes to a temporary file beside it, is flushed to disk, and is
-    renamed over the old file: a crash or a kill at any moment leaves either
-    the old file or the new one, never a truncated mix. The file's permission
-    bits are kept (a new file gets the usual ones, after the umask).
-    """
-    try:
-        mode: int | None = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself is durable once its directory is
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 class WriteFile:
-    """``write_file``: create or replace a file atomically (see :func:`replace_file`),
-    making missing parent directories."""
+    """``write_file``: create or replace a file atomically (see
+    :func:`~infai.tools.paths.replace_at`), making missing parent directories."""
 
     spec = ToolSpec(
         "write_file",
@@ -152,11 +135,17 @@ class WriteFile:
 
     def write(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """The blocking part, run in a worker thread (a cancel lets it finish)."""
-        target = resolve(context.working_dir, str(arguments.get("path", "")))
+        target = _target(arguments, context, self.spec)
+        if isinstance(target, str):
+            return error(target)
         content = str(arguments.get("content", ""))
         try:
-            target.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(target.path, content)
+            data = content.encode("utf-8")
+            dir_fd, name = open_parent(target, context.working_dir, create=True)
+            try:
+                replace_at(dir_fd, name, data)
+            finally:
+                os.close(dir_fd)
         except UnicodeEncodeError as exc:
             return _unencodable(arguments.get("path"), exc)
         except OSError as exc:
@@ -177,9 +166,46 @@ def _unencodable(shown: object, exc: UnicodeEncodeError) -> ToolOutput:
     )
 
 
+def line_ending(text: str) -> str:
+    """The line ending a text mostly uses: ``\\r\\n``, ``\\r`` or ``\\n``."""
+    crlf = text.count("\r\n")
+    cr, lf = text.count("\r") - crlf, text.count("\n") - crlf
+    if crlf and crlf >= cr and crlf >= lf:
+        return "\r\n"
+    return "\r" if cr > lf else "\n"
+
+
+def _in_endings(text: str, ending: str) -> str:
+    """``text`` (as the model writes it, lines ending in ``\\n``) with ``ending``."""
+    plain = text.replace("\r\n", "\n")
+    return plain if ending == "\n" else plain.replace("\n", ending)
+
+
+def edited(text: str, old: str, new: str) -> tuple[str | None, int]:
+    """``text`` with its one occurrence of ``old`` replaced by ``new``, keeping the
+    text's line endings (the model sees and sends ``\\n``); ``(None, count)`` when
+    ``old`` does not occur exactly once.
+
+    ``old`` and ``new`` are first put in the file's own line ending; if that
+    is not found, as given (a file of mixed endings).
+    """
+    ending = line_ending(text)
+    tries = [(_in_endings(old, ending), _in_endings(new, ending))]
+    if ending != "\n":
+        tries.append((old, new))
+    count = 0
+    for want, put in tries:
+        count = text.count(want) if want else 0
+        if count == 1:
+            return text.replace(want, put, 1), 1
+        if count > 1:
+            break
+    return None, count
+
+
 class EditFile:
     """``edit_file``: replace text that occurs exactly once; the file is rewritten
-    atomically with ``\n`` line endings, and a non-UTF-8 file is refused."""
+    atomically, its line endings kept, and a non-UTF-8 file is refused."""
 
     spec = ToolSpec(
         "edit_file",
@@ -192,24 +218,41 @@ class EditFile:
         return await off_loop(self.edit, arguments, context)
 
     def edit(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        """The blocking part, run in a worker thread (a cancel lets it finish)."""
-        target = resolve(context.working_dir, str(arguments.get("path", "")))
+        """The blocking part, run in a worker thread (a cancel lets it finish).
+
+        The file is read and rewritten through one directory descriptor: the
+        file replaced is the file read.
+        """
+        target = _target(arguments, context, self.spec)
+        if isinstance(target, str):
+            return error(target)
+        shown = arguments.get("path")
         old, new = str(arguments.get("old_text", "")), str(arguments.get("new_text", ""))
         try:
-            text = target.path.read_bytes().decode("utf-8")
+            dir_fd, name = open_parent(target, context.working_dir)
         except OSError as exc:
-            return error(f"cannot read {arguments.get('path')}: {exc.strerror or exc}")
-        except UnicodeDecodeError as exc:
-            return _undecodable(arguments.get("path"), exc)
-        text = text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text() reads it
-        count = text.count(old) if old else 0
-        if count != 1:
-            found = "not found" if count == 0 else f"found {count} times"
-            return error(f"old_text {found} in {arguments.get('path')}; it must occur exactly once")
+            return error(f"cannot read {shown}: {exc.strerror or exc}")
         try:
-            replace_file(target.path, text.replace(old, new, 1))
-        except UnicodeEncodeError as exc:
-            return _unencodable(arguments.get("path"), exc)
-        except OSError as exc:
-            return error(f"cannot write {arguments.get('path')}: {exc.strerror or exc}")
+            try:
+                with open(open_regular_at(dir_fd, name), "rb") as handle:
+                    data = handle.read(MAX_EDIT_BYTES + 1)
+                if len(data) > MAX_EDIT_BYTES:
+                    return error(f"{shown} is over {MAX_EDIT_BYTES >> 20} MiB; it is not edited")
+                text = data.decode("utf-8")
+            except OSError as exc:
+                return error(f"cannot read {shown}: {exc.strerror or exc}")
+            except UnicodeDecodeError as exc:
+                return _undecodable(shown, exc)
+            result, count = edited(text, old, new)
+            if result is None:
+                found = "not found" if count == 0 else f"found {count} times"
+                return error(f"old_text {found} in {shown}; it must occur exactly once")
+            try:
+                replace_at(dir_fd, name, result.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                return _unencodable(shown, exc)
+            except OSError as exc:
+                return error(f"cannot write {shown}: {exc.strerror or exc}")
+        finally:
+            os.close(dir_fd)
         return ToolOutput(f"edited {target.shown(context.working_dir)}")
