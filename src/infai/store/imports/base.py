@@ -53,7 +53,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..codec import NIL_ID
 from ..errors import InvalidInput
@@ -153,6 +153,11 @@ class ImportReport:
         """Count an entry of ``kind`` not imported, and why (the first reason stays)."""
         self.skipped[kind] += 1
         self.reasons.setdefault(kind, reason)
+
+    def count(self, specs: Sequence[EventSpec]) -> None:
+        """Count the events about to be written, by kind, and the unanswered calls."""
+        self.events.update(spec[5].kind for spec in specs)
+        self.unanswered += len(unanswered_calls(specs))
 
     def to_obj(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -327,6 +332,19 @@ class EventTree:
         if key not in self.nodes and key not in self.aliases:
             self.aliases[key] = target
 
+    def parent(self, key: str) -> str | None:
+        """The parent key ``key`` was added (or re-parented) under."""
+        return self.nodes[key].parent
+
+    def reparent(self, key: str, parent: str | None) -> None:
+        """Hang the event of ``key`` from ``parent`` instead (before :meth:`finish`)."""
+        self.nodes[key].parent = parent
+
+    def drop(self, key: str) -> None:
+        """Remove the event of ``key``: it becomes an alias of its parent."""
+        node = self.nodes.pop(key)
+        self.aliases[key] = node.parent
+
     def record(self, key: str) -> Record:
         """The record stored for ``key``."""
         return self.nodes[key].record
@@ -350,16 +368,21 @@ class EventTree:
         resolved = self.resolve(key)
         return None if resolved is None else self.nodes[resolved].id
 
-    def _parents(self) -> dict[str, str | None]:
-        """Each node's resolved parent key; dangling parents and cycles become roots."""
+    def _parents(self, dangling: str) -> dict[str, str | None]:
+        """Each node's resolved parent key; dangling parents and cycles are resolved."""
         parents: dict[str, str | None] = {}
+        previous: str | None = None
         for node in self.nodes.values():
             parent = self.resolve(node.parent)
             if node.parent is not None and parent is None and node.parent not in self.aliases:
-                self.report.warn(
-                    node.line, f"parent {node.parent!r} is not in the file: imported as a root"
-                )
+                if dangling == "previous" and previous is not None:
+                    parent = previous
+                    why = "attached to the entry before it"
+                else:
+                    why = "imported as a root"
+                self.report.warn(node.line, f"parent {node.parent!r} is not in the file: {why}")
             parents[node.key] = parent
+            previous = node.key
         for key in parents:  # break cycles (a foreign file can hold anything)
             seen: set[str] = set()
             walk: str | None = key
@@ -372,8 +395,14 @@ class EventTree:
                 parents[walk] = None
         return parents
 
-    def finish(self, head: str | None = None) -> tuple[list[EventSpec], str | None]:
+    def finish(
+        self, head: str | None = None, *, dangling: Literal["root", "previous"] = "root"
+    ) -> tuple[list[EventSpec], str | None]:
         """The events in an order the store accepts, and the HEAD event's id.
+
+        An entry whose parent is in neither the tree nor its aliases is reported
+        and becomes a root, or with ``dangling="previous"`` hangs from the entry
+        added just before it (for formats whose files lose lines but keep order).
 
         Every parent comes before its children; siblings keep file order, except
         that the branch leading to ``head`` (default: the last entry in file order)
@@ -383,7 +412,7 @@ class EventTree:
         """
         if not self.nodes:
             return [], None
-        parents = self._parents()
+        parents = self._parents(dangling)
         children: dict[str | None, list[str]] = {}
         for key in self.nodes:  # file order
             children.setdefault(parents[key], []).append(key)
