@@ -17,7 +17,6 @@ what is new.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from .base import (
     derive_id,
     read_json_lines,
     to_rfc3339,
-    unanswered_calls,
 )
 from .codex_parse import Thread, parse_rollout
 
@@ -170,8 +168,7 @@ def _session(path: Path, thread: Thread, report: ImportReport) -> tuple[ForeignS
         tree.add(item.key, previous, item.role, item.timestamp, item.record, line=item.line)
         previous = item.key
     specs, head = tree.finish()
-    report.events.update(Counter(spec[5].kind for spec in specs))
-    report.unanswered = len(unanswered_calls(specs))
+    report.count(specs)
     mtime = to_rfc3339(int(path.stat().st_mtime * 1000))
     assert mtime is not None
     created = thread.created_at or (specs[0][4] if specs else mtime)

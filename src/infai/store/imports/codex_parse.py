@@ -124,12 +124,12 @@ def _text(content: object) -> str:
 
 
 def _reasoning_text(payload: dict[str, Any]) -> str:
-    texts = [
-        part["text"]
-        for key in ("summary", "content")
-        for part in (payload.get(key) if isinstance(payload.get(key), list) else ())
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    ]
+    texts = []
+    for key in ("summary", "content"):
+        parts = payload.get(key)
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
     return "\n\n".join(texts)
 
 
@@ -338,7 +338,9 @@ class _Reader:
             self.warn(line, f"{kind} has no call_id; kept as metadata")
             self.note(f"response_item/{kind}", p, key)
             return
-        name = p.get("name") if isinstance(p.get("name"), str) else kind.removesuffix("_call")
+        name = p.get("name")
+        if not isinstance(name, str) or not name:
+            name = kind.removesuffix("_call")
         meta: dict[str, Any] = {"type": kind}
         for extra in ("namespace", "status", "execution", "id"):
             if p.get(extra) is not None:
