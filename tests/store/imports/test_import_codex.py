@@ -182,7 +182,7 @@ def test_redacted_rollout_reports_the_type_change_and_the_unanswered_call(store:
     # token_count.info.last_token_usage is the string "[REDACTED]": one warning, counted
     warnings = [w for w in foreign.report.warnings if "last_token_usage is a str" in w]
     assert len(warnings) == 1 and "more lines like it" in warnings[0]
-    assert store.info(sid).name and store.info(sid).name.startswith("i want to run this")
+    assert (store.info(sid).name or "").startswith("i want to run this")
 
 
 def test_subagent_threads_become_linked_children(store: Store) -> None:
@@ -322,7 +322,7 @@ def test_compacted_with_replacement_history_bounds_the_context(
         context = reader.context()
         assert context.boundary is not None
         assert isinstance(context.boundary.record, CompactionRecord)
-        texts = [e.record.content for e in context.events[1:]]
+        texts = [getattr(e.record, "content", None) for e in context.events[1:]]
         assert reader.count == len(events(store, sid))
     # exactly what Codex replays after the compaction: its replacement, then what followed
     assert texts == ["second prompt", "SUMMARY: did things", "third prompt", "third answer"]
@@ -345,7 +345,7 @@ def test_compacted_without_replacement_keeps_the_recent_prompts(
     assert context.boundary is not None
     assert isinstance(context.boundary.record, CompactionRecord)
     assert context.boundary.record.summary == "the summary"
-    texts = [e.record.content for e in context.events[1:]]
+    texts = [getattr(e.record, "content", None) for e in context.events[1:]]
     # Codex rebuilds the history from the user's own prompts (not injected context)
     assert texts == ["first prompt", "second prompt", "third prompt"]
 

@@ -65,7 +65,8 @@ def _load_json(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path}: byte offset {exc.start}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        cut = " (the file is cut short)" if exc.pos >= len(data.rstrip()) else ""
+        short = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")
+        cut = " (the file is cut short)" if short else ""
         raise InvalidInput(f"{path}: byte offset {exc.pos}: not JSON: {exc.msg}{cut}") from None
     if not isinstance(value, dict):
         raise InvalidInput(f"{path}: a JSON {type(value).__name__}, not an object")
