@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from .agent import chat, compact_command, models_command, run
+from .imports import import_command
 from .root import root
 from .serve import serve_command
 from .session import session
@@ -28,6 +29,7 @@ COMMANDS: tuple[click.Command, ...] = (
     models_command,
     tui,
     serve_command,
+    import_command,
 )
 
 for _command in COMMANDS:
