@@ -420,5 +420,32 @@ def test_find_searches_rollouts_recursively(tmp_path: Path) -> None:
     path = rollout(day, [("response_item", user("hi"))])
     shutil.copy(path, day / "notes.txt")
     assert CodexImporter().find(tmp_path / "sessions") == [path]
+    assert CodexImporter().find(path) == [path]
     with pytest.raises(InvalidInput, match="no such file"):
         CodexImporter().find(tmp_path / "missing")
+
+
+def test_a_rollback_leaves_the_dropped_turns_on_a_branch(store: Store, tmp_path: Path) -> None:
+    body = [
+        *early_history(),
+        ("response_item", user("third prompt, soon regretted")),
+        ("response_item", assistant("third answer")),
+        ("event_msg", {"type": "thread_rolled_back", "num_turns": 2}),
+        ("response_item", user("second prompt, asked better")),
+        ("response_item", assistant("better answer")),
+    ]
+    (outcome,) = import_all(store, rollout(tmp_path, body))
+    with store.open_reader(outcome.session_id) as reader:
+        path = [reader.event(e.id).record for e in reader.path(to_boundary=False)]
+        leaves = reader.leaves()
+    texts = [getattr(r, "content", None) for r in path]
+    # HEAD's path: the first turn, then the new second turn (the two dropped are not on it)
+    assert [t for t in texts if t and "prompt" in t] == [
+        "first prompt",
+        "second prompt, asked better",
+    ]
+    assert texts[-1] == "better answer"
+    assert len(leaves) == 2  # the dropped turns stay, as the branch that was left
+    evs = events(store, outcome.session_id)
+    left = [e for e in evs if getattr(e.record, "content", None) == "third answer"]
+    assert left and left[0].id in {leaf.id for leaf in leaves}

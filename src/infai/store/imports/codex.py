@@ -1,17 +1,18 @@
-"""The Codex CLI importer: rollout files become infai sessions, subagent threads their children.
+"""The Codex CLI importer: rollout files become infai sessions, subagent threads
+their children.
 
 Model, in prose: Codex keeps one rollout file per thread under
 ``$CODEX_HOME/sessions`` (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``). A
 rollout is linear, so each becomes a chain of events in file order, HEAD on the
-last (Codex has no other notion of a current leaf); :mod:`.codex_parse` reads
-it. A subagent's rollout names its parent thread in ``session_meta``
-(``parent_thread_id``, or ``source.subagent.thread_spawn``) and the parent's
-``spawn_agent`` call returned the child's thread id, so when both files are
-found together the child is imported as a child session hanging from that
-call, as infai's own subagents hang from their ``task`` call. Ids are derived
-from the thread id and the line each event came from, so importing a file
-again writes nothing and importing it after Codex appended to it adds only
-what is new.
+last (Codex has no other notion of a current leaf), branched only where Codex
+rolled turns back; :mod:`.codex_parse` reads it. A subagent's rollout names its
+parent thread in ``session_meta`` (``parent_thread_id``, or
+``source.subagent.thread_spawn``) and the parent's ``spawn_agent`` call
+returned the child's thread id, so when both files are found together the child
+is imported as a child session hanging from that call, as infai's own subagents
+hang from their ``task`` call. Ids are derived from the thread id and the line
+each event came from, so importing a file again writes nothing and importing it
+after Codex appended to it adds only what is new.
 """
 
 from __future__ import annotations
@@ -89,16 +90,14 @@ class CodexImporter:
         return [base / "sessions"]
 
     def find(self, path: Path) -> list[Path]:
-        """The rollouts at ``path``, subagent threads left out where their parent is found
+        """The rollouts at ``path`` (every ``*.jsonl`` below a directory; Codex names them
+        ``rollout-*.jsonl``), subagent threads left out where their parent is found
         (they are imported with it); a named file is taken as it is."""
         if not path.exists():
             raise InvalidInput(f"{path}: no such file or directory")
         if path.is_file():
             return [path]
-        files = sorted(p for p in path.rglob("rollout-*.jsonl") if p.is_file())
-        if not files:
-            files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-        return self._group(files)
+        return self._group(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
 
     def _group(self, files: list[Path]) -> list[Path]:
         """Files that are not the subagent of another file in ``files`` (the roots)."""
@@ -160,13 +159,12 @@ class CodexImporter:
 
 
 def _session(path: Path, thread: Thread, report: ImportReport) -> tuple[ForeignSession, EventTree]:
-    """The thread as a :class:`ForeignSession` (a chain in file order) and its tree."""
+    """The thread as a :class:`ForeignSession` (a chain in file order, branched where
+    Codex rolled turns back; HEAD the last entry) and its tree."""
     assert thread.thread_id is not None
     tree = EventTree(f"codex:{thread.thread_id}", report)
-    previous: str | None = None
     for item in thread.items:
-        tree.add(item.key, previous, item.role, item.timestamp, item.record, line=item.line)
-        previous = item.key
+        tree.add(item.key, item.parent, item.role, item.timestamp, item.record, line=item.line)
     specs, head = tree.finish()
     report.count(specs)
     mtime = to_rfc3339(int(path.stat().st_mtime * 1000))

@@ -1,7 +1,8 @@
 """Reading one Codex CLI rollout into typed events, in the order Codex wrote them.
 
-Model, in prose: a Codex rollout (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``)
-is a linear log with no ids or parent links, in one of two formats:
+Model, in prose: a Codex rollout
+(``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) is a linear log with no ids
+or parent links, in one of two formats:
 
 - *legacy* (2025): a bare meta object first, then bare response items with
   ``{"record_type": "state"}`` lines between them, no timestamps;
@@ -18,12 +19,15 @@ calls; each call's output is a tool result paired by ``call_id``. Usage comes
 from ``token_count`` events, which Codex repeats without change: only a count
 whose running total moved is new, and its ``last_token_usage`` belongs to the
 response being written around it (before it in newer versions, after it in
-0.58). A ``compacted`` line becomes a compaction event followed by the history
-Codex replaces the old one with, so an imported session resumes with the same
-bounded context. What infai has no kind for (``turn_context`` changes,
-``ghost_snapshot``, ``task_started``, unknown future types) rides along as
-metadata of the next event, and whatever follows the last event goes to the
-session's metadata; every problem is reported with its line.
+0.58). A ``thread_rolled_back`` event (Codex dropping the last user turns)
+makes what follows a branch from before those turns, so the dropped turns stay
+in the session as a branch that was left. A ``compacted`` line becomes a
+compaction event followed by the history Codex replaces the old one with, so an
+imported session resumes with the same bounded context. What infai has no kind
+for (``turn_context`` changes, ``ghost_snapshot``, ``task_started``, unknown
+future types) rides along as metadata of the next event, and whatever follows
+the last event goes to the session's metadata; every problem is reported with
+its line.
 
 Every event is keyed by the line it came from, so an import of the same file
 grown later derives the same ids for the lines it already had.
@@ -85,6 +89,7 @@ class Item:
     record: Record
     timestamp: str
     line: int
+    parent: str | None  # the key of the event before it on its branch (None: the first)
 
 
 @dataclass
@@ -173,6 +178,8 @@ class _Reader:
         self.warned: dict[str, list[int]] = {}  # message -> [first line, more lines]
         self.report = thread.report
         self.line = 1  # the source line being read
+        self.path: list[Item] = []  # the branch being written (a rollback cuts it)
+        self.turns: set[str] = set()  # keys of the user's own prompts (where turns start)
 
     # -- helpers -------------------------------------------------------------
 
@@ -188,8 +195,10 @@ class _Reader:
         if self.notes and isinstance(record, MessageRecord | ToolCallRecord | ToolResultRecord):
             record.metadata.setdefault("codex", {})["notes"] = self.notes
             self.notes = []
-        item = Item(key, role, record, self.clock, self.line)
+        parent = self.path[-1].key if self.path else None
+        item = Item(key, role, record, self.clock, self.line, parent)
         self.t.items.append(item)
+        self.path.append(item)
         return item
 
     def note(self, kind: str, payload: object, key: str) -> None:
@@ -327,9 +336,10 @@ class _Reader:
         infai_role = "user" if role == "user" else "system"
         if role != "user":
             meta["role"] = role
-        self.emit(
-            key, infai_role, MessageRecord(content=text, metadata={"codex": meta} if meta else None)
-        )
+        record = MessageRecord(content=text, metadata={"codex": meta} if meta else None)
+        item = self.emit(key, infai_role, record)
+        if role == "user" and not _injected(text):
+            self.turns.add(item.key)
 
     def call(self, key: str, line: int, p: dict[str, Any]) -> None:
         kind = p["type"]
@@ -413,6 +423,21 @@ class _Reader:
             self.token_count(line, p)
         else:
             self.note(f"event_msg/{kind}", p, key)
+            if kind == "thread_rolled_back":
+                self.roll_back(line, p.get("num_turns"))
+
+    def roll_back(self, line: int, turns: object) -> None:
+        """Codex dropped the last ``turns`` user turns: what follows branches off before
+        them, and the dropped turns stay in the session as the branch that was left."""
+        if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
+            self.warn(line, f"thread_rolled_back.num_turns is {turns!r}, not a count: ignored")
+            return
+        starts = [i for i, item in enumerate(self.path) if item.key in self.turns]
+        if not starts:
+            self.warn(line, "thread_rolled_back with no user turn before it: ignored")
+            return
+        self.close_reply()
+        del self.path[starts[-min(turns, len(starts))] :]
 
     def token_count(self, line: int, p: dict[str, Any]) -> None:
         """Put a new usage count on the response it closes (or the next one).
@@ -437,7 +462,7 @@ class _Reader:
             target.record.usage = usage
 
     def last_reply_without_usage(self) -> Item | None:
-        for item in reversed(self.t.items):
+        for item in reversed(self.path):
             if item.role == "assistant" and isinstance(item.record, MessageRecord):
                 return item if item.record.usage is None else None
             if item.role == "user":
@@ -476,7 +501,7 @@ class _Reader:
             self.emit(f"{key}.u{index}", "user", MessageRecord(content=text, metadata=meta))
 
     def mark_replacement(self) -> None:
-        last = self.t.items[-1].record if self.t.items else None
+        last = self.path[-1].record if self.path else None
         if isinstance(last, MessageRecord | ToolCallRecord | ToolResultRecord):
             last.metadata.setdefault("codex", {})["replacement_history"] = True
 
