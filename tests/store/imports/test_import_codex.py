@@ -362,6 +362,9 @@ def test_odd_lines_are_reported_and_the_rest_imported(store: Store, tmp_path: Pa
         ("world_state", {"anything": 1}),
         ("response_item", {"type": "brand_new_item", "x": 1}),
         ("response_item", assistant("bye")),
+        ("response_item", {"type": "local_shell_call", "call_id": "ls", "action": {"cmd": "ls"}}),
+        ("response_item", {"type": "function_call_output", "call_id": "ls", "output": "a b"}),
+        ("response_item", {"type": "local_shell_call", "call_id": "ls", "action": {"cmd": "pwd"}}),
     ]
     path = rollout(tmp_path, body)
     text = path.read_text().splitlines()
@@ -375,6 +378,7 @@ def test_odd_lines_are_reported_and_the_rest_imported(store: Store, tmp_path: Pa
     assert "last_token_usage is a list" in warnings
     assert foreign.report.kept["world_state"] == 1
     assert foreign.report.kept["response_item/brand_new_item"] == 1
+    assert "call_id ls appears twice" in warnings
     (outcome,) = import_all(store, path)
     contents = [getattr(e.record, "content", None) for e in events(store, outcome.session_id)]
     assert contents[:2] == ["hello", "hello again"]
@@ -382,8 +386,23 @@ def test_odd_lines_are_reported_and_the_rest_imported(store: Store, tmp_path: Pa
         e.record for e in events(store, outcome.session_id) if isinstance(e.record, ToolCallRecord)
     )
     assert call.arguments == {"raw": "{oops"}
+    shell = [
+        e.record
+        for e in events(store, outcome.session_id)
+        if getattr(e.record, "call_id", "") == "ls"
+    ]
+    assert [type(r).__name__ for r in shell] == [
+        "ToolCallRecord",
+        "ToolResultRecord",
+        "ToolCallRecord",
+    ]
+    assert shell[0].arguments == {"action": {"cmd": "ls"}} and shell[1].content == "a b"
     # the unknown entries ride on the next event as metadata
-    last = events(store, outcome.session_id)[-1].record
+    last = next(
+        e.record
+        for e in events(store, outcome.session_id)
+        if getattr(e.record, "content", 0) == "bye"
+    )
     assert {n["type"] for n in _notes(last)} >= {"world_state", "response_item/brand_new_item"}
 
 

@@ -171,7 +171,8 @@ class _Reader:
         self.reply: Item | None = None  # the assistant message of the response being read
         self.pending_usage: Usage | None = None
         self.last_total: object = None
-        self.calls: dict[str, Item] = {}
+        self.calls: dict[str, Item] = {}  # calls waiting for their output
+        self.seen_calls: set[str] = set()
         self.notes: list[dict[str, Any]] = []
         self.last_context: dict[str, Any] | None = None
         self.user_texts: list[str] = []  # real user prompts so far (for compaction)
@@ -364,11 +365,12 @@ class _Reader:
         else:
             arguments = {"arguments": p.get("arguments")}
         self.open_reply(key)
-        if call_id in self.calls:
+        if call_id in self.seen_calls:
             self.warn(line, f"call_id {call_id} appears twice; the later call kept too")
         record = ToolCallRecord(
             call_id=call_id, name=name, arguments=arguments, metadata={"codex": meta}
         )
+        self.seen_calls.add(call_id)
         self.calls[call_id] = self.emit(key + ".call", "assistant", record)
 
     def arguments(self, raw: object, line: int) -> dict[str, Any]:
