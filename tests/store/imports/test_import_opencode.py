@@ -384,6 +384,10 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
     )
     message("msg_05", "user", [{"type": "text", "text": "new question"}])
     message("msg_06", "assistant", [{"type": "text", "text": "new answer"}], parentID="msg_gone")
+    # a second file claiming an id already read (a copy left behind): reported, not used
+    objects.append(
+        (f"message/{sid}/msg_07.json", {"id": "msg_05", "sessionID": sid, "role": "user"})
+    )
     for rel, obj in objects:
         path = storage / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -392,6 +396,7 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
     warnings = "\n".join(foreign.report.warnings)
     assert "tokens is not an object" in warnings
     assert "parentID 'msg_gone' is not in the session" in warnings
+    assert "msg_07.json: duplicate message id 'msg_05'" in warnings
     assert foreign.report.kept["part/brand-new-part"] == 1
     outcome = commit(store, foreign)
     evs = events(store, outcome.session_id)
