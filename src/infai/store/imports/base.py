@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -263,12 +264,21 @@ def read_json_lines(path: Path, report: ImportReport) -> Iterator[Line]:
 
 
 def _incomplete(text: str) -> bool:
-    """Whether ``text`` fails to parse only because it stops early."""
+    """Whether ``text`` fails to parse only because it stops early (a prefix of a value)."""
+    text = text.strip()
     try:
-        _decoder.raw_decode(text.strip())
+        _decoder.raw_decode(text)
     except json.JSONDecodeError as exc:
-        return exc.pos >= len(text.strip()) or exc.msg.startswith("Unterminated string")
+        if exc.pos >= len(text) or exc.msg.startswith("Unterminated string"):
+            return True
+        rest = text[exc.pos :]  # a literal or a number cut short: "fal", "-", "1e"
+        return any(word.startswith(rest) for word in ("true", "false", "null")) or bool(
+            _CUT_NUMBER.fullmatch(rest)
+        )
     return False
+
+
+_CUT_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]*([eE][-+]?[0-9]*)?")
 
 
 # -- the tree ------------------------------------------------------------------------
@@ -344,6 +354,10 @@ class EventTree:
         """Remove the event of ``key``: it becomes an alias of its parent."""
         node = self.nodes.pop(key)
         self.aliases[key] = node.parent
+
+    def order(self, key: str) -> int:
+        """The position ``key`` was added at (file order)."""
+        return self.nodes[key].order
 
     def record(self, key: str) -> Record:
         """The record stored for ``key``."""

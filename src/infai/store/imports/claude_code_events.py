@@ -328,8 +328,8 @@ class Builder:
     # -- the end ---------------------------------------------------------------------
 
     def settle(self) -> None:
-        """Fill each response's message, lay parallel calls in a line, drop
-        compactions whose summary never came."""
+        """Fill each response's message, lay its calls and results in a line (in
+        file order), drop compactions whose summary never came."""
         for response in self.responses.values():
             self.tree.set_record(
                 response.key,
@@ -346,7 +346,10 @@ class Builder:
             )
         tail_of: dict[str, str] = {}
         for response in self.responses.values():
-            chain = response.calls + response.results
+            # file order: parallel calls come out as calls then results, calls run
+            # one by one as call, result, call...; and a line appended later always
+            # goes at the end, so a second import of a grown file agrees with the first
+            chain = sorted(response.calls + response.results, key=self.tree.order)
             previous = response.key
             for key in chain:
                 self.tree.reparent(key, previous)

@@ -365,7 +365,12 @@ def load_file(path: Path) -> ForeignSession:
     report.count(events)
     created_at = to_rfc3339(header.get("timestamp")) or reader.stamp
     stamps = [spec[4] for spec in events]
-    labels = {eid: text for key, text in reader.labels.items() if (eid := reader.tree.id_of(key))}
+    labels = {}
+    for key, text in reader.labels.items():
+        first = reader.nodes_of.get(key)  # an entry's first event (a reply's message)
+        target = reader.tree.nodes[first[0]].id if first else reader.tree.id_of(key)
+        if target:
+            labels[target] = text
     extra: dict[str, Any] = {"version": reader.version, "head_rule": "last entry"}
     for name in ("parentSession", "branchedFrom", "provider", "thinkingLevel"):
         if isinstance(header.get(name), str):
