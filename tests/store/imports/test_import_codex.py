@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from import_corpus import corpus
 from infai.store import (
     CompactionRecord,
     InvalidInput,
@@ -31,14 +32,7 @@ CODEX = "codex"
 
 
 def corpus_dir(tool: str) -> Path:
-    """The shared corpus of other tools' files (``INFAI_CORPUS``, else ../shared/corpus)."""
-    import os
-
-    root = os.environ.get("INFAI_CORPUS")
-    base = Path(root) if root else Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
-    if not (base / tool).is_dir():
-        pytest.fail(f"the corpus of other tools' sessions is not at {base} (set INFAI_CORPUS)")
-    return base / tool
+    return corpus() / tool
 
 
 @pytest.fixture

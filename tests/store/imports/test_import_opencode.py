@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from import_corpus import corpus
 from infai.store import (
     CompactionRecord,
     InvalidInput,
@@ -35,12 +35,7 @@ CHILD = "ses_73c17b38effegHkhEPaFTsNcwP"
 
 
 def corpus_dir(tool: str) -> Path:
-    """The shared corpus of other tools' files (``INFAI_CORPUS``, else ../shared/corpus)."""
-    root = os.environ.get("INFAI_CORPUS")
-    base = Path(root) if root else Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
-    if not (base / tool).is_dir():
-        pytest.fail(f"the corpus of other tools' sessions is not at {base} (set INFAI_CORPUS)")
-    return base / tool
+    return corpus() / tool
 
 
 def capture() -> Path:
