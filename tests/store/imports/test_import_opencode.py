@@ -162,6 +162,8 @@ def message_infos(parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
             "time": {"created": 1755633360000 + n * 1000},
         }
         if assistant:
+            info["time"]["completed"] = 1755633360000 + n * 1000 + 500
+        if assistant:
             info |= {
                 "parentID": last_user,
                 "modelID": "claude-sonnet-4",
@@ -259,6 +261,38 @@ def test_storage_tree_reimport_and_growth(store: Store, tmp_path: Path) -> None:
     assert grown.added == len(after) - len(before) == len(steps) + 2 * len(tools)
 
 
+def test_a_message_still_being_written_waits_for_a_later_import(
+    store: Store, tmp_path: Path
+) -> None:
+    parts = captured_parts()
+    last = max(p["messageID"] for p in parts.values() if p["sessionID"] == PARENT)
+    tools = [p for p in parts.values() if p["messageID"] == last and p["type"] == "tool"]
+    running = dict(parts)
+    for tool in tools[:2]:  # OpenCode is still running two of the calls
+        running[tool["id"]] = {**tool, "state": {"status": "running", "input": {}}}
+    storage = write_storage(tmp_path / "data", running)
+    message_file = storage / "message" / PARENT / f"{last}.json"
+    info = json.loads(message_file.read_text())
+    del info["time"]["completed"]
+    message_file.write_text(json.dumps(info))
+    (foreign,) = load(storage)
+    assert foreign.report.skipped["message in progress"] == 1
+    (first,) = import_all(store, storage)
+    replies_of = {
+        (getattr(e.record, "metadata", None) or {}).get("opencode", {}).get("message")
+        for e in events(store, first.session_id)
+    }
+    assert last not in replies_of  # nothing of it yet
+    write_storage(tmp_path / "data", parts)  # the calls finished, the message too
+    (grown,) = import_all(store, storage)
+    assert grown.status == "grown"
+    fresh = Store(tmp_path / "fresh", StoreOptions(lock_timeout=0.2))
+    (whole,) = import_all(fresh, storage)
+    # the grown session is exactly what importing the finished one gives
+    shape = [(e.id, e.parent_id) for e in events(store, first.session_id)]
+    assert shape == [(e.id, e.parent_id) for e in events(fresh, whole.session_id)]
+
+
 def test_a_database_imports_like_the_storage_tree(store: Store, tmp_path: Path) -> None:
     parts = captured_parts()
     storage = write_storage(tmp_path / "data", parts)
@@ -333,7 +367,13 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
         objects.append(
             (
                 f"message/{sid}/{mid}.json",
-                {"id": mid, "sessionID": sid, "role": role, "time": {"created": 1000}, **info},
+                {
+                    "id": mid,
+                    "sessionID": sid,
+                    "role": role,
+                    "time": {"created": 1000, "completed": 1500},
+                    **info,
+                },
             )
         )
         for n, part in enumerate(parts):

@@ -9,10 +9,13 @@ becomes what infai writes for one response: an assistant ``message`` (text,
 reasoning, model, the step's usage from ``step-finish``) followed by one
 ``tool_call`` per tool part and then a ``tool_result`` for each call that
 finished (``completed`` or ``error``; a ``pending`` or ``running`` call stays
-unanswered, as in the source). An assistant message marked ``summary`` is a
-compaction: it becomes a ``compaction`` event and the user message that asked
-for it (its ``compaction`` part) is kept as metadata. Patches, snapshots and
-part types infai has no kind for ride along as metadata of their reply.
+unanswered, as in the source). The last assistant message is left for a later
+import while OpenCode is still writing it (no completion time): the results of
+its running tools would otherwise have to go between events already written. An
+assistant message marked ``summary`` is a compaction: it becomes a
+``compaction`` event and the user message that asked for it (its ``compaction``
+part) is kept as metadata. Patches, snapshots and part types infai has no kind
+for ride along as metadata of their reply.
 
 Child sessions (``parentID``, made by the ``task`` tool) are imported as child
 sessions hanging from the ``task`` call that names them. Event keys are
@@ -98,11 +101,17 @@ class _Converter:
 
     def run(self) -> None:
         ids = set(self.raw.messages)
-        for info, parts in self.raw.ordered():
+        ordered = self.raw.ordered()
+        for n, (info, parts) in enumerate(ordered):
             mid = info.get("id") or (parts[0].get("messageID") if parts else None)
             if not isinstance(mid, str):
                 continue
             role = info.get("role") or _guess_role(parts)
+            if role == "assistant" and n == len(ordered) - 1 and _in_progress(info):
+                # Its tools' results would land between events already written: it is
+                # imported whole by a later import, once OpenCode has finished it.
+                self.report.skip("message in progress", "OpenCode was still writing it")
+                continue
             parent = info.get("parentID")
             if role == "assistant" and isinstance(parent, str) and parent not in ids:
                 self.report.warn(None, f"message {mid}: parentID {parent!r} is not in the session")
@@ -210,10 +219,15 @@ class _Converter:
         )
         key = mid if index == 0 else str(parts[0].get("id") or f"{mid}/{index}")
         self.add(key, "assistant", record, _time(info, "created"))
-        self.tools(tools)
+        self.tools(tools, _time(info, "created"))
 
-    def tools(self, parts: list[dict[str, Any]]) -> None:
-        """Calls in a line, then the results of those that finished."""
+    def tools(self, parts: list[dict[str, Any]], when: object) -> None:
+        """Calls in a line, then the results of those that finished.
+
+        A call is timed like its message (its own start is in its metadata): a
+        ``pending`` call has no start yet, and an id derived from a time that
+        appears later would make the same call a new event on the next import.
+        """
         finished = []
         for part in parts:
             state = _obj(part.get("state"))
@@ -221,11 +235,13 @@ class _Converter:
             name = _str(part.get("tool")) or "unknown"
             arguments = _obj(state.get("input"))
             meta = {"part": part.get("id"), "status": state.get("status")}
+            if _time(state, "start") is not None:
+                meta["start"] = _time(state, "start")
             record = ToolCallRecord(
                 call_id=str(call_id), name=name, arguments=arguments, metadata={"opencode": meta}
             )
             key = str(part.get("id"))
-            self.add(key, "assistant", record, _time(state, "start"))
+            self.add(key, "assistant", record, when)
             if name == "task":
                 self.note_task(key, state)
             if state.get("status") in ("completed", "error"):
@@ -288,6 +304,12 @@ def _first_time(raw: RawSession) -> int | None:
             times += [_time(part, "start"), _time(_obj(part.get("state")), "start")]
     found = [t for t in times if isinstance(t, int) and not isinstance(t, bool)]
     return min(found) if found else None
+
+
+def _in_progress(info: dict[str, Any]) -> bool:
+    """Whether an assistant message is still being written (no completion, no error)."""
+    times = _obj(info.get("time"))
+    return bool(times) and times.get("completed") is None and info.get("error") is None
 
 
 def _guess_role(parts: list[dict[str, Any]]) -> str:
