@@ -248,6 +248,14 @@ def test_a_grown_rollout_adds_only_its_new_entries(store: Store, tmp_path: Path)
     assert whole.session_id == outcome.session_id
     assert after == [e.id for e in events(fresh, whole.session_id)]
     assert grown.added == len(after) - len(before)
+    # the same tree, not only the same events: each event after the same parent
+    with (
+        store.open_reader(outcome.session_id) as grown_reader,
+        fresh.open_reader(whole.session_id) as fresh_reader,
+    ):
+        assert [(e.id, e.parent_id) for e in grown_reader.entries()] == [
+            (e.id, e.parent_id) for e in fresh_reader.entries()
+        ]
     (again,) = import_all(store, target)
     assert (again.status, again.added) == ("unchanged", 0)
 
