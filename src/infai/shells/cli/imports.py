@@ -35,6 +35,12 @@ from .errors import BadInput, mapped_errors
 MAX_WARNINGS = 20
 
 
+def _printable(text: str) -> str:
+    """``text`` with control characters shown escaped: file names and ids come from
+    other tools' files, and must not drive the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _files(tool: str, paths: tuple[Path, ...]) -> list[Path]:
     """Every session file to import, in order, each once; nothing is read yet."""
     from infai.store import importer_for
@@ -152,7 +158,7 @@ def _summary(tool: str, results: list[dict[str, Any]], totals: dict[str, int]) -
     Console(soft_wrap=True).print(table)
     warnings = [w for r in results for rep in r["reports"] for w in rep["warnings"]]
     for line in warnings[:MAX_WARNINGS]:
-        click.echo(f"infai: warning: {line}", err=True)
+        click.echo(f"infai: warning: {_printable(line)}", err=True)
     if len(warnings) > MAX_WARNINGS:
         click.echo(
             f"infai: ... and {len(warnings) - MAX_WARNINGS} more warnings (--json lists all)",
@@ -160,7 +166,7 @@ def _summary(tool: str, results: list[dict[str, Any]], totals: dict[str, int]) -
         )
     for result in results:
         if not result["ok"]:
-            click.echo(f"infai: not imported: {result['error']}", err=True)
+            click.echo(f"infai: not imported: {_printable(result['error'])}", err=True)
 
 
 @click.command("import")

@@ -118,6 +118,19 @@ def to_rfc3339(value: object, fallback: str | None = None) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def label(text: object, limit: int = 80) -> str | None:
+    """A session name from foreign text: its first non-blank line, markup tags and
+    control characters (an escape sequence in a prompt) removed, spaces collapsed."""
+    if not isinstance(text, str):
+        return None
+    text = re.sub(r"<[^>]*>", " ", text)
+    for line in text.splitlines():
+        clean = " ".join("".join(ch if ch.isprintable() else " " for ch in line).split())
+        if clean:
+            return clean[:limit]
+    return None
+
+
 # -- the report ------------------------------------------------------------------
 
 

@@ -35,13 +35,12 @@ lines; Claude Code's own order is append order), with a warning.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from .base import ForeignSession, ImportReport, derive_id, read_json_lines, to_rfc3339
+from .base import ForeignSession, ImportReport, derive_id, label, read_json_lines, to_rfc3339
 from .claude_code_events import Builder, ChainLine, text_of
 
 TOOL = "claude-code"
@@ -124,14 +123,6 @@ def _first_prompt(lines: list[ChainLine]) -> str | None:
     return None
 
 
-def _label(text: str | None) -> str | None:
-    text = re.sub(r"<[^>]*>", " ", text or "").strip()
-    if not text:
-        return None
-    first = " ".join(text.splitlines()[0].split())
-    return first[:80] or None
-
-
 def _session(
     source_id: str,
     paths: list[Path],
@@ -170,7 +161,7 @@ def _session(
         created_at=created,
         updated_at=max([created, *stamps]),
         report=report,
-        name=name or _label(_first_prompt(lines)),
+        name=label(name) or label(_first_prompt(lines)),
         working_dir=cwd,
         model=models[-1] if models else None,
         events=events,
@@ -213,7 +204,7 @@ def _call_label(builder: Builder, call_id: str | None, fallback: str | None) -> 
     call = builder.calls.get(call_id) if call_id else None
     described = call.arguments.get("description") if call else None
     text = described if isinstance(described, str) and described else fallback
-    return f"subagent: {_label(text)}" if text else "subagent"
+    return f"subagent: {label(text)}" if text else "subagent"
 
 
 def load_file(path: Path) -> ForeignSession:
@@ -239,8 +230,8 @@ def load_file(path: Path) -> ForeignSession:
             if tasks.get((prompt or "").strip())
             else None
         )
-        label = _call_label(builder, call_id, prompt)
-        child, _ = _session(f"{source_id}/sidechain-{root}", [path], lines, report, name=label)
+        named = _call_label(builder, call_id, prompt)
+        child, _ = _session(f"{source_id}/sidechain-{root}", [path], lines, report, name=named)
         _link(child, builder, call_id, None, report)
         foreign.children.append(child)
     for sub in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
@@ -282,13 +273,13 @@ def _subagent(path: Path, parent_source: str, builder: Builder) -> ForeignSessio
             line.obj = {**line.obj, "parentUuid": None}
     call_id = builder.agent_calls.get(agent)
     prompt = _first_prompt(found.chain)
-    label = "compaction summary (subagent)" if agent.startswith("acompact") else None
+    helper = "compaction summary (subagent)" if agent.startswith("acompact") else None
     child, _ = _session(
         f"{parent_source}/agent-{agent}",
         [path],
         found.chain,
         report,
-        name=label or _call_label(builder, call_id, prompt),
+        name=helper or _call_label(builder, call_id, prompt),
     )
     child.extra["agent_id"] = agent
     _link(child, builder, call_id, entry, report)

@@ -46,7 +46,15 @@ from ..records import (
     record_from_obj,
     record_to_obj,
 )
-from .base import EventTree, ForeignSession, ImportReport, derive_id, read_json_lines, to_rfc3339
+from .base import (
+    EventTree,
+    ForeignSession,
+    ImportReport,
+    derive_id,
+    label,
+    read_json_lines,
+    to_rfc3339,
+)
 
 TOOL = "pi"
 _SETTINGS = "settings change: the model and thinking level are on each reply"
@@ -378,7 +386,6 @@ def load_file(path: Path) -> ForeignSession:
     if labels:
         extra["labels"] = labels
     model = reader.models[-1] if reader.models else header.get("modelId")
-    label = (reader.first_prompt or "").strip().splitlines()
     return ForeignSession(
         tool=TOOL,
         source_id=source_id,
@@ -387,7 +394,7 @@ def load_file(path: Path) -> ForeignSession:
         created_at=min([created_at, *stamps]),
         updated_at=max([created_at, *stamps]),
         report=report,
-        name=reader.name or (label[0][:80] if label else None),
+        name=label(reader.name) or label(reader.first_prompt),
         working_dir=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
         model=model if isinstance(model, str) else None,
         events=events,

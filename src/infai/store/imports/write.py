@@ -151,17 +151,21 @@ def _grow(store: SessionStore, foreign: ForeignSession) -> ImportOutcome:
     if not isinstance(mark, dict) or mark.get("tool") != foreign.tool:
         raise InvalidInput(f"session {sid} exists and is not an import of {foreign.tool}")
     with store.open_writer(sid) as writer:
-        known = {entry.id for entry in writer.entries()}
-        new = [spec for spec in foreign.events if spec[0] not in known]
-        for spec in new:
-            if spec[1] != NIL_ID and spec[1] not in known:
-                raise InvalidInput(
-                    f"{foreign.paths[0] if foreign.paths else sid}: event {spec[0]} follows "
-                    f"{spec[1]}, which the imported session {sid} lacks (was the file rewritten?)"
-                )
-            known.add(spec[0])
-        if new:
+        stored = {entry.id: entry.parent_id for entry in writer.entries()}
+        new = [spec for spec in foreign.events if spec[0] not in stored]
+        moved = sum(1 for spec in foreign.events if stored.get(spec[0], spec[1]) != spec[1])
+        if new:  # each one's parent is stored or comes before it (checked by _validate)
             _append(writer, new, writer.head)
+    if moved:
+        foreign.report.warn(
+            None,
+            f"{moved} entries imported before now follow other entries in the source "
+            "(was the file rewritten?): they stay where they were imported",
+        )
+    if new and foreign.head is not None and new[-1][0] != foreign.head:
+        foreign.report.warn(
+            None, "the tool's current entry was imported before: HEAD is the last new one"
+        )
     if not new:
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)
