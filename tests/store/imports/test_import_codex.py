@@ -470,3 +470,10 @@ def test_a_rollback_leaves_the_dropped_turns_on_a_branch(store: Store, tmp_path:
     evs = events(store, outcome.session_id)
     left = [e for e in evs if getattr(e.record, "content", None) == "third answer"]
     assert left and left[0].id in {leaf.id for leaf in leaves}
+
+
+def test_the_name_from_a_prompt_carries_no_control_characters(tmp_path: Path) -> None:
+    body = [("response_item", user("\x1b]0;owned\x07\x1b[31mfix the bug\x1b[0m\nmore"))]
+    (foreign,) = load(rollout(tmp_path, body))
+    assert foreign.name is not None and "fix the bug" in foreign.name
+    assert foreign.name.isprintable()

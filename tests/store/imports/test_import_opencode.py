@@ -356,7 +356,7 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
             f"session/global/{sid}.json",
             {
                 "id": sid,
-                "title": "t",
+                "title": "t\x1b[2J",
                 "directory": "/d",
                 "time": {"created": 1000, "updated": 9000},
             },
@@ -428,6 +428,7 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(obj))
     (foreign,) = load(storage)
+    assert foreign.name == "t [2J"  # the title's escape sequence is not a name's to carry
     warnings = "\n".join(foreign.report.warnings)
     assert "tokens is not an object" in warnings
     assert "parentID 'msg_gone' is not in the session" in warnings

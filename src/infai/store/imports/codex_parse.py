@@ -47,7 +47,7 @@ from ..records import (
     ToolResultRecord,
     Usage,
 )
-from .base import ImportReport, Line, to_rfc3339
+from .base import ImportReport, Line, label, to_rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -332,8 +332,8 @@ class _Reader:
         self.close_reply()
         if role == "user" and not _injected(text):
             self.user_texts.append(text)
-            if self.t.name is None and text.strip():
-                self.t.name = text.strip().splitlines()[0][:80]
+            if self.t.name is None:
+                self.t.name = label(text)
         infai_role = "user" if role == "user" else "system"
         if role != "user":
             meta["role"] = role
@@ -419,8 +419,8 @@ class _Reader:
         kind = p.get("type")
         if kind in _DUPLICATES:
             self.report.skip(f"event_msg/{kind}", "the UI's copy of a response item")
-            if kind == "user_message" and isinstance(p.get("message"), str) and not self.t.name:
-                self.t.name = p["message"].strip().splitlines()[0][:80] or None
+            if kind == "user_message" and not self.t.name:
+                self.t.name = label(p.get("message"))
         elif kind == "token_count":
             self.token_count(line, p)
         else:

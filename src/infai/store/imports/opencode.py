@@ -39,7 +39,7 @@ from ..records import (
     ToolResultRecord,
     Usage,
 )
-from .base import EventTree, ForeignSession, ImportReport, derive_id, to_rfc3339
+from .base import EventTree, ForeignSession, ImportReport, derive_id, label, to_rfc3339
 from .opencode_storage import (
     RawSession,
     layout_sessions,
@@ -145,8 +145,8 @@ class _Converter:
             if info.get(key) is not None:
                 extra[key] = info[key]
         record = MessageRecord(content="\n".join(texts), metadata={"opencode": extra})
-        if self.first_prompt is None and record.content.strip():
-            self.first_prompt = record.content.strip().splitlines()[0][:80]
+        if self.first_prompt is None:
+            self.first_prompt = label(record.content)
         self.add(mid, "user", record, _time(info, "created"))
 
     def assistant(self, mid: str, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
@@ -346,7 +346,7 @@ def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSe
         created_at=created,
         updated_at=updated,
         report=report,
-        name=title if isinstance(title, str) and title else conv.first_prompt,
+        name=label(title) or conv.first_prompt,
         working_dir=directory if isinstance(directory, str) else conv.cwd,
         model=conv.model,
         events=specs,
