@@ -418,7 +418,14 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
         tokens={"input": 5000},
     )
     message("msg_05", "user", [{"type": "text", "text": "new question"}])
-    message("msg_06", "assistant", [{"type": "text", "text": "new answer"}], parentID="msg_gone")
+    message(  # fields whose type drifted: a number for the finish reason and the model
+        "msg_06",
+        "assistant",
+        [{"type": "text", "text": "new answer"}],
+        parentID="msg_gone",
+        finish=7,
+        modelID=["m2"],
+    )
     # a second file claiming an id already read (a copy left behind): reported, not used
     objects.append(
         (f"message/{sid}/msg_07.json", {"id": "msg_05", "sessionID": sid, "role": "user"})

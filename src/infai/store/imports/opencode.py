@@ -211,9 +211,9 @@ class _Converter:
             content="\n\n".join(texts),
             reasoning="\n\n".join(reasoning) or None,
             model=info.get("modelID") if isinstance(info.get("modelID"), str) else None,
-            stop_reason=(
-                "error" if last and info.get("error") else info.get("finish") if last else None
-            ),
+            stop_reason=("error" if info.get("error") else _str(info.get("finish")))
+            if last
+            else None,
             usage=usage,
             metadata={"opencode": meta},
         )
