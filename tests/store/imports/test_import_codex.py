@@ -430,9 +430,10 @@ def test_default_location_honours_codex_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
-    assert CodexImporter().default_paths() == [tmp_path / "ch" / "sessions"]
+    home = tmp_path / "ch"
+    assert CodexImporter().default_paths() == [home / "sessions", home / "archived_sessions"]
     monkeypatch.delenv("CODEX_HOME")
-    assert CodexImporter().default_paths() == [Path.home() / ".codex" / "sessions"]
+    assert CodexImporter().default_paths()[0] == Path.home() / ".codex" / "sessions"
 
 
 def test_find_searches_rollouts_recursively(tmp_path: Path) -> None:

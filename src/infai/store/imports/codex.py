@@ -84,10 +84,11 @@ class CodexImporter:
         self._grouped: set[Path] = set()
 
     def default_paths(self) -> list[Path]:
-        """``$CODEX_HOME/sessions`` (``~/.codex/sessions`` by default)."""
+        """``$CODEX_HOME/sessions`` (``~/.codex/sessions`` by default), and the
+        ``archived_sessions`` Codex moves archived threads to."""
         home = os.environ.get("CODEX_HOME")
         base = Path(home) if home else Path.home() / ".codex"
-        return [base / "sessions"]
+        return [base / "sessions", base / "archived_sessions"]
 
     def find(self, path: Path) -> list[Path]:
         """The rollouts at ``path`` (every ``*.jsonl`` below a directory; Codex names them
