@@ -227,3 +227,19 @@ def test_a_label_is_one_clean_line() -> None:
     assert label("\n  <command-name>/x</command-name> fix\x1b[31m it \nmore") == "/x fix [31m it"
     assert label("   \n") is None and label(None) is None
     assert label("a" * 200) == "a" * 80
+
+
+def test_a_session_may_name_a_parent_in_another_file(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    child = _foreign(_tree())
+    parent = _foreign(_tree())
+    parent.source_id, parent.session_id = "p", derive_id("test", "session:p", T0)
+    child.parent_session = parent.session_id
+    child.parent_event = parent.events[0][0]
+    commit(store, child)  # before its parent: not linked yet, and said so
+    assert store.info(child.session_id).parent_session is None
+    assert any("not imported yet" in w for w in child.report.warnings)
+    commit(store, parent)
+    assert commit(store, child).status == "unchanged"  # no event added, but now linked
+    info = store.info(child.session_id)
+    assert (info.parent_session, info.parent_event) == (parent.session_id, child.parent_event)

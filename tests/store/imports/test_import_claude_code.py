@@ -31,6 +31,7 @@ from infai.store import (
     ToolResultRecord,
 )
 from infai.store.imports import ForeignSession, commit, importer_for
+from infai.store.records import encode_record
 
 TOOL = importer_for("claude-code")
 
@@ -162,6 +163,10 @@ def test_subagent_files_hang_from_their_task_call_and_compaction_point(tmp_path:
         assert isinstance(boundary.record, CompactionRecord)
         assert boundary.record.tokens_before == 142431
         assert boundary.record.summary.startswith("This session is being continued")
+        # what is large (here the summary) went to a blob, by the store's own threshold
+        big = [e for e in reader.entries() if e.blob]
+        assert [e.kind for e in big] == ["compaction"] and big[0].id == boundary.id
+        assert len(encode_record(boundary.record)) > store.options.blob_threshold
         before = reader.path(boundary.id, to_boundary=False)
         assert len(before) > 400  # the whole pre-compaction history is kept, out of context
         assert len(context.events) < len(reader.path(to_boundary=False)) - 400

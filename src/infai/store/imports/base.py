@@ -499,7 +499,11 @@ class ForeignSession:
     (format version, which rule picked HEAD, a title...); the session's
     ``extra["import"]`` holds them with ``tool``, ``source_id`` and ``paths``.
     ``children`` are subagent sessions; each names the event of this session it
-    hangs from in ``parent_event`` (None: linked to the session only).
+    hangs from in ``parent_event`` (None: linked to the session only). A session
+    whose parent lives in another file (a Codex thread naming its parent) is a
+    top-level one that sets ``parent_session`` (the parent's derived id) and
+    ``parent_event`` itself; the link is recorded as given, even before the
+    parent is imported.
     """
 
     tool: str
@@ -515,6 +519,7 @@ class ForeignSession:
     events: list[EventSpec] = field(default_factory=list)
     head: str | None = None
     parent_event: str | None = None
+    parent_session: str | None = None
     children: list[ForeignSession] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -107,8 +107,10 @@ def _commit(
     store: SessionStore, foreign: ForeignSession, parent: str | None, created: list[str]
 ) -> ImportOutcome:
     sid = foreign.session_id
+    if parent is None:
+        parent = _linkable(store, foreign)
     if store.exists(sid):
-        outcome = _grow(store, foreign)
+        outcome = _grow(store, foreign, parent)
     else:
         info = store.create_session(
             session_id=sid,
@@ -133,6 +135,25 @@ def _commit(
     return outcome
 
 
+def _linkable(store: SessionStore, foreign: ForeignSession) -> str | None:
+    """The parent a top-level session names, if the store has it yet.
+
+    A parent in another file may be imported after its child (files are units
+    of their own); the link is then made by the next import of the child.
+    """
+    wanted = foreign.parent_session
+    if wanted is None:
+        return None
+    if store.exists(wanted):
+        return wanted
+    foreign.report.warn(
+        None,
+        f"its parent session {wanted} is not imported yet: "
+        "importing this file again after the parent links them",
+    )
+    return None
+
+
 def _mark(foreign: ForeignSession) -> dict[str, Any]:
     """What the session's ``extra["import"]`` holds: where it came from, and the
     importer's own notes (``foreign.extra``)."""
@@ -144,7 +165,7 @@ def _mark(foreign: ForeignSession) -> dict[str, Any]:
     }
 
 
-def _grow(store: SessionStore, foreign: ForeignSession) -> ImportOutcome:
+def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> ImportOutcome:
     sid = foreign.session_id
     info = store.info(sid)
     mark = info.extra.get("import")
@@ -166,7 +187,12 @@ def _grow(store: SessionStore, foreign: ForeignSession) -> ImportOutcome:
         foreign.report.warn(
             None, "the tool's current entry was imported before: HEAD is the last new one"
         )
+    link = parent is not None and info.parent_session is None
+    if link:  # the parent came after this session's first import
+        info = info.replace(parent_session=parent, parent_event=foreign.parent_event)
     if not new:
+        if link:
+            store.restore_info(info)
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)
     extra = {**info.extra, "import": _mark(foreign)}
