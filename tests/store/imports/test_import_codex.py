@@ -478,3 +478,20 @@ def test_the_name_from_a_prompt_carries_no_control_characters(tmp_path: Path) ->
     (foreign,) = load(rollout(tmp_path, body))
     assert foreign.name is not None and "fix the bug" in foreign.name
     assert foreign.name.isprintable()
+
+
+def test_a_subagent_rollout_imported_alone_is_linked_once_its_parent_is(store: Store) -> None:
+    folder = corpus_dir(CODEX) / "feipi-subagents"
+    (child_file,) = folder.glob("*019ede26-ff03*.jsonl")
+    (child,) = load(child_file)
+    first = commit(store, child)  # before its parent: a session of its own for now
+    assert store.info(first.session_id).parent_session is None
+    assert any("not imported yet" in w for w in child.report.warnings)
+    (parent,) = import_all(store, folder)  # the parent, with both subagents below it
+    info = store.info(first.session_id)
+    assert info.parent_session == parent.session_id
+    spawn = next(e for e in events(store, parent.session_id) if e.id == info.parent_event)
+    assert isinstance(spawn.record, ToolCallRecord) and spawn.record.name == "spawn_agent"
+    # named alone once the parent is in, the subagent links to the same call
+    (again,) = load(child_file)
+    assert (again.parent_session, again.parent_event) == (parent.session_id, info.parent_event)

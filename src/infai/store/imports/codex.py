@@ -18,6 +18,7 @@ after Codex appended to it adds only what is new.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ class CodexImporter:
     def __init__(self) -> None:
         #: parent rollout -> its subagents' rollouts, learned by :meth:`find`
         self._children: dict[Path, list[Path]] = {}
+        #: subagent rollout -> its parent's rollout (the inverse of the above)
+        self._parent_file: dict[Path, Path] = {}
         #: rollouts whose directory :meth:`find` has grouped already
         self._grouped: set[Path] = set()
 
@@ -110,6 +113,7 @@ class CodexImporter:
             parent = by_thread.get(peeked[f][1] or "")
             if parent is not None and parent != f and not self._is_ancestor(f, parent, peeked):
                 self._children.setdefault(parent, []).append(f)
+                self._parent_file[f] = parent
             else:
                 roots.append(f)
         return roots
@@ -134,7 +138,14 @@ class CodexImporter:
         if path not in self._grouped and path.parent.is_dir():
             siblings = sorted(p for p in path.parent.glob("rollout-*.jsonl") if p.is_file())
             self._group([path, *(p for p in siblings if p != path)])
-        return [self._load(path, set())]
+        foreign = self._load(path, set())
+        parent = foreign.extra.get("parent_thread_id")
+        if isinstance(parent, str):  # a subagent thread imported on its own
+            foreign.parent_session = session_id_of(parent, None)
+            parent_file = self._parent_file.get(path)
+            if parent_file is not None:
+                foreign.parent_event = _spawn_event(parent_file, foreign.source_id)
+        return [foreign]
 
     def _load(self, path: Path, loading: set[Path]) -> ForeignSession:
         report = ImportReport(str(path))
@@ -157,6 +168,33 @@ class CodexImporter:
                 report.warn(None, f"subagent {child.source_id}: no spawn_agent call names it")
             foreign.children.append(child)
         return foreign
+
+
+def session_id_of(thread_id: str, created: str | None) -> str:
+    """The infai session id of a Codex thread, derivable from the thread id alone
+    when that is a UUIDv7 (every thread that can have subagents), so a subagent
+    imported on its own names its parent's session before the parent is read."""
+    try:
+        parsed = uuid.UUID(thread_id)
+    except ValueError:
+        parsed = None
+    if parsed is not None and parsed.version == 7:
+        return derive_id("codex", thread_id, parsed.int >> 80)
+    return derive_id("codex", thread_id, created)
+
+
+def _spawn_event(parent_file: Path, child_thread: str) -> str | None:
+    """The id of the ``spawn_agent`` call in ``parent_file`` that started ``child_thread``."""
+    report = ImportReport(str(parent_file))
+    try:
+        thread = parse_rollout(read_json_lines(parent_file, report), report)
+    except (InvalidInput, OSError):
+        return None
+    call = thread.spawned.get(child_thread)
+    if thread.thread_id is None or call is None:
+        return None
+    _foreign, tree = _session(parent_file, thread, report)
+    return tree.id_of(call)
 
 
 def _session(path: Path, thread: Thread, report: ImportReport) -> tuple[ForeignSession, EventTree]:
@@ -186,7 +224,7 @@ def _session(path: Path, thread: Thread, report: ImportReport) -> tuple[ForeignS
     foreign = ForeignSession(
         tool="codex",
         source_id=thread.thread_id,
-        session_id=derive_id("codex", thread.thread_id, created),
+        session_id=session_id_of(thread.thread_id, created),
         paths=[str(path)],
         created_at=created,
         updated_at=updated,
