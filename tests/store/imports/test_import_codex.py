@@ -495,3 +495,24 @@ def test_a_subagent_rollout_imported_alone_is_linked_once_its_parent_is(store: S
     # named alone once the parent is in, the subagent links to the same call
     (again,) = load(child_file)
     assert (again.parent_session, again.parent_event) == (parent.session_id, info.parent_event)
+
+
+def test_entries_whose_fields_changed_type_import_without_a_traceback(
+    store: Store, tmp_path: Path
+) -> None:
+    body = [
+        ("response_item", {"type": ["message"], "role": "user"}),  # found by fuzzing
+        ("event_msg", {"type": {"kind": "token_count"}}),
+        ("response_item", {"type": "message", "role": "user", "content": 5}),
+        ("response_item", {"type": "message", "role": 7, "content": True}),
+        ("response_item", {"type": "reasoning", "summary": "flat text", "content": 3}),
+        ("response_item", {"type": "function_call", "name": 9, "call_id": "c", "arguments": 1}),
+    ]
+    (foreign,) = load(rollout(tmp_path, body))
+    assert foreign.report.kept["response_item/<list>"] == 1
+    assert foreign.report.kept["event_msg/<dict>"] == 1
+    outcome = commit(store, foreign)
+    call = next(
+        e.record for e in events(store, outcome.session_id) if isinstance(e.record, ToolCallRecord)
+    )
+    assert (call.name, call.arguments) == ("function", {"value": 1})

@@ -138,6 +138,11 @@ def _reasoning_text(payload: dict[str, Any]) -> str:
     return "\n\n".join(texts)
 
 
+def _kind(value: object) -> str:
+    """An entry's ``type`` as text (a redacted or corrupted one is named by its JSON type)."""
+    return value if isinstance(value, str) else f"<{type(value).__name__}>"
+
+
 def _injected(text: str) -> bool:
     return text.lstrip().startswith(_INJECTED)
 
@@ -231,7 +236,7 @@ class _Reader:
             self.warn(line, "a line without a readable timestamp: the one before it is used")
         else:
             self.clock = stamp
-        kind, payload = obj.get("type"), obj.get("payload")
+        kind, payload = _kind(obj.get("type")), obj.get("payload")
         if not isinstance(payload, dict):
             self.warn(line, f"{kind!r} line has no payload object; skipped")
             return
@@ -289,7 +294,7 @@ class _Reader:
             self.notes.append({"type": "turn_context", "line": key, "payload": payload})
 
     def response_item(self, key: str, line: int, p: dict[str, Any]) -> None:
-        kind = p.get("type")
+        kind = _kind(p.get("type"))
         if kind == "message":
             self.message(key, p)
         elif kind == "reasoning":
@@ -319,7 +324,9 @@ class _Reader:
         meta: dict[str, Any] = {}
         if p.get("phase") is not None:
             meta["phase"] = p["phase"]
-        images = [b for b in p.get("content") or () if isinstance(b, dict) and "image_url" in b]
+        content = p.get("content")
+        blocks = content if isinstance(content, list) else []
+        images = [b for b in blocks if isinstance(b, dict) and "image_url" in b]
         if images:
             meta["images"] = images
         if role == "assistant":
@@ -343,7 +350,7 @@ class _Reader:
             self.turns.add(item.key)
 
     def call(self, key: str, line: int, p: dict[str, Any]) -> None:
-        kind = p["type"]
+        kind = _kind(p["type"])
         call_id = p.get("call_id") or p.get("id")
         if not isinstance(call_id, str) or not call_id:
             self.warn(line, f"{kind} has no call_id; kept as metadata")
@@ -416,7 +423,7 @@ class _Reader:
             self.t.spawned[value["agent_id"]] = call.key
 
     def event_msg(self, key: str, line: int, p: dict[str, Any]) -> None:
-        kind = p.get("type")
+        kind = _kind(p.get("type"))
         if kind in _DUPLICATES:
             self.report.skip(f"event_msg/{kind}", "the UI's copy of a response item")
             if kind == "user_message" and not self.t.name:
