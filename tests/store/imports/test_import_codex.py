@@ -500,7 +500,7 @@ def test_a_subagent_rollout_imported_alone_is_linked_once_its_parent_is(store: S
 def test_entries_whose_fields_changed_type_import_without_a_traceback(
     store: Store, tmp_path: Path
 ) -> None:
-    body = [
+    body: list[tuple[str, dict[str, Any]]] = [
         ("response_item", {"type": ["message"], "role": "user"}),  # found by fuzzing
         ("event_msg", {"type": {"kind": "token_count"}}),
         ("response_item", {"type": "message", "role": "user", "content": 5}),
