@@ -516,3 +516,20 @@ def test_entries_whose_fields_changed_type_import_without_a_traceback(
         e.record for e in events(store, outcome.session_id) if isinstance(e.record, ToolCallRecord)
     )
     assert (call.name, call.arguments) == ("function", {"value": 1})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=InvalidInput,
+    reason="read_json_lines (imports/base.py, imp1) refuses a last line cut inside a UTF-8 "
+    "character as 'not UTF-8 text' instead of treating it as cut mid-line",
+)
+def test_a_rollout_cut_inside_a_character_imports_its_complete_lines(tmp_path: Path) -> None:
+    (source,) = (corpus_dir(CODEX) / "feipi-subagents").glob("*019ede26-ff03*.jsonl")
+    data = source.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    cut = next(i for i in range(last, len(data)) if data[i] >= 0xC0) + 1  # inside a character
+    target = tmp_path / "rollout-cut.jsonl"
+    target.write_bytes(data[:cut])
+    (foreign,) = load(target)
+    assert any("cut mid-line" in w for w in foreign.report.warnings)
