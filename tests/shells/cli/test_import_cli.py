@@ -49,6 +49,7 @@ def _pi_dir(tmp_path: Path) -> Path:
         "message": {"role": "user", "content": "hi"},
     }
     (where / "b.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(entry) + "\n")
+    (where / "empty.jsonl").write_text("")  # Pi buffers a new session: no file content yet
     return where
 
 
@@ -59,7 +60,7 @@ def test_import_prints_a_summary_and_a_second_run_adds_nothing(tmp_path: Path) -
     assert first.exit_code == 0, first.output
     assert "files" in first.stdout and "created" in first.stdout
     table = _table(first.stdout)
-    assert (table["files"], table["failed"], table["created"], table["unchanged"]) == (2, 0, 2, 0)
+    assert (table["files"], table["failed"], table["created"], table["unchanged"]) == (3, 0, 2, 0)
     assert table["events"] > 40
     assert len(Store(home).list_sessions()) == 2
     again = _run(home, "import", "pi", str(source), "--json")

@@ -159,7 +159,7 @@ def test_commit_twice_is_a_no_op_and_head_is_the_tool_head(tmp_path: Path) -> No
     assert sorted(p.name for p in (tmp_path).rglob("*")) == before
     info = store.info(foreign.session_id)
     assert info.created_at == T0 and info.extra == {
-        "import": {"tool": "test", "source_id": "s", "paths": ["t"]}
+        "import": {"tool": "test", "source_id": "s", "paths": ["t"], "head": foreign.head}
     }
 
 
@@ -243,3 +243,17 @@ def test_a_session_may_name_a_parent_in_another_file(tmp_path: Path) -> None:
     assert commit(store, child).status == "unchanged"  # no event added, but now linked
     info = store.info(child.session_id)
     assert (info.parent_session, info.parent_event) == (parent.session_id, child.parent_event)
+
+
+def test_a_session_continued_in_infai_is_not_grown_under_the_user(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    small = _tree()
+    small.drop("d")
+    commit(store, _foreign(small, head="b"))
+    with store.open_writer(_foreign(_tree()).session_id) as writer:
+        mine = writer.append(MessageRecord(content="my own follow-up"), "user")
+    grown = _foreign(_tree())
+    assert commit(store, grown).status == "unchanged"
+    assert any("continued in infai" in w for w in grown.report.warnings)
+    with store.open_reader(grown.session_id) as reader:
+        assert reader.head == mine.id and reader.count == 4

@@ -379,3 +379,9 @@ def test_subagent_file_named_alone_imports_its_parent(tmp_path: Path) -> None:
     sub = next((root / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents").glob("*.jsonl"))
     assert TOOL.find(sub) == [root / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"]
     assert TOOL.find(root) == [root / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"]
+
+
+def test_a_file_of_summary_lines_only_holds_no_session(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"type":"summary","summary":"A title","leafUuid":"x"}\n')
+    assert TOOL.load(path) == []

@@ -63,13 +63,14 @@ def test_every_corpus_session_imports_with_its_counts(tmp_path: Path, name: str)
     store = Store(tmp_path / "home")
     assert commit(store, foreign).status == "created"
     expected, unanswered = _raw(path)
+    originals = Counter(
+        spec[5].kind for spec in foreign.events if "copy_of" not in getattr(spec[5], "metadata", {})
+    )
+    assert originals == expected
     with store.open_reader(foreign.session_id) as reader:
-        originals: Counter[str] = Counter()
-        for entry in reader.entries():
-            record = reader.event(entry.id, resolve=True).record
-            if "copy_of" not in getattr(record, "metadata", {}):
-                originals[entry.kind] += 1
-        assert originals == expected
+        assert Counter(e.kind for e in reader.entries()) == Counter(
+            s[5].kind for s in foreign.events
+        )
         assert len(reader.roots()) == 1 and len(reader.leaves()) == 1  # v1 is a list
         assert reader.head == foreign.head
     assert foreign.report.unanswered == unanswered
@@ -319,3 +320,27 @@ def test_a_file_that_is_not_pi_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "message"}\n')
     with pytest.raises(Exception, match=r"x\.jsonl:1: not a Pi session"):
         TOOL.load(path)
+
+
+def test_an_empty_file_holds_no_session(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    assert TOOL.load(path) == []
+
+
+def test_extension_entries_message_or_state(tmp_path: Path) -> None:
+    entries = [
+        *_v3()[:3],
+        _entry("custom", "c0000001", "a0000002", 3, customType="todo", data={"n": 1}),
+        _entry(
+            "custom_message", "c0000002", "c0000001", 4, customType="note", content="remember X"
+        ),
+    ]
+    path = tmp_path / "ext.jsonl"
+    _write(path, entries)
+    foreign = TOOL.load(path)[0]
+    assert foreign.report.skipped["custom"] == 1
+    last = foreign.events[-1][5]
+    assert isinstance(last, MessageRecord) and last.content == "remember X"
+    assert last.metadata["source"]["custom_type"] == "note"
+    assert [s[5].content for s in foreign.events] == ["hello", "remember X"]  # type: ignore[union-attr]

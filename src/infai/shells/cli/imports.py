@@ -31,6 +31,18 @@ from infai.store import IMPORT_TOOLS, SessionStore
 from .common import emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
+#: the summary table's columns (keys of the totals)
+COLUMNS = (
+    "files",
+    "failed",
+    "empty",
+    "created",
+    "grown",
+    "unchanged",
+    "events",
+    "skipped",
+    "warnings",
+)
 #: warnings printed on stderr before "... and N more"
 MAX_WARNINGS = 20
 
@@ -74,6 +86,8 @@ def _import_file(store: SessionStore, tool: str, path: Path) -> dict[str, Any]:
         result["error"] = str(exc) if isinstance(exc, InfaiError) else f"{path}: {exc.strerror}"
         return result
     result["ok"] = True
+    if not result["sessions"]:
+        result["note"] = "no conversation in this file"
     return result
 
 
@@ -88,6 +102,7 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, int]:
     totals: Counter[str] = Counter(files=len(results))
     for result in results:
         totals["failed"] += not result["ok"]
+        totals["empty"] += "note" in result
         for outcome in (o for s in result["sessions"] for o in _walk(s)):
             totals[outcome["status"]] += 1
             totals["events"] += outcome["added"]
@@ -95,7 +110,7 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, int]:
             totals["warnings"] += len(report["warnings"])
             totals["skipped"] += sum(item["count"] for item in report["skipped"].values())
             totals["kept"] += sum(report["kept"].values())
-    for key in ("created", "grown", "unchanged", "events", "warnings", "skipped", "kept"):
+    for key in ("empty", "created", "grown", "unchanged", "events", "warnings", "skipped", "kept"):
         totals.setdefault(key, 0)
     return dict(totals)
 
@@ -129,33 +144,13 @@ def _summary(tool: str, results: list[dict[str, Any]], totals: dict[str, int]) -
     from rich.table import Table
 
     table = Table(title=f"infai import {tool}", title_justify="left")
-    for name in (
-        "files",
-        "failed",
-        "created",
-        "grown",
-        "unchanged",
-        "events",
-        "skipped",
-        "warnings",
-    ):
-        table.add_column(name, justify="right")
-    table.add_row(
-        *(
-            str(totals.get(name, 0))
-            for name in (
-                "files",
-                "failed",
-                "created",
-                "grown",
-                "unchanged",
-                "events",
-                "skipped",
-                "warnings",
-            )
-        )
-    )
-    Console(soft_wrap=True).print(table)
+    for name in COLUMNS:
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    table.add_row(*(str(totals.get(name, 0)) for name in COLUMNS))
+    console = Console()
+    if not console.is_terminal:  # piped: print the whole table, never squeezed to 80
+        console = Console(width=max(console.width, 120))
+    console.print(table)
     warnings = [w for r in results for rep in r["reports"] for w in rep["warnings"]]
     for line in warnings[:MAX_WARNINGS]:
         click.echo(f"infai: warning: {_printable(line)}", err=True)

@@ -22,8 +22,9 @@ How an importer is written (the interface the four importers share):
   ``default_paths()`` (where the tool keeps its sessions when no PATH is given),
   ``find(path)`` (a file or directory -> the session files under it, each one a
   unit that imports or fails on its own) and ``load(path)`` (one unit -> its
-  :class:`ForeignSession` list; raise :class:`~infai.store.errors.InvalidInput`
-  naming file and line when the file cannot be imported at all);
+  :class:`ForeignSession` list, empty for a file with no conversation; raise
+  :class:`~infai.store.errors.InvalidInput` naming file and line when the file
+  cannot be imported at all);
 - read lines with :func:`read_json_lines`, which reports two JSON values on one
   line, pretty-printed (multi-line) records and a torn last line, and refuses
   garbage in the middle of a file;
@@ -32,7 +33,12 @@ How an importer is written (the interface the four importers share):
   that become no event (their children re-link to what the alias names), then
   ``finish(head)`` puts the events in an order the store accepts (every parent
   first, the HEAD's branch last so HEAD ends on the tool's own leaf), resolves
-  dangling parents (reported, made roots) and returns the specs;
+  dangling parents (reported; made roots, or with ``dangling="previous"`` hung
+  from the entry before) and returns the specs; ``reparent`` and ``drop`` reshape
+  the tree before that;
+- name sessions with :func:`label`; count what was written with
+  :meth:`ImportReport.count`; a session whose parent lives in another file sets
+  ``parent_session`` and ``parent_event`` itself (see :class:`ForeignSession`);
 - never carry permission rules: ``ForeignSession.extra`` goes to the session's
   ``extra["import"]`` and nothing else of ``extra`` is written.
 
@@ -40,9 +46,10 @@ infai's own shapes to aim for (see :mod:`infai.agent.loop`): an assistant reply
 is one ``message`` event (content, reasoning, model, stop reason, usage) followed
 by its ``tool_call`` events in a line, then each ``tool_result`` (role
 ``tool``) in a line after them; parallel calls are therefore a chain, not
-branches. A compaction is a ``compaction`` event whose summary stands for
-everything before it on the path: what the source keeps verbatim after the
-boundary must follow that event.
+branches (the Claude Code importer keeps a response's calls and results in file
+order, which a later import of the grown file reproduces). A compaction is a
+``compaction`` event whose summary stands for everything before it on the path:
+what the source keeps verbatim after the boundary must follow that event.
 """
 
 from __future__ import annotations
@@ -239,6 +246,14 @@ def read_json_lines(path: Path, report: ImportReport) -> Iterator[Line]:
                 start_line, start_offset = number, offset
             offset += len(raw)
             buffer = pending + raw
+            if pending and not raw.rstrip().endswith((b"}", b"]")):
+                # inside a multi-line value: it can only end on a closing line
+                if len(buffer) > MAX_RECORD_BYTES:
+                    raise InvalidInput(
+                        f"{path}:{start_line}: a record over {MAX_RECORD_BYTES} bytes"
+                    )
+                pending = buffer
+                continue
             try:
                 text = buffer.decode()
             except UnicodeDecodeError as exc:
@@ -410,16 +425,18 @@ class EventTree:
                 self.report.warn(node.line, f"parent {node.parent!r} is not in the file: {why}")
             parents[node.key] = parent
             previous = node.key
-        for key in parents:  # break cycles (a foreign file can hold anything)
-            seen: set[str] = set()
+        done: set[str] = set()  # known to lead to a root
+        for key in parents:  # break cycles (a foreign file can hold anything); linear
+            path: set[str] = set()
             walk: str | None = key
-            while walk is not None and walk not in seen:
-                seen.add(walk)
+            while walk is not None and walk not in done and walk not in path:
+                path.add(walk)
                 walk = parents[walk]
-            if walk is not None:
+            if walk is not None and walk in path:
                 line = self.nodes[walk].line
                 self.report.warn(line, f"entry {walk!r} is its own ancestor: imported as a root")
                 parents[walk] = None
+            done |= path
         return parents
 
     def finish(

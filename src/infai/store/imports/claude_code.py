@@ -176,17 +176,22 @@ def _sidechains(lines: list[ChainLine]) -> tuple[list[ChainLine], dict[str, list
     by_uuid = {line.uuid: line for line in lines}
     main: list[ChainLine] = []
     groups: dict[str, list[ChainLine]] = {}
+    root_of: dict[str, str] = {}  # sidechain line -> its root's uuid (memo: linear time)
     for line in lines:
         if not line.obj.get("isSidechain"):
             main.append(line)
             continue
-        root, seen = line, {line.uuid}
-        while root.parent in by_uuid and by_uuid[root.parent].obj.get("isSidechain"):
-            root = by_uuid[str(root.parent)]
-            if root.uuid in seen:
+        walk, path = line, [line.uuid]
+        while walk.uuid not in root_of:
+            above = by_uuid.get(str(walk.parent))
+            if above is None or not above.obj.get("isSidechain") or above.uuid in path:
+                root_of[walk.uuid] = walk.uuid
                 break
-            seen.add(root.uuid)
-        groups.setdefault(root.uuid, []).append(line)
+            walk = above
+            path.append(walk.uuid)
+        root = root_of[walk.uuid]
+        root_of.update((uuid, root) for uuid in path)
+        groups.setdefault(root, []).append(line)
     return main, groups
 
 
@@ -207,12 +212,13 @@ def _call_label(builder: Builder, call_id: str | None, fallback: str | None) -> 
     return f"subagent: {label(text)}" if text else "subagent"
 
 
-def load_file(path: Path) -> ForeignSession:
-    """The session in one transcript, its subagents as children."""
+def load_file(path: Path) -> ForeignSession | None:
+    """The session in one transcript, its subagents as children; None for a file
+    with no conversation (older versions leave files of ``summary`` lines only)."""
     report = ImportReport(str(path))
     found = _read(path, report)
     if not found.chain:
-        raise InvalidInput(f"{path}: no conversation lines (uuid/parentUuid): not a transcript")
+        return None
     sid = found.session_id or path.stem
     source_id = sid if path.stem == sid else f"{sid}/{path.stem}"
     main, inline = _sidechains(found.chain)
@@ -309,5 +315,6 @@ class ClaudeCodeImporter:
         )
 
     def load(self, path: Path) -> list[ForeignSession]:
-        """The transcript at ``path`` with its subagents."""
-        return [load_file(path)]
+        """The transcript at ``path`` with its subagents (none: no conversation)."""
+        found = load_file(path)
+        return [] if found is None else [found]

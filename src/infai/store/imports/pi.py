@@ -25,7 +25,8 @@ that points at the compaction itself (seen in a real v1 file) keeps nothing.
 Labels (``label`` entries) are kept in the session's metadata, keyed by the
 event they name; ``session_info`` names the session; settings changes
 (``model_change``, ``thinking_level_change``) and extension state (``custom``)
-become no event and are counted.
+become no event and are counted; an extension's ``custom_message`` (sent to the
+model) is a user message.
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ class _Reader:
             self.tree.alias(key, f"{key}#compaction")
         elif kind == "branch_summary":
             self.branch_summary(key, parent, entry, line)
+        elif kind == "custom_message":  # an extension's message, sent to the model
+            origin = {"entry": key, "custom_type": str(entry.get("customType"))}
+            said = MessageRecord(content=_text(entry.get("content")), metadata={"source": origin})
+            self.add(key, parent, "user", said, line)
         else:
             self.other(key, parent, str(kind), entry)
 
@@ -338,7 +343,7 @@ class _Reader:
 
 def _header(
     path: Path, report: ImportReport
-) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int]]]:
+) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], int]]]:
     entries: list[tuple[dict[str, Any], int]] = []
     header: dict[str, Any] | None = None
     for item in read_json_lines(path, report):
@@ -353,15 +358,15 @@ def _header(
             header = item.value
             continue
         entries.append((item.value, item.number))
-    if header is None:
-        raise InvalidInput(f"{path}: empty file: not a Pi session")
     return header, entries
 
 
-def load_file(path: Path) -> ForeignSession:
-    """The session in one Pi file."""
+def load_file(path: Path) -> ForeignSession | None:
+    """The session in one Pi file (None: the file is empty)."""
     report = ImportReport(str(path))
     header, entries = _header(path, report)
+    if header is None:
+        return None
     source_id = header.get("id")
     if not isinstance(source_id, str) or not source_id:
         raise InvalidInput(f"{path}:1: the session header has no id")
@@ -421,5 +426,6 @@ class PiImporter:
         return sorted(p for p in path.rglob("*.jsonl") if p.is_file())
 
     def load(self, path: Path) -> list[ForeignSession]:
-        """The session in the file at ``path``."""
-        return [load_file(path)]
+        """The session in the file at ``path`` (none: an empty file)."""
+        found = load_file(path)
+        return [] if found is None else [found]

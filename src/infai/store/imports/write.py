@@ -9,7 +9,11 @@ lacks is then created with its derived id, its events are written with
 this call created is removed again. A session the store already has (the same
 derived id) gets only the events whose ids it lacks, in the given order, each
 after a parent it already holds; nothing at all is written when it lacks none,
-so importing an unchanged file twice is a no-op.
+so importing an unchanged file twice is a no-op. A session the user has since
+continued in infai (its HEAD is not the one the last import left) is not grown: appending
+would move HEAD off the user's work; the report says so. Growth is not undone
+when a later child fails: what was appended is whole and valid, and the next
+import goes on from there.
 """
 
 from __future__ import annotations
@@ -127,7 +131,7 @@ def _commit(
             info.replace(
                 created_at=foreign.created_at,
                 updated_at=foreign.updated_at,
-                extra={"import": _mark(foreign)},
+                extra={"import": _mark(foreign, foreign.events)},
             )
         )
         outcome = ImportOutcome(sid, foreign.source_id, "created", len(foreign.events))
@@ -154,15 +158,19 @@ def _linkable(store: SessionStore, foreign: ForeignSession) -> str | None:
     return None
 
 
-def _mark(foreign: ForeignSession) -> dict[str, Any]:
-    """What the session's ``extra["import"]`` holds: where it came from, and the
+def _mark(foreign: ForeignSession, written: Sequence[EventSpec]) -> dict[str, Any]:
+    """What the session's ``extra["import"]`` holds: where it came from, the HEAD
+    the import left (to tell later whether the user went on in infai), and the
     importer's own notes (``foreign.extra``)."""
-    return {
+    mark: dict[str, Any] = {
         "tool": foreign.tool,
         "source_id": foreign.source_id,
         "paths": list(foreign.paths),
         **foreign.extra,
     }
+    if written:
+        mark["head"] = written[-1][0]
+    return mark
 
 
 def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> ImportOutcome:
@@ -175,6 +183,14 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
         stored = {entry.id: entry.parent_id for entry in writer.entries()}
         new = [spec for spec in foreign.events if spec[0] not in stored]
         moved = sum(1 for spec in foreign.events if stored.get(spec[0], spec[1]) != spec[1])
+        ours = writer.head != mark.get("head", writer.head)  # moved since the last import
+        if new and ours:  # appending would move HEAD off the user's own work
+            foreign.report.warn(
+                None,
+                f"the session was continued in infai since it was imported: the source's "
+                f"{len(new)} new entries are not added (HEAD stays on your work)",
+            )
+            new = []
         if new:  # each one's parent is stored or comes before it (checked by _validate)
             _append(writer, new, writer.head)
     if moved:
@@ -195,7 +211,7 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
             store.restore_info(info)
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)
-    extra = {**info.extra, "import": _mark(foreign)}
+    extra = {**info.extra, "import": _mark(foreign, new)}
     store.restore_info(info.replace(updated_at=updated, extra=extra))
     return ImportOutcome(sid, foreign.source_id, "grown", len(new))
 
