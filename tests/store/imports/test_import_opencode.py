@@ -359,6 +359,7 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
                 "title": "t\x1b[2J",
                 "directory": "/d",
                 "time": {"created": 1000, "updated": 9000},
+                "revert": {"messageID": "msg_06"},  # the user undid the last answer
             },
         ),
     ]
@@ -440,6 +441,8 @@ def test_compaction_reasoning_and_errors(store: Store, tmp_path: Path) -> None:
     assert "tokens is not an object" in warnings
     assert "parentID 'msg_gone' is not in the session" in warnings
     assert "msg_07.json: duplicate message id 'msg_05'" in warnings
+    # OpenCode deletes a reverted message only at the next prompt: kept, and said so
+    assert "pending revert" in warnings and foreign.extra["revert"] == {"messageID": "msg_06"}
     assert foreign.report.kept["part/brand-new-part"] == 1
     outcome = commit(store, foreign)
     evs = events(store, outcome.session_id)
