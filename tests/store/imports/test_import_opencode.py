@@ -483,3 +483,27 @@ def test_default_location_and_missing_paths(
     assert OpenCodeImporter().default_paths() == [Path.home() / ".local" / "share" / "opencode"]
     with pytest.raises(InvalidInput, match="no such file"):
         OpenCodeImporter().find(tmp_path / "missing")
+
+
+def test_a_database_that_is_not_opencode_s_imports_nothing(store: Store, tmp_path: Path) -> None:
+    db_path = tmp_path / "opencode.db"
+    db = sqlite3.connect(db_path)
+    db.executescript(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, title TEXT);"
+        "INSERT INTO session VALUES ('ses_1', 'x');"
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(InvalidInput, match=r"opencode\.db: not an OpenCode database"):
+        import_all(store, db_path)
+    db = sqlite3.connect(db_path)
+    db.executescript(
+        "CREATE TABLE message (id TEXT, session_id TEXT, data TEXT);"
+        "CREATE TABLE part (id TEXT, message_id TEXT, session_id TEXT, data TEXT);"
+        "INSERT INTO message VALUES ('msg_1', 'ses_1', '{\"role\": \"user\"');"  # cut JSON
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(InvalidInput, match=r"message msg_1: the data column is not JSON"):
+        import_all(store, db_path)
+    assert store.list_sessions() == []
