@@ -314,7 +314,14 @@ class AgentSession:
                 text,
                 toolbox=self.toolbox,
                 permissions=self.permissions,
-                context=ToolContext(self.working_dir, self.session_id),
+                context=ToolContext(
+                    self.working_dir,
+                    self.session_id,
+                    # read deny rules hold for every file a search reads or names
+                    readable=(
+                        self.permissions.may_read if isinstance(self.permissions, Policy) else None
+                    ),
+                ),
                 system=system,
                 cache=self.cache,
                 compact_at=self.compact_at,

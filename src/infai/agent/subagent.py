@@ -102,7 +102,7 @@ class TaskTool:
                 prompt,
                 toolbox=toolbox,
                 permissions=permissions,
-                context=ToolContext(context.working_dir, child.id),
+                context=ToolContext(context.working_dir, child.id, readable=context.readable),
                 system=system,
                 max_steps=self.max_steps,
             ):

@@ -211,7 +211,7 @@ class _Reply:
             call_id, name, raw = self.calls[index]
             try:
                 arguments = json.loads(raw or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past what json parses
                 arguments = None
             if not isinstance(arguments, dict):  # answered with an error result, not run
                 why = f"its arguments are not a JSON object: {raw[:200]!r}"

@@ -216,7 +216,7 @@ class _Reply:
             call = self.calls[index]
             try:
                 arguments = json.loads(call.arguments or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past what json parses
                 arguments = None
             if not isinstance(arguments, dict):  # answered with an error result, not run
                 why = f"its arguments are not a JSON object: {call.arguments[:200]!r}"

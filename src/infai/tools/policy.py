@@ -74,7 +74,7 @@ from infai.errors import InfaiError
 
 from .base import Decision, ToolContext
 from .commands import Analysis, analyse
-from .paths import resolve
+from .paths import Resolved, resolve
 
 Verdict = Literal["allow", "ask", "deny"]
 #: in the order they take precedence
@@ -220,14 +220,20 @@ class Target:
     inside: bool
 
 
-def target_of(tool: str, arguments: Mapping[str, Any], working_dir: Path) -> Target:
-    """Resolve a file tool's path argument against the working directory.
+def target_of(
+    tool: str,
+    arguments: Mapping[str, Any],
+    working_dir: Path,
+    resolver: Callable[[str], Resolved] | None = None,
+) -> Target:
+    """Resolve a file tool's path argument against the working directory (with
+    ``resolver``, the call's own: what the policy checks is what the tool uses).
     A path that cannot be resolved (a NUL byte, a link loop) raises ValueError."""
     given = _path_of(tool, arguments)
     if not given:
         return Target("", ("",), ("",), None, True)
     try:
-        found = resolve(working_dir, given)
+        found = resolver(given) if resolver is not None else resolve(working_dir, given)
     except (OSError, RuntimeError) as exc:
         raise ValueError(str(exc)) from exc
     root = working_dir.resolve()
@@ -408,7 +414,7 @@ class Policy:
             return self._rule_on_shell(str(arguments.get("command", "")))
         if tool in PATH_ARGUMENT:
             try:
-                target = target_of(tool, arguments, context.working_dir)
+                target = target_of(tool, arguments, context.working_dir, context.resolve)
             except ValueError as exc:
                 return Ruling("deny", "default", f"the path cannot be resolved: {exc}")
             return self._rule_on_path(tool, _path_of(tool, arguments), target)

@@ -518,12 +518,6 @@ def test_entries_whose_fields_changed_type_import_without_a_traceback(
     assert (call.name, call.arguments) == ("function", {"value": 1})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InvalidInput,
-    reason="read_json_lines (imports/base.py, imp1) refuses a last line cut inside a UTF-8 "
-    "character as 'not UTF-8 text' instead of treating it as cut mid-line",
-)
 def test_a_rollout_cut_inside_a_character_imports_its_complete_lines(tmp_path: Path) -> None:
     (source,) = (corpus_dir(CODEX) / "feipi-subagents").glob("*019ede26-ff03*.jsonl")
     data = source.read_bytes()

@@ -257,6 +257,9 @@ def read_json_lines(path: Path, report: ImportReport) -> Iterator[Line]:
             try:
                 text = buffer.decode()
             except UnicodeDecodeError as exc:
+                if not raw.endswith(b"\n") and exc.end == len(buffer):
+                    pending = buffer  # the last line, cut inside a character: a torn tail
+                    continue
                 raise InvalidInput(
                     f"{path}:{number}: byte offset {start_offset + exc.start}: not UTF-8 text"
                 ) from None
