@@ -25,6 +25,9 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     ask = ["write_file *.lock"]
     deny = ["bash rm -rf*"]
 
+    [sandbox]                       # where shell commands run: see infai.tools.sandbox
+    mode = "auto"                   # "auto" | "required" | "off" (or: sandbox = "auto")
+
 Anything unknown or mistyped is an error naming the file and the key, never
 ignored: a misspelt ``deny`` must not quietly allow.
 
@@ -47,7 +50,7 @@ from typing import Any
 from infai.errors import InfaiError
 from infai.llm.providers import PROVIDERS, ModelSpec
 from infai.llm.registry import DEFAULT_WINDOWS
-from infai.tools import Rule
+from infai.tools import Rule, SandboxSettings, parse_sandbox
 from infai.tools.policy import RuleError
 
 from .compaction import DEFAULT_THRESHOLD
@@ -87,6 +90,8 @@ class Config:
     model_sources: dict[str, Path] = field(default_factory=dict)
     #: what was left out of an untrusted project's file, for the shells to say
     warnings: tuple[str, ...] = ()
+    #: the ``[sandbox]`` settings (:mod:`infai.tools.sandbox`; a project's file cannot loosen them)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
 
 def user_config_path() -> Path:
@@ -201,12 +206,14 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     rules: list[Rule] = []
     read: list[Path] = []
     warnings: list[str] = []
+    sandbox = SandboxSettings()
     trusted = False
     for path in (user, project):
         if not path.is_file():
             continue
         data = _read(path)
         read.append(path)
+        sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
         for key, value in data.items():
             if key == "model":
@@ -245,14 +252,36 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions" + (
+                known = "model, compact_at, models, permissions, sandbox" + (
                     ", trusted_projects" if path == user else ""
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
     return Config(
-        default_model, compact_at, models, tuple(rules), tuple(read), sources, tuple(warnings)
+        default_model,
+        compact_at,
+        models,
+        tuple(rules),
+        tuple(read),
+        sources,
+        tuple(warnings),
+        sandbox,
     )
+
+
+def _sandbox(
+    path: Path, value: Any, current: SandboxSettings, project: bool, warnings: list[str]
+) -> SandboxSettings:
+    """``current`` updated by a file's ``sandbox`` value (None: absent); what a
+    project's file may not loosen is ignored, with a warning."""
+    if value is None:
+        return current
+    try:
+        settings, notices = parse_sandbox(value, current, project=project)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    warnings += [f"{path}: {notice}" for notice in notices]
+    return settings
 
 
 def _threshold(path: Path, value: Any) -> float | None:

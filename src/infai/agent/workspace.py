@@ -20,18 +20,20 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model
 from infai.store import SessionInfo, SessionStore
-from infai.tools import Policy, Rule, Toolbox
+from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
+from infai.tools.base import Permissions
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
 from .config import Config, load_config
 from .session import AgentSession
-from .subagent import standard_toolbox
+from .subagent import TaskTool
 
 
 class Workspace:
@@ -62,6 +64,7 @@ class Workspace:
         self.approver = approver
         self.model = self.build_model(self.model_name)
         self._retired: list[Model] = []
+        self._sandbox: Sandbox | None = None
 
     # -- models ----------------------------------------------------------------
 
@@ -91,7 +94,7 @@ class Workspace:
         model = self.build_model(name)
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
-        session.use_model(model, standard_toolbox(self.store, model, session.permissions))
+        session.use_model(model, self.toolbox(model, session.permissions))
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
         return old
@@ -136,9 +139,30 @@ class Workspace:
         (else the workspace's) for what they say to ask about."""
         return Policy(list(self.rules), approver=approver or self.approver)
 
-    def toolbox(self, model: Model, policy: Policy) -> Toolbox:
-        """The standard tools, ``task`` (subagents under ``policy``) included."""
-        return standard_toolbox(self.store, model, policy)
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where shell commands run (:mod:`infai.tools.sandbox`), from the configuration:
+        infai's own config and store directories are protected, the configured
+        models' key variables are secrets. ``sandbox.notice`` is what to say once."""
+        if self._sandbox is None:
+            from infai.agent.config import user_config_path
+
+            config_file = user_config_path()
+            protected = [config_file if os.environ.get("INFAI_CONFIG") else config_file.parent]
+            home = getattr(self.store, "home", None)
+            if isinstance(home, Path):
+                protected.append(home)
+            keys = tuple(spec.key_env for spec in self.config.models.values() if spec.key_env)
+            self._sandbox = Sandbox(
+                self.config.sandbox, protected=tuple(protected), secret_env=keys
+            )
+        return self._sandbox
+
+    def toolbox(self, model: Model, policy: Permissions) -> Toolbox:
+        """The standard tools, ``task`` (subagents under ``policy``) included; ``bash``
+        runs under :attr:`sandbox`, for subagents too."""
+        tools = builtin_tools(self.sandbox)
+        return Toolbox([*tools, TaskTool(self.store, model, tools, policy)])
 
     def open(
         self,

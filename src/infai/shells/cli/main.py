@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from .agent import chat, compact_command, models_command, run
+from .doctor import doctor_command, sandbox_group
 from .root import root
 from .serve import serve_command
 from .session import session
@@ -28,6 +29,8 @@ COMMANDS: tuple[click.Command, ...] = (
     models_command,
     tui,
     serve_command,
+    doctor_command,
+    sandbox_group,
 )
 
 for _command in COMMANDS:
