@@ -1,4 +1,4 @@
-"""The sandbox benchmark runs end to end (a smoke run), so the README's number stays reproducible."""
+"""The sandbox benchmark runs end to end (a smoke run), so its README number stays reproducible."""
 
 from __future__ import annotations
 

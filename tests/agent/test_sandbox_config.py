@@ -19,6 +19,7 @@ import pytest
 
 from infai.agent import Workspace
 from infai.agent.config import ConfigError, load_config
+from infai.llm import close_model
 from infai.store import Store
 from infai.tools import Sandbox, SandboxSettings, ToolContext, ToolOutput
 from infai.tools.shell import Bash
@@ -199,3 +200,21 @@ def test_the_workspace_notice_without_bwrap(
     assert space.sandbox.notice is not None and "not available" in space.sandbox.notice
     asyncio.run(space.aclose())
     store.close()
+
+
+def test_switching_model_keeps_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/model`` rebuilds the toolbox: it must still be the workspace's sandboxed one."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "none.toml"))
+    work = tmp_path / "work"
+    work.mkdir()
+    store = Store(tmp_path / "store")
+    space = Workspace(store, work)
+    session = space.open()
+    try:
+        asyncio.run(close_model(space.use_model(session, "offline")))
+        bash = session.toolbox.get("bash")
+        assert isinstance(bash, Bash) and bash.sandbox is space.sandbox
+    finally:
+        session.close()
+        asyncio.run(space.aclose())
+        store.close()

@@ -94,7 +94,7 @@ class Workspace:
         model = self.build_model(name)
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
-        session.use_model(model, self.toolbox(model, session.permissions))
+        session.use_model(model, self._tools(model, session.permissions))
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
         return old
@@ -158,11 +158,14 @@ class Workspace:
             )
         return self._sandbox
 
-    def toolbox(self, model: Model, policy: Permissions) -> Toolbox:
+    def toolbox(self, model: Model, policy: Policy) -> Toolbox:
         """The standard tools, ``task`` (subagents under ``policy``) included; ``bash``
         runs under :attr:`sandbox`, for subagents too."""
+        return self._tools(model, policy)
+
+    def _tools(self, model: Model, permissions: Permissions) -> Toolbox:
         tools = builtin_tools(self.sandbox)
-        return Toolbox([*tools, TaskTool(self.store, model, tools, policy)])
+        return Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
 
     def open(
         self,

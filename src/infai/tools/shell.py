@@ -46,9 +46,7 @@ class Bash:
         "Run a shell command in the working directory; returns exit code and output. "
         "Commands run in a sandbox: no writes outside the working directory or to "
         ".git/, no network.",
-        schema(
-            ["command"], command=STR, timeout_seconds=INT, outside_sandbox=OUTSIDE
-        ),
+        schema(["command"], command=STR, timeout_seconds=INT, outside_sandbox=OUTSIDE),
     )
 
     def __init__(self, default_timeout: float = 120.0, sandbox: Sandbox | None = None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -96,7 +97,7 @@ def _network_check(sandbox: Sandbox) -> bool:
             "import socket; s = socket.socket(); s.settimeout(2); "
             f"s.connect(('127.0.0.1', {port})); s.sendall(b'x')"
         )
-        _run(sandbox, f"{sys.executable} -c \"{code}\"", Path(wd))
+        _run(sandbox, shlex.join([sys.executable, "-c", code]), Path(wd))
         try:
             conn, _ = server.accept()
         except TimeoutError:
