@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -325,3 +326,37 @@ def test_outside_sandbox_must_be_a_boolean(wd: Path) -> None:
 def test_the_schema_offers_outside_sandbox() -> None:
     prop = Bash.spec.parameters["properties"]["outside_sandbox"]
     assert prop["type"] == "boolean" and "approval" in prop["description"]
+
+
+def test_unix_sockets_outside_cannot_be_reached(wd: Path) -> None:
+    """A path-bound Unix socket (Docker's, the D-Bus user bus, an ssh agent) would let
+    a command ask an unconfined process to act for it: socket(AF_UNIX) is refused."""
+    path = wd / "agent.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen(1)
+        server.settimeout(0.3)
+        connect = shlex.join(
+            [
+                sys.executable,
+                "-c",
+                f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(path)!r})",
+            ]
+        )
+        out = bash(wd, connect)
+        assert out.is_error and "Permission denied" in out.content
+        assert not _connects(server)
+        # socketpair (a private pair, like a pipe) still works
+        pair = shlex.join([sys.executable, "-c", "import socket; socket.socketpair()"])
+        assert not bash(wd, pair).is_error
+        # control: outside the sandbox the same command reaches the listener
+        bash(wd, connect, outside_sandbox=True)
+        assert _connects(server)
+
+
+def test_the_seccomp_filter_knows_its_architectures() -> None:
+    from infai.tools.seccomp import filter_program
+
+    assert filter_program("sparc") is None
+    x86, arm = filter_program("x86_64"), filter_program("aarch64")
+    assert x86 and arm and len(x86) % 8 == 0 and len(arm) % 8 == 0

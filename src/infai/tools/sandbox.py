@@ -22,12 +22,13 @@ dropped:
   (``setsid``, ``nohup … &``, daemons); ``--die-with-parent`` covers infai
   itself dying;
 - with no capabilities (``--cap-drop ALL``, which matters when infai runs as
-  root) the command cannot unmount or remount what is read-only.
+  root) the command cannot unmount or remount what is read-only;
+- it cannot create a Unix-domain socket (a seccomp filter,
+  :mod:`infai.tools.seccomp`), so it cannot ask a process outside (Docker,
+  the D-Bus user bus, an ssh agent) to act for it.
 
 Not confined: reading (a command reads whatever infai's user can, secrets in
-files included), the CPU and memory it uses while it runs, and what it says
-to processes outside through sockets bound in the filesystem (a Unix socket
-such as Docker's is reachable when its path is). A command run *outside* the
+files included) and the CPU and memory it uses while it runs. A command run *outside* the
 sandbox (``outside_sandbox``, which the user approves each time) or with
 ``mode = "off"`` is confined by none of this.
 
@@ -69,6 +70,8 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
+
+from .seccomp import filter_fd, filter_program
 
 Mode = Literal["auto", "required", "off"]
 MODES: tuple[Mode, ...] = ("auto", "required", "off")
@@ -303,17 +306,22 @@ def probe(bwrap: str | None = None) -> Probe:
 
 
 def _run_probe(path: str) -> Probe:
+    fds = _seccomp_fds()
     try:
         done = subprocess.run(
-            [path, *BASE_FLAGS, "--", "true"],
+            [path, *BASE_FLAGS, *_seccomp_flags(fds), "--", "true"],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT,
             stdin=subprocess.DEVNULL,
             env={"PATH": os.environ.get("PATH", os.defpath)},
+            pass_fds=fds,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Probe(False, path, f"{path} could not be run: {exc}")
+    finally:
+        for fd in fds:
+            os.close(fd)
     if done.returncode != 0:
         said = done.stderr.strip().splitlines()
         why = said[-1] if said else f"exit code {done.returncode}"
@@ -321,16 +329,33 @@ def _run_probe(path: str) -> Probe:
     return Probe(True, path)
 
 
+def _seccomp_fds() -> tuple[int, ...]:
+    program = filter_program()
+    return () if program is None else (filter_fd(program),)
+
+
+def _seccomp_flags(fds: tuple[int, ...]) -> list[str]:
+    return [flag for fd in fds for flag in ("--seccomp", str(fd))]
+
+
 # -- the sandbox -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one command: its argv, environment, and whether it is confined."""
+    """How to start one command: its argv, environment, whether it is confined,
+    and file descriptors the child must inherit (``pass_fds``; :meth:`close`
+    them once it has started)."""
 
     argv: list[str]
     env: dict[str, str]
     confined: bool
+    fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        """Close the parent's copies of :attr:`fds` (the child keeps its own)."""
+        for fd in self.fds:
+            os.close(fd)
 
 
 @dataclass
@@ -437,7 +462,10 @@ class Sandbox:
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir)
-        return Launch([*self.bwrap_args(found.bwrap, working_dir), *shell], env, confined=True)
+        args = self.bwrap_args(found.bwrap, working_dir)
+        fds = _seccomp_fds()
+        argv = [*args[:-1], *_seccomp_flags(fds), "--", *shell]
+        return Launch(argv, env, confined=True, fds=fds)
 
     def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.

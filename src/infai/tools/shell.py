@@ -71,15 +71,19 @@ class Bash:
             )
         except SandboxUnavailable as exc:
             return error(f"{exc}; nothing ran (sandbox.mode is 'required')")
-        proc = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            cwd=context.working_dir,
-            env=launch.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                cwd=context.working_dir,
+                env=launch.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=launch.fds,
+            )
+        finally:
+            launch.close()
         kept = bytearray()
         dropped = 0
 

@@ -60,15 +60,19 @@ def _user_namespaces() -> dict[str, Any]:
 
 def _run(sandbox: Sandbox, command: str, wd: Path) -> subprocess.CompletedProcess[str]:
     launch = sandbox.launch(command, wd)
-    return subprocess.run(
-        launch.argv,
-        cwd=wd,
-        env=launch.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        return subprocess.run(
+            launch.argv,
+            cwd=wd,
+            env=launch.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            pass_fds=launch.fds,
+        )
+    finally:
+        launch.close()
 
 
 def _write_checks(sandbox: Sandbox) -> dict[str, Any]:
