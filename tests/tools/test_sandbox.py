@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from infai.tools import Sandbox, SandboxSettings, ToolContext, ToolOutput
-from infai.tools.sandbox import STOPPED_NOTE, probe
+from infai.tools.sandbox import GIT_OVERRIDES, STOPPED_NOTE, probe
 from infai.tools.shell import Bash
 
 pytestmark = pytest.mark.skipif(
@@ -360,3 +360,23 @@ def test_the_seccomp_filter_knows_its_architectures() -> None:
     assert filter_program("sparc") is None
     x86, arm = filter_program("x86_64"), filter_program("aarch64")
     assert x86 and arm and len(x86) % 8 == 0 and len(arm) % 8 == 0
+
+
+def test_only_the_repositorys_own_drivers_are_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's own global drivers (git-lfs's filter) keep working; the ones the
+    repository's config names are emptied; a repository naming none costs no git."""
+    repo, _ = _evil_repo(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text('[filter "lfs"]\n\tclean = git-lfs clean -- %f\n')
+    monkeypatch.setenv("HOME", str(home))
+    env = Sandbox().environment(working_dir=repo)
+    keys = {v for k, v in env.items() if k.startswith("GIT_CONFIG_KEY_")}
+    assert {"filter.evil.clean", "diff.evil.command", "diff.external"} <= keys
+    assert "filter.lfs.clean" not in keys
+    plain = tmp_path / "plain"
+    (plain / ".git").mkdir(parents=True)
+    (plain / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    assert Sandbox().environment(working_dir=plain)["GIT_CONFIG_COUNT"] == str(len(GIT_OVERRIDES))

@@ -498,13 +498,16 @@ class Sandbox:
 
 def _driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[tuple[str, str]]:
     """Empty values for the program-running driver settings (and ``diff.external``)
-    that the git configuration seen from ``working_dir`` names. Names only are
-    read (``git config`` runs no configured code); no repository: none."""
-    if working_dir is None or not _in_repository(working_dir):
+    that the repository seen from ``working_dir`` configures itself (its local or
+    worktree config, includes followed; the user's global and system settings,
+    git-lfs's filter say, are the user's own and kept). Names only are read
+    (``git config`` runs no configured code); no repository, or a config file
+    that mentions no driver or include at all: none, and no git is started."""
+    if working_dir is None or not _may_name_drivers(working_dir):
         return []
     try:
         done = subprocess.run(
-            ["git", "config", "--list", "--name-only", "-z"],
+            ["git", "config", "--list", "--name-only", "--show-scope", "--includes", "-z"],
             cwd=working_dir,
             capture_output=True,
             timeout=10,
@@ -513,8 +516,11 @@ def _driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
+    fields = done.stdout.split(b"\0")
     found = []
-    for raw in done.stdout.split(b"\0"):
+    for scope, raw in zip(fields[::2], fields[1::2], strict=False):
+        if scope not in (b"local", b"worktree"):
+            continue
         name = raw.decode(errors="replace")
         section, _, rest = name.partition(".")
         _, _, key = rest.rpartition(".")
@@ -526,10 +532,24 @@ def _driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[
     return found
 
 
-def _in_repository(path: Path) -> bool:
-    """Whether ``path`` or a parent holds a ``.git`` (cheap: a few stat calls)."""
+def _may_name_drivers(path: Path) -> bool:
+    """Whether the repository holding ``path`` may configure a driver: its config
+    mentions one (or an include), or cannot be read cheaply (a ``.git`` file of a
+    worktree, an unreadable config). False outside any repository."""
     here = path.resolve()
-    return any((p / ".git").exists() for p in (here, *here.parents))
+    for parent in (here, *here.parents):
+        dot_git = parent / ".git"
+        if dot_git.is_dir():
+            try:
+                text = b"".join(
+                    f.read_bytes() for f in dot_git.glob("config*") if f.is_file()
+                ).lower()
+            except OSError:
+                return True
+            return any(word in text for word in (b"filter", b"diff", b"merge", b"include"))
+        if dot_git.exists():
+            return True
+    return False
 
 
 def stopped_by_sandbox(output: str) -> bool:
