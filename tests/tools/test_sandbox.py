@@ -109,6 +109,15 @@ def test_git_dir_and_protected_paths_stay_read_only(wd: Path, tmp_path: Path) ->
     assert not (wd / ".infai" / "config.toml").exists()
 
 
+def test_a_working_dir_inside_a_protected_dir_is_read_only(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    wd = store / "sessions" / "s1"
+    wd.mkdir(parents=True)
+    (wd / "events.log").write_text("mine")
+    bash(wd, "echo x > events.log; echo x > new.txt", Sandbox(protected=(store,)))
+    assert (wd / "events.log").read_text() == "mine" and not (wd / "new.txt").exists()
+
+
 def test_root_cannot_unmount_what_is_read_only(wd: Path) -> None:
     """As root, bwrap keeps every capability unless told: without --cap-drop ALL,
     ``umount .git`` uncovers the writable directory underneath."""

@@ -488,8 +488,8 @@ class Sandbox:
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
         for path in self.protected:
             target = path.expanduser().resolve()
-            if not any(target == r or r in target.parents for r in roots):
-                continue  # everything else is read-only already
+            if not any(target == r or r in target.parents or target in r.parents for r in roots):
+                continue  # not in (nor around) a writable root: read-only already
             if not target.exists():
                 target.mkdir(mode=0o700, parents=True, exist_ok=True)  # or a command could
             args += ["--ro-bind", str(target), str(target)]
