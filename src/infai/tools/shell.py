@@ -21,8 +21,9 @@ from infai.llm import ToolSpec
 
 from .base import ToolContext, ToolOutput
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
-from .sandbox import STOPPED_NOTE, Sandbox, SandboxUnavailable, stopped_by_sandbox
+from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 
+DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
 OUTSIDE = {
     "type": "boolean",
     "description": (
@@ -43,15 +44,18 @@ class Bash:
 
     spec = ToolSpec(
         "bash",
-        "Run a shell command in the working directory; returns exit code and output. "
-        "Commands run in a sandbox: no writes outside the working directory or to "
-        ".git/, no network.",
+        f"{DESCRIPTION} Commands run in a sandbox: no writes outside the working "
+        "directory or to .git/, no network.",
         schema(["command"], command=STR, timeout_seconds=INT, outside_sandbox=OUTSIDE),
     )
 
     def __init__(self, default_timeout: float = 120.0, sandbox: Sandbox | None = None) -> None:
         self.default_timeout = default_timeout
         self.sandbox = sandbox or Sandbox.off()
+        if self.sandbox.mode == "off":  # the model is not told of a sandbox there is not
+            self.spec = ToolSpec(
+                "bash", DESCRIPTION, schema(["command"], command=STR, timeout_seconds=INT)
+            )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
@@ -65,12 +69,16 @@ class Bash:
         outside = arguments.get("outside_sandbox", False)
         if not isinstance(outside, bool):
             return error(f"outside_sandbox must be true or false, not {outside!r}; nothing ran")
+        job = asyncio.ensure_future(
+            asyncio.to_thread(self.sandbox.launch, command, context.working_dir, outside=outside)
+        )
         try:
-            launch = await asyncio.to_thread(
-                self.sandbox.launch, command, context.working_dir, outside=outside
-            )
+            launch = await asyncio.shield(job)  # (its stat calls and git may block)
         except SandboxUnavailable as exc:
             return error(f"{exc}; nothing ran (sandbox.mode is 'required')")
+        except asyncio.CancelledError:
+            job.add_done_callback(_close_unused)  # the launch it makes holds a descriptor
+            raise
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -113,6 +121,11 @@ class Bash:
         return ToolOutput(
             f"exit code {code}\n{text}", is_error=code != 0, metadata={"exit_code": code}
         )
+
+
+def _close_unused(job: asyncio.Future[Launch]) -> None:
+    if not job.cancelled() and job.exception() is None:
+        job.result().close()
 
 
 def _kill_group(pid: int) -> None:
