@@ -25,6 +25,9 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     ask = ["write_file *.lock"]
     deny = ["bash rm -rf*"]
 
+    [sandbox]                       # where shell commands run: see infai.tools.sandbox
+    mode = "auto"                   # "auto" | "required" | "off" (or: sandbox = "auto")
+
 Anything unknown or mistyped is an error naming the file and the key, never
 ignored: a misspelt ``deny`` must not quietly allow.
 
@@ -53,7 +56,7 @@ from typing import Any
 from infai.errors import InfaiError
 from infai.llm.providers import PROVIDERS, ModelSpec
 from infai.llm.registry import DEFAULT_WINDOWS
-from infai.tools import Rule
+from infai.tools import Rule, SandboxSettings, parse_sandbox
 from infai.tools.policy import RuleError
 
 from .compaction import DEFAULT_THRESHOLD
@@ -95,6 +98,8 @@ class Config:
     model_sources: dict[str, Path] = field(default_factory=dict)
     #: what was left out of an untrusted project's file, for the shells to say
     warnings: tuple[str, ...] = ()
+    #: the ``[sandbox]`` settings (:mod:`infai.tools.sandbox`; a project's file cannot loosen them)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
 
 def user_config_path() -> Path:
@@ -209,6 +214,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     rules: list[Rule] = []
     read: list[Path] = []
     warnings: list[str] = []
+    sandbox = SandboxSettings()
     trusted = False
     left_out: set[str] = set()  # names only an untrusted project's refused tables define
     for path in (user, project):
@@ -216,6 +222,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             continue
         data = _read(path)
         read.append(path)
+        sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
         for key, value in data.items():
             if key == "model":
@@ -247,14 +254,21 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions" + (
+                known = "model, compact_at, models, permissions, sandbox" + (
                     ", trusted_projects" if path == user else ""
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
     return Config(
-        default_model, compact_at, models, tuple(rules), tuple(read), sources, tuple(warnings)
+        default_model,
+        compact_at,
+        models,
+        tuple(rules),
+        tuple(read),
+        sources,
+        tuple(warnings),
+        sandbox,
     )
 
 
@@ -317,6 +331,21 @@ def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> 
     if str(table.get("model", "")).startswith("scripted:"):
         return "a project's config may not choose a scripted model (it replays tool calls)"
     return None
+
+
+def _sandbox(
+    path: Path, value: Any, current: SandboxSettings, project: bool, warnings: list[str]
+) -> SandboxSettings:
+    """``current`` updated by a file's ``sandbox`` value (None: absent); what a
+    project's file may not loosen is ignored, with a warning."""
+    if value is None:
+        return current
+    try:
+        settings, notices = parse_sandbox(value, current, project=project)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    warnings += [f"{path}: {notice}" for notice in notices]
+    return settings
 
 
 def _threshold(path: Path, value: Any) -> float | None:

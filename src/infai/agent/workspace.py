@@ -38,13 +38,14 @@ from pathlib import Path
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, SessionInfo, SessionStore
-from infai.tools import Policy, Rule, Toolbox
+from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
+from infai.tools.base import Permissions
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
 from .config import Config, load_config, user_config_path
 from .session import AgentSession
-from .subagent import standard_toolbox
+from .subagent import TaskTool
 
 
 class Workspace:
@@ -82,6 +83,7 @@ class Workspace:
         self.approver = approver
         self.model = self.build_model(self.model_name)
         self._retired: list[Model] = []
+        self._sandbox: Sandbox | None = None
 
     # -- models ----------------------------------------------------------------
 
@@ -121,7 +123,7 @@ class Workspace:
         model = self._build(name, self.config_for(session.working_dir))
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
-        session.use_model(model, standard_toolbox(self.store, model, session.permissions))
+        session.use_model(model, self._tools(model, session.permissions))
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
         return old
@@ -212,6 +214,9 @@ class Workspace:
             rules,
             approver=approver or self.approver,
             protected=self.protected_roots(),
+            # where commands cannot be confined, every shell command asks (unless the
+            # user turned the sandbox off: then the rules are theirs to trust)
+            shell_confined=self.sandbox.confined or self.sandbox.mode == "off",
         )
 
     def protected_roots(self) -> tuple[Path, ...]:
@@ -230,9 +235,26 @@ class Workspace:
         roots.append(home / "sessions" if wd == home or home in wd.parents else home)
         return tuple(roots)
 
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where shell commands run (:mod:`infai.tools.sandbox`), from the configuration:
+        infai's own config and store directories are protected, the configured
+        models' key variables are secrets. ``sandbox.notice`` is what to say once."""
+        if self._sandbox is None:
+            keys = tuple(spec.key_env for spec in self.config.models.values() if spec.key_env)
+            self._sandbox = Sandbox(
+                self.config.sandbox, protected=self.protected_roots(), secret_env=keys
+            )
+        return self._sandbox
+
     def toolbox(self, model: Model, policy: Policy) -> Toolbox:
-        """The standard tools, ``task`` (subagents under ``policy``) included."""
-        return standard_toolbox(self.store, model, policy)
+        """The standard tools, ``task`` (subagents under ``policy``) included; ``bash``
+        runs under :attr:`sandbox`, for subagents too."""
+        return self._tools(model, policy)
+
+    def _tools(self, model: Model, permissions: Permissions) -> Toolbox:
+        tools = builtin_tools(self.sandbox)
+        return Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
 
     def open(
         self,

@@ -28,6 +28,7 @@ from .policy import (
     RuleError,
     always_rules,
 )
+from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 
 __all__ = [
     "AllowAll",
@@ -41,10 +42,13 @@ __all__ = [
     "Reply",
     "Rule",
     "RuleError",
+    "Sandbox",
+    "SandboxSettings",
     "Tool",
     "ToolContext",
     "ToolOutput",
     "Toolbox",
     "always_rules",
     "builtin_tools",
+    "parse_sandbox",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .base import Tool
 from .common import MAX_OUTPUT
 from .files import EditFile, ReadFile, WriteFile
+from .sandbox import Sandbox
 from .search import Grep, ListFiles
 from .shell import Bash
 
@@ -25,6 +26,7 @@ __all__ = [
 ]
 
 
-def builtin_tools() -> list[Tool]:
-    """Every built-in tool, ready for a :class:`~infai.tools.base.Toolbox`."""
-    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Bash()]
+def builtin_tools(sandbox: Sandbox | None = None) -> list[Tool]:
+    """Every built-in tool, ready for a :class:`~infai.tools.base.Toolbox`; ``bash``
+    runs its commands under ``sandbox`` (None: unconfined, environment scrubbed)."""
+    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Bash(sandbox=sandbox)]

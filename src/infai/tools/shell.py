@@ -2,7 +2,11 @@
 
 The command runs in its own process group with stdin closed, a timeout and a
 cap on the output kept; a timeout or a cancelled turn kills everything it
-started.
+started. Where it runs is the :class:`~infai.tools.sandbox.Sandbox`'s call:
+confined by bubblewrap (a command that ends takes everything it started with
+it, daemons included), or not; either way with a scrubbed environment and git
+hardened against repository-configured code. A ``Bash()`` built without a
+sandbox is not confined (tests and embedders); the workspace always gives one.
 """
 
 from __future__ import annotations
@@ -17,38 +21,77 @@ from infai.llm import ToolSpec
 
 from .base import ToolContext, ToolOutput
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
+from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
+
+DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
+OUTSIDE = {
+    "type": "boolean",
+    "description": (
+        "Run this one command outside the sandbox (to write outside the working "
+        "directory or reach the network). Needs the user's approval every time; "
+        "use it only after the sandbox stopped the command and the task needs it."
+    ),
+}
 
 
 class Bash:
     """A shell command in the working directory, with a timeout and an output cap.
 
     The command runs in its own process group, so a timeout or a cancelled turn
-    kills everything it started.
+    kills everything it started. ``sandbox`` decides where it runs (default:
+    :meth:`Sandbox.off`, unconfined but with the environment scrubbed).
     """
 
     spec = ToolSpec(
         "bash",
-        "Run a shell command in the working directory; returns exit code and output.",
-        schema(["command"], command=STR, timeout_seconds=INT),
+        f"{DESCRIPTION} Commands run in a sandbox: no writes outside the working "
+        "directory or to .git/, no network.",
+        schema(["command"], command=STR, timeout_seconds=INT, outside_sandbox=OUTSIDE),
     )
 
-    def __init__(self, default_timeout: float = 120.0) -> None:
+    def __init__(self, default_timeout: float = 120.0, sandbox: Sandbox | None = None) -> None:
         self.default_timeout = default_timeout
+        self.sandbox = sandbox or Sandbox.off()
+        if self.sandbox.mode == "off":  # the model is not told of a sandbox there is not
+            self.spec = ToolSpec(
+                "bash", DESCRIPTION, schema(["command"], command=STR, timeout_seconds=INT)
+            )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
-        a non-zero exit is an error output, a cancel kills the group and propagates."""
+        a non-zero exit is an error output, a cancel kills the group and propagates.
+
+        ``outside_sandbox`` must be a boolean if given (the policy asks about a
+        ``true`` one as ``bash!``): anything else runs nothing."""
         command = str(arguments.get("command", ""))
         timeout = float(arguments.get("timeout_seconds") or self.default_timeout)
         timeout = min(max(timeout, 0.1), MAX_TIMEOUT)
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=context.working_dir,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
+        outside = arguments.get("outside_sandbox", False)
+        if not isinstance(outside, bool):
+            return error(f"outside_sandbox must be true or false, not {outside!r}; nothing ran")
+        job = asyncio.ensure_future(
+            asyncio.to_thread(self.sandbox.launch, command, context.working_dir, outside=outside)
         )
+        try:
+            launch = await asyncio.shield(job)  # (its stat calls and git may block)
+        except SandboxUnavailable as exc:
+            return error(f"{exc}; nothing ran (sandbox.mode is 'required')")
+        except asyncio.CancelledError:
+            job.add_done_callback(_close_unused)  # the launch it makes holds a descriptor
+            raise
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                cwd=context.working_dir,
+                env=launch.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=launch.fds,
+            )
+        finally:
+            launch.close()
         kept = bytearray()
         dropped = 0
 
@@ -72,10 +115,17 @@ class Bash:
         text = cap(kept.decode(errors="replace"))
         if dropped:
             text += f"\n[... {dropped} more bytes cut]"
+        if launch.confined and stopped_by_sandbox(text):
+            text += f"\n{STOPPED_NOTE}"
         code = proc.returncode
         return ToolOutput(
             f"exit code {code}\n{text}", is_error=code != 0, metadata={"exit_code": code}
         )
+
+
+def _close_unused(job: asyncio.Future[Launch]) -> None:
+    if not job.cancelled() and job.exception() is None:
+        job.result().close()
 
 
 def _kill_group(pid: int) -> None:

@@ -66,6 +66,8 @@ def workspace(
     space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
         click.echo(f"infai: {warning}", err=True)
+    if space.sandbox.notice:
+        click.echo(f"infai: {space.sandbox.notice}", err=True)
     return space
 
 

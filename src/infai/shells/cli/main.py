@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from .agent import chat, compact_command, models_command, run
+from .doctor import doctor_command, sandbox_group
 from .imports import import_command
 from .root import root
 from .serve import serve_command
@@ -30,6 +31,8 @@ COMMANDS: tuple[click.Command, ...] = (
     tui,
     serve_command,
     import_command,
+    doctor_command,
+    sandbox_group,
 )
 
 for _command in COMMANDS:

@@ -1,0 +1,574 @@
+"""The OS sandbox every shell command runs in, and the environment it is given.
+
+The model: a shell command can do anything its process can, so no rule that
+reads the command's *text* can say what it will *touch*. The operating system
+can: on Linux each ``bash`` command runs under bubblewrap (``bwrap``), in
+fresh mount, PID, network, IPC and UTS namespaces with every capability
+dropped:
+
+- the whole filesystem is mounted read-only (``--ro-bind / /``), with a fresh
+  ``/dev``, a ``/proc`` of the new PID namespace and a private, empty ``/tmp``;
+- the session's working directory is mounted writable, and so are the
+  absolute directories listed in ``sandbox.writable``;
+- inside those, ``.git/`` and ``.infai/`` of the working directory are mounted
+  read-only again (unless ``writable`` names them), and so are the *protected*
+  paths (infai's own configuration and store directories), whatever the
+  configuration says: a command run in ``$HOME`` cannot rewrite infai's
+  config or sessions. A protected directory that does not exist yet is
+  created (empty) first, so a command cannot create it either;
+- there is no network (only a loopback of its own) unless ``network = true``;
+- the command is PID 1's only child in its namespace: when it ends, times out
+  or is cancelled, the namespace dies and with it everything it started
+  (``setsid``, ``nohup … &``, daemons); ``--die-with-parent`` covers infai
+  itself dying;
+- with no capabilities (``--cap-drop ALL``, which matters when infai runs as
+  root) the command cannot unmount or remount what is read-only;
+- it cannot create a Unix-domain socket (a seccomp filter,
+  :mod:`infai.tools.seccomp`), so it cannot ask a process outside (Docker,
+  the D-Bus user bus, an ssh agent) to act for it.
+
+Not confined: reading (a command reads whatever infai's user can, secrets in
+files included) and the CPU and memory it uses while it runs. A command run *outside* the
+sandbox (``outside_sandbox``, which the user approves each time) or with
+``mode = "off"`` is confined by none of this.
+
+Whatever the mode, every command gets a scrubbed environment: only the
+variables of :data:`PASS_ENV` and the user's ``pass_env`` (names or ``*``
+patterns) reach it, and never one that looks like a secret
+(:data:`SECRET_ENV`, the user's ``secret_env``, the key variables of the
+configured models). And git cannot run code a repository configured
+(``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
+credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
+``GIT_CONFIG_VALUE_n`` override those settings for every git the command
+starts, and drivers the working directory's repository names
+(``filter.<name>.clean``…) are emptied too, so git fails rather than run them.
+
+Availability is probed once per ``bwrap`` binary (it must be on ``PATH`` and
+able to run ``true`` in the namespaces above). Modes: ``auto`` confines
+where the probe succeeds and otherwise runs unconfined after saying so once
+(:attr:`Sandbox.notice`; the policy then asks before every command);
+``required`` refuses to run a command it cannot confine; ``off`` never
+confines. Configuration (user file only: a project's file may not loosen it)::
+
+    sandbox = "auto"            # shorthand for [sandbox] mode
+    [sandbox]
+    mode = "auto"               # "auto" | "required" | "off"
+    network = false
+    pass_env = ["CARGO_HOME"]   # more variables commands may see
+    secret_env = ["MY_DB_URL"]  # variables they must never see
+    writable = [".git", "~/.cache"]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+from .seccomp import filter_fd, filter_program
+
+Mode = Literal["auto", "required", "off"]
+MODES: tuple[Mode, ...] = ("auto", "required", "off")
+
+#: variables every command sees (if set): where programs are, who and where the
+#: user is, language and terminal; ``LC_*`` is every locale category
+PASS_ENV: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+)
+#: variables no command sees, even when ``pass_env`` matches them
+SECRET_ENV: tuple[str, ...] = (
+    "*_API_KEY",
+    "*_APIKEY",
+    "*_TOKEN",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_CREDENTIALS*",
+    "*_PRIVATE_KEY*",
+    "INFAI_SERVER_TOKEN",
+)
+#: working-directory entries mounted read-only unless ``writable`` names them
+READ_ONLY_ENTRIES = (".git", ".infai")
+
+#: git settings no command's git may take from a repository: code it would run
+GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),  # not a directory: no hook is ever found
+    ("core.pager", "cat"),
+    ("core.editor", ":"),
+    ("sequence.editor", ":"),
+    ("core.sshCommand", "ssh"),
+    ("core.askPass", ""),
+    ("core.gitProxy", ""),
+    ("core.alternateRefsCommand", ""),
+    ("credential.helper", ""),  # empty resets the list of helpers
+    ("uploadpack.packObjectsHook", ""),
+    ("protocol.ext.allow", "never"),
+    ("safe.bareRepository", "explicit"),  # a bare repository hidden in a checkout
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("gpg.program", "gpg"),
+    ("gpg.ssh.program", "ssh-keygen"),
+    ("gpg.x509.program", "gpgsm"),
+    ("gpg.ssh.defaultKeyCommand", ""),
+)
+GIT_ENV: dict[str, str] = {"GIT_PAGER": "cat", "PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+#: settings named per driver that run a program; emptied where a repository sets
+#: them (git then fails instead of running it)
+GIT_DRIVER_KEYS = {
+    "filter": ("clean", "smudge", "process"),
+    "diff": ("command", "textconv"),
+    "merge": ("driver",),
+}
+
+#: what a command prints when the sandbox stopped it
+STOPPED_MARKERS = (
+    "Read-only file system",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Name or service not known",
+    "No address associated with hostname",
+)
+STOPPED_NOTE = (
+    "[sandbox] infai's sandbox stopped part of this command: outside the working "
+    "directory (and in .git/ and .infai/) nothing may be written, and there is no "
+    "network. If the task needs it, ask the user, or run the command again with "
+    "outside_sandbox=true (the user must approve each such call)."
+)
+PROBE_TIMEOUT = 10.0
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox is required but cannot run here (the message says why)."""
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """The ``[sandbox]`` configuration (see the module docstring)."""
+
+    mode: Mode = "auto"
+    network: bool = False
+    pass_env: tuple[str, ...] = ()
+    secret_env: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+
+
+# -- configuration ---------------------------------------------------------------------
+
+#: what a project's file may not set: each would loosen the sandbox
+LOOSENING = ("mode", "network", "pass_env", "writable")
+
+
+def parse_sandbox(
+    value: Any, current: SandboxSettings, *, project: bool
+) -> tuple[SandboxSettings, list[str]]:
+    """``current`` updated by a config file's ``sandbox`` value, and notices.
+
+    ``value`` is a mode string or a table. A project's file (``project``) is
+    untrusted: what it says about mode, network, pass_env or writable is
+    ignored (a notice says so); its ``secret_env`` adds to the user's. A bad
+    value is a ValueError whose message names the key (the caller adds the file).
+    """
+    table: dict[str, Any] = {"mode": value} if isinstance(value, str) else value
+    if not isinstance(table, dict):
+        raise ValueError(f"sandbox: must be a mode ({', '.join(MODES)}) or a table")
+    changes: dict[str, Any] = {}
+    for key, item in table.items():
+        where = f"sandbox.{key}" if not isinstance(value, str) else "sandbox"
+        if key == "mode":
+            if item not in MODES:
+                raise ValueError(f"{where}: must be one of {', '.join(MODES)}, not {item!r}")
+            changes[key] = item
+        elif key == "network":
+            if not isinstance(item, bool):
+                raise ValueError(f"{where}: must be true or false, not {item!r}")
+            changes[key] = item
+        elif key in ("pass_env", "secret_env", "writable"):
+            changes[key] = _strings(where, item)
+        else:
+            known = "mode, network, pass_env, secret_env, writable"
+            raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
+    for pattern in changes.get("pass_env", ()):
+        if _matches(pattern, SECRET_ENV):
+            raise ValueError(
+                f"sandbox.pass_env: {pattern!r} looks like a secret "
+                f"({', '.join(SECRET_ENV)}) and is never passed to commands"
+            )
+    for entry in changes.get("writable", ()):
+        _check_writable(entry)
+    notices = []
+    if project:
+        ignored = [key for key in LOOSENING if key in changes]
+        if ignored:
+            notices.append(
+                f"sandbox: {', '.join(ignored)} ignored: a project's config may not "
+                "loosen the sandbox (set it in your own config)"
+            )
+        changes = {"secret_env": changes.get("secret_env", ())}
+    if "secret_env" in changes:
+        changes["secret_env"] = (*current.secret_env, *changes["secret_env"])
+    return replace(current, **changes), notices
+
+
+def _strings(where: str, item: Any) -> tuple[str, ...]:
+    if not isinstance(item, list) or not all(isinstance(s, str) and s for s in item):
+        raise ValueError(f"{where}: must be a list of non-empty strings, not {item!r}")
+    return tuple(item)
+
+
+def _check_writable(entry: str) -> None:
+    """A relative entry names a read-only part of the working directory; any other
+    must be an absolute (or ``~``) directory to mount writable."""
+    if entry.rstrip("/") in READ_ONLY_ENTRIES:
+        return
+    if not Path(entry).expanduser().is_absolute():
+        raise ValueError(
+            f"sandbox.writable: {entry!r}: a relative entry must be one of "
+            f"{', '.join(READ_ONLY_ENTRIES)}; other directories are given absolute (or ~/…)"
+        )
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+# -- availability ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether bwrap can confine commands here; ``reason`` says why not."""
+
+    ok: bool
+    bwrap: str | None
+    reason: str = ""
+
+
+_PROBES: dict[str, Probe] = {}
+_PROBE_LOCK = threading.Lock()
+
+#: namespaces and limits every confined command gets (the probe uses the same)
+BASE_FLAGS = (
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--unshare-all",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+)
+
+
+def find_bwrap() -> str | None:
+    """The ``bwrap`` on ``PATH`` (resolved), or None."""
+    found = shutil.which("bwrap")
+    return str(Path(found).resolve()) if found else None
+
+
+def probe(bwrap: str | None = None) -> Probe:
+    """Whether ``bwrap`` (default: the one on PATH) runs ``true`` in the
+    sandbox's namespaces. Cached per binary: one process per infai at most."""
+    path = bwrap or find_bwrap()
+    if path is None:
+        return Probe(False, None, "bwrap is not on PATH (install the bubblewrap package)")
+    with _PROBE_LOCK:
+        known = _PROBES.get(path)
+        if known is None:
+            known = _PROBES[path] = _run_probe(path)
+        return known
+
+
+def _run_probe(path: str) -> Probe:
+    fds = _seccomp_fds()
+    try:
+        done = subprocess.run(
+            [path, *BASE_FLAGS, *_seccomp_flags(fds), "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+            pass_fds=fds,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Probe(False, path, f"{path} could not be run: {exc}")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        why = said[-1] if said else f"exit code {done.returncode}"
+        return Probe(False, path, f"{path} cannot create the sandbox's namespaces: {why}")
+    return Probe(True, path)
+
+
+def _seccomp_fds() -> tuple[int, ...]:
+    program = filter_program()
+    return () if program is None else (filter_fd(program),)
+
+
+def _seccomp_flags(fds: tuple[int, ...]) -> list[str]:
+    return [flag for fd in fds for flag in ("--seccomp", str(fd))]
+
+
+# -- the sandbox -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one command: its argv, environment, whether it is confined,
+    and file descriptors the child must inherit (``pass_fds``; :meth:`close`
+    them once it has started)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    confined: bool
+    fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        """Close the parent's copies of :attr:`fds` (the child keeps its own)."""
+        for fd in self.fds:
+            os.close(fd)
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one workspace: settings, protected paths and secret names.
+
+    ``protected``: paths never writable by a command (infai's config and store
+    directories). ``secret_env``: more variable names commands never see (the
+    configured models' key variables). ``bwrap``: the binary to use (default:
+    found on PATH when first needed).
+    """
+
+    settings: SandboxSettings = field(default_factory=SandboxSettings)
+    protected: tuple[Path, ...] = ()
+    secret_env: tuple[str, ...] = ()
+    bwrap: str | None = None
+
+    @classmethod
+    def off(cls) -> Sandbox:
+        """No confinement: the environment is still scrubbed and git hardened."""
+        return cls(SandboxSettings(mode="off"))
+
+    @property
+    def mode(self) -> Mode:
+        """``auto``, ``required`` or ``off``."""
+        return self.settings.mode
+
+    def probe(self) -> Probe:
+        """The (cached) availability probe; for mode ``off``, not available."""
+        if self.mode == "off":
+            return Probe(False, None, "the sandbox is off in your config (sandbox.mode)")
+        return probe(self.bwrap)
+
+    @property
+    def available(self) -> bool:
+        """Whether commands run confined here (bwrap works and the mode is not off)."""
+        return self.probe().ok
+
+    @property
+    def confined(self) -> bool:
+        """The same as :attr:`available`: what the policy's ``shell_confined`` takes."""
+        return self.available
+
+    @property
+    def reason(self) -> str:
+        """Why commands are not confined ("" when they are)."""
+        return self.probe().reason
+
+    @property
+    def notice(self) -> str | None:
+        """What a shell says once when commands will not be confined (None: they will,
+        or the user turned the sandbox off)."""
+        if self.mode == "off" or self.available:
+            return None
+        if self.mode == "required":
+            return (
+                f"sandbox required but not available: {self.reason}; shell commands "
+                "will be refused (`infai doctor` says more)"
+            )
+        return (
+            f"sandbox not available: {self.reason}; every shell command will be asked "
+            "about first (`infai doctor` says more)"
+        )
+
+    # -- environment -------------------------------------------------------------------
+
+    def is_secret(self, name: str) -> bool:
+        """Whether the variable ``name`` must never reach a command."""
+        secrets = (*SECRET_ENV, *self.settings.secret_env, *self.secret_env)
+        return _matches(name, secrets)
+
+    def environment(
+        self,
+        source: Mapping[str, str] | None = None,
+        *,
+        confined: bool = False,
+        working_dir: Path | None = None,
+    ) -> dict[str, str]:
+        """The environment a command gets: the pass-through variables of ``source``
+        (default: infai's own) without secrets, plus git's hardening."""
+        source = os.environ if source is None else source
+        allowed = (*PASS_ENV, *self.settings.pass_env)
+        env = {k: v for k, v in source.items() if _matches(k, allowed) and not self.is_secret(k)}
+        if confined:
+            env["TMPDIR"] = "/tmp"  # the private /tmp; another would be read-only
+        overrides = [*GIT_OVERRIDES, *_driver_overrides(working_dir, env)]
+        env.update(GIT_ENV)
+        env["GIT_CONFIG_COUNT"] = str(len(overrides))
+        for n, (key, value) in enumerate(overrides):
+            env[f"GIT_CONFIG_KEY_{n}"] = key
+            env[f"GIT_CONFIG_VALUE_{n}"] = value
+        return env
+
+    # -- launching ---------------------------------------------------------------------
+
+    def launch(self, command: str, working_dir: Path, *, outside: bool = False) -> Launch:
+        """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
+        user approved running it outside), the mode is off, or (mode auto) bwrap does
+        not work here. Raises :class:`SandboxUnavailable` for mode required."""
+        shell = ["/bin/sh", "-c", command]
+        found = self.probe()
+        if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
+            return Launch(shell, self.environment(working_dir=working_dir), confined=False)
+        if not found.ok or found.bwrap is None:
+            raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
+        env = self.environment(confined=True, working_dir=working_dir)
+        args = self.bwrap_args(found.bwrap, working_dir)
+        fds = _seccomp_fds()
+        argv = [*args[:-1], *_seccomp_flags(fds), "--", *shell]
+        return Launch(argv, env, confined=True, fds=fds)
+
+    def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
+        """bwrap's command line up to ``--``: see the module docstring for the layout.
+        Later mounts win, so read-only ones come after the writable roots."""
+        wd = working_dir.resolve()
+        args = [bwrap, *BASE_FLAGS]
+        if self.settings.network:
+            args.append("--share-net")
+        roots = [wd]
+        for entry in self.settings.writable:
+            if entry.rstrip("/") not in READ_ONLY_ENTRIES:
+                extra = Path(entry).expanduser().resolve()
+                if extra.is_dir():
+                    roots.append(extra)
+        for root in roots:
+            args += ["--bind", str(root), str(root)]
+        writable = {e.rstrip("/") for e in self.settings.writable}
+        for name in READ_ONLY_ENTRIES:
+            if name not in writable:
+                args += ["--ro-bind-try", str(wd / name), str(wd / name)]
+        for path in self.protected:
+            target = path.expanduser().resolve()
+            if not any(target == r or r in target.parents or target in r.parents for r in roots):
+                continue  # not in (nor around) a writable root: read-only already
+            if not target.exists():
+                target.mkdir(mode=0o700, parents=True, exist_ok=True)  # or a command could
+            args += ["--ro-bind", str(target), str(target)]
+        return [*args, "--chdir", str(wd), "--"]
+
+
+def _driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Empty values for the program-running driver settings (and ``diff.external``)
+    that the repository seen from ``working_dir`` configures itself (its local or
+    worktree config, includes followed; the user's global and system settings,
+    git-lfs's filter say, are the user's own and kept). Names only are read
+    (``git config`` runs no configured code); no repository, or a config file
+    that mentions no driver or include at all: none, and no git is started."""
+    if working_dir is None or not _may_name_drivers(working_dir):
+        return []
+    try:
+        done = subprocess.run(
+            ["git", "config", "--list", "--name-only", "--show-scope", "--includes", "-z"],
+            cwd=working_dir,
+            capture_output=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            env={**env, "GIT_CONFIG_COUNT": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    fields = done.stdout.split(b"\0")
+    found = []
+    for scope, raw in zip(fields[::2], fields[1::2], strict=False):
+        if scope not in (b"local", b"worktree"):
+            continue
+        name = raw.decode(errors="replace")
+        section, _, rest = name.partition(".")
+        _, _, key = rest.rpartition(".")
+        section, key = section.lower(), key.lower()
+        if name.lower() == "diff.external" or (
+            "." in rest and key in GIT_DRIVER_KEYS.get(section, ())
+        ):
+            found.append((name, ""))
+    return found
+
+
+def _may_name_drivers(path: Path) -> bool:
+    """Whether the repository holding ``path`` may configure a driver: its config
+    mentions one (or an include), or cannot be read cheaply (a ``.git`` file of a
+    worktree, an unreadable config). False outside any repository."""
+    here = path.resolve()
+    for parent in (here, *here.parents):
+        dot_git = parent / ".git"
+        if dot_git.is_dir():
+            try:
+                text = b"".join(
+                    f.read_bytes() for f in dot_git.glob("config*") if f.is_file()
+                ).lower()
+            except OSError:
+                return True
+            return any(word in text for word in (b"filter", b"diff", b"merge", b"include"))
+        if dot_git.exists():
+            return True
+    return False
+
+
+def stopped_by_sandbox(output: str) -> bool:
+    """Whether a confined command's output shows the sandbox stopped it."""
+    return any(marker in output for marker in STOPPED_MARKERS)
+
+
+__all__ = [
+    "MODES",
+    "PASS_ENV",
+    "SECRET_ENV",
+    "STOPPED_NOTE",
+    "Launch",
+    "Probe",
+    "Sandbox",
+    "SandboxSettings",
+    "SandboxUnavailable",
+    "find_bwrap",
+    "parse_sandbox",
+    "probe",
+    "stopped_by_sandbox",
+]

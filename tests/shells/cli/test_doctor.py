@@ -1,0 +1,83 @@
+"""``infai doctor`` / ``infai sandbox check``: exit 0 where the sandbox confines, 1 where not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infai.shells.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in an empty directory with an empty user config (no sandbox settings)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "user.toml"))
+
+
+def doctor(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("args", [["doctor"], ["sandbox", "check"]])
+def test_doctor_says_the_sandbox_works(args: list[str]) -> None:
+    result = doctor(*args)
+    assert result.exit_code == 0, result.output
+    assert "the sandbox works" in result.output
+    assert "write outside blocked  yes" in result.output
+    report = json.loads(doctor(*args, "--json").output)
+    assert report["working"] and report["probe_ok"] and report["bwrap"]
+    assert report["write_outside_blocked"] and report["write_git_blocked"]
+    assert report["network_blocked"] and report["write_inside_allowed"]
+    assert report["bwrap_version"].startswith("bubblewrap")
+
+
+def test_doctor_without_bwrap_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    result = doctor("doctor")
+    assert result.exit_code == 1
+    assert "bwrap:           not found" in result.output
+    assert "bwrap is not on PATH" in result.output
+    report = json.loads(doctor("sandbox", "check", "--json").output)
+    assert report["working"] is False and report["bwrap"] is None
+
+
+def test_doctor_reports_a_sandbox_that_does_not_confine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``bwrap`` that runs the command but confines nothing (passes the probe)
+    is caught by the real checks, judged on the host."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    # skip the options up to "--" and run the command plainly
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
+    fake.chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    result = doctor("doctor", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["probe_ok"] and not report["working"]
+    assert "did not confine" in report["reason"] and "write_git_blocked" in report["reason"]
+
+
+def test_doctor_with_mode_off(tmp_path: Path) -> None:
+    (tmp_path / "user.toml").write_text('sandbox = "off"\n')
+    result = doctor("doctor")
+    assert result.exit_code == 1
+    assert "sandbox mode:    off" in result.output
+
+
+def test_doctor_with_a_bad_config_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "user.toml").write_text('sandbox = "maybe"\n')
+    result = doctor("doctor")
+    assert result.exit_code == 2
+    assert "sandbox: must be one of auto, required, off" in result.output
