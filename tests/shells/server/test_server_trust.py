@@ -242,21 +242,36 @@ def unblock(fifo: Path) -> None:
 
 @pytest.mark.parametrize("blocked", [1, 12])
 def test_health_other_sessions_and_cancel_answer_while_tools_block(
-    make: Callable[..., Harness], work: Path, blocked: int
+    make: Callable[..., Harness], work: Path, blocked: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``blocked`` sessions each read a FIFO nobody writes (12: more than the event
-    loop's default pool of worker threads on a small machine), then: health,
-    another session's requests and a turn of its own, and cancelling every
-    blocked turn answer promptly."""
-    fifo = work / "pipe"
-    os.mkfifo(fifo)
+    """``blocked`` sessions each run a read that blocks its worker thread (12: more
+    than the event loop's default pool of worker threads on a small machine), then:
+    health, another session's requests and a turn of its own, and cancelling every
+    blocked turn answer promptly.
+
+    A FIFO no longer blocks a read (it is refused at once, see
+    tests/tools/test_files_beneath.py), so the blocking read is stood in for: a
+    read of the file named ``stuck`` waits for the test to let it go.
+    """
+    from infai.tools.files import ReadFile
+
+    gate = threading.Event()
+    real_read = ReadFile.read
+
+    def read(self: ReadFile, arguments: dict[str, Any], context: Any) -> Any:
+        if arguments.get("path") == "stuck":
+            gate.wait(60)
+        return real_read(self, arguments, context)
+
+    monkeypatch.setattr(ReadFile, "read", read)
+    (work / "stuck").write_text("finally")
     h = make(
-        lambda name: ScriptedModel([read_call("pipe"), "read"]) if name == READER else offline()
+        lambda name: ScriptedModel([read_call("stuck"), "read"]) if name == READER else offline()
     )
     stuck = [h.new_session(model=READER) for _ in range(blocked)]
     other = h.new_session()
     try:
-        turns = {sid: h.prompt(sid, "read the pipe") for sid in stuck}
+        turns = {sid: h.prompt(sid, "read it") for sid in stuck}
         h.wait(lambda: all(_reading(h, sid) for sid in stuck))
         health, took = timed(lambda: h.client.get("/v1/health"))
         assert health.status_code == 200 and took < PROMPT
@@ -276,7 +291,7 @@ def test_health_other_sessions_and_cancel_answer_while_tools_block(
             )
             assert cancelled.json() == {"turn": turn, "outcome": "cancelled"} and took < PROMPT
     finally:
-        unblock(fifo)
+        gate.set()
 
 
 def _reading(h: Harness, sid: str) -> bool:

@@ -193,19 +193,35 @@ def _check_index(
     holds more entries than the prefix analysed (a live writer's)."""
     index = paths.index.read_bytes() if paths.index.exists() else b""
     grown = len(index) > len(expected) * INDEX_WIDTH  # past the analysed prefix
-    for seq, want in enumerate(expected):
-        have = index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH]
-        if not want:
-            continue  # the chunk line is damaged (reported there): nothing to compare with
-        if have != want and seq not in pending.entries:
-            report.problems.append(
-                Problem(str(paths.index), seq * INDEX_WIDTH, f"entry #{seq} is missing or stale")
-            )
+    stale = [
+        seq
+        for seq, want in enumerate(expected)
+        # an empty ``want``: the chunk line is damaged (reported there), nothing to compare
+        if want
+        and index[seq * INDEX_WIDTH : (seq + 1) * INDEX_WIDTH] != want
+        and seq not in pending.entries
+    ]
+    for first, last in _runs(stale):  # a missing index is one problem, not one per entry
+        which = f"entry #{first} is" if first == last else f"entries #{first}..#{last} are"
+        report.problems.append(
+            Problem(str(paths.index), first * INDEX_WIDTH, f"{which} missing or stale")
+        )
     if grown and not pending.index_cut and not _valid_entries_after(index, len(expected)):
         report.problems.append(
             Problem(str(paths.index), len(expected) * INDEX_WIDTH, "entries past last event")
         )
     return grown
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Ascending ``numbers`` as (first, last) runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for n in numbers:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs
 
 
 def _check_head(

@@ -9,7 +9,10 @@
         session.json              metadata, rewritten atomically
         HEAD                      the active tip, a fixed-width hint rebuilt from the log
         LOCK                      the writer's OS lock (flock); holds the writer's pid
-        DAMAGED                   left by a check that found damage: appending is refused
+
+``<home>/damaged/<session-id>.json``, beside the sessions and never inside one
+(a check changes nothing of what it checks), is left by a check that found
+damage: appending to that session is then refused.
 
 ``<home>`` is the directory the store was opened on (see :mod:`infai.store.home`).
 """
@@ -47,7 +50,8 @@ class SessionPaths:
         self.head = root / "HEAD"
         self.head_tmp = root / "HEAD.tmp"
         self.lock = root / "LOCK"
-        self.damaged = root / "DAMAGED"
+        #: the note a check leaves on finding damage (outside the session's own files)
+        self.damaged = root.parent.parent / "damaged" / f"{root.name}.json"
 
     def chunk(self, number: int) -> Path:
         """Where chunk ``number`` lives (whether or not it exists)."""

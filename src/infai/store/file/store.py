@@ -303,6 +303,8 @@ class Store:
         import shutil
 
         shutil.rmtree(trash)
+        with contextlib.suppress(FileNotFoundError):  # a removed session's damage note
+            os.unlink(paths.damaged)
 
     # -- opening ------------------------------------------------------------
 
@@ -372,8 +374,9 @@ class Store:
 
 
 def _mark_damage(io: FileIO, paths: SessionPaths, report: FsckReport) -> None:
-    """Leave ``DAMAGED`` when the check found damage (so appending is refused until
-    it is dealt with), and take it away once a check finds none."""
+    """Leave a damage note (``<home>/damaged/<id>.json``) when the check found
+    damage (so appending is refused until it is dealt with), and take it away
+    once a check finds none."""
     if report.problems:
         first = report.problems[0]
         note = {
@@ -383,6 +386,7 @@ def _mark_damage(io: FileIO, paths: SessionPaths, report: FsckReport) -> None:
             "problems": len(report.problems),
         }
         with contextlib.suppress(OSError):  # a read-only store can still be checked
+            paths.damaged.parent.mkdir(exist_ok=True)
             atomic_write(io, str(paths.damaged), json.dumps(note).encode())
     elif paths.damaged.exists():
         with contextlib.suppress(FileNotFoundError):
