@@ -256,10 +256,13 @@ def build_listing(home: Path, count: int) -> None:
         dst = store.sessions_dir / sid
         shutil.copytree(src, dst)
         (dst / "session.json").write_text(json.dumps(meta | {"id": sid, "name": f"s{i}"}))
-    old = time.time() - 60  # older than the listing index's "too recent to trust" window
+    # Steady state: nothing changed in the last seconds (the listing index does not trust
+    # a signature younger than that, see store/file/derived.py).
+    old = time.time() - 60
     for name in os.listdir(store.sessions_dir):
         for f in ("session.json", "HEAD"):
             os.utime(store.sessions_dir / name / f, (old, old))
+    os.utime(store.sessions_dir, (old, old))
 
 
 def legacy_list(store: Store) -> list[SessionInfo]:

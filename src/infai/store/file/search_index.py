@@ -50,7 +50,7 @@ from .derived import DerivedDB, is_damage, now_ns, signature
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .listing import Row
+    from .listing import Shown as Row
     from .reader import SessionReader
 
 VERSION = 1
@@ -405,7 +405,7 @@ class SearchIndex:
             args.append(kind)
         cond = "".join(f" AND {w}" for w in where)
         found = self._best(conn, query.to_fts5(), cond, args, limit)
-        names = {r[0]: (r[4], r[5]) for r in rows}
+        names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
         hits = []
         for sess, seq, event_id, ev_kind, role, ts, rank, doc, path in found:
