@@ -4,7 +4,9 @@ Model, in prose: ``<home>/index/search.sqlite`` is derived from the sessions and
 never the only copy of anything. It holds one row per indexed event (session,
 sequence number, id, parent, kind, role, time), the event's searchable text
 (:func:`infai.store.search.searchable_text`) zlib-compressed and an FTS5
-inverted index over it without a second copy of the text (``content=''``).
+inverted index over it without a second copy of the text (``content=''``;
+segments are merged less eagerly than FTS5's default, ``automerge`` 8, which
+keeps a writer's small transactions cheap once the index is large).
 A record that lives in a blob is indexed once per digest, whatever number of
 events (in whichever sessions) name it: its text is a document of its own,
 numbered negatively, and the events point at it. Per session it keeps how
@@ -80,12 +82,13 @@ CREATE TABLE IF NOT EXISTS blobs (bid INTEGER PRIMARY KEY, digest TEXT NOT NULL 
 CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, z BLOB NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     text, content='', tokenize='unicode61 remove_diacritics 2'
-)
+);
+INSERT INTO fts (fts, rank) VALUES ('automerge', 8)
 """
 #: events read and indexed per transaction while catching up
 BATCH = 2000
 #: a writer's appended events are indexed in one transaction once this many are queued
-FLUSH_EVENTS = 32
+FLUSH_EVENTS = 64
 #: … or once the oldest queued one waited this long (seconds), or when the writer closes
 FLUSH_SECONDS = 1.0
 
