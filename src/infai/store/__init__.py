@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from .imports import commit as commit_import
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
+    from .search import SearchHit
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -94,6 +95,7 @@ _LAZY = {
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
+    "SearchHit": ("search", "SearchHit"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
@@ -146,6 +148,7 @@ __all__ = [
     "Problem",
     "Record",
     "SalvageReport",
+    "SearchHit",
     "SessionBusy",
     "SessionExists",
     "SessionInfo",

@@ -16,6 +16,7 @@ from .agent import chat, compact_command, models_command, run
 from .doctor import doctor_command, sandbox_group
 from .imports import import_command
 from .root import root
+from .search import search_command
 from .serve import serve_command
 from .session import session
 from .store import store_group
@@ -33,6 +34,7 @@ COMMANDS: tuple[click.Command, ...] = (
     import_command,
     doctor_command,
     sandbox_group,
+    search_command,
 )
 
 for _command in COMMANDS:
