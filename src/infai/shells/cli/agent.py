@@ -23,7 +23,6 @@ each closes the models it owns, so none is closed twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -36,7 +35,8 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .common import pass_store, report_recovery
+from ..inert import inert_json
+from .common import echo, pass_store, report_recovery
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def workspace(
 
     space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
-        click.echo(f"infai: {warning}", err=True)
+        echo(f"infai: {warning}", err=True)
     return space
 
 
@@ -138,29 +138,29 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
     outcome, error, mid_line = "done", None, False
     async for event in session.prompt(prompt):
         if as_json:
-            click.echo(json.dumps(event_to_obj(event), ensure_ascii=False))
+            click.echo(inert_json(event_to_obj(event)))  # one line
         elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
-            click.echo(event.event.text, nl=False)
+            echo(event.event.text, nl=False)
             mid_line = True
         elif isinstance(event, Streamed) and isinstance(event.event, Notice):
             if mid_line:
-                click.echo()
+                echo()
                 mid_line = False
-            click.echo(f"infai: {event.event.message}", err=True)
+            echo(f"infai: {event.event.message}", err=True)
         elif isinstance(event, Saved) and event.event.kind == "message" and mid_line:
-            click.echo()  # the streamed message is complete
+            echo()  # the streamed message is complete
             mid_line = False
         elif isinstance(event, Saved) and isinstance(event.event.record, ToolResultRecord):
             result = event.event.record
             status = "error" if result.is_error else "ok"
             first = (result.content.splitlines() or [""])[0][:120]
-            click.echo(f"[{result.name} {status}] {first}", err=True)
+            echo(f"[{result.name} {status}] {first}", err=True)
         if isinstance(event, TurnEnded):
             outcome, error = event.outcome, event.error
     if mid_line:
-        click.echo()
+        echo()
     if error:
-        click.echo(f"infai: {error}", err=True)
+        echo(f"infai: {error}", err=True)
     return outcome
 
 
@@ -254,10 +254,10 @@ def run(
         with _terminate_as_interrupt():
             outcome = _drive(space, session, turn)
     except KeyboardInterrupt:
-        click.echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
+        echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
         sys.exit(130)
     if not as_json:
-        click.echo(f"session {session.session_id}", err=True)
+        echo(f"session {session.session_id}", err=True)
     sys.exit(0 if outcome == "done" else 1)
 
 
@@ -270,7 +270,7 @@ def compact_command(store: SessionStore, session_id: str, model_name: str | None
     """Summarise the session's active context into a compaction event (prints its id)."""
     space, session = open_session(store, session_id, False, model_name, (), Path(os.getcwd()))
     event = _drive(space, session, session.compact)  # CompactionFailed: exit 1
-    click.echo(event.id)
+    echo(event.id)
 
 
 @click.command("chat")
@@ -291,7 +291,7 @@ def chat(
     space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
-        click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
+        echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
         try:
             for line in sys.stdin:
                 text = line.strip()
@@ -301,7 +301,7 @@ def chat(
                     try:
                         runner.run(_turn(session, text, as_json=False))
                     except KeyboardInterrupt:
-                        click.echo("\ninfai: interrupted", err=True)
+                        echo("\ninfai: interrupted", err=True)
         finally:
             runner.run(_close(space, session))
 
@@ -315,11 +315,11 @@ def models_command(as_json: bool) -> None:
 
     config = load_config(Path(os.getcwd()))  # a ConfigError is bad input
     for warning in config.warnings:
-        click.echo(f"infai: {warning}", err=True)
+        echo(f"infai: {warning}", err=True)
     rows = describe_models(config)
     if as_json:
         for row in rows:
-            click.echo(json.dumps(dict(row)))
+            click.echo(inert_json(dict(row)))
         return
     for row in rows:
         mark = "*" if row["name"] == config.default_model else " "
@@ -330,10 +330,10 @@ def models_command(as_json: bool) -> None:
                 line += f"  at {row['base_url']}"
             elif not row["key_set"]:  # a local server (a base URL) may need none
                 line += f"  (no key: {row['key_env']})"
-        click.echo(line)
-    click.echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
+        echo(line)
+    echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
     sources = ", ".join(str(p) for p in config.sources) or "no config file"
-    click.echo(f"  config: {sources}; * marks the default", err=True)
+    echo(f"  config: {sources}; * marks the default", err=True)
 
 
 __all__ = [

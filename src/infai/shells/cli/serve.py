@@ -22,7 +22,7 @@ import click
 
 from infai.store import SessionStore
 
-from .common import StoreSpec, store_of
+from .common import StoreSpec, echo, store_of
 from .errors import BadInput, mapped_errors
 
 DEFAULT_PORT = 8421
@@ -114,13 +114,11 @@ def serve_command(
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     shown = f"[{host.strip('[]')}]" if ":" in host else host
-    click.echo(
-        f"infai: serving http://{shown}:{sock.getsockname()[1]}/v1 (token: {where})", err=True
-    )
+    echo(f"infai: serving http://{shown}:{sock.getsockname()[1]}/v1 (token: {where})", err=True)
     server = InfaiServer(uvicorn_config(app, timeout_graceful_shutdown=10), app.state.sessions)
     with suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
-    click.echo("infai: server stopped", err=True)
+    echo("infai: server stopped", err=True)
 
 
 def serve_store(ctx: click.Context, lock_timeout: float | None) -> SessionStore:

@@ -25,7 +25,7 @@ import click
 from infai.store import KINDS, SessionStore
 
 from .. import render
-from .common import emit_json, json_option, pass_store, report_recovery, report_unreadable
+from .common import echo, emit_json, json_option, pass_store, report_recovery, report_unreadable
 from .errors import BadInput, mapped_errors
 
 
@@ -49,7 +49,7 @@ def session_new(
     if as_json:
         emit_json(info.to_obj())
     else:
-        click.echo(info.id)
+        echo(info.id)
 
 
 @session.command("ls")
@@ -64,7 +64,7 @@ def session_ls(store: SessionStore, as_json: bool) -> None:
         emit_json([i.to_obj() for i in infos])
         return
     for info in infos:
-        click.echo(render.session_line(info))
+        echo(render.session_line(info))
 
 
 def _read_record_arg(
@@ -128,7 +128,7 @@ def session_append(
     if as_json:
         emit_json(render.event_json(event))
     else:
-        click.echo(event.id)
+        echo(event.id)
 
 
 @session.command("log")
@@ -146,7 +146,7 @@ def session_log(store: SessionStore, session_id: str, show_all: bool, as_json: b
         emit_json([render.entry_json(e, head) for e in entries])
         return
     for entry in entries:
-        click.echo(render.entry_line(entry, head))
+        echo(render.entry_line(entry, head))
 
 
 @session.command("tree")
@@ -163,7 +163,7 @@ def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
         emit_json(render.tree_json(entries, head))
         return
     for line in render.tree_lines(entries, head):
-        click.echo(line)
+        echo(line)
 
 
 @session.command("show")
@@ -179,7 +179,7 @@ def session_show(store: SessionStore, session_id: str, event_id: str, as_json: b
     if as_json:
         emit_json(render.event_json(event))
     else:
-        click.echo(render.event_text(event))
+        echo(render.event_text(event))
 
 
 @session.command("context")
@@ -196,8 +196,8 @@ def session_context(store: SessionStore, session_id: str, at: str | None, as_jso
         emit_json([render.event_json(e) for e in context.events])
         return
     for event in context.events:
-        click.echo(render.event_text(event))
-        click.echo()
+        echo(render.event_text(event))
+        echo()
 
 
 @session.command("fsck")
@@ -221,7 +221,7 @@ def session_fsck(
     else:
         for report in reports:
             for line in render.fsck_lines(report):
-                click.echo(line)
+                echo(line)
     if not all(r.ok for r in reports):
         sys.exit(1)
 
@@ -237,7 +237,7 @@ def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
     if as_json:
         emit_json({"removed": session_id.lower()})
     else:
-        click.echo(f"removed {session_id.lower()}")
+        echo(f"removed {session_id.lower()}")
 
 
 @session.command("export")
@@ -263,7 +263,7 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
     if as_json:
         emit_json({"session": session_id.lower(), "file": output, "events": count - 1})
     else:
-        click.echo(f"exported {count - 1} events to {output}", err=True)
+        echo(f"exported {count - 1} events to {output}", err=True)
 
 
 def write_whole(path: Path, lines: Iterable[bytes]) -> int:
@@ -318,7 +318,7 @@ def session_import(store: SessionStore, file: str, as_json: bool) -> None:
     if as_json:
         emit_json(info.to_obj())
     else:
-        click.echo(info.id)
+        echo(info.id)
 
 
 __all__ = ["session", "write_whole"]

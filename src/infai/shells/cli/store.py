@@ -19,7 +19,7 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .common import StoreSpec, pass_store
+from .common import StoreSpec, echo, pass_store
 from .errors import BadInput, mapped_errors
 
 
@@ -37,11 +37,11 @@ def migrate_command(store: SessionStore) -> None:
     from infai.store import PgStore
 
     if not isinstance(store, PgStore):
-        click.echo("infai: a directory store has no schema to migrate", err=True)
+        echo("infai: a directory store has no schema to migrate", err=True)
         return
     for line in store.migrated:
-        click.echo(f"applied migration {line}")
-    click.echo(f"schema at version {LATEST}")
+        echo(f"applied migration {line}")
+    echo(f"schema at version {LATEST}")
 
 
 def same_session(source: SessionStore, target: SessionStore, session_id: str) -> str | None:
@@ -89,9 +89,9 @@ def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -
                 if target.exists(sid):
                     difference = same_session(source, target, sid)
                     if difference is None:
-                        click.echo(f"{where}: already there, identical", err=True)
+                        echo(f"{where}: already there, identical", err=True)
                         continue
-                    click.echo(f"{where}: already there and different ({difference})", err=True)
+                    echo(f"{where}: already there and different ({difference})", err=True)
                     failed += 1
                     continue
                 data = io.BytesIO(b"".join(export_lines(source, sid)))
@@ -100,9 +100,9 @@ def copy_command(source_at: str, target_at: str, session_ids: tuple[str, ...]) -
                 if difference is not None:
                     raise StoreError(f"the copy does not match its source: {difference}")
                 with target.open_reader(sid) as reader:
-                    click.echo(f"{where}: copied {reader.count} events, verified", err=True)
+                    echo(f"{where}: copied {reader.count} events, verified", err=True)
             except StoreError as exc:
-                click.echo(f"{where}: not copied: {exc}", err=True)
+                echo(f"{where}: not copied: {exc}", err=True)
                 failed += 1
     finally:
         source.close()
