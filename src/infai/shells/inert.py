@@ -26,6 +26,8 @@ contains a backslash and ``x1b`` reads the same; both are harmless.)
   A ``Text`` is never parsed as console markup, so a reply containing
   ``[bold red]`` or ``[link=…]`` shows those characters as they are: never
   hand a model's or a tool's string to a widget as a markup string.
+- :func:`inert_markup`: a string for the few textual places that read markup
+  (a collapsible's title): inert, with its square brackets escaped.
 - :func:`inert_json`: ``json.dumps`` (non-ASCII text kept readable) with
   every unsafe character written as a JSON ``\\uXXXX`` escape: the same
   value to a JSON parser, inert to a terminal that shows it.
@@ -68,6 +70,16 @@ def inert_text(text: str, style: str = "") -> Text:
     return Text(inert(text), style=style)
 
 
+def inert_markup(text: str) -> str:
+    """:func:`inert` ``(text)`` escaped for textual's markup: shown as it is where
+    a widget parses its string (``[bold]`` stays ``[bold]``).
+
+    Every ``[`` is escaped, not only those that look like a whole tag (as
+    ``textual.markup.escape`` does): a preview cut short at ``[/bo`` is an
+    unclosed tag to textual's parser, which raises instead of drawing it."""
+    return inert(text).replace("[", "\\[")
+
+
 def inert_json(value: Any, **dumps: Any) -> str:
     """``value`` as JSON (``dumps`` as for :func:`json.dumps`; non-ASCII kept),
     every unsafe character escaped as ``\\uXXXX`` (JSON escapes C0 itself)."""
@@ -75,4 +87,4 @@ def inert_json(value: Any, **dumps: Any) -> str:
     return UNSAFE.sub(_json_escape, encoded)
 
 
-__all__ = ["UNSAFE", "inert", "inert_json", "inert_text"]
+__all__ = ["UNSAFE", "inert", "inert_json", "inert_markup", "inert_text"]

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
@@ -56,35 +57,17 @@ from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close
 from infai.store import MessageRecord, StoreError
 from infai.tools import Ask, Reply
 
+from ..inert import inert
 from . import store_io
 from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
 from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
 from .store_io import Head, off_loop
+from .style import CSS
 
 QUIT_WINDOW = 2.0
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
-
-CSS = """
-#main { height: 1fr; }
-ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
-Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
-Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
-Timeline.shown { display: block; }
-PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
-#prompt { height: 3; }
-StatusBar { height: 1; background: $panel; color: $text; }
-.user { background: $boost; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
-.interrupted { color: $warning; text-style: italic; }
-.notice { color: $text-muted; text-style: italic; }
-.notice.error { color: $error; text-style: bold; }
-ToolView .call { color: $text-muted; }
-ToolView.failed .call { color: $error; }
-.boundary { color: $accent; }
-.empty { height: 0; }
-.more { width: 100%; }
-"""
 
 
 class InfaiApp(App[None]):
@@ -144,6 +127,20 @@ class InfaiApp(App[None]):
         if not self._shut:
             self._shut = True
             await self.workspace.aclose()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast is inert and never markup: it quotes errors, names and notices."""
+        super().notify(
+            inert(message), title=inert(title), severity=severity, timeout=timeout, markup=False
+        )
 
     # -- sessions -------------------------------------------------------------
 
@@ -219,7 +216,7 @@ class InfaiApp(App[None]):
             self.state.model = session.model.name
             self.state.context_window = session.model.context_window
             self.state.branch = self.head.label
-            self.title = f"infai — {self.head.name or session.session_id[:13]}"
+            self.title = inert(f"infai — {self.head.name or session.session_id[:13]}")
         self.query_one(StatusBar).show(self.state)
 
     # -- prompts and turns ----------------------------------------------------

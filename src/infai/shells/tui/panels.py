@@ -18,6 +18,8 @@ from textual.widgets.tree import TreeNode
 
 from infai.store import Entry
 
+from ..inert import inert, inert_text
+
 BAR = 12
 #: the longest model name the status bar shows in full
 MODEL_CHARS = 28
@@ -122,14 +124,14 @@ class StatusBar(Static):
         pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
         text = Text(no_wrap=True, overflow="ellipsis")
         if status.notice:
-            text.append(f" {status.notice} ", style="bold reverse")
+            text.append(f" {inert(status.notice)} ", style="bold reverse")
             text.append(" ")
-        text.append(f" {short_model(status.model)} ", style="bold")
+        text.append(f" {inert(short_model(status.model))} ", style="bold")
         saved = status.durability == "saved"
-        text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
+        text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
         text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
-        text.append(f"│ {status.branch} ")
+        text.append(f"│ {inert(status.branch)} ")
         self.update(text)
 
 
@@ -141,7 +143,9 @@ class PendingBar(Static):
         if entry is not None:
             preview = entry.preview.replace("\n", " ")[:50]
             self.update(
-                Text(f"↳ next prompt continues from #{entry.seq} {preview} — Esc: back to HEAD")
+                inert_text(
+                    f"↳ next prompt continues from #{entry.seq} {preview} — Esc: back to HEAD"
+                )
             )
 
 
@@ -149,7 +153,7 @@ def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
     preview = entry.preview.replace("\n", " ")[:48]
     style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
-    return Text(f"{mark}#{entry.seq} {entry.role}: {preview}", style=style)
+    return inert_text(f"{mark}#{entry.seq} {entry.role}: {preview}", style)
 
 
 class Timeline(Tree[str]):
