@@ -24,6 +24,7 @@ import ast
 import re
 from pathlib import Path
 
+from textual._compositor import CompositorUpdate
 from textual.pilot import Pilot
 from textual.widgets import Collapsible
 
@@ -48,8 +49,8 @@ ATTACKS = re.compile(
 def drawn(app: InfaiApp) -> str:
     """What Textual writes to the terminal for the whole current screen."""
     update = app.screen._compositor.render_update(full=True)
-    assert update is not None
-    return update.render_segments(app.console)
+    assert isinstance(update, CompositorUpdate)
+    return str(update.render_segments(app.console))
 
 
 def assert_inert(app: InfaiApp, where: str, shown: str = "pwned") -> str:
@@ -129,7 +130,9 @@ def test_the_approval_dialog_is_inert(tmp_path: Path) -> None:
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the dialog")
         await pilot.pause()
         assert "[bold red]" in assert_inert(app, "the question")
-        await app.screen.action_edit()  # the pattern, editable
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        await dialog.action_edit()  # the pattern, editable
         await pilot.pause()
         assert_inert(app, "the pattern's field")
 
