@@ -45,6 +45,7 @@ from infai.tools import Rule
 
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
 from .auth import BearerAuth, check_token
+from .channel import InertJSON
 from .errors import LOGGED, ApiError, message_of, status_of
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
@@ -58,7 +59,7 @@ DEFAULT_COMPACT_AT = Config().compact_at
 
 
 def error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status, headers=headers)
+    return InertJSON({"error": message}, status, headers=headers)
 
 
 # -- checking requests ---------------------------------------------------------

@@ -30,7 +30,7 @@ from infai.tools import AllowAlways
 
 from .. import render
 from .api import openapi
-from .channel import Feed, Frame, frame, settled_frame
+from .channel import Feed, Frame, InertJSON, frame, settled_frame
 from .errors import ApiError, Conflict
 from .served import Running, Served
 from .sessions import MODEL_ERRORS, Sessions
@@ -93,7 +93,7 @@ Handler = Callable[[Call], Awaitable[Response]]
 
 
 def ok(data: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(data, status)
+    return InertJSON(data, status)
 
 
 async def health(call: Call) -> Response:
