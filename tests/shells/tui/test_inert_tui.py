@@ -21,7 +21,13 @@ sanitizer (``inert_text`` / ``inert`` / ``inert_markup``), never a bare string.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 from textual._compositor import CompositorUpdate
@@ -31,7 +37,13 @@ from textual.widgets import Collapsible
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import ApprovalScreen, RenameScreen, SessionPicker
-from infai.store import CompactionRecord, MessageRecord, ToolCallRecord, ToolResultRecord
+from infai.store import (
+    CompactionRecord,
+    MessageRecord,
+    Store,
+    ToolCallRecord,
+    ToolResultRecord,
+)
 from infai.tools import Ask, Rule
 from tui_pilot import asked, run_app, send, until, workspace
 
@@ -40,10 +52,15 @@ CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"
 ERASE = "\x1b[2K"
 MARKUP = "[bold red]loud[/bold red]"
 PAYLOAD = f"A{TITLE}B{CLIPBOARD}C{ERASE}D\u202eE\x9bF\x7fG\u2066H{MARKUP}"
+OSC_ONLY = f"A{TITLE}B{CLIPBOARD}C\u202eD\x9bE"
 #: the attack's sequences; none may be in what is written to the terminal
 ATTACKS = re.compile(
     "\x1b\\]|\x07|\x1b\\[2K|[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
+
+
+#: what textual itself writes to a real terminal that the attack check would see
+OWN_OSC = "\x1b]22;default\x07"
 
 
 def drawn(app: InfaiApp) -> str:
@@ -137,6 +154,65 @@ def test_the_approval_dialog_is_inert(tmp_path: Path) -> None:
         assert_inert(app, "the pattern's field")
 
     run_app(app, scenario, (100, 30))
+
+
+def test_in_a_real_terminal_the_title_and_clipboard_stay_untouched(tmp_path: Path) -> None:
+    """``infai --session`` in tmux over a session whose name, prompt, reply and
+    tool output carry the attacks: tmux's pane title and paste buffers (what OSC 0
+    and OSC 52 would set) stay untouched, and the raw bytes infai wrote to the
+    terminal (tmux's pipe-pane) hold none of the attacks' sequences. (No ``[`` in
+    these: the unsanitized app crashed on one, which the pilot tests catch.)"""
+    tmux = shutil.which("tmux")
+    assert tmux is not None, "tmux is needed for the real-terminal test"
+    store = Store(tmp_path / "home")
+    sid = store.create_session(name=f"name {OSC_ONLY}").id
+    with store.open_writer(sid) as writer:
+        writer.append(MessageRecord(content=f"asked {OSC_ONLY}"), "user")
+        call = ToolCallRecord(call_id="c1", name="bash", arguments={"command": OSC_ONLY})
+        writer.append(call, "assistant")
+        writer.append(ToolResultRecord(call_id="c1", name="bash", content=OSC_ONLY), "tool")
+        writer.append(MessageRecord(content=f"replied {OSC_ONLY} pwned"), "assistant")
+    store.close()
+    socket = f"infai-inert-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    raw = tmp_path / "raw.out"
+    conf = tmp_path / "tmux.conf"
+    conf.write_text(
+        "set -g set-clipboard on\nset -g allow-rename on\nset -g default-shell /bin/sh\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+
+    def tmux_run(*args: str) -> str:
+        done = subprocess.run(
+            [tmux, "-L", socket, *args], capture_output=True, text=True, env=env, timeout=10
+        )
+        return done.stdout
+
+    infai = Path(sys.executable).parent / "infai"
+    command = f"exec {infai} --session {sid}"
+    try:
+        tmux_run("-f", str(conf), "new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
+                 "-e", f"INFAI_HOME={tmp_path / 'home'}", "-e", f"INFAI_CONFIG={tmp_path / 'no'}",
+                 "sh", "-c", f"sleep 0.3; {command}")  # fmt: skip
+        tmux_run("pipe-pane", "-o", "-t", "t", f"cat >> {raw}")
+        deadline = time.monotonic() + 20
+        while "replied" not in (shown := tmux_run("capture-pane", "-p", "-t", "t")):
+            assert time.monotonic() < deadline, f"the session never showed:\n{shown}"
+            time.sleep(0.1)
+        time.sleep(0.5)  # everything drawn
+        shown = tmux_run("capture-pane", "-p", "-t", "t")
+        title = tmux_run("display-message", "-p", "-t", "t", "#{pane_title}")
+        buffers = tmux_run("list-buffers")
+        tmux_run("send-keys", "-t", "t", "C-c")
+        tmux_run("send-keys", "-t", "t", "C-c")
+    finally:
+        tmux_run("kill-server")
+    assert "pwned" not in title and "pwned" not in buffers, (title, buffers)
+    assert "pwned" in shown  # on the screen, as text
+    written = raw.read_bytes().decode("utf-8", "replace")
+    assert "pwned" in written  # the attack was drawn, as text
+    # textual writes OSC 22 (the pointer's shape) itself: the attacks are OSC 0 and 52
+    attacks = sorted({repr(m) for m in ATTACKS.findall(written.replace(OWN_OSC, ""))})
+    assert attacks == [], f"written to the terminal as they are: {attacks}"
 
 
 #: the widgets (and rich objects) that draw the string they are given
