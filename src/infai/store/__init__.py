@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
+    from .search import SearchHit
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -85,6 +86,7 @@ _LAZY = {
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
+    "SearchHit": ("search", "SearchHit"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
@@ -130,6 +132,7 @@ __all__ = [
     "PgStore",
     "Problem",
     "Record",
+    "SearchHit",
     "SessionBusy",
     "SessionExists",
     "SessionInfo",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
+    from .search import Progress, SearchHit
 
 #: what a store's ``watch`` callback gets as ``seq`` when the session was removed
 REMOVED = -2
@@ -144,6 +145,9 @@ class SessionStore(Protocol):
     home: Path
     recovery_notes: dict[str, list[str]]
     unreadable: list[StoreError]
+    #: what searching or listing had to repair in a derived index (a damaged file
+    #: rebuilt), in words, for shells to show; appended to, never cleared by the store
+    index_notes: list[str]
 
     def create_session(
         self,
@@ -191,6 +195,30 @@ class SessionStore(Protocol):
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
         """Call ``callback(session_id, seq)`` for other processes' appends until ``stop``
         (blocking: run it in a thread; returns at once where there are none to hear)."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        session: str | None = None,
+        working_dir: str | None = None,
+        kind: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search over every event on every branch of every session, best
+        first (:mod:`infai.store.search` has the query syntax and the hit's fields).
+
+        ``session`` keeps one session's hits (unknown: ``SessionNotFound``),
+        ``working_dir`` the sessions working in that directory or below it, ``kind``
+        one event kind; at most ``limit`` hits. The index is derived and caught up
+        first, so events appended by any process are found. Bad syntax, an unknown
+        kind or a limit below 1 raise ``InvalidInput`` naming them. Ranking differs
+        between backends (FTS5's bm25, PostgreSQL's ts_rank); what matches does not.
+        """
+
+    def rebuild_search_index(self, progress: Progress | None = None) -> None:
+        """Build the search index again from every session (``progress(done, total)``
+        in sessions); search works without calling this: it is for repair."""
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session (reads everything); ``repair`` first fixes what is

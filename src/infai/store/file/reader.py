@@ -204,6 +204,24 @@ class SessionReader:
         data = self._chunks.read(entry.location)
         return self._decode_event(data, entry.location, entry.seq, resolve, entry.id)[0]
 
+    def events_between(self, start: int, stop: int) -> list[Event]:
+        """Events ``start``..``stop - 1`` in order, records of blobs unresolved; nearby
+        lines are read together (the search index reads whole sessions this way)."""
+        stop = min(stop, self._count)
+        if start >= stop:
+            return []
+        data = self._read_index((stop - start) * INDEX_WIDTH, start * INDEX_WIDTH)
+        entries = []
+        for seq in range(start, stop):
+            at = (seq - start) * INDEX_WIDTH
+            raw = self._overrides.get(seq) or data[at : at + INDEX_WIDTH]
+            entries.append(self._checked_entry(raw, seq))
+        datas = self._chunks.read_many([e.location for e in entries])
+        return [
+            self._decode_event(data, e.location, e.seq, False, e.id)[0]
+            for e, data in zip(entries, datas, strict=True)
+        ]
+
     def resolve(self, event: Event) -> Record:
         """The event's record, loading and verifying its blob if needed."""
         if event.record is not None:

@@ -10,33 +10,28 @@ mid-delete never leaves a half-session that looks real.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 from ..codec import check_uuid, dumps, now_rfc3339
 from ..errors import (
-    CorruptionError,
-    InvalidInput,
     SessionExists,
     SessionNotFound,
     StoreError,
     StoreIOError,
-    UnsupportedFormat,
 )
 from ..home import default_home
 from ..info import (
-    FORMAT_VERSION,
     SessionInfo,
     check_changes,
     check_info,
     new_session_info,
 )
 from ..options import StoreOptions
-from .format import decode_head
 from .fsio import FileIO, OsIO, atomic_write
 from .layout import SessionPaths
+from .meta import decode_info as _decode_info
 from .reader import SessionReader
 from .recovery import Recovery, analyze, apply, settle
 
@@ -45,43 +40,14 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
 
+    from ..events import Event
     from ..info import Changed
     from ..report import FsckReport
+    from ..search import Progress, SearchHit
+    from .listing import ListingIndex
     from .lock import WriterLock
+    from .search_index import SearchIndex
     from .writer import SessionWriter
-
-
-def _last_append(head_file: Path) -> str:
-    """When HEAD's event was made, from its UUIDv7 id ("" if unknown: a hint only)."""
-    try:
-        head = decode_head(head_file.read_bytes())
-    except OSError:
-        return ""
-    if head is None or len(head.id) != 36 or head.id[14] != "7":
-        return ""
-    try:
-        millis = int(head.id[:8] + head.id[9:13], 16)
-    except ValueError:
-        return ""
-    return now_rfc3339(millis / 1000)
-
-
-def _decode_info(data: bytes, where: str) -> SessionInfo:
-    """Parse a session.json read from disk: newer formats and damage are told apart."""
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise CorruptionError(where, 0, f"malformed JSON: {exc}") from None
-    version = obj.get("format") if isinstance(obj, dict) else None
-    if type(version) is int and version > FORMAT_VERSION:
-        raise UnsupportedFormat(
-            f"{where}: store format {version}; this infai understands up to "
-            f"{FORMAT_VERSION}: upgrade infai"
-        )
-    try:
-        return SessionInfo.from_obj(obj, where)
-    except InvalidInput as exc:
-        raise CorruptionError(where, 0, str(exc).removeprefix(f"{where}: ")) from None
 
 
 class NoLease:
@@ -112,6 +78,85 @@ class Store:
         self.unreadable: list[StoreError] = []
         self._writers: dict[str, SessionWriter] = {}
         self.sessions_dir = self.home / "sessions"
+        #: what the derived indexes (listing, search) had to rebuild, for shells to show
+        self.index_notes: list[str] = []
+        self._listing_index: ListingIndex | None = None
+        self._search_index: SearchIndex | None = None
+
+    # -- derived indexes (<home>/index/: caches of the sessions, never the truth) --
+
+    def _in_use(self, name: str, opened: object) -> bool:
+        """Whether a derived index file is in use (writers update only those), checked
+        without importing sqlite3 when it is not."""
+        return opened is not None or (self.home / "index" / name).exists()
+
+    def listing_index(self) -> ListingIndex:
+        """The derived listing index (see :mod:`.listing`), opened on first use."""
+        if self._listing_index is None:
+            from .listing import ListingIndex
+
+            self._listing_index = ListingIndex(self.home, self.sessions_dir, self.index_notes)
+        return self._listing_index
+
+    def search_index(self) -> SearchIndex:
+        """The derived search index (see :mod:`.search_index`), opened on first use."""
+        if self._search_index is None:
+            from .search_index import SearchIndex
+
+            self._search_index = SearchIndex(self.home, self.index_notes)
+        return self._search_index
+
+    def _noted(self, session_id: str, *, removed: bool = False) -> None:
+        """Tell the listing index (if in use) that this process changed a session."""
+        if self._in_use("sessions.sqlite", self._listing_index):
+            if removed:
+                self.listing_index().forget(session_id)
+            else:
+                self.listing_index().note(session_id)
+
+    def _appended(self, session_id: str, events: list[Event]) -> None:
+        """The writer's hook after a durable append: index the events if search is in use."""
+        if self._in_use("search.sqlite", self._search_index):
+            self.search_index().appended(session_id, events)
+
+    def search(
+        self,
+        query: str,
+        *,
+        session: str | None = None,
+        working_dir: str | None = None,
+        kind: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search over every event of every session, best hits first.
+
+        Catches the index up first (sessions appended to, made or removed by any
+        process); see :mod:`infai.store.search` for the query syntax.
+        """
+        from ..search import check_kind, check_limit, dir_matches, parse_query
+
+        parsed = parse_query(query)
+        check_kind(kind)
+        limit = check_limit(limit)
+        if session is not None:
+            session = self.paths(session).root.name
+        rows = self.listing_index().rows()
+        wanted = None
+        if working_dir is not None:
+            wanted = {r[0] for r in rows if dir_matches(r[5], working_dir)}
+        return self.search_index().search(
+            parsed,
+            rows,
+            self.open_reader,
+            session=session,
+            sessions=wanted,
+            kind=kind,
+            limit=limit,
+        )
+
+    def rebuild_search_index(self, progress: Progress | None = None) -> None:
+        """Delete the search index and build it again from every session."""
+        self.search_index().rebuild(self.listing_index().rows(), self.open_reader, progress)
 
     # -- sessions -----------------------------------------------------------
 
@@ -169,6 +214,7 @@ class Store:
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise StoreIOError(exc.errno, f"cannot create session {sid}: {exc}") from exc
+        self._noted(sid)
         return info
 
     def info(self, session_id: str) -> SessionInfo:
@@ -185,7 +231,11 @@ class Store:
         return True
 
     def close(self) -> None:
-        """Nothing to release: files are opened per reader and writer."""
+        """Close the derived indexes' files (sessions' files are opened per reader and
+        writer)."""
+        for index in (self._listing_index, self._search_index):
+            if index is not None:
+                index.close()
 
     def __enter__(self) -> Store:
         return self
@@ -214,12 +264,15 @@ class Store:
         check_changes(changes)
         paths = self.paths(session_id)
         if paths.root.name in self._writers:
-            return self._write_info(paths, **changes)
-        lock = self._lock(paths)
-        try:
-            return self._write_info(paths, **changes)
-        finally:
-            lock.release()
+            info = self._write_info(paths, **changes)
+        else:
+            lock = self._lock(paths)
+            try:
+                info = self._write_info(paths, **changes)
+            finally:
+                lock.release()
+        self._noted(info.id)
+        return info
 
     def _lock(self, paths: SessionPaths, timeout: float | None = None) -> WriterLock:
         """Take the session's writer lock; the session must still exist once we hold it
@@ -238,6 +291,7 @@ class Store:
         check_info(info)
         paths = self.paths(info.id)
         atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+        self._noted(info.id)
 
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
@@ -251,36 +305,19 @@ class Store:
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently active first.
 
-        Reads each session.json and HEAD: session.json is rewritten on a session's
-        first append after it is opened, not on every one, so ``updated_at`` here is
-        the later of its stamp and the time in HEAD's event id (a UUIDv7: the last
-        append, to the millisecond).
+        Answered from the listing index (:mod:`.listing`), which re-reads only the
+        sessions whose ``session.json`` or ``HEAD`` changed since it last looked.
+        session.json is rewritten on a session's first append after it is opened,
+        not on every one, so ``updated_at`` here is the later of its stamp and the
+        time in HEAD's event id (a UUIDv7: the last append, to the millisecond).
 
         A session.json this infai cannot read (damaged, or from a newer format) does
         not hide the others: it is left out and its error kept in :attr:`unreadable`.
         """
-        out = []
-        self.unreadable = []
-        try:
-            names = os.listdir(self.sessions_dir)
-        except FileNotFoundError:
-            return []
-        for name in names:
-            if name.startswith("."):
-                continue
-            try:
-                data = (self.sessions_dir / name / "session.json").read_bytes()
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            try:
-                info = _decode_info(data, str(self.sessions_dir / name / "session.json"))
-            except StoreError as exc:
-                self.unreadable.append(exc)
-                continue
-            appended = _last_append(self.sessions_dir / name / "HEAD")
-            out.append(info.replace(updated_at=appended) if appended > info.updated_at else info)
-        out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
-        return out
+        index = self.listing_index()
+        infos = index.sessions()
+        self.unreadable = list(index.unreadable)
+        return infos
 
     def remove_session(self, session_id: str) -> None:
         """Delete a session (waits for its writer lock, so never under a live writer)."""
@@ -297,6 +334,9 @@ class Store:
             ) from exc
         finally:
             lock.release()
+        self._noted(paths.root.name, removed=True)
+        if self._in_use("search.sqlite", self._search_index):
+            self.search_index().forget(paths.root.name)
         import shutil
 
         shutil.rmtree(trash)
@@ -333,10 +373,15 @@ class Store:
             self.options,
             lock,
             on_first_append=lambda: self._touch(paths),
-            on_close=lambda: self._writers.pop(sid, None),
+            on_close=lambda: self._closed_writer(sid),
+            on_commit=lambda events: self._appended(sid, events),
         )
         self._writers[sid] = writer
         return writer
+
+    def _closed_writer(self, session_id: str) -> None:
+        self._writers.pop(session_id, None)
+        self._noted(session_id)  # HEAD moved: the listing shows the last append
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session; with ``repair``, first do what is provably safe."""

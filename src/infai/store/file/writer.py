@@ -70,6 +70,7 @@ class SessionWriter(SessionReader):
         lock: WriterLock,
         on_first_append: Callable[[], None] | None = None,
         on_close: Callable[[], object] | None = None,
+        on_commit: Callable[[list[Event]], None] | None = None,
     ) -> None:
         super().__init__(paths, plan)
         self._io = io
@@ -86,6 +87,8 @@ class SessionWriter(SessionReader):
         self._lookups = 0
         self._on_first_append = on_first_append
         self._on_close = on_close
+        #: called with the events of each append once it is durable (the search index)
+        self._on_commit = on_commit
         self._strict = options.durability == "strict"
         self._head_loc = plan.last_location
         self._blobs_synced = False
@@ -240,7 +243,7 @@ class SessionWriter(SessionReader):
             ) from exc
         self._pending = None
         self.appended += n
-        return [
+        events = [
             Event(
                 id=line.id,
                 parent_id=line.parent_id,
@@ -256,6 +259,11 @@ class SessionWriter(SessionReader):
             )
             for line, spec in zip(lines, specs, strict=True)
         ]
+        if self._on_commit is not None:
+            # Durable already: what follows maintains a derived index and never fails
+            # the append (the hook swallows its own errors).
+            self._on_commit(events)
+        return events
 
     def _unwrite(self, committed_size: int) -> None:
         """Cut an unacknowledged write out of the chunk after a failure.

@@ -63,6 +63,7 @@ from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
 if TYPE_CHECKING:
     from ..info import Changed
+    from ..search import Progress, SearchHit
 
 #: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
 LEASE_PREFIX = "infai-turn:"
@@ -105,6 +106,8 @@ class PgStore:
         self.home = Path(home) if home is not None else default_home()
         self.recovery_notes: dict[str, list[str]] = {}
         self.unreadable: list[StoreError] = []
+        #: derived-index repairs (none here: the search tables are transactional)
+        self.index_notes: list[str] = []
         #: the migrations this process applied when it opened the database
         self.migrated: list[str] = []
         self.db = Database(url)
@@ -240,6 +243,37 @@ class PgStore:
             except StoreError as exc:
                 self.unreadable.append(exc)
         return out
+
+    def search(
+        self,
+        query: str,
+        *,
+        session: str | None = None,
+        working_dir: str | None = None,
+        kind: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search over every event of every session (:mod:`.search`): catches
+        the index up first, then ranks by ``ts_rank``."""
+        from ..search import check_kind, check_limit, parse_query
+        from . import search
+
+        parsed = parse_query(query)
+        check_kind(kind)
+        limit = check_limit(limit)
+        if session is not None:
+            session = check_uuid(session, "session id")
+            if not self.exists(session):
+                raise SessionNotFound(session)
+        return search.search(
+            self.db, parsed, session=session, working_dir=working_dir, kind=kind, limit=limit
+        )
+
+    def rebuild_search_index(self, progress: Progress | None = None) -> None:
+        """Drop the derived search rows and index every event again."""
+        from . import search
+
+        search.rebuild(self.db, progress)
 
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease; if another process holds it, wait up to the

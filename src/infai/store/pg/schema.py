@@ -9,6 +9,9 @@ role, timestamp, preview, and either the record's JSON text inline or the
 SHA-256 digest of a row in ``infai_blobs``, which is shared by all sessions
 (content-addressed, so equal payloads are stored once). Appending an event and
 moving HEAD happen in one transaction; see :mod:`infai.store.pg.backend`.
+Migration 2 adds the search index, derived from the events (see
+:mod:`infai.store.pg.search`): a database migrated from 1 is indexed by its
+first search.
 
 ``infai_schema`` records which migrations ran. :func:`migrate` applies the
 missing ones in order, each in its own transaction, under an advisory lock so
@@ -62,6 +65,32 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             digest text PRIMARY KEY,
             data bytea NOT NULL
         );
+        """,
+    ),
+    (
+        2,
+        "search index",
+        """
+        CREATE TABLE infai_search (
+            session_id uuid NOT NULL,
+            seq integer NOT NULL,
+            tsv tsvector NOT NULL,
+            PRIMARY KEY (session_id, seq),
+            FOREIGN KEY (session_id, seq) REFERENCES infai_events (session_id, seq)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX infai_search_tsv ON infai_search USING gin (tsv);
+        CREATE TABLE infai_search_blobs (
+            digest text PRIMARY KEY REFERENCES infai_blobs (digest) ON DELETE CASCADE,
+            tsv tsvector NOT NULL
+        );
+        CREATE INDEX infai_search_blobs_tsv ON infai_search_blobs USING gin (tsv);
+        CREATE TABLE infai_search_state (
+            session_id uuid PRIMARY KEY REFERENCES infai_sessions (id) ON DELETE CASCADE,
+            indexed integer NOT NULL,
+            head_path bytea
+        );
+        CREATE INDEX infai_events_digest ON infai_events (digest) WHERE digest IS NOT NULL;
         """,
     ),
 ]

@@ -1,0 +1,407 @@
+"""The directory store's search index: SQLite FTS5 over every event of every session.
+
+Model, in prose: ``<home>/index/search.sqlite`` is derived from the sessions and
+never the only copy of anything. It holds one row per indexed event (session,
+sequence number, id, parent, kind, role, time), the event's searchable text
+(:func:`infai.store.search.searchable_text`) zlib-compressed and an FTS5
+inverted index over it without a second copy of the text (``content=''``).
+A record that lives in a blob is indexed once per digest, whatever number of
+events (in whichever sessions) name it: its text is a document of its own,
+numbered negatively, and the events point at it. Per session it keeps how
+many events are indexed, the id of the last one (so a session removed and
+made again under the same id is noticed), a bitmap of the sequence numbers on
+HEAD's path (so a hit says whether it is on the active branch without walking
+the tree), and the stat signature of ``HEAD`` it was read under.
+
+It is kept current two ways. The writer's own process indexes what it appended
+right after the append is durable, off the durable path: that step failing
+(or the file being busy) never fails an append. And every search first
+catches up: a session whose ``HEAD`` signature changed since it was indexed is
+opened and its new events indexed, a session that vanished is dropped, a
+session whose indexed prefix no longer matches is indexed again. So appends by
+other processes (an older infai too) are found, and the index file may be
+deleted at any time: the next search builds it again, and a damaged one is
+deleted and built again with a note (:attr:`Store.index_notes`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import StoreError
+from ..events import Event
+from ..records import record_to_obj
+from ..search import (
+    Progress,
+    Query,
+    SearchHit,
+    advance_path,
+    make_snippet,
+    on_path,
+    searchable_text,
+)
+from .derived import DerivedDB, is_damage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .listing import Row
+    from .reader import SessionReader
+
+VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    sid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    indexed INTEGER NOT NULL,
+    last_id TEXT,
+    head_sig TEXT NOT NULL,
+    head_path BLOB
+);
+CREATE TABLE IF NOT EXISTS events (
+    doc INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    id BLOB NOT NULL,
+    parent_seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    role TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    blob INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events (sid, seq);
+CREATE INDEX IF NOT EXISTS events_blob ON events (blob) WHERE blob IS NOT NULL;
+CREATE TABLE IF NOT EXISTS blobs (bid INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, z BLOB NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
+    text, content='', tokenize='unicode61 remove_diacritics 2'
+)
+"""
+#: events read and indexed per transaction while catching up
+BATCH = 2000
+
+#: opens a session for reading (the store's ``open_reader``)
+OpenReader = Callable[[str], "SessionReader"]
+
+
+def _pack(text: str) -> bytes:
+    data = text.encode()
+    if len(data) > 96:
+        packed = zlib.compress(data, 6)
+        if len(packed) < len(data):
+            return b"z" + packed
+    return b"r" + data
+
+
+def _unpack(data: bytes) -> str:
+    return (zlib.decompress(data[1:]) if data[:1] == b"z" else data[1:]).decode()
+
+
+def _uuid_bytes(value: str) -> bytes:
+    return bytes.fromhex(value.replace("-", ""))
+
+
+def _uuid_text(data: bytes) -> str:
+    h = data.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class SearchIndex:
+    """The derived FTS5 index of one directory store (see the module docstring)."""
+
+    def __init__(self, home: Path, notes: list[str]) -> None:
+        self.db = DerivedDB(home / "index" / "search.sqlite", VERSION, SCHEMA, notes)
+
+    # -- writing ------------------------------------------------------------------
+
+    def _session(self, conn: sqlite3.Connection, session_id: str) -> tuple[int, int, str, bytes]:
+        """``(sid, indexed, last_id, head_path)``, making the row if it is new."""
+        row = conn.execute(
+            "SELECT sid, indexed, last_id, head_path FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            cur = conn.execute(
+                "INSERT INTO sessions (id, indexed, head_sig) VALUES (?, 0, '')", (session_id,)
+            )
+            return int(cur.lastrowid or 0), 0, "", b""
+        return row[0], row[1], row[2] or "", row[3] or b""
+
+    def _add(
+        self,
+        conn: sqlite3.Connection,
+        sid: int,
+        head_path: bytes,
+        events: Sequence[Event],
+        blob_text: Callable[[Event], str],
+    ) -> None:
+        """Index ``events`` (the session's next ones, in order) and move its HEAD path."""
+        doc = conn.execute("SELECT coalesce(max(doc), 0) FROM events").fetchone()[0] + 1
+        ev_rows, texts, fts = [], [], []
+        for event in events:
+            bid = None
+            if event.digest is not None:
+                bid = self._blob(conn, event, blob_text)
+            else:
+                assert event.record is not None
+                text = searchable_text(event.kind, record_to_obj(event.record))
+                texts.append((doc, _pack(text)))
+                fts.append((doc, text))
+            ev_rows.append(
+                (
+                    doc, sid, event.seq, _uuid_bytes(event.id), event.parent_seq,
+                    event.kind, event.role, event.timestamp, bid,
+                )
+            )  # fmt: skip
+            doc += 1
+        conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ev_rows)
+        conn.executemany("INSERT INTO texts VALUES (?, ?)", texts)
+        conn.executemany("INSERT INTO fts (rowid, text) VALUES (?, ?)", fts)
+
+        def parents() -> dict[int, int]:
+            rows = conn.execute("SELECT seq, parent_seq FROM events WHERE sid = ?", (sid,))
+            return dict(rows.fetchall())
+
+        path = advance_path(head_path, {e.seq: e.parent_seq for e in events}, parents)
+        conn.execute(
+            "UPDATE sessions SET indexed = ?, last_id = ?, head_path = ? WHERE sid = ?",
+            (events[-1].seq + 1, events[-1].id, bytes(path), sid),
+        )
+
+    @staticmethod
+    def _blob(conn: sqlite3.Connection, event: Event, blob_text: Callable[[Event], str]) -> int:
+        """The blob's document number, indexing its text the first time it is seen."""
+        found = conn.execute("SELECT bid FROM blobs WHERE digest = ?", (event.digest,)).fetchone()
+        if found is not None:
+            return int(found[0])
+        text = blob_text(event)
+        cur = conn.execute("INSERT INTO blobs (digest) VALUES (?)", (event.digest,))
+        bid = int(cur.lastrowid or 0)
+        conn.execute("INSERT INTO texts VALUES (?, ?)", (-bid, _pack(text)))
+        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (-bid, text))
+        return bid
+
+    def _drop(self, conn: sqlite3.Connection, sid: int) -> None:
+        """Remove a session's events (and blob texts no other event names)."""
+        docs = conn.execute(
+            "SELECT e.doc, t.z FROM events e JOIN texts t ON t.doc = e.doc WHERE e.sid = ?",
+            (sid,),
+        ).fetchall()
+        conn.executemany(
+            "INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+            [(d, _unpack(z)) for d, z in docs],
+        )
+        conn.executemany("DELETE FROM texts WHERE doc = ?", [(d,) for d, _ in docs])
+        bids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT blob FROM events WHERE sid = ? AND blob IS NOT NULL", (sid,)
+            )
+        ]
+        conn.execute("DELETE FROM events WHERE sid = ?", (sid,))
+        for bid in bids:
+            if conn.execute("SELECT 1 FROM events WHERE blob = ? LIMIT 1", (bid,)).fetchone():
+                continue
+            z = conn.execute("SELECT z FROM texts WHERE doc = ?", (-bid,)).fetchone()
+            if z is not None:
+                conn.execute(
+                    "INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+                    (-bid, _unpack(z[0])),
+                )
+            conn.execute("DELETE FROM texts WHERE doc = ?", (-bid,))
+            conn.execute("DELETE FROM blobs WHERE bid = ?", (bid,))
+        conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
+
+    def appended(self, session_id: str, events: Sequence[Event]) -> None:
+        """The writer's hook, after a durable append: index ``events`` now if the index
+        is in use and this session's indexed prefix ends where they begin. Best effort:
+        anything else is left to the next search's catch-up."""
+        if not events or not self.db.exists():
+            return
+        with self.db.lock:
+            try:
+                conn = self.db.connect(busy_ms=50)
+                with DerivedDB.transaction(conn):
+                    sid, indexed, _last, path = self._session(conn, session_id)
+                    fresh = [e for e in events if e.seq >= indexed]
+                    if not fresh or fresh[0].seq != indexed:
+                        return
+                    self._add(conn, sid, path, fresh, _record_text)
+                    conn.execute("UPDATE sessions SET head_sig = '' WHERE sid = ?", (sid,))
+            except (sqlite3.Error, StoreError, OSError):
+                return
+
+    def forget(self, session_id: str) -> None:
+        """Drop a removed session (best effort: the next search drops it anyway)."""
+        if not self.db.exists():
+            return
+        with self.db.lock:
+            try:
+                conn = self.db.connect(busy_ms=100)
+                with DerivedDB.transaction(conn):
+                    row = conn.execute(
+                        "SELECT sid FROM sessions WHERE id = ?", (session_id,)
+                    ).fetchone()
+                    if row is not None:
+                        self._drop(conn, row[0])
+            except sqlite3.Error:
+                return
+
+    # -- catching up --------------------------------------------------------------
+
+    def sync(
+        self, rows: Sequence[Row], open_reader: OpenReader, progress: Progress | None = None
+    ) -> None:
+        """Bring the index up to the sessions listed in ``rows`` (listing rows, whose
+        HEAD signatures were taken before anything is read)."""
+        conn = self.db.connect()
+        known = {
+            r[0]: (r[1], r[2])
+            for r in conn.execute("SELECT id, sid, head_sig FROM sessions").fetchall()
+        }
+        live = {r[0] for r in rows}
+        gone = [sid for text, (sid, _) in known.items() if text not in live]
+        if gone:
+            with DerivedDB.transaction(conn):
+                for sid in gone:
+                    self._drop(conn, sid)
+        todo = [r for r in rows if not (r[2] and known.get(r[0], (0, ""))[1] == r[2])]
+        for done, row in enumerate(todo):
+            self._catch_up(conn, row[0], row[2], open_reader)
+            if progress is not None:
+                progress(done + 1, len(todo))
+
+    def _catch_up(
+        self, conn: sqlite3.Connection, session_id: str, head_sig: str, open_reader: OpenReader
+    ) -> None:
+        try:
+            reader = open_reader(session_id)
+        except StoreError:
+            return  # unreadable now (a newer format, damage): searched again once readable
+        with reader:
+            with DerivedDB.transaction(conn):
+                sid, indexed, last_id, _ = self._session(conn, session_id)
+                if indexed and (
+                    indexed > reader.count or reader.entry_at(indexed - 1).id != last_id
+                ):
+                    self._drop(conn, sid)  # not the session that was indexed: start over
+                    sid, indexed, last_id, _ = self._session(conn, session_id)
+            while indexed < reader.count:
+                batch = reader.events_between(indexed, indexed + BATCH)
+                with DerivedDB.transaction(conn):
+                    path = conn.execute(
+                        "SELECT head_path FROM sessions WHERE sid = ?", (sid,)
+                    ).fetchone()[0]
+                    self._add(conn, sid, path or b"", batch, lambda e: _blob_text(reader, e))
+                indexed += len(batch)
+            with DerivedDB.transaction(conn):
+                conn.execute("UPDATE sessions SET head_sig = ? WHERE sid = ?", (head_sig, sid))
+
+    def rebuild(
+        self, rows: Sequence[Row], open_reader: OpenReader, progress: Progress | None
+    ) -> None:
+        """Delete the file and index every session again."""
+        with self.db.lock:
+            self.db.discard(None)  # asked for: not a repair to report
+            self.sync(rows, open_reader, progress)
+
+    # -- searching ----------------------------------------------------------------
+
+    def search(
+        self,
+        query: Query,
+        rows: Sequence[Row],
+        open_reader: OpenReader,
+        *,
+        session: str | None,
+        sessions: set[str] | None,
+        kind: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        """Catch up, then the best ``limit`` hits (``sessions``: only these ids)."""
+        with self.db.lock:
+            try:
+                return self._search(query, rows, open_reader, session, sessions, kind, limit)
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self.db.discard(f"{self.db.path}: {exc}; rebuilt from the sessions")
+                return self._search(query, rows, open_reader, session, sessions, kind, limit)
+
+    def _search(
+        self,
+        query: Query,
+        rows: Sequence[Row],
+        open_reader: OpenReader,
+        session: str | None,
+        sessions: set[str] | None,
+        kind: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        self.sync(rows, open_reader)
+        conn = self.db.connect()
+        where, args = [], []
+        if session is not None:
+            where.append("s.id = ?")
+            args.append(session)
+        if sessions is not None:
+            where.append(f"s.id IN ({', '.join('?' * len(sessions))})")
+            args.extend(sorted(sessions))
+        if kind is not None:
+            where.append("e.kind = ?")
+            args.append(kind)
+        cond = "".join(f" AND {w}" for w in where)
+        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
+        sql = (
+            "WITH m AS MATERIALIZED (SELECT rowid AS doc, bm25(fts) AS rank FROM fts"
+            " WHERE fts MATCH ?)"
+            f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
+            f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
+            " ORDER BY 7, 6 DESC LIMIT ?"
+        )
+        found = conn.execute(sql, (query.to_fts5(), *args, *args, limit)).fetchall()
+        names = {r[0]: (r[4], r[5]) for r in rows}
+        texts: dict[int, str] = {}
+        hits = []
+        for sess, seq, event_id, ev_kind, role, ts, rank, doc, path in found:
+            if doc not in texts:
+                z = conn.execute("SELECT z FROM texts WHERE doc = ?", (doc,)).fetchone()
+                texts[doc] = _unpack(z[0]) if z else ""
+            snippet, marks = make_snippet(texts[doc], query)
+            name, wd = names.get(sess, (None, None))
+            hits.append(
+                SearchHit(
+                    session_id=sess,
+                    event_id=_uuid_text(event_id),
+                    seq=seq,
+                    kind=ev_kind,
+                    role=role,
+                    timestamp=ts,
+                    snippet=snippet,
+                    marks=marks,
+                    on_head_path=on_path(path, seq),
+                    score=-float(rank),
+                    session_name=name,
+                    working_dir=wd,
+                )
+            )
+        return hits
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        with self.db.lock:
+            self.db.close()
+
+
+def _record_text(event: Event) -> str:
+    """A blob event's text from the record the writer still holds."""
+    assert event.record is not None
+    return searchable_text(event.kind, record_to_obj(event.record))
+
+
+def _blob_text(reader: SessionReader, event: Event) -> str:
+    """A blob event's text, read from its blob (digest checked)."""
+    return searchable_text(event.kind, record_to_obj(reader.resolve(event)))
