@@ -105,6 +105,10 @@ def _param_value(param: Param, raw: str) -> Any:
         if raw.lower() not in ("true", "false", "1", "0"):
             raise ApiError(400, f"{param.where} parameter {param.name}: expected true or false")
         value = raw.lower() in ("true", "1")
+    elif param.schema.get("type") == "integer":
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+            raise ApiError(400, f"{param.where} parameter {param.name}: expected a whole number")
+        value = int(raw)
     problem = validate(value, param.schema, f"{param.where} parameter {param.name}")
     if problem:
         raise ApiError(400, problem)
