@@ -220,7 +220,7 @@ DRAWS = {"Text", "Static", "Markdown", "Input", "Syntax", "Option", "Button", "L
 #: what a dynamic string may be wrapped in before it is drawn (the sanitizer, and
 #: functions that return its result or only characters of their own: a bar, a label)
 SANITIZED = {"inert", "inert_text", "inert_markup", "session_label", "_label", "_title"}
-SANITIZED |= {"edit_diff", "token_bar"}
+SANITIZED |= {"edit_diff", "token_bar", "hit_label"}
 
 
 def _safe(node: ast.expr) -> bool:

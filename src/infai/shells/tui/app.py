@@ -34,10 +34,9 @@ from collections.abc import Coroutine
 from contextlib import suppress
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
@@ -54,7 +53,7 @@ from infai.agent import (
     Workspace,
 )
 from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import MessageRecord, StoreError
+from infai.store import MessageRecord, SearchHit, StoreError
 from infai.tools import Ask, Reply
 
 from ..inert import inert
@@ -62,23 +61,24 @@ from . import store_io
 from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
 from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
+from .search import SearchScreen
 from .store_io import Head, off_loop
-from .style import CSS
+from .style import Styled
 
 QUIT_WINDOW = 2.0
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
 
 
-class InfaiApp(App[None]):
+class InfaiApp(Styled):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
-    CSS = CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel / quit", priority=True),
         Binding("ctrl+t", "toggle_timeline", "timeline"),
         Binding("ctrl+o", "sessions", "sessions"),
+        Binding("ctrl+f", "search", "search"),
         Binding("ctrl+n", "new_session", "new"),
         Binding("f2", "rename", "rename"),
         Binding("f1", "help", "help"),
@@ -127,20 +127,6 @@ class InfaiApp(App[None]):
         if not self._shut:
             self._shut = True
             await self.workspace.aclose()
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None:
-        """Every toast is inert and never markup: it quotes errors, names and notices."""
-        super().notify(
-            inert(message), title=inert(title), severity=severity, timeout=timeout, markup=False
-        )
 
     # -- sessions -------------------------------------------------------------
 
@@ -414,6 +400,8 @@ class InfaiApp(App[None]):
             await self.action_new_session()
         elif name == "sessions":
             await self.action_sessions()
+        elif name == "search":
+            self.action_search(argument)
         elif name == "help":
             self.action_help()
         elif name in ("quit", "exit"):
@@ -551,17 +539,30 @@ class InfaiApp(App[None]):
         await self._refresh_timeline(rebuild=True)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
-        event_id = message.node.data
-        if not event_id or self.session is None:
+        if message.node.data:
+            await self.pick(message.node.data)
+
+    async def pick(self, event_id: str) -> None:
+        """The next prompt continues from ``event_id`` (HEAD: the pick is forgotten);
+        the chat shows the path to it. The timeline's choice, and a search hit's."""
+        session = self.session
+        if session is None:
             return
         if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
-        session = self.session
         pick = None if event_id == self.head.id else event_id
         await off_loop(lambda: store_io.select(session, pick))
         await self.reload()
         self.query_one("#prompt", Input).focus()
+
+    def action_search(self, query: str = "") -> None:
+        self.push_screen(SearchScreen(self.workspace.store, query), callback=self.open_hit)
+
+    async def open_hit(self, hit: SearchHit | None) -> None:
+        """Open a search hit's session (if another) at the hit's event."""
+        if hit is not None and await self.open_session(hit.session_id):
+            await self.pick(hit.event_id)
 
     async def action_back_to_head(self) -> None:
         session = self.session

@@ -223,6 +223,7 @@ HELP = """\
   Ctrl-T   timeline: continue from an older event
   Esc      back to HEAD (forget the picked event)
   Ctrl-O   sessions: resume one, or start one
+  Ctrl-F   search every session; Enter opens a hit
   Ctrl-N   new session      F2  rename
   F1       this help
 
@@ -231,6 +232,7 @@ HELP = """\
   /model NAME    switch model: offline,
                  provider:model or a configured name
   /rename NAME   rename this session
+  /search WORDS  search every session
   /new  /sessions  /help  /quit
 """
 

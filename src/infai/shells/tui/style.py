@@ -1,12 +1,21 @@
-"""The app's stylesheet, kept apart from the app's behaviour.
+"""How the app looks, kept apart from what it does: its stylesheet and its toasts.
 
 The chat beside the timeline (shown on Ctrl-T), the pending-parent bar, the
 prompt and the status bar below; the classes the chat's widgets take (a user's
 message, a notice, a failed tool call, a compaction's boundary); and the search
 panel's box.
+
+:class:`Styled` is the app's base: it carries the stylesheet and draws every
+toast (``notify``) as inert text, never markup, because toasts quote errors,
+session names and the agent's notices (:mod:`infai.shells.inert`).
 """
 
 from __future__ import annotations
+
+from textual.app import App
+from textual.notifications import SeverityLevel
+
+from ..inert import inert
 
 CSS = """
 #main { height: 1fr; }
@@ -28,4 +37,25 @@ ToolView.failed .call { color: $error; }
 .more { width: 100%; }
 """
 
-__all__ = ["CSS"]
+
+class Styled(App[None]):
+    """The app's stylesheet, and toasts that are inert text."""
+
+    CSS = CSS
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast is inert and never markup: it quotes errors, names and notices."""
+        super().notify(
+            inert(message), title=inert(title), severity=severity, timeout=timeout, markup=False
+        )
+
+
+__all__ = ["CSS", "Styled"]
