@@ -48,10 +48,14 @@ def test_a_word_only_in_a_blob_on_an_abandoned_branch_is_found(store: SessionSto
     sid = store.create_session(name="work", working_dir="/src/app").id
     with store.open_writer(sid) as w:
         root = w.append(msg("let us look at the logs"), "user")
-        w.append(ToolCallRecord(call_id="c1", name="bash", arguments={"cmd": "cat log"}), "assistant")
+        w.append(
+            ToolCallRecord(call_id="c1", name="bash", arguments={"cmd": "cat log"}), "assistant"
+        )
         filler = "nothing to see here\n" * 200  # well past the blob threshold
         hidden = w.append(
-            ToolResultRecord(call_id="c1", name="bash", content=filler + "zanzibar quokka\n" + filler),
+            ToolResultRecord(
+                call_id="c1", name="bash", content=filler + "zanzibar quokka\n" + filler
+            ),
             "tool",
         )
         assert hidden.digest is not None  # it went to a blob

@@ -14,6 +14,7 @@ import click
 
 from .agent import chat, compact_command, models_command, run
 from .root import root
+from .search import search_command
 from .serve import serve_command
 from .session import session
 from .store import store_group
@@ -28,6 +29,7 @@ COMMANDS: tuple[click.Command, ...] = (
     models_command,
     tui,
     serve_command,
+    search_command,
 )
 
 for _command in COMMANDS:

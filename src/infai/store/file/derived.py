@@ -93,6 +93,8 @@ class DerivedDB:
         """Check the file's schema version; create the schema in an empty file."""
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        # fewer, larger checkpoints (each one syncs): builds write many pages at once
+        conn.execute("PRAGMA wal_autocheckpoint = 8192")
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found == self.version:
             return False

@@ -1,20 +1,28 @@
-"""The listing index: every session's metadata in one SQLite table, checked by stat.
+"""The listing index: every session's metadata in one SQLite table, kept honest by stat.
 
 Model, in prose: listing sessions used to read every ``session.json`` and
 ``HEAD``, which grows with the history (a user who imports months of sessions
 has thousands). The listing index keeps, per session, what a listing needs:
 the metadata, the time of the last append (from HEAD's UUIDv7), and the stat
 signatures (inode, mtime, size) of ``session.json`` and ``HEAD`` it was read
-from. A listing lists ``sessions/``, stats those two files per session and
-re-reads only the sessions whose signatures changed (or are too recent to
-trust: see :mod:`.derived`); rows of sessions that are gone are dropped. So a
-change made by a process that never touched the index (an older infai, a
-session directory copied in by hand) is seen at the next listing, and the
-session directories stay the truth. This store's own writers update rows as
-they create, rename, append to and remove sessions.
+from. The session directories stay the truth; the index is checked against
+them in three tiers, cheapest first:
 
-The file is ``<home>/index/sessions.sqlite``; deleting it costs one full read
-at the next listing.
+1. every listing stats ``sessions/`` itself: a session made, removed or copied
+   in by any process changes that directory, and then its entries are listed
+   and compared with the index (new ones read, vanished ones dropped);
+2. this store's own writers update a session's row as they change it (create,
+   rename, append: HEAD's move at most :data:`HEAD_EVERY` seconds late while a
+   writer stays open, at once when it closes; removal);
+3. every :data:`FULL_EVERY` seconds a listing also stats each session's
+   ``session.json`` and ``HEAD`` and re-reads the ones whose signatures changed:
+   so a change *inside* a session directory by a process that does not keep
+   the index (an older infai, an edit by hand) is seen within that time.
+   :meth:`ListingIndex.rows` with ``full=True`` does it at once.
+
+A warm listing therefore costs two system calls and one query whatever the
+number of sessions. The file is ``<home>/index/sessions.sqlite``; deleted, it
+costs one full read at the next listing; damaged, it is rebuilt with a note.
 """
 
 from __future__ import annotations
@@ -22,13 +30,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
 from ..info import SessionInfo
 from .derived import DerivedDB, is_damage, now_ns, signature
-from .meta import decode_info, last_append
+from .meta import decode_info, id_time, last_append
 
 VERSION = 1
 SCHEMA = """
@@ -45,16 +54,25 @@ CREATE TABLE IF NOT EXISTS listing (
     parent_session TEXT,
     parent_event TEXT,
     extra TEXT,
-    appended TEXT NOT NULL
-)
+    appended TEXT NOT NULL,
+    active TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS listing_active ON listing (active DESC, id DESC);
+CREATE TABLE IF NOT EXISTS checked (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS unreadable (id TEXT PRIMARY KEY)
 """
 _COLS = (
     "id, meta_sig, head_sig, format, name, working_dir, model, created_at, updated_at,"
-    " parent_session, parent_event, extra, appended"
+    " parent_session, parent_event, extra, appended, active"
 )
+_INSERT = f"INSERT OR REPLACE INTO listing ({_COLS}) VALUES ({', '.join('?' * 14)})"
 
-#: (id, meta_sig, head_sig, format, name, working_dir, model, created_at, updated_at,
-#:  parent_session, parent_event, extra, appended)
+#: seconds between full checks of every session's files (tier 3)
+FULL_EVERY = 30.0
+#: seconds a writer's HEAD move may wait before it reaches the index (tier 2)
+HEAD_EVERY = 1.0
+
+#: a listing row: the columns of :data:`_COLS`, in order
 Row = tuple[Any, ...]
 
 
@@ -64,82 +82,160 @@ class ListingIndex:
     def __init__(self, home: Path, sessions_dir: Path, notes: list[str]) -> None:
         self.sessions_dir = sessions_dir
         self.db = DerivedDB(home / "index" / "sessions.sqlite", VERSION, SCHEMA, notes)
-        #: errors of the session.json files the last refresh could not read
+        #: errors of the session.json files the last check could not read
         self.unreadable: list[StoreError] = []
+        self._head_noted: dict[str, float] = {}
+        self._bad: list[str] = []  # ids of the sessions in unreadable
+        self._cache: tuple[int, list[Row]] | None = None
+        self._infos: tuple[list[Row], list[SessionInfo]] | None = None
 
-    def rows(self) -> list[Row]:
-        """Every readable session's row, validated against the session directories."""
+    def rows(self, *, full: bool = False) -> list[Row]:
+        """Every readable session's row, most recently active first, checked as the
+        module docstring says (``full``: check every session's files now)."""
         with self.db.lock:
             try:
-                return self._refresh()
+                return self._rows(full)
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
                     raise
+                self._cache = None
                 self.db.discard(f"{self.db.path}: {exc}; rebuilt from the sessions")
-                return self._refresh()
+                return self._rows(full)
 
     def sessions(self) -> list[SessionInfo]:
-        """Every readable session's metadata, most recently active first."""
+        """Every readable session's metadata, most recently active first (the objects
+        are reused while nothing changed: treat them as read-only)."""
         rows = self.rows()
-        rows.sort(key=lambda r: (max(r[8], r[12]), r[0]), reverse=True)
-        return [info_of(r) for r in rows]
+        if self._infos is None or self._infos[0] is not rows:
+            self._infos = (rows, [info_of(r) for r in rows])
+        return list(self._infos[1])
 
-    def _refresh(self) -> list[Row]:
+    def _rows(self, full: bool) -> list[Row]:
         conn = self.db.connect()
-        self.unreadable = []
+        checked = dict(conn.execute("SELECT key, value FROM checked").fetchall())
+        now = now_ns()
+        dir_sig = signature(str(self.sessions_dir), now)
+        due = full or self.db.fresh or now / 1e9 - float(checked.get("full", 0)) >= FULL_EVERY
+        if due:
+            self._check(conn, full=True, now=now)
+        elif not dir_sig or dir_sig != checked.get("dir"):
+            self._check(conn, full=False, now=now)
+        else:
+            self._recheck_unreadable(conn, now)
+        if due or dir_sig != checked.get("dir"):
+            self._checked(conn, dir_sig, now if due else None)
+        self.db.fresh = False
+        # Unchanged since the last answer in this process (no commit by any connection,
+        # ours included): the same rows.
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._cache is not None and self._cache[0] == version:
+            return self._cache[1]
+        rows = conn.execute(f"SELECT {_COLS} FROM listing ORDER BY active DESC, id DESC").fetchall()
+        self._cache = (version, rows)
+        return rows
+
+    def _check(self, conn: sqlite3.Connection, *, full: bool, now: int) -> None:
+        """Compare the index with ``sessions/``: new and vanished sessions always, and
+        with ``full`` each session's files' signatures."""
+        self.unreadable, self._bad = [], []
         try:
-            names = os.listdir(self.sessions_dir)
+            names = [n for n in os.listdir(self.sessions_dir) if not n.startswith(".")]
         except FileNotFoundError:
             names = []
-        known: dict[str, Row] = {
-            r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM listing").fetchall()
+        known: dict[str, tuple[str, str]] = {
+            r[0]: (r[1], r[2])
+            for r in conn.execute("SELECT id, meta_sig, head_sig FROM listing").fetchall()
         }
         base = str(self.sessions_dir)
-        now = now_ns()
-        out: list[Row] = []
-        changed: list[Row] = []
+        changed: list[tuple[Row, tuple[str, str] | None]] = []
         for name in names:
-            if name.startswith("."):
+            old = known.pop(name, None)
+            if old is not None and not full:
                 continue
-            meta = f"{base}/{name}/session.json"
-            head = f"{base}/{name}/HEAD"
-            meta_sig, head_sig = signature(meta, now), signature(head, now)
-            row = known.pop(name, None)
-            if row is not None and meta_sig and head_sig and (meta_sig, head_sig) == row[1:3]:
-                out.append(row)
+            meta_sig = signature(f"{base}/{name}/session.json", now)
+            head_sig = signature(f"{base}/{name}/HEAD", now)
+            if old is not None and meta_sig and head_sig and (meta_sig, head_sig) == old:
                 continue
-            if meta_sig == "-":
-                continue  # not a session (yet, or any more)
-            try:
-                info = decode_info(Path(meta).read_bytes(), meta)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except StoreError as exc:
-                self.unreadable.append(exc)
-                continue
-            fresh = make_row(info, meta_sig, head_sig, last_append(Path(head)))
-            out.append(fresh)
-            if fresh != row:
-                changed.append(fresh)
-        gone = list(known)
-        if changed or gone:
-            self._write(conn, changed, gone)
-        return out
+            row = self._read(name, meta_sig, head_sig)
+            if row is not None:
+                changed.append((row, old))
+        self._store(conn, changed, list(known))
+        self._keep_unreadable(conn)
 
-    def _write(self, conn: sqlite3.Connection, rows: list[Row], gone: list[str]) -> None:
-        """Store re-read rows and drop vanished ones; skipped if another process holds
-        the file (the next listing re-reads them)."""
+    def _recheck_unreadable(self, conn: sqlite3.Connection, now: int) -> None:
+        """Read again the sessions the last check could not read (a listing names them
+        every time, and one that was repaired comes back)."""
+        self.unreadable, self._bad = [], []
+        names = [r[0] for r in conn.execute("SELECT id FROM unreadable").fetchall()]
+        if not names:
+            return
+        base = str(self.sessions_dir)
+        rows: list[tuple[Row, tuple[str, str] | None]] = []
+        for name in names:
+            meta_sig = signature(f"{base}/{name}/session.json", now)
+            row = self._read(name, meta_sig, signature(f"{base}/{name}/HEAD", now))
+            if row is not None:
+                rows.append((row, None))
+        self._store(conn, rows, [])
+        self._keep_unreadable(conn)
+
+    def _keep_unreadable(self, conn: sqlite3.Connection) -> None:
+        """Remember which sessions could not be read, for the listings that follow."""
+        with DerivedDB.transaction(conn):
+            conn.execute("DELETE FROM unreadable")
+            conn.executemany(
+                "INSERT OR IGNORE INTO unreadable VALUES (?)", [(i,) for i in self._bad]
+            )
+
+    def _read(self, name: str, meta_sig: str, head_sig: str) -> Row | None:
+        """A session's row read from its files (signatures taken before reading)."""
+        if meta_sig == "-":
+            return None  # not a session (yet, or any more)
+        root = self.sessions_dir / name
         try:
-            with DerivedDB.transaction(conn):
-                conn.executemany(
-                    f"INSERT OR REPLACE INTO listing ({_COLS}) VALUES ({', '.join('?' * 13)})",
-                    rows,
-                )
-                conn.executemany("DELETE FROM listing WHERE id = ?", [(g,) for g in gone])
-        except sqlite3.OperationalError:
-            pass  # busy: this listing's answer is right; only the cache lags
+            info = decode_info((root / "session.json").read_bytes(), str(root / "session.json"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except StoreError as exc:
+            self.unreadable.append(exc)
+            self._bad.append(name)
+            return None
+        return make_row(info, meta_sig, head_sig, last_append(root / "HEAD"))
 
-    # -- writers keep it current --------------------------------------------------
+    def _store(
+        self,
+        conn: sqlite3.Connection,
+        rows: list[tuple[Row, tuple[str, str] | None]],
+        gone: list[str],
+    ) -> None:
+        """Write re-read rows, each only if its row is still the one compared (a writer
+        of this store may have put a newer one there meanwhile), and drop vanished ones."""
+        if not rows and not gone:
+            return
+        self._cache = None
+        with DerivedDB.transaction(conn):
+            for row, old in rows:
+                if old is None:
+                    conn.execute(_INSERT.replace("OR REPLACE", "OR IGNORE"), row)
+                else:
+                    conn.execute(
+                        f"UPDATE listing SET ({_COLS}) = ({', '.join('?' * 14)})"
+                        " WHERE id = ? AND meta_sig = ? AND head_sig = ?",
+                        (*row, row[0], *old),
+                    )
+            conn.executemany("DELETE FROM listing WHERE id = ?", [(g,) for g in gone])
+
+    @staticmethod
+    def _checked(conn: sqlite3.Connection, dir_sig: str, full_at: int | None) -> None:
+        """Record what was checked (the listing rows themselves are unchanged)."""
+        with DerivedDB.transaction(conn):
+            conn.execute("INSERT OR REPLACE INTO checked VALUES ('dir', ?)", (dir_sig,))
+            if full_at is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO checked VALUES ('full', ?)", (str(full_at / 1e9),)
+                )
+
+    # -- this store's writers keep it current --------------------------------------
 
     def note(self, session_id: str) -> None:
         """Re-read one session into the index now (after this process changed it)."""
@@ -149,12 +245,35 @@ class ListingIndex:
         """Drop a removed session's row."""
         self._update(session_id, remove=True)
 
+    def head_moved(self, session_id: str, head_id: str) -> None:
+        """A writer of this store appended: record the last append's time, at most every
+        :data:`HEAD_EVERY` seconds per session (the writer's close notes the rest)."""
+        last = self._head_noted.get(session_id, 0.0)
+        if time.monotonic() - last < HEAD_EVERY or not self.db.exists():
+            return
+        self._head_noted[session_id] = time.monotonic()
+        appended = id_time(head_id)
+        with self.db.lock:
+            self._cache = None
+            try:
+                conn = self.db.connect(busy_ms=50)
+                with DerivedDB.transaction(conn):
+                    conn.execute(
+                        "UPDATE listing SET appended = ?, head_sig = '',"
+                        " active = max(updated_at, ?) WHERE id = ?",
+                        (appended, appended, session_id),
+                    )
+            except sqlite3.Error:
+                return
+
     def _update(self, session_id: str, *, remove: bool) -> None:
         """Best effort and only if the index is in use: a failure leaves the row to the
-        next listing's validation."""
+        next full check."""
         if not self.db.exists():
             return
+        self._head_noted.pop(session_id, None)
         with self.db.lock:
+            self._cache = None
             try:
                 conn = self.db.connect(busy_ms=100)
                 if remove:
@@ -162,18 +281,22 @@ class ListingIndex:
                         conn.execute("DELETE FROM listing WHERE id = ?", (session_id,))
                     return
                 now = now_ns()
-                root = self.sessions_dir / session_id
-                meta_sig = signature(str(root / "session.json"), now)
-                head_sig = signature(str(root / "HEAD"), now)
-                info = decode_info((root / "session.json").read_bytes(), str(root))
-                row = make_row(info, meta_sig, head_sig, last_append(root / "HEAD"))
-                self._write(conn, [row], [])
+                root = str(self.sessions_dir / session_id)
+                row = self._read(
+                    session_id,
+                    signature(f"{root}/session.json", now),
+                    signature(f"{root}/HEAD", now),
+                )
+                if row is not None:
+                    with DerivedDB.transaction(conn):
+                        conn.execute(_INSERT, row)
             except (sqlite3.Error, OSError, StoreError):
                 return
 
     def close(self) -> None:
         """Close the SQLite connection."""
         with self.db.lock:
+            self._cache = None
             self.db.close()
 
 
@@ -193,6 +316,7 @@ def make_row(info: SessionInfo, meta_sig: str, head_sig: str, appended: str) -> 
         info.parent_event,
         json.dumps(info.extra, ensure_ascii=False) if info.extra else None,
         appended,
+        max(info.updated_at, appended),
     )
 
 
@@ -206,7 +330,7 @@ def info_of(row: Row) -> SessionInfo:
         working_dir=row[5],
         model=row[6],
         created_at=row[7],
-        updated_at=max(row[8], row[12]),
+        updated_at=row[13],
         parent_session=row[9],
         parent_event=row[10],
         extra=json.loads(row[11]) if row[11] else None,

@@ -24,10 +24,15 @@ def last_append(head_file: Path) -> str:
         head = decode_head(head_file.read_bytes())
     except OSError:
         return ""
-    if head is None or len(head.id) != 36 or head.id[14] != "7":
+    return "" if head is None else id_time(head.id)
+
+
+def id_time(event_id: str) -> str:
+    """The time in a UUIDv7 event id, RFC 3339 ("" for another kind of id)."""
+    if len(event_id) != 36 or event_id[14] != "7":
         return ""
     try:
-        millis = int(head.id[:8] + head.id[9:13], 16)
+        millis = int(event_id[:8] + event_id[9:13], 16)
     except ValueError:
         return ""
     return now_rfc3339(millis / 1000)

@@ -27,6 +27,7 @@ deleted and built again with a note (:attr:`Store.index_notes`).
 from __future__ import annotations
 
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,7 +44,7 @@ from ..search import (
     on_path,
     searchable_text,
 )
-from .derived import DerivedDB, is_damage
+from .derived import DerivedDB, is_damage, now_ns, signature
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,6 +82,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
 """
 #: events read and indexed per transaction while catching up
 BATCH = 2000
+#: a writer's appended events are indexed in one transaction once this many are queued
+FLUSH_EVENTS = 32
+#: … or once the oldest queued one waited this long (seconds), or when the writer closes
+FLUSH_SECONDS = 1.0
 
 #: opens a session for reading (the store's ``open_reader``)
 OpenReader = Callable[[str], "SessionReader"]
@@ -89,7 +94,7 @@ OpenReader = Callable[[str], "SessionReader"]
 def _pack(text: str) -> bytes:
     data = text.encode()
     if len(data) > 96:
-        packed = zlib.compress(data, 6)
+        packed = zlib.compress(data, 1)
         if len(packed) < len(data):
             return b"z" + packed
     return b"r" + data
@@ -111,8 +116,12 @@ def _uuid_text(data: bytes) -> str:
 class SearchIndex:
     """The derived FTS5 index of one directory store (see the module docstring)."""
 
-    def __init__(self, home: Path, notes: list[str]) -> None:
+    def __init__(self, home: Path, sessions_dir: Path, notes: list[str]) -> None:
+        self.sessions_dir = sessions_dir
         self.db = DerivedDB(home / "index" / "search.sqlite", VERSION, SCHEMA, notes)
+        #: events appended by this process and not indexed yet, per session
+        self._pending: dict[str, list[Event]] = {}
+        self._since: dict[str, float] = {}
 
     # -- writing ------------------------------------------------------------------
 
@@ -214,23 +223,44 @@ class SearchIndex:
         conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
 
     def appended(self, session_id: str, events: Sequence[Event]) -> None:
-        """The writer's hook, after a durable append: index ``events`` now if the index
-        is in use and this session's indexed prefix ends where they begin. Best effort:
-        anything else is left to the next search's catch-up."""
+        """The writer's hook, after a durable append: queue ``events`` and index the
+        queue in one transaction once it holds :data:`FLUSH_EVENTS` events or is
+        :data:`FLUSH_SECONDS` old (and when the writer closes: :meth:`flush`). Only if
+        the index is in use; best effort, whatever is not indexed here the next
+        search's catch-up reads from the session."""
         if not events or not self.db.exists():
             return
         with self.db.lock:
-            try:
-                conn = self.db.connect(busy_ms=50)
-                with DerivedDB.transaction(conn):
-                    sid, indexed, _last, path = self._session(conn, session_id)
-                    fresh = [e for e in events if e.seq >= indexed]
-                    if not fresh or fresh[0].seq != indexed:
-                        return
-                    self._add(conn, sid, path, fresh, _record_text)
-                    conn.execute("UPDATE sessions SET head_sig = '' WHERE sid = ?", (sid,))
-            except (sqlite3.Error, StoreError, OSError):
-                return
+            queue = self._pending.setdefault(session_id, [])
+            if not queue:
+                self._since[session_id] = time.monotonic()
+            queue.extend(events)
+            old = time.monotonic() - self._since[session_id] >= FLUSH_SECONDS
+            if len(queue) >= FLUSH_EVENTS or old:
+                self.flush(session_id)
+
+    def flush(self, session_id: str | None = None) -> None:
+        """Index the queued events of ``session_id`` (None: of every session) now."""
+        with self.db.lock:
+            for sid in [session_id] if session_id is not None else list(self._pending):
+                queue = self._pending.pop(sid, [])
+                if queue:
+                    self._index_queued(sid, queue)
+
+    def _index_queued(self, session_id: str, events: list[Event]) -> None:
+        """Index events this process appended, if the session's indexed prefix ends where
+        they begin (else the catch-up reads them from the session)."""
+        try:
+            conn = self.db.connect(busy_ms=50)
+            with DerivedDB.transaction(conn):
+                sid, indexed, _last, path = self._session(conn, session_id)
+                fresh = [e for e in events if e.seq >= indexed]
+                if not fresh or fresh[0].seq != indexed:
+                    return
+                self._add(conn, sid, path, fresh, _record_text)
+                conn.execute("UPDATE sessions SET head_sig = '' WHERE sid = ?", (sid,))
+        except (sqlite3.Error, StoreError, OSError):
+            return
 
     def forget(self, session_id: str) -> None:
         """Drop a removed session (best effort: the next search drops it anyway)."""
@@ -253,8 +283,9 @@ class SearchIndex:
     def sync(
         self, rows: Sequence[Row], open_reader: OpenReader, progress: Progress | None = None
     ) -> None:
-        """Bring the index up to the sessions listed in ``rows`` (listing rows, whose
-        HEAD signatures were taken before anything is read)."""
+        """Bring the index up to the sessions listed in ``rows`` (listing rows): a
+        session whose HEAD's signature changed since it was indexed is caught up (the
+        signature is taken before anything is read)."""
         conn = self.db.connect()
         known = {
             r[0]: (r[1], r[2])
@@ -266,9 +297,14 @@ class SearchIndex:
             with DerivedDB.transaction(conn):
                 for sid in gone:
                     self._drop(conn, sid)
-        todo = [r for r in rows if not (r[2] and known.get(r[0], (0, ""))[1] == r[2])]
-        for done, row in enumerate(todo):
-            self._catch_up(conn, row[0], row[2], open_reader)
+        now, base = now_ns(), str(self.sessions_dir)
+        todo = []
+        for row in rows:
+            sig = signature(f"{base}/{row[0]}/HEAD", now)
+            if not (sig and known.get(row[0], (0, ""))[1] == sig):
+                todo.append((row[0], sig))
+        for done, (session_id, sig) in enumerate(todo):
+            self._catch_up(conn, session_id, sig, open_reader)
             if progress is not None:
                 progress(done + 1, len(todo))
 
@@ -287,16 +323,21 @@ class SearchIndex:
                 ):
                     self._drop(conn, sid)  # not the session that was indexed: start over
                     sid, indexed, last_id, _ = self._session(conn, session_id)
-            while indexed < reader.count:
+            while True:
                 batch = reader.events_between(indexed, indexed + BATCH)
                 with DerivedDB.transaction(conn):
-                    path = conn.execute(
-                        "SELECT head_path FROM sessions WHERE sid = ?", (sid,)
-                    ).fetchone()[0]
-                    self._add(conn, sid, path or b"", batch, lambda e: _blob_text(reader, e))
-                indexed += len(batch)
-            with DerivedDB.transaction(conn):
-                conn.execute("UPDATE sessions SET head_sig = ? WHERE sid = ?", (head_sig, sid))
+                    if batch:
+                        path = conn.execute(
+                            "SELECT head_path FROM sessions WHERE sid = ?", (sid,)
+                        ).fetchone()[0]
+                        self._add(conn, sid, path or b"", batch, lambda e: _blob_text(reader, e))
+                        indexed += len(batch)
+                    if indexed >= reader.count:
+                        conn.execute(
+                            "UPDATE sessions SET head_sig = ? WHERE sid = ?", (head_sig, sid)
+                        )
+                if indexed >= reader.count or not batch:
+                    break
 
     def rebuild(
         self, rows: Sequence[Row], open_reader: OpenReader, progress: Progress | None
@@ -339,6 +380,7 @@ class SearchIndex:
         kind: str | None,
         limit: int,
     ) -> list[SearchHit]:
+        self.flush()
         self.sync(rows, open_reader)
         conn = self.db.connect()
         where, args = [], []
@@ -391,8 +433,9 @@ class SearchIndex:
         return hits
 
     def close(self) -> None:
-        """Close the SQLite connection."""
+        """Index what is queued, then close the SQLite connection."""
         with self.db.lock:
+            self.flush()
             self.db.close()
 
 

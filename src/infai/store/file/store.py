@@ -103,7 +103,7 @@ class Store:
         if self._search_index is None:
             from .search_index import SearchIndex
 
-            self._search_index = SearchIndex(self.home, self.index_notes)
+            self._search_index = SearchIndex(self.home, self.sessions_dir, self.index_notes)
         return self._search_index
 
     def _noted(self, session_id: str, *, removed: bool = False) -> None:
@@ -115,9 +115,12 @@ class Store:
                 self.listing_index().note(session_id)
 
     def _appended(self, session_id: str, events: list[Event]) -> None:
-        """The writer's hook after a durable append: index the events if search is in use."""
+        """The writer's hook after a durable append: index the events if search is in use,
+        and tell the listing index (if in use) that HEAD moved."""
         if self._in_use("search.sqlite", self._search_index):
             self.search_index().appended(session_id, events)
+        if self._in_use("sessions.sqlite", self._listing_index):
+            self.listing_index().head_moved(session_id, events[-1].id)
 
     def search(
         self,
@@ -381,6 +384,8 @@ class Store:
 
     def _closed_writer(self, session_id: str) -> None:
         self._writers.pop(session_id, None)
+        if self._search_index is not None:
+            self._search_index.flush(session_id)
         self._noted(session_id)  # HEAD moved: the listing shows the last append
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:

@@ -1,0 +1,105 @@
+"""``infai search``: full-text search over every session and every branch.
+
+Model, in prose: the store answers (:meth:`infai.store.SessionStore.search`);
+this command only renders. Each hit is one line of facts (session, event, a
+``*`` when the event is on the session's HEAD path, else ``branch``, its time
+and kind) and one line of snippet with the matched words highlighted; rich
+draws the highlight, and text from the sessions is printed as text (rich
+markup and control characters in it are not interpreted). ``--json`` prints the
+hits as the store gives them (``SearchHit.to_obj``). ``--rebuild`` builds the
+index again first, with a progress bar on stderr; a damaged index the store had
+to rebuild by itself is named on stderr too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from infai.store import KINDS, SearchHit, SessionStore
+
+from .common import emit_json, json_option, pass_store
+from .errors import mapped_errors
+
+
+def _safe(text: str) -> str:
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
+def hit_text(hit: SearchHit) -> Any:
+    """The two lines of one hit as rich Text (never parsed as markup)."""
+    from rich.text import Text
+
+    where = "*" if hit.on_head_path else "branch"
+    name = f" {_safe(hit.session_name)}" if hit.session_name else ""
+    head = Text()
+    head.append(hit.session_id, style="cyan")
+    head.append(name, style="bold")
+    head.append(f"  {hit.event_id} #{hit.seq}  ")
+    head.append(where, style="green" if hit.on_head_path else "yellow")
+    head.append(f"  {hit.timestamp}  {hit.kind}/{hit.role}", style="dim")
+    snippet = Text("    " + _safe(hit.snippet))
+    for start, end in hit.marks:
+        snippet.stylize("bold reverse", start + 4, end + 4)
+    return Text("\n").join([head, snippet])
+
+
+def _rebuild(store: SessionStore) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("indexing sessions"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("index", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        store.rebuild_search_index(progress)
+    click.echo("infai: search index rebuilt", err=True)
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--session", "session_id", metavar="SESSION", help="Only this session's events.")
+@click.option("--dir", "working_dir", metavar="DIR", help="Only sessions working in DIR or below.")
+@click.option("--kind", type=click.Choice(KINDS), help="Only events of this kind.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--rebuild", is_flag=True, help="Build the search index again first.")
+@json_option
+@mapped_errors
+@pass_store
+def search_command(
+    store: SessionStore,
+    query: str,
+    session_id: str | None,
+    working_dir: str | None,
+    kind: str | None,
+    limit: int,
+    rebuild: bool,
+    as_json: bool,
+) -> None:
+    """Search every session and branch: words, "phrases", pref*, -word, a OR b."""
+    if rebuild:
+        _rebuild(store)
+    hits = store.search(query, session=session_id, working_dir=working_dir, kind=kind, limit=limit)
+    for note in store.index_notes:
+        click.echo(f"infai: repaired: {note}", err=True)
+    if as_json:
+        emit_json([h.to_obj() for h in hits])
+        return
+    if not hits:
+        click.echo("no matches", err=True)
+        return
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    for hit in hits:
+        console.print(hit_text(hit))
