@@ -139,6 +139,19 @@ def test_error_messages_that_quote_input_are_inert(home: Path, work: Path) -> No
         assert "pwned" in out.stderr, args  # the input is quoted, visibly
 
 
+def test_search_output_is_inert(home: Path, work: Path) -> None:
+    """``infai search`` draws hits with rich: a session's name and an event's text
+    carrying the attacks still reach the terminal inert."""
+    sid = infai(home, "session", "new", "--name", PAYLOAD).stdout.strip()
+    infai(home, "session", "append", sid, "--kind", "message", "--role", "user",
+          "--content", f"quokka {PAYLOAD} [bold]x[/bold]")  # fmt: skip
+    out = infai(home, "search", "quokka")
+    assert "quokka" in out.stdout and "[bold]x[/bold]" in out.stdout
+    assert_inert(out.stdout_bytes, shown=False)
+    assert_inert(out.stderr_bytes, shown=False)
+    assert_inert(infai(home, "search", "quokka", "--json").stdout_bytes, shown=False)
+
+
 def test_every_line_the_command_line_prints_goes_through_the_sanitizer() -> None:
     """Only ``common`` calls ``click.echo`` (its ``echo`` and ``emit_json``), and
     JSON lines, elsewhere, only through ``inert_json``."""
@@ -149,6 +162,7 @@ def test_every_line_the_command_line_prints_goes_through_the_sanitizer() -> None
         for number, line in enumerate(source.read_text().splitlines(), 1):
             if source.name != "common.py" and "click.echo(" in line and "inert_json(" not in line:
                 offenders.append(f"{source.name}:{number}: {line.strip()}")
-            if "json.dumps(" in line or "sys.stdout.write(" in line or "print(" in line:
+            printed = "print(" in line and "console.print(" not in line  # rich: judged below
+            if "json.dumps(" in line or "sys.stdout.write(" in line or printed:
                 offenders.append(f"{source.name}:{number}: {line.strip()}")
     assert offenders == []
