@@ -31,6 +31,8 @@ contains a backslash and ``x1b`` reads the same; both are harmless.)
 - :func:`inert_json`: ``json.dumps`` (non-ASCII text kept readable) with
   every unsafe character written as a JSON ``\\uXXXX`` escape: the same
   value to a JSON parser, inert to a terminal that shows it.
+- :func:`inert_json_line`: the same for a line of JSON already encoded (an
+  export's lines, written to a terminal or a file alike).
 """
 
 from __future__ import annotations
@@ -80,6 +82,15 @@ def inert_markup(text: str) -> str:
     return inert(text).replace("[", "\\[")
 
 
+def inert_json_line(line: bytes) -> bytes:
+    """A UTF-8 line of JSON (an export's) with every unsafe character escaped as
+    ``\\uXXXX``: the same values to a JSON parser. Such characters can only sit
+    inside JSON strings, where the escape means the same character."""
+    if line.isascii() and b"\x7f" not in line:
+        return line  # JSON has escaped every C0 control: nothing else to do
+    return UNSAFE.sub(_json_escape, line.decode("utf-8")).encode("utf-8")
+
+
 def inert_json(value: Any, **dumps: Any) -> str:
     """``value`` as JSON (``dumps`` as for :func:`json.dumps`; non-ASCII kept),
     every unsafe character escaped as ``\\uXXXX`` (JSON escapes C0 itself)."""
@@ -87,4 +98,4 @@ def inert_json(value: Any, **dumps: Any) -> str:
     return UNSAFE.sub(_json_escape, encoded)
 
 
-__all__ = ["UNSAFE", "inert", "inert_json", "inert_markup", "inert_text"]
+__all__ = ["UNSAFE", "inert", "inert_json", "inert_json_line", "inert_markup", "inert_text"]

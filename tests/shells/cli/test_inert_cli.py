@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 
 from infai.shells.cli import main
 from infai.shells.inert import inert, inert_json
-from infai.store import Store
+from infai.store import MessageRecord, Store
 
 TITLE = "\x1b]0;pwned\x07"
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"
@@ -124,6 +124,24 @@ def test_session_commands_print_metadata_and_records_inert(home: Path, work: Pat
         json.loads(out.stdout)
     shown = json.loads(infai(home, "session", "show", sid, eid, "--json").stdout)
     assert shown["record"]["content"] == PAYLOAD
+
+
+def test_an_export_is_inert_and_imports_to_the_same_text(home: Path, work: Path) -> None:
+    sid = infai(home, "session", "new", "--name", PAYLOAD).stdout.strip()
+    infai(home, "session", "append", sid, "--kind", "message", "--role", "user",
+          "--content", PAYLOAD)  # fmt: skip
+    exported = infai(home, "session", "export", sid)
+    assert_inert(exported.stdout_bytes, shown=False)
+    infai(home, "session", "export", sid, "-o", str(work / "out.jsonl"))
+    assert (work / "out.jsonl").read_bytes() == exported.stdout_bytes
+    infai(home, "session", "rm", sid)
+    infai(home, "session", "import", str(work / "out.jsonl"))
+    store = Store(home)
+    assert store.info(sid).name == PAYLOAD
+    with store.open_reader(sid) as reader:
+        [event] = reader.context().events
+        assert isinstance(event.record, MessageRecord) and event.record.content == PAYLOAD
+    store.close()
 
 
 def test_error_messages_that_quote_input_are_inert(home: Path, work: Path) -> None:

@@ -9,7 +9,9 @@ store, so they start fast.
 
 ``export -o FILE`` writes a temporary file beside FILE, syncs it, renames it
 over FILE and syncs the directory: FILE is either the old file or the whole
-export, never a torn one, and a failure leaves no temporary file behind.
+export, never a torn one, and a failure leaves no temporary file behind. Its
+lines, to a file or the terminal, escape control and bidi characters as JSON
+``\\uXXXX`` escapes (:mod:`infai.shells.inert`): the same values on import.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import click
 from infai.store import KINDS, SessionStore
 
 from .. import render
+from ..inert import inert_json_line
 from .common import echo, emit_json, json_option, pass_store, report_recovery, report_unreadable
 from .errors import BadInput, mapped_errors
 
@@ -250,7 +253,7 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
     """Write the session as one self-contained JSONL file (blobs inlined)."""
     from infai.store import export_lines
 
-    lines = export_lines(store, session_id)
+    lines = (inert_json_line(line) for line in export_lines(store, session_id))
     if output is None:
         for line in lines:
             sys.stdout.buffer.write(line)
