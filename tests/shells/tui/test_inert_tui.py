@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
+from textual import events
 from textual._compositor import CompositorUpdate
 from textual.pilot import Pilot
 from textual.widgets import Collapsible
@@ -37,6 +38,7 @@ from textual.widgets import Collapsible
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import ApprovalScreen, RenameScreen, SessionPicker
+from infai.shells.tui.panels import PromptInput
 from infai.store import (
     CompactionRecord,
     MessageRecord,
@@ -135,6 +137,25 @@ def test_every_part_of_the_screen_is_inert(tmp_path: Path) -> None:
         assert screen is not app.screen
 
     run_app(app, scenario, (100, 40))
+
+
+def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: Path) -> None:
+    space = workspace(tmp_path, ScriptedModel(["ok"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        prompt = app.query_one("#prompt", PromptInput)
+        prompt.post_message(events.Paste(f"look {OSC_ONLY}"))
+        await until(pilot, lambda: "[pasted 1 line]" in prompt.value, "the paste marker")
+        assert_inert(app, "the prompt", shown="pasted 1 line")
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.busy and prompt.value == "", "the turn")
+
+    run_app(app, scenario, (80, 24))
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        first = reader.context().events[0].record
+        assert isinstance(first, MessageRecord) and first.content == f"look {OSC_ONLY}"
 
 
 def test_the_approval_dialog_is_inert(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from textual.widgets.tree import TreeNode
 
 from infai.store import Entry
 
-from ..inert import inert, inert_text
+from ..inert import UNSAFE, inert, inert_text
 
 BAR = 12
 #: the longest model name the status bar shows in full
@@ -29,7 +29,8 @@ class PromptInput(Input):
     """The one-line prompt; a paste of several lines is kept whole.
 
     Textual's input keeps only a paste's first line. Here a multi-line paste
-    shows as a compact ``[pasted N lines]`` at the cursor and is expanded to the
+    (or one with control characters, which are never drawn) shows as a compact
+    ``[pasted N lines]`` at the cursor and is expanded to the
     full text when the prompt is sent (:meth:`expanded`); deleting the marker
     drops the paste.
     """
@@ -42,13 +43,14 @@ class PromptInput(Input):
         event.stop()
         event.prevent_default()  # not Input's own handler, which keeps the first line
         text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
-        if "\n" in text:
+        if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
             lines = len(text.splitlines())
-            marker = f"[pasted {lines} lines]"
+            size = f"{lines} line{'s' if lines != 1 else ''}"
+            marker = f"[pasted {size}]"
             number = 1
             while marker in self.pastes:  # two pastes of the same size: tell them apart
                 number += 1
-                marker = f"[pasted {lines} lines #{number}]"
+                marker = f"[pasted {size} #{number}]"
             self.pastes[marker] = text
             text = marker
         if self.selection.is_empty:
