@@ -18,8 +18,9 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
         ["agent_bench.py", "--turns", "3"],
         ["server_bench.py", "--quick"],
         ["backend_bench.py", "--quick", "--reps", "1"],
+        ["search_bench.py", "--quick", "--sessions", "12", "--list", "100", "--reps", "1"],
     ],
-    ids=["store", "agent", "server", "backends"],
+    ids=["store", "agent", "server", "backends", "search"],
 )
 def test_benchmark_script_runs(args: list[str], tmp_path: Path) -> None:
     out = subprocess.run(

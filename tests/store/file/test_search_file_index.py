@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infai.store import MessageRecord, Store, ToolResultRecord
+from infai.store import MessageRecord, Store
 from infai.store.file import search_index
 
 
@@ -32,7 +32,7 @@ def indexed(store: Store, session_id: str) -> int:
 
 def child(home: Path, body: str) -> None:
     """Run ``body`` in another process with ``store`` open on ``home``."""
-    code = "from infai.store import *\nstore = Store(%r)\n" % str(home) + textwrap.dedent(body)
+    code = f"from infai.store import *\nstore = Store({str(home)!r})\n" + textwrap.dedent(body)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 

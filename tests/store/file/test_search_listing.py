@@ -20,7 +20,7 @@ from infai.store.file import listing
 
 def child(home: Path, body: str) -> str:
     """Run ``body`` in another process with ``store`` open on ``home``; its stdout."""
-    code = "from infai.store import *\nstore = Store(%r)\n" % str(home) + textwrap.dedent(body)
+    code = f"from infai.store import *\nstore = Store({str(home)!r})\n" + textwrap.dedent(body)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()

@@ -251,20 +251,23 @@ class ListingIndex:
         last = self._head_noted.get(session_id, 0.0)
         if time.monotonic() - last < HEAD_EVERY or not self.db.exists():
             return
-        self._head_noted[session_id] = time.monotonic()
-        appended = id_time(head_id)
-        with self.db.lock:
+        if not self.db.lock.acquire(blocking=False):
+            return  # a listing is checking right now: never make an append wait
+        try:
+            self._head_noted[session_id] = time.monotonic()
+            appended = id_time(head_id)
             self._cache = None
-            try:
-                conn = self.db.connect(busy_ms=50)
-                with DerivedDB.transaction(conn):
-                    conn.execute(
-                        "UPDATE listing SET appended = ?, head_sig = '',"
-                        " active = max(updated_at, ?) WHERE id = ?",
-                        (appended, appended, session_id),
-                    )
-            except sqlite3.Error:
-                return
+            conn = self.db.connect(busy_ms=50)
+            with DerivedDB.transaction(conn):
+                conn.execute(
+                    "UPDATE listing SET appended = ?, head_sig = '',"
+                    " active = max(updated_at, ?) WHERE id = ?",
+                    (appended, appended, session_id),
+                )
+        except sqlite3.Error:
+            return
+        finally:
+            self.db.lock.release()
 
     def _update(self, session_id: str, *, remove: bool) -> None:
         """Best effort and only if the index is in use: a failure leaves the row to the

@@ -27,6 +27,7 @@ deleted and built again with a note (:attr:`Store.index_notes`).
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -122,6 +123,7 @@ class SearchIndex:
         #: events appended by this process and not indexed yet, per session
         self._pending: dict[str, list[Event]] = {}
         self._since: dict[str, float] = {}
+        self._queue_lock = threading.Lock()
 
     # -- writing ------------------------------------------------------------------
 
@@ -226,24 +228,31 @@ class SearchIndex:
         """The writer's hook, after a durable append: queue ``events`` and index the
         queue in one transaction once it holds :data:`FLUSH_EVENTS` events or is
         :data:`FLUSH_SECONDS` old (and when the writer closes: :meth:`flush`). Only if
-        the index is in use; best effort, whatever is not indexed here the next
+        the index is in use, and never waiting: while a search holds the index the
+        events stay queued. Best effort: whatever is not indexed here the next
         search's catch-up reads from the session."""
         if not events or not self.db.exists():
             return
-        with self.db.lock:
+        with self._queue_lock:
             queue = self._pending.setdefault(session_id, [])
             if not queue:
                 self._since[session_id] = time.monotonic()
             queue.extend(events)
-            old = time.monotonic() - self._since[session_id] >= FLUSH_SECONDS
-            if len(queue) >= FLUSH_EVENTS or old:
+            due = len(queue) >= FLUSH_EVENTS
+            due = due or time.monotonic() - self._since[session_id] >= FLUSH_SECONDS
+        if due and self.db.lock.acquire(blocking=False):
+            try:
                 self.flush(session_id)
+            finally:
+                self.db.lock.release()
 
     def flush(self, session_id: str | None = None) -> None:
         """Index the queued events of ``session_id`` (None: of every session) now."""
         with self.db.lock:
-            for sid in [session_id] if session_id is not None else list(self._pending):
-                queue = self._pending.pop(sid, [])
+            with self._queue_lock:
+                which = [session_id] if session_id is not None else list(self._pending)
+                queues = [(sid, self._pending.pop(sid, [])) for sid in which]
+            for sid, queue in queues:
                 if queue:
                     self._index_queued(sid, queue)
 

@@ -320,7 +320,23 @@ class Store:
         index = self.listing_index()
         infos = index.sessions()
         self.unreadable = list(index.unreadable)
-        return infos
+        return self._with_open_writers(infos) if self._writers else infos
+
+    def _with_open_writers(self, infos: list[SessionInfo]) -> list[SessionInfo]:
+        """The listing with this process's open writers' last appends counted (the index
+        hears of them at most a second late: see :mod:`.listing`)."""
+        from .meta import id_time
+
+        latest = {sid: id_time(w.head) for sid, w in self._writers.items() if w.head}
+        out, moved = [], False
+        for info in infos:
+            at = latest.get(info.id, "")
+            if at > info.updated_at:
+                info, moved = info.replace(updated_at=at), True
+            out.append(info)
+        if moved:
+            out.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
+        return out
 
     def remove_session(self, session_id: str) -> None:
         """Delete a session (waits for its writer lock, so never under a live writer)."""
