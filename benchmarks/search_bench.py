@@ -143,7 +143,8 @@ def build_store(home: Path, sessions: int, events: int, corpus: Corpus) -> tuple
     text_bytes, counter = 0, 0
     for s in range(sessions):
         sid = store.create_session(name=f"session {s}", working_dir=f"/work/p{s % 25}").id
-        specs, ids = [], []
+        specs: list[Any] = []
+        ids: list[str] = []
         for i in range(events):
             record, role = corpus.record(i)
             parent = i - 1
@@ -190,10 +191,14 @@ def bench_search(store: Store, corpus: Corpus, reps: int) -> dict[str, Any]:
     per: dict[str, float] = {}
     every: list[float] = []
     for label, q in queries.items():
-        args = dict(q)
+        args: dict[str, Any] = dict(q)
         text = args.pop("query")
         store.search(text, **args)  # warm
-        runs = timed(lambda text=text, args=args: store.search(text, **args), reps)
+
+        def once(text: str = text, args: dict[str, Any] = args) -> None:
+            store.search(text, **args)
+
+        runs = timed(once, reps)
         per[label] = statistics.median(runs)
         every += runs
     return {"median_ms": statistics.median(every), "per_query_ms": per}
@@ -251,10 +256,13 @@ def build_listing(home: Path, count: int) -> None:
         dst = store.sessions_dir / sid
         shutil.copytree(src, dst)
         (dst / "session.json").write_text(json.dumps(meta | {"id": sid, "name": f"s{i}"}))
-    old = time.time() - 60  # older than the listing index's "too recent to trust" window
+    # Steady state: nothing changed in the last seconds (the listing index does not trust
+    # a signature younger than that, see store/file/derived.py).
+    old = time.time() - 60
     for name in os.listdir(store.sessions_dir):
         for f in ("session.json", "HEAD"):
             os.utime(store.sessions_dir / name / f, (old, old))
+    os.utime(store.sessions_dir, (old, old))
 
 
 def legacy_list(store: Store) -> list[SessionInfo]:

@@ -182,3 +182,15 @@ def test_rebuild_reports_progress_and_finds_the_same(store: SessionStore) -> Non
     store.rebuild_search_index(lambda done, total: seen.append((done, total)))
     assert seen[-1] == (3, 3)
     assert ids(store.search("ibis")) == before and len(before) == 2
+
+
+def test_a_filter_finds_hits_ranked_below_many_others(store: SessionStore) -> None:
+    loud, quiet = store.create_session().id, store.create_session().id
+    with store.open_writer(loud) as w:
+        for _ in range(40):
+            w.append(msg("marmot marmot marmot"), "user")
+    with store.open_writer(quiet) as w:
+        rare = w.append(msg("one marmot among many other words said here at length"), "user")
+    assert len(store.search("marmot", limit=100)) == 41
+    assert [h.event_id for h in store.search("marmot", session=quiet, limit=1)] == [rare.id]
+    assert [h.event_id for h in store.search("marmot", kind="message", limit=41)][-1] == rare.id

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,15 +83,15 @@ def test_damage_found_mid_search_rebuilds(tmp_path: Path) -> None:
     real = index._search
     calls: list[int] = []
 
-    def damaged_once(*args: object) -> object:
+    def damaged_once(*args: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             exc = sqlite3.DatabaseError("database disk image is malformed")
-            exc.sqlite_errorcode = 11  # type: ignore[attr-defined]
+            exc.sqlite_errorcode = 11
             raise exc
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args)
 
-    index._search = damaged_once  # type: ignore[method-assign]
+    index._search = damaged_once  # type: ignore[method-assign,assignment]
     assert [h.event_id for h in store.search("tapir")] == [event.id]
     assert "malformed" in store.index_notes[0] and len(calls) == 2
 

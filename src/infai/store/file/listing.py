@@ -65,6 +65,10 @@ _COLS = (
     "id, meta_sig, head_sig, format, name, working_dir, model, created_at, updated_at,"
     " parent_session, parent_event, extra, appended, active"
 )
+#: what a listing reads back: the metadata as shown (``active`` is its ``updated_at``)
+_SHOWN = (
+    "id, format, name, working_dir, model, created_at, active, parent_session, parent_event, extra"
+)
 _INSERT = f"INSERT OR REPLACE INTO listing ({_COLS}) VALUES ({', '.join('?' * 14)})"
 
 #: seconds between full checks of every session's files (tier 3)
@@ -72,8 +76,10 @@ FULL_EVERY = 30.0
 #: seconds a writer's HEAD move may wait before it reaches the index (tier 2)
 HEAD_EVERY = 1.0
 
-#: a listing row: the columns of :data:`_COLS`, in order
+#: a stored row: the columns of :data:`_COLS`, in order
 Row = tuple[Any, ...]
+#: a listed session: the columns of :data:`_SHOWN`, in order
+Shown = tuple[Any, ...]
 
 
 class ListingIndex:
@@ -86,12 +92,13 @@ class ListingIndex:
         self.unreadable: list[StoreError] = []
         self._head_noted: dict[str, float] = {}
         self._bad: list[str] = []  # ids of the sessions in unreadable
-        self._cache: tuple[int, list[Row]] | None = None
-        self._infos: tuple[list[Row], list[SessionInfo]] | None = None
+        self._cache: tuple[int, list[Shown]] | None = None
+        self._infos: tuple[list[Shown], list[SessionInfo]] | None = None
 
-    def rows(self, *, full: bool = False) -> list[Row]:
-        """Every readable session's row, most recently active first, checked as the
-        module docstring says (``full``: check every session's files now)."""
+    def rows(self, *, full: bool = False) -> list[Shown]:
+        """Every readable session as listed (:data:`_SHOWN`), most recently active
+        first, checked as the module docstring says (``full``: check every session's
+        files now)."""
         with self.db.lock:
             try:
                 return self._rows(full)
@@ -110,7 +117,7 @@ class ListingIndex:
             self._infos = (rows, [info_of(r) for r in rows])
         return list(self._infos[1])
 
-    def _rows(self, full: bool) -> list[Row]:
+    def _rows(self, full: bool) -> list[Shown]:
         conn = self.db.connect()
         checked = dict(conn.execute("SELECT key, value FROM checked").fetchall())
         now = now_ns()
@@ -130,7 +137,9 @@ class ListingIndex:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if self._cache is not None and self._cache[0] == version:
             return self._cache[1]
-        rows = conn.execute(f"SELECT {_COLS} FROM listing ORDER BY active DESC, id DESC").fetchall()
+        rows = conn.execute(
+            f"SELECT {_SHOWN} FROM listing ORDER BY active DESC, id DESC"
+        ).fetchall()
         self._cache = (version, rows)
         return rows
 
@@ -323,18 +332,18 @@ def make_row(info: SessionInfo, meta_sig: str, head_sig: str, appended: str) -> 
     )
 
 
-def info_of(row: Row) -> SessionInfo:
+def info_of(row: Shown) -> SessionInfo:
     """The metadata a listing shows: ``updated_at`` is the later of session.json's
     stamp and the last append's time."""
     return SessionInfo(
         id=row[0],
-        format=row[3],
-        name=row[4],
-        working_dir=row[5],
-        model=row[6],
-        created_at=row[7],
-        updated_at=row[13],
-        parent_session=row[9],
-        parent_event=row[10],
-        extra=json.loads(row[11]) if row[11] else None,
+        format=row[1],
+        name=row[2],
+        working_dir=row[3],
+        model=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+        parent_session=row[7],
+        parent_event=row[8],
+        extra=json.loads(row[9]) if row[9] else None,
     )

@@ -32,6 +32,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..events import Event
@@ -49,7 +50,7 @@ from .derived import DerivedDB, is_damage, now_ns, signature
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .listing import Row
+    from .listing import Shown as Row
     from .reader import SessionReader
 
 VERSION = 1
@@ -403,18 +404,8 @@ class SearchIndex:
             where.append("e.kind = ?")
             args.append(kind)
         cond = "".join(f" AND {w}" for w in where)
-        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
-        sql = (
-            "WITH m AS MATERIALIZED (SELECT rowid AS doc, bm25(fts) AS rank FROM fts"
-            " WHERE fts MATCH ?)"
-            f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
-            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
-            f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
-            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
-            " ORDER BY 7, 6 DESC LIMIT ?"
-        )
-        found = conn.execute(sql, (query.to_fts5(), *args, *args, limit)).fetchall()
-        names = {r[0]: (r[4], r[5]) for r in rows}
+        found = self._best(conn, query.to_fts5(), cond, args, limit)
+        names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
         hits = []
         for sess, seq, event_id, ev_kind, role, ts, rank, doc, path in found:
@@ -440,6 +431,41 @@ class SearchIndex:
                 )
             )
         return hits
+
+    @staticmethod
+    def _best(
+        conn: sqlite3.Connection, match: str, cond: str, args: list[str], limit: int
+    ) -> list[tuple[Any, ...]]:
+        """The best ``limit`` events matching, filtered by ``cond``.
+
+        FTS5 ranks the matching documents and hands back only the best few; joining
+        every match with its events first would cost a lookup per match (a common
+        word matches a good part of a large store). A document may stand for
+        several events (a blob) and filters drop some, so when the best few give
+        fewer than ``limit`` hits, more are asked for, up to all of them.
+        """
+        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
+        sql = (
+            "WITH m AS MATERIALIZED (SELECT rowid AS doc, rank FROM fts"
+            " WHERE fts MATCH ? ORDER BY rank LIMIT ?)"
+            f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
+            f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
+            " ORDER BY 7, 6 DESC LIMIT ?"
+        )
+        wanted = limit * 2 if not cond else limit * 8
+        while True:
+            found = conn.execute(sql, (match, wanted, *args, *args, limit)).fetchall()
+            if len(found) >= limit or wanted < 0:
+                return found
+            (matching,) = conn.execute(
+                "SELECT count(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
+                (match, wanted),
+            ).fetchone()
+            if matching < wanted:
+                return found  # every match was looked at
+            wanted = wanted * 16 if wanted < 1 << 20 else -1  # -1: no limit
 
     def close(self) -> None:
         """Index what is queued, then close the SQLite connection."""

@@ -146,7 +146,7 @@ class Store:
         rows = self.listing_index().rows()
         wanted = None
         if working_dir is not None:
-            wanted = {r[0] for r in rows if dir_matches(r[5], working_dir)}
+            wanted = {r[0] for r in rows if dir_matches(r[3], working_dir)}
         return self.search_index().search(
             parsed,
             rows,
