@@ -1,16 +1,23 @@
-"""Plain-text and JSON renderings of store objects for the command line."""
+"""Plain-text and JSON renderings of store objects for the command line.
+
+The plain-text lines are printed through the command line's ``echo``, which
+makes them inert (:mod:`.inert`); :func:`printable` also keeps a session's
+name and directory on their one line of a listing.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from infai.store import Entry, Event, FsckReport, SessionInfo, record_to_obj
 
+from .inert import inert, inert_json
+
 
 def printable(text: str) -> str:
-    """``text`` safe for a terminal: control characters (escapes, newlines) shown as '?'."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+    """``text`` on one line and inert (:func:`.inert.inert`): a control character
+    shown as its escape (``\\x1b``), a newline as ``\\n``, a tab as ``\\t``."""
+    return inert(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def session_line(info: SessionInfo) -> str:
@@ -41,7 +48,7 @@ def event_text(event: Event) -> str:
     if event.digest:
         header += f" blob {event.digest}"
     record = record_to_obj(event.record) if event.record is not None else None
-    body = json.dumps(record, indent=2, ensure_ascii=False)
+    body = inert_json(record, indent=2)  # valid JSON: escapes in JSON's own form
     return f"{header}\n{body}"
 
 

@@ -23,7 +23,6 @@ each closes the models it owns, so none is closed twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -37,7 +36,8 @@ import click
 from infai.store import SessionStore, StoreError
 
 from .. import render
-from .common import emit_json, json_option, pass_store, report_recovery
+from ..inert import inert_json
+from .common import echo, emit_json, json_option, pass_store, report_recovery
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
@@ -65,9 +65,9 @@ def workspace(
 
     space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
-        click.echo(f"infai: {warning}", err=True)
+        echo(f"infai: {warning}", err=True)
     if space.sandbox.notice:
-        click.echo(f"infai: {space.sandbox.notice}", err=True)
+        echo(f"infai: {space.sandbox.notice}", err=True)
     return space
 
 
@@ -115,7 +115,7 @@ def open_session(
         asyncio.run(space.aclose())  # the model built for it holds connections
         raise
     for notice in space.take_notices():  # its own directory's file, if not this one
-        click.echo(f"infai: {notice}", err=True)
+        echo(f"infai: {notice}", err=True)
     report_recovery(store, session.session_id)
     return space, session
 
@@ -163,26 +163,26 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
     outcome, error, mid_line = "done", None, False
     async for event in session.prompt(prompt):
         if as_json:
-            click.echo(json.dumps(event_to_obj(event), ensure_ascii=False))
+            click.echo(inert_json(event_to_obj(event)))  # one line
         elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
-            click.echo(event.event.text, nl=False)
+            echo(event.event.text, nl=False)
             mid_line = True
         elif isinstance(event, Streamed) and isinstance(event.event, Notice):
             if mid_line:
-                click.echo()
+                echo()
                 mid_line = False
-            click.echo(f"infai: {event.event.message}", err=True)
+            echo(f"infai: {event.event.message}", err=True)
         elif isinstance(event, Saved) and event.event.kind == "message" and mid_line:
-            click.echo()  # the streamed message is complete
+            echo()  # the streamed message is complete
             mid_line = False
         elif isinstance(event, Saved) and isinstance(event.event.record, ToolResultRecord):
-            click.echo(_result_line(event.event.record), err=True)
+            echo(_result_line(event.event.record), err=True)
         if isinstance(event, TurnEnded):
             outcome, error = event.outcome, event.error
     if mid_line:
-        click.echo()
+        echo()
     if error:
-        click.echo(f"infai: {error}", err=True)
+        echo(f"infai: {error}", err=True)
     return outcome
 
 
@@ -325,10 +325,10 @@ def run(
         with _terminate_as_interrupt():
             outcome = _drive(space, session, turn)
     except KeyboardInterrupt:
-        click.echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
+        echo(f"\ninfai: interrupted (session {session.session_id})", err=True)
         sys.exit(130)
     if not as_json:
-        click.echo(f"session {session.session_id}", err=True)
+        echo(f"session {session.session_id}", err=True)
     sys.exit(0 if outcome == "done" else 1)
 
 
@@ -348,7 +348,7 @@ def compact_command(
     if as_json:
         emit_json(render.event_json(event))
     else:
-        click.echo(event.id)
+        echo(event.id)
 
 
 @click.command("chat")
@@ -373,7 +373,7 @@ def chat(
     created = session_id is None and not resume
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
-        click.echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
+        echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
         try:
             for line in sys.stdin:
                 text = line.strip()
@@ -383,15 +383,15 @@ def chat(
                     try:
                         runner.run(_turn(session, text, as_json=False))
                     except KeyboardInterrupt:
-                        click.echo("\ninfai: interrupted", err=True)
+                        echo("\ninfai: interrupted", err=True)
         finally:
             empty = session.view.count == 0
             runner.run(_close(space, session))
     if created and empty:
         store.remove_session(session.session_id)
-        click.echo("infai: nothing was sent; the new session was removed", err=True)
+        echo("infai: nothing was sent; the new session was removed", err=True)
     else:
-        click.echo(f"infai: continue with: infai chat --session {session.session_id}", err=True)
+        echo(f"infai: continue with: infai chat --session {session.session_id}", err=True)
 
 
 @click.command("models")
@@ -403,11 +403,11 @@ def models_command(as_json: bool) -> None:
 
     config = load_config(Path(os.getcwd()))  # a ConfigError is bad input
     for warning in config.warnings:
-        click.echo(f"infai: {warning}", err=True)
+        echo(f"infai: {warning}", err=True)
     rows = describe_models(config)
     if as_json:
         for row in rows:
-            click.echo(json.dumps(dict(row)))
+            click.echo(inert_json(dict(row)))
         return
     for row in rows:
         mark = "*" if row["name"] == config.default_model else " "
@@ -418,10 +418,10 @@ def models_command(as_json: bool) -> None:
                 line += f"  at {row['base_url']}"
             elif not row["key_set"]:  # a local server (a base URL) may need none
                 line += f"  (no key: {row['key_env']})"
-        click.echo(line)
-    click.echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
+        echo(line)
+    echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
     sources = ", ".join(str(p) for p in config.sources) or "no config file"
-    click.echo(f"  config: {sources}; * marks the default", err=True)
+    echo(f"  config: {sources}; * marks the default", err=True)
 
 
 __all__ = [

@@ -15,7 +15,6 @@ when the sessions live in a database.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import wraps
@@ -26,6 +25,7 @@ import click
 
 from infai.store import SessionStore, Store, StoreOptions, default_home
 
+from ..inert import inert, inert_json
 from .errors import BadInput
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,7 +64,7 @@ class StoreSpec:
 
 
 def _say_waiting(message: str) -> None:
-    click.echo(f"infai: {message}", err=True)
+    echo(f"infai: {message}", err=True)
 
 
 #: commands that only read or change sessions already there: a ``--store``
@@ -113,9 +113,17 @@ def pass_store(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` inert (:func:`infai.shells.inert.inert`): every line the
+    command line prints goes through here, so no control sequence from a model,
+    a tool or a session's metadata reaches the terminal."""
+    click.echo(inert(str(text)), err=err, nl=nl)
+
+
 def emit_json(value: object) -> None:
-    """Print ``value`` as indented JSON (text as it is, not escaped to ASCII)."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """Print ``value`` as indented JSON (non-ASCII text kept; control and bidi
+    characters escaped, :func:`infai.shells.inert.inert_json`)."""
+    click.echo(inert_json(value, indent=2))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -124,17 +132,18 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 def report_recovery(store: SessionStore, session_id: str) -> None:
     """Say on stderr what recovery did when a writer opened (never silent)."""
     for note in store.recovery_notes.get(session_id, []):
-        click.echo(f"infai: recovered: {note}", err=True)
+        echo(f"infai: recovered: {note}", err=True)
 
 
 def report_unreadable(store: SessionStore) -> None:
     """Name, on stderr, the sessions that listing had to leave out."""
     for exc in store.unreadable:
-        click.echo(f"infai: skipped unreadable session: {exc}", err=True)
+        echo(f"infai: skipped unreadable session: {exc}", err=True)
 
 
 __all__ = [
     "StoreSpec",
+    "echo",
     "emit_json",
     "json_option",
     "pass_store",

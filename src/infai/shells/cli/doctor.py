@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .common import echo, emit_json
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
@@ -155,25 +156,25 @@ def _report(as_json: bool) -> None:
     report["mode"] = mode
     confined = report["working"] and mode != "off"
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        emit_json(report)
     else:
-        click.echo(f"sandbox mode:    {mode}")
-        click.echo(f"bwrap:           {report['bwrap'] or 'not found'}")
+        echo(f"sandbox mode:    {mode}")
+        echo(f"bwrap:           {report['bwrap'] or 'not found'}")
         if report["bwrap_version"]:
-            click.echo(f"version:         {report['bwrap_version']}")
+            echo(f"version:         {report['bwrap_version']}")
         userns = report["user_namespaces"]
-        click.echo(f"user namespaces: {json.dumps(userns)}")
+        echo(f"user namespaces: {json.dumps(userns)}")
         for key in ("write_inside_allowed", "write_outside_blocked", "write_git_blocked"):
             if key in report:
-                click.echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
+                echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
         if "network_blocked" in report:
-            click.echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
+            echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
         if confined:
-            click.echo("the sandbox works: shell commands run confined")
+            echo("the sandbox works: shell commands run confined")
         elif mode == "off":
-            click.echo("sandbox.mode is off: shell commands are not confined")
+            echo("sandbox.mode is off: shell commands are not confined")
         else:
-            click.echo(f"the sandbox does not work here: {report['reason']}")
+            echo(f"the sandbox does not work here: {report['reason']}")
     sys.exit(0 if confined else 1)
 
 

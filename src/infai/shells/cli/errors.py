@@ -16,17 +16,25 @@ that applies it; every command runs under it. It matches classes by name and
 by ``isinstance``, never ``ValueError`` or ``KeyError``: those are bugs and keep
 their traceback. The table's classes are imported only when an error is being
 answered, so a command's cold start pays nothing for the agent's modules.
+
+An error's message often quotes input (a file name, an option's value, a
+session's name): :class:`InertGroup`, the root group's class, makes every
+message click prints inert (:mod:`infai.shells.inert`), click's own usage
+errors included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
 from infai.errors import InfaiError
+
+from ..inert import inert
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,4 +106,42 @@ def mapped_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["BAD_INPUT", "FAILURE", "BadInput", "answer", "exit_table", "mapped_errors"]
+@contextmanager
+def inert_messages() -> Iterator[None]:
+    """A click error leaving this block has an inert message (it may quote input)."""
+    try:
+        yield
+    except click.ClickException as exc:
+        exc.message = inert(exc.message)  # type: ignore[misc]  # (Final in click's stubs)
+        raise
+
+
+class InertGroup(click.Group):
+    """The root group: whatever error click is about to print, from parsing a
+    command line or from a command, says its input inertly."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with inert_messages():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with inert_messages():
+            return super().invoke(ctx)
+
+
+__all__ = [
+    "BAD_INPUT",
+    "FAILURE",
+    "BadInput",
+    "InertGroup",
+    "answer",
+    "exit_table",
+    "inert_messages",
+    "mapped_errors",
+]

@@ -28,7 +28,7 @@ import click
 from infai.errors import InfaiError
 from infai.store import IMPORT_TOOLS, SessionStore
 
-from .common import emit_json, json_option, pass_store
+from .common import echo, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
 #: the summary table's columns (keys of the totals)
@@ -153,15 +153,15 @@ def _summary(tool: str, results: list[dict[str, Any]], totals: dict[str, int]) -
     console.print(table)
     warnings = [w for r in results for rep in r["reports"] for w in rep["warnings"]]
     for line in warnings[:MAX_WARNINGS]:
-        click.echo(f"infai: warning: {_printable(line)}", err=True)
+        echo(f"infai: warning: {_printable(line)}", err=True)
     if len(warnings) > MAX_WARNINGS:
-        click.echo(
+        echo(
             f"infai: ... and {len(warnings) - MAX_WARNINGS} more warnings (--json lists all)",
             err=True,
         )
     for result in results:
         if not result["ok"]:
-            click.echo(f"infai: not imported: {_printable(result['error'])}", err=True)
+            echo(f"infai: not imported: {_printable(result['error'])}", err=True)
 
 
 @click.command("import")

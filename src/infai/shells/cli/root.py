@@ -14,12 +14,12 @@ from pathlib import Path
 import click
 
 from .common import StoreSpec
-from .errors import BadInput
+from .errors import BadInput, InertGroup
 
 TUI_FLAGS = ("--session", "--continue", "--model", "--allow")
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=InertGroup, invoke_without_command=True)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),

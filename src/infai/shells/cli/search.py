@@ -19,7 +19,7 @@ import click
 
 from infai.store import KINDS, SearchHit, SessionStore
 
-from .common import emit_json, json_option, pass_store
+from .common import echo, emit_json, json_option, pass_store
 from .errors import mapped_errors
 
 
@@ -63,7 +63,7 @@ def _rebuild(store: SessionStore) -> None:
             bar.update(task, completed=done, total=total)
 
         store.rebuild_search_index(progress)
-    click.echo("infai: search index rebuilt", err=True)
+    echo("infai: search index rebuilt", err=True)
 
 
 @click.command("search")
@@ -91,12 +91,12 @@ def search_command(
         _rebuild(store)
     hits = store.search(query, session=session_id, working_dir=working_dir, kind=kind, limit=limit)
     for note in store.index_notes:
-        click.echo(f"infai: repaired: {note}", err=True)
+        echo(f"infai: repaired: {note}", err=True)
     if as_json:
         emit_json([h.to_obj() for h in hits])
         return
     if not hits:
-        click.echo("no matches", err=True)
+        echo("no matches", err=True)
         return
     from rich.console import Console
 

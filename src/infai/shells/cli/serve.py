@@ -25,7 +25,7 @@ import click
 
 from infai.store import SessionStore
 
-from .common import StoreSpec, store_of
+from .common import StoreSpec, echo, store_of
 from .errors import BadInput, mapped_errors
 
 DEFAULT_PORT = 8421
@@ -119,12 +119,12 @@ def serve_command(
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     port = sock.getsockname()[1]
-    click.echo(f"infai: serving http://{shown}:{port}/v1 (token: {where})", err=True)
-    click.echo(f"infai: {accepted_hosts(allow_remote, port)}", err=True)
+    echo(f"infai: serving http://{shown}:{port}/v1 (token: {where})", err=True)
+    echo(f"infai: {accepted_hosts(allow_remote, port)}", err=True)
     server = InfaiServer(uvicorn_config(app, timeout_graceful_shutdown=10), app.state.sessions)
     with suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
-    click.echo("infai: server stopped", err=True)
+    echo("infai: server stopped", err=True)
 
 
 def accepted_hosts(allow_remote: bool, port: int) -> str:

@@ -9,7 +9,9 @@ store, so they start fast.
 
 ``export -o FILE`` writes a temporary file beside FILE, syncs it, renames it
 over FILE and syncs the directory: FILE is either the old file or the whole
-export, never a torn one, and a failure leaves no temporary file behind.
+export, never a torn one, and a failure leaves no temporary file behind. Its
+lines, to a file or the terminal, escape control and bidi characters as JSON
+``\\uXXXX`` escapes (:mod:`infai.shells.inert`): the same values on import.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import click
 from infai.store import KINDS, SessionStore
 
 from .. import render
-from .common import emit_json, json_option, pass_store, report_recovery, report_unreadable
+from ..inert import inert_json_line
+from .common import echo, emit_json, json_option, pass_store, report_recovery, report_unreadable
 from .errors import BadInput, mapped_errors
 
 
@@ -53,7 +56,7 @@ def session_new(
     if as_json:
         emit_json(info.to_obj())
     else:
-        click.echo(info.id)
+        echo(info.id)
 
 
 @session.command("ls")
@@ -68,7 +71,7 @@ def session_ls(store: SessionStore, as_json: bool) -> None:
         emit_json([i.to_obj() for i in infos])
         return
     for info in infos:
-        click.echo(render.session_line(info))
+        echo(render.session_line(info))
 
 
 def _read_record_arg(
@@ -132,7 +135,7 @@ def session_append(
     if as_json:
         emit_json(render.event_json(event))
     else:
-        click.echo(event.id)
+        echo(event.id)
 
 
 @session.command("log")
@@ -150,7 +153,7 @@ def session_log(store: SessionStore, session_id: str, show_all: bool, as_json: b
         emit_json([render.entry_json(e, head) for e in entries])
         return
     for entry in entries:
-        click.echo(render.entry_line(entry, head))
+        echo(render.entry_line(entry, head))
 
 
 @session.command("tree")
@@ -167,7 +170,7 @@ def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
         emit_json(render.tree_json(entries, head))
         return
     for line in render.tree_lines(entries, head):
-        click.echo(line)
+        echo(line)
 
 
 @session.command("show")
@@ -183,7 +186,7 @@ def session_show(store: SessionStore, session_id: str, event_id: str, as_json: b
     if as_json:
         emit_json(render.event_json(event))
     else:
-        click.echo(render.event_text(event))
+        echo(render.event_text(event))
 
 
 @session.command("context")
@@ -200,8 +203,8 @@ def session_context(store: SessionStore, session_id: str, at: str | None, as_jso
         emit_json([render.event_json(e) for e in context.events])
         return
     for event in context.events:
-        click.echo(render.event_text(event))
-        click.echo()
+        echo(render.event_text(event))
+        echo()
 
 
 @session.command("fsck")
@@ -225,7 +228,7 @@ def session_fsck(
     else:
         for report in reports:
             for line in render.fsck_lines(report):
-                click.echo(line)
+                echo(line)
     if not all(r.ok for r in reports):
         sys.exit(1)
 
@@ -255,9 +258,9 @@ def session_salvage(store: SessionStore, session_id: str, as_json: bool) -> None
         )
     else:
         for event_id, why in report.lost:
-            click.echo(f"lost {event_id}: {why}", err=True)
+            echo(f"lost {event_id}: {why}", err=True)
         where = f"into {report.target}" if report.target else "(nothing verified: no session made)"
-        click.echo(f"salvaged {report.kept} events, lost {len(report.lost)} {where}")
+        echo(f"salvaged {report.kept} events, lost {len(report.lost)} {where}")
     if report.lost or report.target is None:
         sys.exit(1)
 
@@ -273,7 +276,7 @@ def session_rm(store: SessionStore, session_id: str, as_json: bool) -> None:
     if as_json:
         emit_json({"removed": session_id.lower()})
     else:
-        click.echo(f"removed {session_id.lower()}")
+        echo(f"removed {session_id.lower()}")
 
 
 @session.command("export")
@@ -286,7 +289,7 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
     """Write the session as one self-contained JSONL file (blobs inlined)."""
     from infai.store import export_lines
 
-    lines = export_lines(store, session_id)
+    lines = (inert_json_line(line) for line in export_lines(store, session_id))
     if output is None:
         for line in lines:
             sys.stdout.buffer.write(line)
@@ -299,7 +302,7 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
     if as_json:
         emit_json({"session": session_id.lower(), "file": output, "events": count - 1})
     else:
-        click.echo(f"exported {count - 1} events to {output}", err=True)
+        echo(f"exported {count - 1} events to {output}", err=True)
 
 
 def write_whole(path: Path, lines: Iterable[bytes]) -> int:
@@ -354,11 +357,11 @@ def session_import(store: SessionStore, file: str, as_json: bool) -> None:
     if as_json:
         emit_json(info.to_obj())
     else:
-        click.echo(info.id)
+        echo(info.id)
 
 
 def _say_dropped(note: str) -> None:
-    click.echo(f"infai: import: {note}", err=True)
+    echo(f"infai: import: {note}", err=True)
 
 
 __all__ = ["session", "write_whole"]

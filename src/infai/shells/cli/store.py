@@ -19,7 +19,7 @@ import click
 
 from infai.store import SessionStore, StoreError
 
-from .common import StoreSpec, emit_json, json_option, pass_store
+from .common import StoreSpec, echo, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
 
@@ -40,7 +40,7 @@ def migrate_command(store: SessionStore, as_json: bool) -> None:
     if not isinstance(store, PgStore):
         if as_json:
             emit_json({"backend": "directory", "applied": [], "schema_version": None})
-        click.echo("infai: a directory store has no schema to migrate", err=True)
+        echo("infai: a directory store has no schema to migrate", err=True)
         return
     if as_json:
         emit_json(
@@ -48,8 +48,8 @@ def migrate_command(store: SessionStore, as_json: bool) -> None:
         )
         return
     for line in store.migrated:
-        click.echo(f"applied migration {line}")
-    click.echo(f"schema at version {LATEST}")
+        echo(f"applied migration {line}")
+    echo(f"schema at version {LATEST}")
 
 
 def same_session(source: SessionStore, target: SessionStore, session_id: str) -> str | None:
@@ -100,7 +100,7 @@ def copy_command(
 
     def say(sid: str, where: str, outcome: str, text: str, events: int | None = None) -> None:
         results.append({"session": sid, "outcome": outcome, "detail": text, "events": events})
-        click.echo(f"{where}: {text}", err=True)
+        echo(f"{where}: {text}", err=True)
 
     try:
         for sid in session_ids:

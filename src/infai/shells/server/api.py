@@ -288,6 +288,30 @@ COMPONENTS: dict[str, Schema] = {
         "required": ["id", "answer"],
         "properties": {"id": _ID, "answer": {"enum": ["allow", "allow-always", "deny"]}},
     },
+    "SearchHit": {
+        "type": "object",
+        "description": "An event that matched, on any branch of any session.",
+        "required": ["session_id", "event_id", "seq", "kind", "role", "timestamp", "snippet"],
+        "properties": {
+            "session_id": _ID,
+            "session_name": _nullable("string"),
+            "working_dir": _nullable("string"),
+            "event_id": _ID,
+            "seq": {"type": "integer"},
+            "kind": _TEXT,
+            "role": _TEXT,
+            "timestamp": _TEXT,
+            "on_head_path": {"type": "boolean", "description": "False: on another branch."},
+            "score": {"type": "number", "description": "Higher is better (this search only)."},
+            "snippet": {"type": "string", "description": "One line of text around the match."},
+            "marks": {"type": "array", "description": "[start, end) of each matched word."},
+        },
+    },
+    "SearchResults": {
+        "type": "object",
+        "required": ["query", "hits"],
+        "properties": {"query": _TEXT, "hits": {"type": "array", "items": _ref("SearchHit")}},
+    },
 }
 
 # -- request bodies ----------------------------------------------------------
@@ -416,6 +440,16 @@ ERROR_TEXT = {
 }
 
 SESSION = Param("session_id", "path", _ID, "The session's id.", required=True)
+SEARCH = (
+    Param("q", "query", {"type": "string", "minLength": 1, "maxLength": 1000},
+          'Words (all must match), "a phrase", pref*, -word, a OR b.', required=True),
+    Param("session", "query", _ID, "Only this session's events."),
+    Param("dir", "query", {"type": "string", "minLength": 1, "maxLength": 4096},
+          "Only sessions working in this directory or below it."),
+    Param("kind", "query", {"type": "string", "minLength": 1, "maxLength": 40},
+          "Only events of this kind (message, tool_call, tool_result, ...)."),
+    Param("limit", "query", {"type": "integer"}, "At most this many hits (1 to 200; 20)."),
+)  # fmt: skip
 EVENT = Param("event_id", "path", _ID, "An event of the session.", required=True)
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -519,73 +553,9 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         stream=True, errors=(409,),
     ),
+    Operation(
+        "GET", "/v1/search", "search",
+        "Full-text search over every event on every branch of every session, best first.",
+        {200: ("The hits.", "SearchResults")}, params=SEARCH,
+    ),
 )  # fmt: skip
-
-SSE_EVENTS = {
-    "settled": "A durable event (data: Event; the SSE id is the event id).",
-    "turn_started": "A turn began: {turn}.",
-    "delta": "Live model output, never stored: {turn, kind, ...} (no SSE id).",
-    "turn_ended": "{turn, outcome: done|error|cancelled, error}.",
-    "approval": "A permission question (data: Question).",
-    "approval_resolved": "{id, answer, by: api|timeout|cancelled}.",
-    "selected": "The branch selection changed: {head, pending_parent}.",
-    "ready": "Replay and the turn in flight are sent; live from here: {session, head, turn}.",
-    "lagged": "This client fell behind and is dropped; reconnect with Last-Event-ID.",
-    "closed": "The stream ends: {reason}.",
-}
-
-
-def _parameter(param: Param) -> Schema:
-    return {
-        "name": param.name,
-        "in": param.where,
-        "required": param.required,
-        "description": param.description,
-        "schema": param.schema,
-    }
-
-
-def _operation(op: Operation) -> Schema:
-    doc: Schema = {"operationId": op.id, "summary": op.summary, "responses": {}}
-    if op.params:
-        doc["parameters"] = [_parameter(p) for p in op.params]
-    if op.body is not None:
-        doc["requestBody"] = {
-            "required": op.body_required,
-            "content": {"application/json": {"schema": op.body}},
-        }
-    if not op.auth:
-        doc["security"] = []
-    for code, (text, schema) in op.all_responses().items():
-        answer: Schema = {"description": text}
-        if op.stream and code == 200:
-            answer["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
-            answer["x-sse-events"] = SSE_EVENTS
-        elif op.id == "openapi" and code == 200:
-            answer["content"] = {"application/json": {"schema": {"type": "object"}}}
-        elif schema is not None:
-            answer["content"] = {"application/json": {"schema": _ref(schema)}}
-        doc["responses"][str(code)] = answer
-    return doc
-
-
-def openapi(version: str) -> Schema:
-    """The OpenAPI 3.1 document of :data:`OPERATIONS`."""
-    paths: dict[str, Schema] = {}
-    for op in OPERATIONS:
-        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "infai",
-            "version": version,
-            "description": "Drive infai sessions over HTTP; watch them live as Server-Sent "
-            "Events. Every route but health and this document needs the bearer token.",
-        },
-        "paths": paths,
-        "components": {
-            "schemas": COMPONENTS,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-        "security": [{"bearer": []}],
-    }

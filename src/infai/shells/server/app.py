@@ -51,6 +51,7 @@ from infai.tools import Rule
 
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
 from .auth import BearerAuth, check_token
+from .channel import InertJSON
 from .errors import LOGGED, ApiError, message_of, status_of
 from .hosts import LOOPBACK_HOSTS, HostCheck
 from .routes import HANDLERS, AppConfig, Call, Handler
@@ -65,7 +66,7 @@ DEFAULT_COMPACT_AT = Config().compact_at
 
 
 def error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status, headers=headers)
+    return InertJSON({"error": message}, status, headers=headers)
 
 
 # -- checking requests ---------------------------------------------------------
@@ -111,6 +112,10 @@ def _param_value(param: Param, raw: str) -> Any:
         if raw.lower() not in ("true", "false", "1", "0"):
             raise ApiError(400, f"{param.where} parameter {param.name}: expected true or false")
         value = raw.lower() in ("true", "1")
+    elif param.schema.get("type") == "integer":
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+            raise ApiError(400, f"{param.where} parameter {param.name}: expected a whole number")
+        value = int(raw)
     problem = validate(value, param.schema, f"{param.where} parameter {param.name}")
     if problem:
         raise ApiError(400, problem)

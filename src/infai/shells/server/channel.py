@@ -14,12 +14,15 @@ and can reconnect with ``Last-Event-ID`` to replay from the store.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 from infai.agent import Hub, Streamed, Subscription, TurnEnded, event_to_obj, settled_obj
 from infai.store import Event
+
+from ..inert import inert_json
 
 #: frames a watcher may fall behind by before it is dropped
 FEED_LIMIT = 10_000
@@ -41,8 +44,17 @@ class Frame:
     seq: int | None = None
 
 
+class InertJSON(JSONResponse):
+    """A JSON response whose control and bidi characters are ``\\uXXXX`` escapes
+    (:func:`~infai.shells.inert.inert_json`): the same value to a client, and
+    inert when a person reads the body in a terminal (``curl``)."""
+
+    def render(self, content: Any) -> bytes:
+        return inert_json(content, allow_nan=False, separators=(",", ":")).encode()
+
+
 def frame(name: str, data: dict[str, Any], *, event_id: str | None = None) -> Frame:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # one line
+    text = inert_json(data, separators=(",", ":"))  # one line; control characters escaped
     head = f"event: {name}\n" if event_id is None else f"id: {event_id}\nevent: {name}\n"
     return Frame(name, data, f"{head}data: {text}\n\n".encode())
 
@@ -72,6 +84,7 @@ __all__ = [
     "Channel",
     "Feed",
     "Frame",
+    "InertJSON",
     "delta_frame",
     "ended_frame",
     "frame",

@@ -29,9 +29,10 @@ from infai.store import SessionView, StoreError
 from infai.tools import AllowAlways
 
 from .. import render
-from .api import openapi
-from .channel import Feed, Frame, frame, settled_frame
+from .channel import Feed, Frame, InertJSON, frame, settled_frame
 from .errors import ApiError, Conflict
+from .openapi import openapi
+from .search import search
 from .served import Running, Served
 from .sessions import MODEL_ERRORS, Sessions
 
@@ -93,7 +94,7 @@ Handler = Callable[[Call], Awaitable[Response]]
 
 
 def ok(data: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(data, status)
+    return InertJSON(data, status)
 
 
 async def health(call: Call) -> Response:
@@ -353,4 +354,5 @@ HANDLERS: dict[str, Handler] = {
     "list_approvals": list_approvals,
     "answer_approval": answer_approval,
     "stream": stream,
+    "search": search,
 }

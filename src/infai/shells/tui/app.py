@@ -34,7 +34,7 @@ from collections.abc import Coroutine
 from contextlib import suppress
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Tree
@@ -53,49 +53,32 @@ from infai.agent import (
     Workspace,
 )
 from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import MessageRecord, StoreError
+from infai.store import MessageRecord, SearchHit, StoreError
 from infai.tools import Ask, Reply
 
+from ..inert import inert
 from . import store_io
 from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
 from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
+from .search import SearchScreen
 from .store_io import Head, off_loop
+from .style import Styled
 
 QUIT_WINDOW = 2.0
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
 
-CSS = """
-#main { height: 1fr; }
-ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
-Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
-Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
-Timeline.shown { display: block; }
-PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
-#prompt { height: 3; }
-StatusBar { height: 1; background: $panel; color: $text; }
-.user { background: $boost; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
-.interrupted { color: $warning; text-style: italic; }
-.notice { color: $text-muted; text-style: italic; }
-.notice.error { color: $error; text-style: bold; }
-ToolView .call { color: $text-muted; }
-ToolView.failed .call { color: $error; }
-.boundary { color: $accent; }
-.empty { height: 0; }
-.more { width: 100%; }
-"""
 
-
-class InfaiApp(App[None]):
+class InfaiApp(Styled):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
-    CSS = CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel / quit", priority=True),
         Binding("ctrl+t", "toggle_timeline", "timeline"),
         Binding("ctrl+o", "sessions", "sessions"),
+        Binding("ctrl+f", "search", "search"),
         Binding("ctrl+n", "new_session", "new"),
         Binding("f2", "rename", "rename"),
         Binding("f1", "help", "help"),
@@ -223,7 +206,7 @@ class InfaiApp(App[None]):
             self.state.model = session.model.name
             self.state.context_window = session.model.context_window
             self.state.branch = self.head.label
-            self.title = f"infai — {self.head.name or session.session_id[:13]}"
+            self.title = inert(f"infai — {self.head.name or session.session_id[:13]}")
         self.query_one(StatusBar).show(self.state)
 
     # -- prompts and turns ----------------------------------------------------
@@ -421,6 +404,8 @@ class InfaiApp(App[None]):
             await self.action_new_session()
         elif name == "sessions":
             await self.action_sessions()
+        elif name == "search":
+            self.action_search(argument)
         elif name == "help":
             self.action_help()
         elif name in ("quit", "exit"):
@@ -558,17 +543,30 @@ class InfaiApp(App[None]):
         await self._refresh_timeline(rebuild=True)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
-        event_id = message.node.data
-        if not event_id or self.session is None:
+        if message.node.data:
+            await self.pick(message.node.data)
+
+    async def pick(self, event_id: str) -> None:
+        """The next prompt continues from ``event_id`` (HEAD: the pick is forgotten);
+        the chat shows the path to it. The timeline's choice, and a search hit's."""
+        session = self.session
+        if session is None:
             return
         if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
-        session = self.session
         pick = None if event_id == self.head.id else event_id
         await off_loop(lambda: store_io.select(session, pick))
         await self.reload()
         self.query_one("#prompt", Input).focus()
+
+    def action_search(self, query: str = "") -> None:
+        self.push_screen(SearchScreen(self.workspace.store, query), callback=self.open_hit)
+
+    async def open_hit(self, hit: SearchHit | None) -> None:
+        """Open a search hit's session (if another) at the hit's event."""
+        if hit is not None and await self.open_session(hit.session_id):
+            await self.pick(hit.event_id)
 
     async def action_back_to_head(self) -> None:
         session = self.session

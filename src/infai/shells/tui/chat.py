@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.syntax import Syntax
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
@@ -39,6 +38,7 @@ from infai.store import (
     ToolResultRecord,
 )
 
+from ..inert import inert, inert_markup, inert_text
 from .store_io import off_loop
 
 PAGE = 40
@@ -72,13 +72,13 @@ def edit_diff(call: ToolCallRecord) -> Syntax | None:
     else:
         return None
     lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2)
-    return Syntax("\n".join(lines), "diff", theme="ansi_dark", word_wrap=True)
+    return Syntax(inert("\n".join(lines)), "diff", theme="ansi_dark", word_wrap=True)
 
 
 class UserMessage(Static):
     def __init__(self, event: Event, text: str) -> None:
         interrupted = text == INTERRUPTED_TURN
-        super().__init__(Text(text), classes="interrupted" if interrupted else "user")
+        super().__init__(inert_text(text), classes="interrupted" if interrupted else "user")
         self.event_id = event.id
 
 
@@ -86,7 +86,7 @@ class Notice(Static):
     """A line that is not part of the conversation: a retry, a compaction, an error."""
 
     def __init__(self, text: str, *, error: bool = False) -> None:
-        super().__init__(Text(text), classes="notice error" if error else "notice")
+        super().__init__(inert_text(text), classes="notice error" if error else "notice")
 
 
 class AssistantMessage(Widget):
@@ -102,8 +102,8 @@ class AssistantMessage(Widget):
         self.event_id = event_id
         self.text = text
         self.reasoning = reasoning
-        self._markdown = Markdown(text)
-        self._thoughts = Static(Text(reasoning), classes="reasoning")
+        self._markdown = Markdown(inert(text))
+        self._thoughts = Static(inert_text(reasoning), classes="reasoning")
         self._fold = Collapsible(self._thoughts, title="reasoning", collapsed=True)
         self._fold.display = bool(reasoning)
         self._stream: MarkdownStream | None = None
@@ -116,12 +116,12 @@ class AssistantMessage(Widget):
         self.text += delta
         if self._stream is None:
             self._stream = Markdown.get_stream(self._markdown)
-        await self._stream.write(delta)
+        await self._stream.write(inert(delta))
 
     def append_reasoning(self, delta: str) -> None:
         self.reasoning += delta
         self._fold.display = True
-        self._thoughts.update(Text(self.reasoning))
+        self._thoughts.update(inert_text(self.reasoning))
 
     async def stop_stream(self) -> None:
         stream, self._stream = self._stream, None
@@ -134,10 +134,10 @@ class AssistantMessage(Widget):
         await self.stop_stream()
         if record.content != self.text:
             self.text = record.content
-            await self._markdown.update(record.content)
+            await self._markdown.update(inert(record.content))
         if (record.reasoning or "") != self.reasoning:
             self.reasoning = record.reasoning or ""
-            self._thoughts.update(Text(self.reasoning))
+            self._thoughts.update(inert_text(self.reasoning))
             self._fold.display = bool(self.reasoning)
 
 
@@ -158,7 +158,7 @@ class ToolView(Widget):
         self._result: Event | None = None
         self._body = Static("", classes="result")
         title = f"▸ {call.name} {_args_line(call.arguments)}" if call else f"▸ {event.preview}"
-        self._head = Static(Text(title), classes="call")
+        self._head = Static(inert_text(title), classes="call")
         self._fold = Collapsible(self._body, title="running…", collapsed=True)
 
     def compose(self) -> ComposeResult:
@@ -175,13 +175,13 @@ class ToolView(Widget):
         status = "error" if isinstance(record, ToolResultRecord) and record.is_error else "ok"
         preview = event.preview.split(": ", 1)[-1].replace("\n", " ")
         size = "" if record is not None else " (stored as a blob: unfold to load)"
-        self._fold.title = f"{'✗' if status == 'error' else '✓'} {preview[:70]}{size}"
+        self._fold.title = inert_markup(f"{'✗' if status == 'error' else '✓'} {preview[:70]}{size}")
         self.set_class(status == "error", "failed")
         if isinstance(record, ToolResultRecord):
             lines = record.content.splitlines()
             if len(lines) <= FOLD_LINES:  # short: shown open, the title just says how it went
                 self._fold.title = "✗ failed" if status == "error" else "✓ done"
-                self._body.update(Text(record.content))
+                self._body.update(inert_text(record.content))
                 self._fold.collapsed = False
 
     @property
@@ -196,11 +196,11 @@ class ToolView(Widget):
             try:
                 result.record = await off_loop(lambda: self._resolver(result))
             except StoreError as exc:  # damaged or missing: say so, keep the app alive
-                self._body.update(Text(f"cannot load this result: {exc}", style="bold red"))
+                self._body.update(inert_text(f"cannot load this result: {exc}", "bold red"))
                 return
         record = result.record
         if isinstance(record, ToolResultRecord):
-            self._body.update(Text(record.content))
+            self._body.update(inert_text(record.content))
 
     def interrupted(self) -> None:
         """The turn ended before this call had a result."""
@@ -243,7 +243,7 @@ class FoldedMessage(Widget):
         self._fold = Collapsible(self._body, title=self._title("large, unfold to read"))
 
     def _title(self, size: str) -> str:
-        return f"{self._label} ({size}): {self._preview}"  # the size first: never cut off
+        return inert_markup(f"{self._label} ({size}): {self._preview}")  # the size first
 
     @property
     def title(self) -> str:
@@ -263,7 +263,7 @@ class FoldedMessage(Widget):
         try:
             record = event.record or await off_loop(lambda: self._resolver(event))
         except StoreError as exc:  # damaged or missing: say so, keep the app alive
-            await self._body.mount(Static(Text(f"cannot load this: {exc}", style="bold red")))
+            await self._body.mount(Static(inert_text(f"cannot load this: {exc}", "bold red")))
             return
         self.event.record = record
         if isinstance(record, MessageRecord) and self.event.role == "assistant":
@@ -271,13 +271,13 @@ class FoldedMessage(Widget):
             body: Widget = AssistantMessage(text, record.reasoning or "", self.event.id)
         elif isinstance(record, MessageRecord):
             text = record.content
-            body = Static(Text(text), classes="text")
+            body = Static(inert_text(text), classes="text")
         elif isinstance(record, CompactionRecord | BranchSummaryRecord):
             text = record.summary
-            body = Static(Text(text), classes="text")
+            body = Static(inert_text(text), classes="text")
         else:
             text = ""
-            body = Static(Text(f"{self.event.kind}: {self.event.preview}"), classes="text")
+            body = Static(inert_text(f"{self.event.kind}: {self.event.preview}"), classes="text")
         self._fold.title = self._title(_size(text))
         await self._body.mount(body)
         self.call_after_refresh(self.scroll_visible, top=True, animate=False)  # its start
@@ -394,7 +394,7 @@ class ChatView(VerticalScroll):
             return self._folded("── compacted: earlier messages summarised ──", record.summary)
         if isinstance(record, BranchSummaryRecord):
             return self._folded("── summary of a branch that was left ──", record.summary)
-        return Static(Text(f"{event.kind}: {event.preview}"), classes="notice")
+        return Static(inert_text(f"{event.kind}: {event.preview}"), classes="notice")
 
     def interrupt_waiting(self) -> None:
         """Calls still without a result will get none (a new prompt, a cancelled turn)."""
@@ -408,7 +408,9 @@ class ChatView(VerticalScroll):
         return next((v for v in self._tools.values() if not v.has_result), None)
 
     def _folded(self, title: str, body: str) -> Collapsible:
-        return Collapsible(Static(Text(body)), title=title, collapsed=True, classes="boundary")
+        return Collapsible(
+            Static(inert_text(body)), title=inert_markup(title), collapsed=True, classes="boundary"
+        )
 
     async def add_event(self, event: Event) -> None:
         """A settled event of the running turn."""

@@ -23,6 +23,8 @@ from textual.widgets.option_list import Option
 from infai.store import SessionInfo
 from infai.tools import AllowAlways, Answer, Ask, Reply
 
+from ..inert import inert, inert_text
+
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6
 
@@ -75,20 +77,20 @@ class ApprovalScreen(ModalScreen[Reply]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(f"Allow {self.ask.tool}?"), classes="title")
-            yield Static(Text(self.ask.reason), classes="reason")
-            yield Static(Text(self.ask.subject or "(no arguments)"), id="subject")
+            yield Static(inert_text(f"Allow {self.ask.tool}?"), classes="title")
+            yield Static(inert_text(self.ask.reason), classes="reason")
+            yield Static(inert_text(self.ask.subject or "(no arguments)"), id="subject")
             if self.ask.caller:  # a subagent's call: its transcript is not on the screen
                 shown = json.dumps(dict(self.ask.arguments), ensure_ascii=False, default=str)
-                yield Static(Text(shown[:2000]), id="arguments")
+                yield Static(inert_text(shown[:2000]), id="arguments")
             keys = Text.from_markup("[b]y[/b] allow once   [b]n[/b]/Esc deny")
             if self.patterns:
                 keys.append_text(Text.from_markup("\n[b]a[/b] allow always: "))
-                keys.append("  ".join(self.patterns), style="bold")
+                keys.append(inert("  ".join(self.patterns)), style="bold")
                 keys.append_text(Text.from_markup("   [b]e[/b] edit"))
             yield Static(keys, classes="keys", id="keys")
             if self.ask.note:  # why "allow always" is exact only, or not offered
-                yield Static(Text(self.ask.note), classes="reason", id="note")
+                yield Static(inert_text(self.ask.note), classes="reason", id="note")
 
     @property
     def editing(self) -> bool:
@@ -116,7 +118,9 @@ class ApprovalScreen(ModalScreen[Reply]):
 
     async def action_edit(self) -> None:
         if not self.editing and self.patterns:
-            field = Input(self.patterns[-1], id="pattern", placeholder="a pattern (* any text)")
+            field = Input(
+                inert(self.patterns[-1]), id="pattern", placeholder="a pattern (* any text)"
+            )
             await self.query_one(Vertical).mount(field)
             field.focus()
 
@@ -145,11 +149,11 @@ def _ago(stamp: str, now: datetime | None = None) -> str:
 
 
 def session_label(info: SessionInfo) -> Text:
-    name = info.name or "(unnamed)"
+    name = inert(info.name or "(unnamed)").replace("\n", " ")
     name = name if len(name) <= 28 else name[:27] + "…"
-    text = Text(f"{name:<28} ", style="bold")
-    text.append(f"{_ago(info.updated_at):>8}  ")
-    text.append(info.working_dir or "-", style="dim")
+    text = inert_text(f"{name:<28} ", "bold")
+    text.append(f"{inert(_ago(info.updated_at)):>8}  ")
+    text.append(inert(info.working_dir or "-"), style="dim")
     return text
 
 
@@ -211,7 +215,7 @@ class RenameScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Rename session", classes="title")
-            yield Input(self.current, placeholder="a name to show in listings")
+            yield Input(inert(self.current), placeholder="a name to show in listings")
             yield Static(
                 "[b]Enter[/b] save (empty: no name)   [b]Esc[/b] keep the name", classes="keys"
             )
@@ -228,6 +232,7 @@ HELP = """\
   Ctrl-T   timeline: continue from an older event
   Esc      back to HEAD (forget the picked event)
   Ctrl-O   sessions: resume one, or start one
+  Ctrl-F   search every session; Enter opens a hit
   Ctrl-N   new session      F2  rename
   F1       this help
 
@@ -236,6 +241,7 @@ HELP = """\
   /model NAME    switch model: offline,
                  provider:model or a configured name
   /rename NAME   rename this session
+  /search WORDS  search every session
   /new  /sessions  /help  /quit
 """
 

@@ -18,6 +18,8 @@ from textual.widgets.tree import TreeNode
 
 from infai.store import Entry
 
+from ..inert import UNSAFE, inert, inert_text
+
 BAR = 12
 #: the longest model name the status bar shows in full
 MODEL_CHARS = 28
@@ -27,7 +29,8 @@ class PromptInput(Input):
     """The one-line prompt; a paste of several lines is kept whole.
 
     Textual's input keeps only a paste's first line. Here a multi-line paste
-    shows as a compact ``[pasted N lines]`` at the cursor and is expanded to the
+    (or one with control characters, which are never drawn) shows as a compact
+    ``[pasted N lines]`` at the cursor and is expanded to the
     full text when the prompt is sent (:meth:`expanded`); deleting the marker
     drops the paste.
     """
@@ -40,13 +43,14 @@ class PromptInput(Input):
         event.stop()
         event.prevent_default()  # not Input's own handler, which keeps the first line
         text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
-        if "\n" in text:
+        if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
             lines = len(text.splitlines())
-            marker = f"[pasted {lines} lines]"
+            size = f"{lines} line{'s' if lines != 1 else ''}"
+            marker = f"[pasted {size}]"
             number = 1
             while marker in self.pastes:  # two pastes of the same size: tell them apart
                 number += 1
-                marker = f"[pasted {lines} lines #{number}]"
+                marker = f"[pasted {size} #{number}]"
             self.pastes[marker] = text
             text = marker
         if self.selection.is_empty:
@@ -122,14 +126,14 @@ class StatusBar(Static):
         pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
         text = Text(no_wrap=True, overflow="ellipsis")
         if status.notice:
-            text.append(f" {status.notice} ", style="bold reverse")
+            text.append(f" {inert(status.notice)} ", style="bold reverse")
             text.append(" ")
-        text.append(f" {short_model(status.model)} ", style="bold")
+        text.append(f" {inert(short_model(status.model))} ", style="bold")
         saved = status.durability == "saved"
-        text.append(f"│ {'✓' if saved else '●'} {status.durability} ")
+        text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
         text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
-        text.append(f"│ {status.branch} ")
+        text.append(f"│ {inert(status.branch)} ")
         self.update(text)
 
 
@@ -141,7 +145,9 @@ class PendingBar(Static):
         if entry is not None:
             preview = entry.preview.replace("\n", " ")[:50]
             self.update(
-                Text(f"↳ next prompt continues from #{entry.seq} {preview} — Esc: back to HEAD")
+                inert_text(
+                    f"↳ next prompt continues from #{entry.seq} {preview} — Esc: back to HEAD"
+                )
             )
 
 
@@ -149,7 +155,7 @@ def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
     preview = entry.preview.replace("\n", " ")[:48]
     style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
-    return Text(f"{mark}#{entry.seq} {entry.role}: {preview}", style=style)
+    return inert_text(f"{mark}#{entry.seq} {entry.role}: {preview}", style)
 
 
 class Timeline(Tree[str]):

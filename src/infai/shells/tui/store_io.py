@@ -5,7 +5,7 @@ block it for long: another process's writer lock, an fdatasync, a PostgreSQL
 round trip, reading a 20,000-event index or a large blob. So every store call
 the TUI makes itself (opening and closing a session, loading the path and a
 page of events, the timeline's index entries, unfolding a blob, listing and
-naming sessions, switching the model) is a plain function here, and the app
+naming sessions, searching, switching the model) is a plain function here, and the app
 runs it with :func:`off_loop`, in a thread. The agent's own appends during a
 turn are the agent's to move (they go through :class:`AgentSession`).
 
@@ -28,7 +28,16 @@ from typing import TypeVar
 
 from infai.agent import AgentSession, Workspace
 from infai.llm import Model
-from infai.store import Entry, Event, MessageRecord, Record, SessionInfo, SessionStore, SessionView
+from infai.store import (
+    Entry,
+    Event,
+    MessageRecord,
+    Record,
+    SearchHit,
+    SessionInfo,
+    SessionStore,
+    SessionView,
+)
 
 from .panels import branch_label, fork_point
 
@@ -197,6 +206,11 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
 def sessions(workspace: Workspace) -> list[SessionInfo]:
     """The sessions the picker lists, most recently active first."""
     return workspace.sessions()
+
+
+def search(store: SessionStore, query: str, limit: int) -> list[SearchHit]:
+    """The search panel's hits for ``query``, best first (every session and branch)."""
+    return store.search(query, limit=limit)
 
 
 def name_of(store: SessionStore, session_id: str) -> str | None:
