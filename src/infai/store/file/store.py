@@ -453,9 +453,13 @@ def _mark_damage(io: FileIO, paths: SessionPaths, report: FsckReport) -> None:
             "detail": first.detail,
             "problems": len(report.problems),
         }
+        data = json.dumps(note).encode()
         with contextlib.suppress(OSError):  # a read-only store can still be checked
+            if paths.damaged.is_file() and paths.damaged.read_bytes() == data:
+                return  # said already
             paths.damaged.parent.mkdir(exist_ok=True)
-            atomic_write(io, str(paths.damaged), json.dumps(note).encode())
+            # a hint, not the truth (a later check says it again): no fsync needed
+            atomic_write(io, str(paths.damaged), data, sync=False)
     elif paths.damaged.exists():
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths.damaged)
