@@ -102,7 +102,10 @@ def test_run_json_escapes_and_round_trips(home: Path, work: Path) -> None:
 
 
 def test_session_commands_print_metadata_and_records_inert(home: Path, work: Path) -> None:
-    sid = infai(home, "session", "new", "--name", PAYLOAD, "--working-dir", PAYLOAD).stdout.strip()
+    evil = work / PAYLOAD  # a working dir must exist (issue 13): one named with the attack
+    evil.mkdir()
+    made = infai(home, "session", "new", "--name", PAYLOAD, "--working-dir", str(evil))
+    sid = made.stdout.strip()
     store = Store(home)
     assert store.info(sid).name == PAYLOAD  # stored as given: only its showing is inert
     store.close()

@@ -13,7 +13,6 @@ they will not.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..inert import inert_json
 from .common import echo, emit_json
 from .errors import mapped_errors
 
@@ -163,7 +163,7 @@ def _report(as_json: bool) -> None:
         if report["bwrap_version"]:
             echo(f"version:         {report['bwrap_version']}")
         userns = report["user_namespaces"]
-        echo(f"user namespaces: {json.dumps(userns)}")
+        echo(f"user namespaces: {inert_json(userns)}")
         for key in ("write_inside_allowed", "write_outside_blocked", "write_git_blocked"):
             if key in report:
                 echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
