@@ -129,7 +129,10 @@ def test_no_files_means_defaults(tmp_path: Path) -> None:
         ("[models.a]\nprovider = 'openai'\nmodel = 'm'\nbaseurl = 'x'", "models.a: unknown key"),
         ("[models.a]\nprovider = 'google'\nmodel = 'm'", "models.a.provider: must be one of"),
         ("[models.a]\nprovider = 'openai'", "models.a.model: the provider's model id"),
-        ("[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = '8k'", "must be a int"),
+        (
+            "[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = '8k'",
+            "must be an integer",
+        ),
         ("[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = 0", "must be positive"),
         ("[permissions]\ndenny = ['bash']", "unknown key 'denny'"),
         ("[permissions]\ndeny = 'bash rm*'", "permissions.deny: must be a list"),

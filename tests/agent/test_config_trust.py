@@ -124,3 +124,15 @@ def test_a_trusted_project_applies_in_full(user: Path, work: Path) -> None:
     assert config.default_model == "scripted:evil.json"
     assert config.models["local"].model == "other"
     assert Rule("allow", "bash", "make*") in config.rules and config.warnings == ()
+
+
+def test_a_wrongly_typed_model_key_is_named_in_plain_words(tmp_path: Path) -> None:
+    """Not "must be a int" (issue 13)."""
+    from infai.agent import ConfigError, load_config
+
+    user = tmp_path / "user.toml"
+    user.write_text('[models.m]\nprovider = "openai"\nmodel = "x"\ncontext_window = "big"\n')
+    with pytest.raises(
+        ConfigError, match=r"models\.m\.context_window: must be an integer, not 'big'"
+    ):
+        load_config(tmp_path, user)

@@ -125,6 +125,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+#: how an error names the type a model key wants (TOML's words, with an article)
+_KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
 def _check_model(path: Path, name: str, table: Any) -> dict[str, Any]:
     where = f"{path}: models.{name}"
     if not isinstance(table, dict):
@@ -135,7 +139,7 @@ def _check_model(path: Path, name: str, table: Any) -> dict[str, Any]:
             known = ", ".join(MODEL_KEYS)
             raise ConfigError(f"{where}: unknown key {key!r} (known: {known})")
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ConfigError(f"{where}.{key}: must be a {kind.__name__}, not {value!r}")
+            raise ConfigError(f"{where}.{key}: must be {_KIND_NAMES[kind]}, not {value!r}")
         if isinstance(value, int) and value <= 0:
             raise ConfigError(f"{where}.{key}: must be positive, not {value}")
     return dict(table)
