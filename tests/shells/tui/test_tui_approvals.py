@@ -16,6 +16,7 @@ from infai.agent.session import KEPT_RULES
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ToolView
+from infai.shells.tui import modals
 from infai.shells.tui.modals import GRACE, ApprovalScreen
 from infai.store import ToolResultRecord
 from tui_pilot import SIZES, asked, inside_screen, run_app, send, until, workspace, write_call
@@ -74,16 +75,34 @@ def test_deny_and_allow_always(tmp_path: Path, size: tuple[int, int]) -> None:
     assert verdicts[0] == "user" and verdicts[1] == "user" and verdicts[2].startswith("rule")
 
 
-def test_keys_typed_as_the_dialog_opens_go_to_the_input_not_the_answer(tmp_path: Path) -> None:
+class _Clock:
+    """The dialog's clock, moved by the test: a loaded machine may take longer
+    than the grace itself between two pilot key presses, so real time cannot
+    tell "still typing" from "paused" here."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_keys_typed_as_the_dialog_opens_go_to_the_input_not_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(modals, "time", clock)
     space = workspace(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "one")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval modal")
-        await pilot.press("a", "n", "d", "backspace", "y")  # still typing: not answers
+        for key in ("a", "n", "d", "backspace", "y"):  # still typing: not answers
+            clock.now += GRACE / 2
+            await pilot.press(key)
         assert isinstance(app.screen, ApprovalScreen)
-        await pilot.pause(GRACE + 0.05)  # the user stops and reads
+        clock.now += GRACE + 0.05  # the user stops and reads
         await pilot.press("y")
         await until(pilot, lambda: not app.busy)
         assert app.query_one("#prompt", Input).value == "any"
