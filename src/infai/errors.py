@@ -13,6 +13,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     │   ├── InvalidInput           bad id, kind, record or metadata; nothing written (a ValueError)
     │   ├── SessionNotFound        no session with that id (a KeyError)
     │   ├── EventNotFound          no event with that id in the session (a KeyError)
+    │   ├── ObjectNotFound         no store-wide object with that digest (a KeyError)
     │   ├── SessionExists          create or import would overwrite a session
     │   ├── WriterLocked           another process holds the session's writer lock
     │   ├── HeadConflict           (database) another writer moved HEAD first; retry

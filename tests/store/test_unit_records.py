@@ -16,6 +16,8 @@ from infai.store import (
     InvalidInput,
     MessageRecord,
     Record,
+    RestoreRecord,
+    SnapshotRecord,
     ToolCallRecord,
     ToolResultRecord,
     Usage,
@@ -126,7 +128,15 @@ def test_invalid_input_is_a_value_error() -> None:
 
 
 def test_kinds_table() -> None:
-    assert set(KINDS) == {"message", "tool_call", "tool_result", "compaction", "branch_summary"}
+    assert set(KINDS) == {
+        "message",
+        "tool_call",
+        "tool_result",
+        "compaction",
+        "branch_summary",
+        "snapshot",
+        "restore",
+    }
     for kind, rtype in RECORD_TYPES.items():
         assert rtype.kind == kind
 
@@ -199,6 +209,25 @@ RECORDS: dict[str, st.SearchStrategy[Record]] = {
         summary=_text,
         abandoned_tip=st.none() | _text,
         common_ancestor=st.none() | _text,
+    ),
+    "snapshot": st.builds(
+        SnapshotRecord,
+        tree=_text,
+        reason=_text,
+        files=st.integers(0, 2**40),
+        bytes=st.integers(0, 2**40),
+        changed=st.integers(0, 2**40),
+        skipped=_meta,
+        metadata=_meta,
+    ),
+    "restore": st.builds(
+        RestoreRecord,
+        tree=_text,
+        source=_text,
+        before=st.none() | _text,
+        touched=_strs,
+        kept=_strs,
+        metadata=_meta,
     ),
 }
 

@@ -64,6 +64,17 @@ class EventNotFound(StoreError, KeyError):
         return f"no event {self.event_id}{where}"
 
 
+class ObjectNotFound(StoreError, KeyError):
+    """No store-wide object (file content, tree, manifest) has this digest."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
+
+    def __str__(self) -> str:
+        return f"no object {self.digest} in the store (removed by gc, or never written)"
+
+
 class SessionExists(StoreError):
     """A session with this id already exists."""
 

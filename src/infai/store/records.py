@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-#: Version of the set of event kinds and their record shapes.
-KINDS_VERSION = 1
+#: Version of the set of event kinds and their record shapes (2 added
+#: ``snapshot`` and ``restore``; a version 1 session holds none and reads as is).
+KINDS_VERSION = 2
 
 
 class _Value:
@@ -190,7 +191,81 @@ class BranchSummaryRecord(_Value):
         self.common_ancestor = common_ancestor
 
 
-Record = MessageRecord | ToolCallRecord | ToolResultRecord | CompactionRecord | BranchSummaryRecord
+class SnapshotRecord(_Value):
+    """The files of the working directory at this point of the timeline.
+
+    ``tree`` is the root tree object (:mod:`.trees`) in the store's objects;
+    every event after this one on its path, up to the next snapshot, has these
+    files. ``reason`` says what took it ("turn start", "after bash", "before
+    restore"); ``files`` and ``bytes`` count what it covers; ``changed`` how many
+    paths differ from the previous snapshot on the path; ``skipped`` maps paths
+    left out to why (ignored, over the size cap, unreadable), so a restore can say
+    what it cannot bring back. Never sent to a model.
+    """
+
+    kind = "snapshot"
+    __slots__ = ("tree", "reason", "files", "bytes", "changed", "skipped", "metadata")
+
+    def __init__(
+        self,
+        *,
+        tree: str,
+        reason: str = "",
+        files: int = 0,
+        bytes: int = 0,
+        changed: int = 0,
+        skipped: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.reason = reason
+        self.files = files
+        self.bytes = bytes
+        self.changed = changed
+        self.skipped = skipped or {}
+        self.metadata = metadata or {}
+
+
+class RestoreRecord(_Value):
+    """Files put back on disk: the working directory now holds ``tree``, the files
+    of the event ``source``.
+
+    ``before`` is the snapshot event recorded (on the branch being left) just
+    before the restore, so nothing on disk is lost; ``touched`` lists the paths
+    written or removed; ``kept`` those the user chose to keep as they were.
+    Never sent to a model.
+    """
+
+    kind = "restore"
+    __slots__ = ("tree", "source", "before", "touched", "kept", "metadata")
+
+    def __init__(
+        self,
+        *,
+        tree: str,
+        source: str,
+        before: str | None = None,
+        touched: list[str] | None = None,
+        kept: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.source = source
+        self.before = before
+        self.touched = touched or []
+        self.kept = kept or []
+        self.metadata = metadata or {}
+
+
+Record = (
+    MessageRecord
+    | ToolCallRecord
+    | ToolResultRecord
+    | CompactionRecord
+    | BranchSummaryRecord
+    | SnapshotRecord
+    | RestoreRecord
+)
 
 RECORD_TYPES: dict[str, type[Record]] = {
     "message": MessageRecord,
@@ -198,18 +273,31 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "tool_result": ToolResultRecord,
     "compaction": CompactionRecord,
     "branch_summary": BranchSummaryRecord,
+    "snapshot": SnapshotRecord,
+    "restore": RestoreRecord,
 }
+#: kinds that record the workspace, not the conversation: never sent to a model
+WORKSPACE_KINDS = frozenset({"snapshot", "restore"})
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
 
 # -- the adapter ------------------------------------------------------------
 
-_STR_LISTS = {"goals", "constraints", "decisions", "files_changed", "unresolved", "facts"}
-_DICTS = {"metadata", "arguments"}
-_INTS = {"tokens_before", *Usage.__slots__}
+_STR_LISTS = {
+    "goals",
+    "constraints",
+    "decisions",
+    "files_changed",
+    "unresolved",
+    "facts",
+    "touched",
+    "kept",
+}
+_DICTS = {"metadata", "arguments", "skipped"}
+_INTS = {"tokens_before", "files", "bytes", "changed", *Usage.__slots__}
 _BOOLS = {"is_error"}
 _NOT_STR = _STR_LISTS | _DICTS | _INTS | _BOOLS | {"usage"}
 #: fields a record cannot be written without
-_REQUIRED = {"content", "call_id", "name", "summary"}
+_REQUIRED = {"content", "call_id", "name", "summary", "tree", "source"}
 
 
 def _plain(value: Any) -> Any:
@@ -368,6 +456,10 @@ def preview(record: Record) -> str:
         text = f"{record.name}({json.dumps(record.arguments, ensure_ascii=False)})"
     elif isinstance(record, ToolResultRecord):
         text = f"{record.name}{' error' if record.is_error else ''}: {record.content}"
+    elif isinstance(record, SnapshotRecord):
+        text = f"files: {record.files} ({record.changed} changed) {record.reason}"
+    elif isinstance(record, RestoreRecord):
+        text = f"files restored from {record.source}: {len(record.touched)} touched"
     else:
         text = record.summary
     text = text[: PREVIEW_CHARS * 2]

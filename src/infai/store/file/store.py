@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..search import Progress, SearchHit
     from .listing import ListingIndex
     from .lock import WriterLock
+    from .objects import FileObjects
     from .search_index import SearchIndex
     from .writer import SessionWriter
 
@@ -85,6 +86,7 @@ class Store:
         self.index_notes: list[str] = []
         self._listing_index: ListingIndex | None = None
         self._search_index: SearchIndex | None = None
+        self._objects: FileObjects | None = None
 
     # -- derived indexes (<home>/index/: caches of the sessions, never the truth) --
 
@@ -108,6 +110,15 @@ class Store:
 
             self._search_index = SearchIndex(self.home, self.sessions_dir, self.index_notes)
         return self._search_index
+
+    @property
+    def objects(self) -> FileObjects:
+        """The store-wide content-addressed objects (see :mod:`infai.store.objects`)."""
+        if self._objects is None:
+            from .objects import FileObjects
+
+            self._objects = FileObjects(self.home)
+        return self._objects
 
     def _noted(self, session_id: str, *, removed: bool = False) -> None:
         """Tell the listing index (if in use) that this process changed a session."""
@@ -239,7 +250,7 @@ class Store:
     def close(self) -> None:
         """Close the derived indexes' files (sessions' files are opened per reader and
         writer)."""
-        for index in (self._listing_index, self._search_index):
+        for index in (self._listing_index, self._search_index, self._objects):
             if index is not None:
                 index.close()
 

@@ -1,0 +1,85 @@
+"""Store-wide content-addressed objects: file contents, trees and manifests.
+
+Model, in prose: an object is an immutable byte string named by the SHA-256 of
+its bytes (``sha256:<hex>``, as blobs are). Unlike a session's blobs, which
+belong to one session directory, objects belong to the whole store, so the same
+file content saved by a hundred snapshots of a dozen sessions is kept once.
+Objects never change; they are only added, and removed by garbage collection
+when nothing reachable names them (``infai store gc``).
+
+What is in an object is its writer's business: workspace snapshots store file
+contents, symlink targets and directory trees (:mod:`.trees`); the agent stores
+the tool manifest a turn was offered. The store neither parses nor interprets
+them, except that :mod:`.trees` knows how to walk a tree for gc.
+
+Writes come in batches (:meth:`ObjectStore.batch`): a snapshot of ten thousand
+files is one transaction and one sync, not ten thousand. A batch's objects are
+durable when the ``with`` block exits without an exception; on an exception none
+of them is kept. Reads verify the digest: bytes that do not hash to their name
+raise :class:`~.errors.BlobDigestError`, never a silent wrong answer.
+
+Each removal bumps :meth:`ObjectStore.generation`, so a cache that remembers
+which digests exist (the snapshot stat cache) can tell that its memory may be
+stale and check again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+
+class ObjectBatch(Protocol):
+    """Objects being added in one transaction (see :meth:`ObjectStore.batch`)."""
+
+    def put(self, data: bytes) -> str:
+        """Add ``data`` (a no-op if an object with its digest exists); its digest."""
+
+
+class ObjectStore(Protocol):
+    """The store's content-addressed objects (both backends offer one)."""
+
+    def batch(self) -> AbstractContextManager[ObjectBatch]:
+        """A batch of puts, durable together when the ``with`` block exits."""
+
+    def put(self, data: bytes) -> str:
+        """Add one object durably (a batch of one); its digest."""
+
+    def get(self, digest: str) -> bytes:
+        """The object's bytes, checked against ``digest``; raises ``ObjectNotFound``
+        or ``BlobDigestError`` (corruption), ``InvalidInput`` for a malformed digest."""
+
+    def has(self, digest: str) -> bool:
+        """Whether the object is here (without reading it)."""
+
+    def missing(self, digests: Iterable[str]) -> set[str]:
+        """Those of ``digests`` that are not here (one query, not one per digest)."""
+
+    def size(self, digest: str) -> int:
+        """The object's length in bytes; raises ``ObjectNotFound``."""
+
+    def digests(self) -> Iterator[str]:
+        """Every object's digest, in no particular order (for gc)."""
+
+    def remove(self, digests: Iterable[str]) -> int:
+        """Remove these objects (absent ones are skipped) and bump the generation;
+        the bytes freed. Only garbage collection calls this."""
+
+    def generation(self) -> int:
+        """A number that grows with every :meth:`remove` (caches of "this digest is
+        stored" are valid only for the generation they were made in)."""
+
+    def stats(self) -> tuple[int, int]:
+        """How many objects there are and their total size in bytes."""
+
+
+def check_digest(digest: str) -> str:
+    """``digest`` if it is ``sha256:`` and 64 lower-case hex digits, else ``InvalidInput``."""
+    from .codec import PREFIX
+    from .errors import InvalidInput
+
+    hexpart = digest[len(PREFIX) :] if digest.startswith(PREFIX) else ""
+    if len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        raise InvalidInput(f"malformed object digest {digest[:80]!r} (want sha256:<64 hex>)")
+    return digest
