@@ -19,8 +19,9 @@ lint: $(BIN)/infai
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+# Two workers, each test file whole on one worker (files share module-level servers).
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 crash: $(BIN)/infai
 	$(BIN)/pytest -m crash
