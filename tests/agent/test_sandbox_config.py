@@ -162,6 +162,10 @@ def test_without_bwrap_auto_falls_back_and_says_so(
     why = {"missing": "bwrap is not on PATH", "broken": "No permissions to create new namespace"}
     assert why[how] in sandbox.reason
     assert sandbox.notice is not None and "every shell command will be asked" in sandbox.notice
+    # the model is not told of a sandbox there is not (nor offered to leave it)
+    spec = Bash(sandbox=sandbox).spec
+    assert "sandbox:" not in spec.description and "No sandbox works" in spec.description
+    assert "outside_sandbox" not in spec.parameters["properties"]
     # the fallback: commands run, unconfined (the policy asks first), env still scrubbed
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-1")
     out = _run(Bash(sandbox=sandbox), work, f"touch {tmp_path}/outside.txt; cat /proc/self/environ")

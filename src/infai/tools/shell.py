@@ -56,6 +56,13 @@ class Bash:
             self.spec = ToolSpec(
                 "bash", DESCRIPTION, schema(["command"], command=STR, timeout_seconds=INT)
             )
+        elif self.sandbox.mode == "auto" and not self.sandbox.confined:  # the fallback
+            self.spec = ToolSpec(
+                "bash",
+                f"{DESCRIPTION} No sandbox works on this machine: every command is shown "
+                "to the user, who may refuse it.",
+                schema(["command"], command=STR, timeout_seconds=INT),
+            )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
