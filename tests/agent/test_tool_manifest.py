@@ -14,13 +14,15 @@ from infai.agent import (
     AgentSession,
     TaskTool,
     TurnEnded,
+    Workspace,
     load_manifest,
     manifest_of,
     record_manifest,
     run_turn,
 )
+from infai.agent.config import Config
 from infai.agent.manifest import manifest_bytes
-from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
+from infai.llm import Done, Message, Request, ScriptedModel, TextDelta, ToolCall, ToolSpec
 from infai.store import (
     CorruptionError,
     Event,
@@ -237,3 +239,79 @@ def test_the_manifest_is_canonical_and_its_errors_name_the_digest(store: Store) 
     not_json = store.objects.put(b"\xff{")
     with pytest.raises(CorruptionError, match=f"tool manifest {not_json}"):
         load_manifest(store.objects, not_json)
+
+
+def test_a_reply_cut_short_names_the_manifest_its_request_offered(
+    store: Store, tmp_path: Path
+) -> None:
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    streaming = asyncio.Event()
+
+    class Hanging:
+        name, context_window = "hanging", 1000
+
+        async def stream(self, request: Request) -> Any:
+            yield TextDelta("The answer ")
+            streaming.set()
+            await asyncio.Event().wait()
+            yield Done(Message(role="assistant"))
+
+    async def scenario() -> None:
+        with store.open_writer(sid) as writer:
+            task = asyncio.create_task(
+                _drain(
+                    run_turn(
+                        writer,
+                        Hanging(),
+                        "question",
+                        toolbox=Toolbox([Echo("echo")]),
+                        permissions=AllowAll(),
+                        context=ToolContext(tmp_path, sid),
+                        objects=store.objects,
+                    )
+                )
+            )
+            await streaming.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+    (cut,) = replies(store, sid)
+    assert isinstance(cut.record, MessageRecord) and cut.record.metadata["interrupted"] is True
+    digest = manifest_of(cut)
+    assert digest is not None
+    assert [t["name"] for t in load_manifest(store.objects, digest)] == ["echo"]
+
+
+async def _drain(events: Any) -> None:
+    async for _ in events:
+        pass
+
+
+def test_the_standard_tools_give_one_manifest_across_workspaces(tmp_path: Path) -> None:
+    """Resumed by a new process (a new workspace: its own sandbox, its own tools), a
+    session's standard tool list (built-ins and ``task``) names the same manifest."""
+
+    class Space(Workspace):
+        def build_model(self, name: str) -> Any:
+            return ScriptedModel(["ok"])
+
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    digests = []
+    sid = None
+    for _ in range(2):
+        store = Store(home)
+        space = Space(store, work, config=Config())
+        session = space.open(sid)
+        sid = session.session_id
+        with session:
+            turn(session, "hello")
+        digests.append(manifest_of(replies(store, sid)[-1]))
+        store.close()
+    assert digests[0] is not None and digests[0] == digests[1]
+    store = Store(home)
+    names = [t["name"] for t in load_manifest(store.objects, digests[0])]
+    assert "task" in names and "bash" in names and names == sorted(names)
