@@ -30,6 +30,7 @@ from infai.store import (
     ObjectNotFound,
     Store,
     UnsupportedFormat,
+    open_store,
 )
 from infai.store.codec import digest_of
 from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput, builtin_tools
@@ -315,3 +316,32 @@ def test_the_standard_tools_give_one_manifest_across_workspaces(tmp_path: Path) 
     store = Store(home)
     names = [t["name"] for t in load_manifest(store.objects, digests[0])]
     assert "task" in names and "bash" in names and names == sorted(names)
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_both_backends_record_one_manifest_across_resume(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """On either backend, two sessions' turns with the same tools (one resumed by a
+    store opened afresh) name one manifest, loadable from the store's objects."""
+    from infai.store.pg import PgStore
+
+    if backend == "postgresql" and not hasattr(PgStore, "objects"):
+        pytest.skip("this branch's PgStore has no store-wide objects yet")
+    location = str(tmp_path / "home") if backend == "file" else request.getfixturevalue("pg_url")
+    digests: list[str | None] = []
+    sid = None
+    for text in ("first", "resumed"):
+        opened: Any = open_store(location)
+        try:
+            sid = sid or opened.create_session(working_dir=str(tmp_path)).id
+            with open_session(opened, sid, ScriptedModel(["ok"]), [Echo("echo")]) as session:
+                turn(session, text)
+            with opened.open_reader(sid) as reader:
+                digests.append(manifest_of(reader.event(reader.head or "")))
+            digest = digests[-1]
+            assert digest is not None
+            assert [t["name"] for t in load_manifest(opened.objects, digest)] == ["echo"]
+        finally:
+            opened.close()
+    assert digests[0] == digests[1]
