@@ -21,6 +21,7 @@ from infai.agent import (
     run_turn,
 )
 from infai.agent.config import Config
+from infai.agent.loop import INTERRUPTED_TURN
 from infai.agent.manifest import manifest_bytes
 from infai.llm import Done, Message, Request, ScriptedModel, TextDelta, ToolCall, ToolSpec
 from infai.store import (
@@ -29,6 +30,7 @@ from infai.store import (
     MessageRecord,
     ObjectNotFound,
     Store,
+    StoreIOError,
     UnsupportedFormat,
     open_store,
 )
@@ -242,10 +244,8 @@ def test_the_manifest_is_canonical_and_its_errors_name_the_digest(store: Store) 
         load_manifest(store.objects, not_json)
 
 
-def test_a_reply_cut_short_names_the_manifest_its_request_offered(
-    store: Store, tmp_path: Path
-) -> None:
-    sid = store.create_session(working_dir=str(tmp_path)).id
+def cut_short(store: Store, sid: str, tmp_path: Path, objects: Any) -> None:
+    """A turn whose model hangs mid-reply, cancelled there."""
     streaming = asyncio.Event()
 
     class Hanging:
@@ -268,7 +268,7 @@ def test_a_reply_cut_short_names_the_manifest_its_request_offered(
                         toolbox=Toolbox([Echo("echo")]),
                         permissions=AllowAll(),
                         context=ToolContext(tmp_path, sid),
-                        objects=store.objects,
+                        objects=objects,
                     )
                 )
             )
@@ -278,11 +278,41 @@ def test_a_reply_cut_short_names_the_manifest_its_request_offered(
                 await task
 
     asyncio.run(scenario())
+
+
+def test_a_reply_cut_short_names_the_manifest_its_request_offered(
+    store: Store, tmp_path: Path
+) -> None:
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    cut_short(store, sid, tmp_path, store.objects)
     (cut,) = replies(store, sid)
     assert isinstance(cut.record, MessageRecord) and cut.record.metadata["interrupted"] is True
     digest = manifest_of(cut)
     assert digest is not None
     assert [t["name"] for t in load_manifest(store.objects, digest)] == ["echo"]
+
+
+def test_a_manifest_that_cannot_be_put_does_not_lose_the_interruption(
+    store: Store, tmp_path: Path
+) -> None:
+    class Failing:
+        def generation(self) -> int:
+            return 0
+
+        def put(self, data: bytes) -> str:
+            raise StoreIOError("objects.sqlite: disk full")
+
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    cut_short(store, sid, tmp_path, Failing())
+    with store.open_reader(sid) as reader:
+        kept = [e.record for e in reader.context().events]
+    assert [r.content for r in kept if isinstance(r, MessageRecord)] == [
+        "question",
+        "The answer ",
+        INTERRUPTED_TURN,
+    ]
+    (cut,) = replies(store, sid)
+    assert manifest_of(cut) is None  # said in the log; the cut reply and marker are kept
 
 
 async def _drain(events: Any) -> None:

@@ -308,6 +308,15 @@ class _Turn:
         digest = await off_loop(record_manifest, self.objects, self.offered)
         return {**metadata, MANIFEST_KEY: digest}
 
+    async def cut_metadata(self) -> dict[str, Any]:
+        """A cut reply's metadata: its manifest too, unless that cannot be kept (the
+        interruption marker matters more than the manifest)."""
+        try:
+            return await self.manifested({"interrupted": True})
+        except Exception as failure:
+            log.warning("the tool manifest of an interrupted reply was not saved: %s", failure)
+            return {"interrupted": True}
+
     async def run_calls(self, message: Message, calls: list[Event]) -> AsyncIterator[AgentEvent]:
         """Decide and run each call, appending its result."""
         for call, call_event in zip(message.tool_calls, calls, strict=True):
@@ -369,7 +378,7 @@ class _Turn:
                     reasoning=thought or None,
                     model=self.model.name,
                     stop_reason="interrupted",
-                    metadata=await self.manifested({"interrupted": True}),
+                    metadata=await self.cut_metadata(),
                 )
                 await self.append(cut, "assistant")
             await self.append(marker, "user")
@@ -408,9 +417,10 @@ async def run_turn(
     Every append and store read runs in a worker thread (see
     :mod:`~infai.agent.offload`), and ``on_saved`` is told of each event appended,
     the interruption marker included (which is never yielded: the cancellation
-    is raised instead). With ``objects``, each stored reply names the tool manifest
-    its request offered (:mod:`.manifest`). A cancel always propagates: if the marker cannot be
-    written, the :class:`asyncio.CancelledError` is raised from that failure.
+    is raised instead). With ``objects``, each stored reply names the tool
+    manifest its request offered (:mod:`.manifest`). A cancel always propagates:
+    if the marker cannot be written, the :class:`asyncio.CancelledError` is raised
+    from that failure.
     """
     turn = _Turn(
         writer,

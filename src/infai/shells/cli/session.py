@@ -188,7 +188,7 @@ def session_show(store: SessionStore, session_id: str, event_id: str, as_json: b
     with store.open_reader(session_id) as reader:
         event = reader.event(event_id, resolve=True)
     digest = render.manifest_digest(event)
-    tools = _manifest_tools(store, event.id, digest) if digest else None
+    tools = _manifest_tools(store, digest) if digest else None
     if as_json:
         shown = render.event_json(event)
         if digest and tools is not None:
@@ -205,7 +205,7 @@ def session_show(store: SessionStore, session_id: str, event_id: str, as_json: b
         )
 
 
-def _manifest_tools(store: SessionStore, event_id: str, digest: str) -> list[dict[str, Any]] | None:
+def _manifest_tools(store: SessionStore, digest: str) -> list[dict[str, Any]] | None:
     """The tools of the manifest ``digest`` (None: the store has no such object)."""
     from infai.agent import load_manifest
     from infai.store import ObjectNotFound
