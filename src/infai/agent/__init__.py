@@ -15,6 +15,7 @@ from .config import Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
+from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
 from .prompt import system_prompt
 from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
@@ -22,6 +23,7 @@ from .wire import event_to_obj, settled_obj
 from .workspace import Workspace
 
 __all__ = [
+    "MANIFEST_KEY",
     "AgentEvent",
     "AgentSession",
     "Busy",
@@ -45,6 +47,9 @@ __all__ = [
     "describe_models",
     "event_to_obj",
     "load_config",
+    "load_manifest",
+    "manifest_of",
+    "record_manifest",
     "run_turn",
     "settled_obj",
     "system_prompt",

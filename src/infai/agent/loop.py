@@ -5,7 +5,8 @@ The durability contract, in order:
 1. the user's message is appended (durable) before the model is asked anything;
 2. the model's deltas stream live (:class:`Streamed`) and are never persisted;
 3. the settled assistant message and the tool calls it made are appended in one
-   transaction, so every call is durable before it runs;
+   transaction, so every call is durable before it runs (the message names the
+   tool manifest its request offered, put into the store first: :mod:`.manifest`);
 4. each call is decided by the permission seam, run, and its result appended
    (the decision is recorded in the result's metadata: who, what, when);
 5. the loop asks the model again until it stops calling tools.
@@ -23,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from infai.llm import (
     Done,
@@ -36,6 +37,7 @@ from infai.llm import (
     StreamEvent,
     TextDelta,
     ToolCall,
+    ToolSpec,
 )
 from infai.store import (
     NIL_ID,
@@ -61,6 +63,10 @@ from .compaction import (
     needs_compaction,
 )
 from .context import ContextCache, UnsendableEvent, to_messages
+from .manifest import MANIFEST_KEY, record_manifest
+
+if TYPE_CHECKING:
+    from infai.store.objects import ObjectStore
 
 log = logging.getLogger("infai.agent")
 
@@ -170,8 +176,12 @@ class _Turn:
         compact_at: float | None,
         cache: ContextCache,
         on_saved: Callable[[Event], None] | None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self.writer = writer
+        #: where the tool manifest of each request is kept (None: not recorded)
+        self.objects = objects
+        self.offered: tuple[ToolSpec, ...] = ()  # the tools the last request offered
         self.model = model
         self.toolbox = toolbox
         self.permissions = permissions
@@ -273,6 +283,7 @@ class _Turn:
             yield TurnEnded("error", str(exc))
             return
         request = Request(messages=messages, system=self.system, tools=self.toolbox.specs())
+        self.offered = request.tools
         outcome: Message | ProviderError | None = None
         self.partial, self.partial_reasoning = [], []
         async for event in self.model.stream(request):
@@ -288,6 +299,23 @@ class _Turn:
                     self.partial_reasoning.append(event.text)
                 yield Streamed(event)
         yield outcome
+
+    async def manifested(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``metadata`` naming the tool manifest the last request offered
+        (:mod:`.manifest`), put into the store first; unchanged if none is kept."""
+        if self.objects is None:
+            return metadata
+        digest = await off_loop(record_manifest, self.objects, self.offered)
+        return {**metadata, MANIFEST_KEY: digest}
+
+    async def cut_metadata(self) -> dict[str, Any]:
+        """A cut reply's metadata: its manifest too, unless that cannot be kept (the
+        interruption marker matters more than the manifest)."""
+        try:
+            return await self.manifested({"interrupted": True})
+        except Exception as failure:
+            log.warning("the tool manifest of an interrupted reply was not saved: %s", failure)
+            return {"interrupted": True}
 
     async def run_calls(self, message: Message, calls: list[Event]) -> AsyncIterator[AgentEvent]:
         """Decide and run each call, appending its result."""
@@ -325,6 +353,7 @@ class _Turn:
         calls = tuple(_storable(call) for call in outcome.tool_calls)
         if calls != outcome.tool_calls:
             outcome = replace(outcome, tool_calls=calls)
+        outcome = replace(outcome, metadata=await self.manifested(outcome.metadata))
         stored = await self.append_batch(_assistant_records(outcome))
         for item in stored:
             yield item
@@ -349,7 +378,7 @@ class _Turn:
                     reasoning=thought or None,
                     model=self.model.name,
                     stop_reason="interrupted",
-                    metadata={"interrupted": True},
+                    metadata=await self.cut_metadata(),
                 )
                 await self.append(cut, "assistant")
             await self.append(marker, "user")
@@ -372,6 +401,7 @@ async def run_turn(
     compact_at: float | None = DEFAULT_THRESHOLD,
     cache: ContextCache | None = None,
     on_saved: Callable[[Event], None] | None = None,
+    objects: ObjectStore | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
@@ -387,8 +417,10 @@ async def run_turn(
     Every append and store read runs in a worker thread (see
     :mod:`~infai.agent.offload`), and ``on_saved`` is told of each event appended,
     the interruption marker included (which is never yielded: the cancellation
-    is raised instead). A cancel always propagates: if the marker cannot be
-    written, the :class:`asyncio.CancelledError` is raised from that failure.
+    is raised instead). With ``objects``, each stored reply names the tool
+    manifest its request offered (:mod:`.manifest`). A cancel always propagates:
+    if the marker cannot be written, the :class:`asyncio.CancelledError` is raised
+    from that failure.
     """
     turn = _Turn(
         writer,
@@ -400,6 +432,7 @@ async def run_turn(
         compact_at=compact_at,
         cache=cache or ContextCache(writer),
         on_saved=on_saved,
+        objects=objects,
     )
     asked: Event | None = None
     async for item in turn.store_prompt(prompt):

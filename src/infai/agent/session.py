@@ -326,6 +326,7 @@ class AgentSession:
                 cache=self.cache,
                 compact_at=self.compact_at,
                 on_saved=self._saved,
+                objects=getattr(self.store, "objects", None),  # tool manifests
             ):
                 if not isinstance(event, Saved):  # a Saved was published when appended
                     self.hub.publish(event)

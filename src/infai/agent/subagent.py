@@ -105,6 +105,7 @@ class TaskTool:
                 context=ToolContext(context.working_dir, child.id, readable=context.readable),
                 system=system,
                 max_steps=self.max_steps,
+                objects=getattr(self.store, "objects", None),  # tool manifests
             ):
                 if isinstance(event, TurnEnded):
                     outcome = event

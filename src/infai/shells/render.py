@@ -52,6 +52,29 @@ def event_text(event: Event) -> str:
     return f"{header}\n{body}"
 
 
+#: the record metadata key naming a tool manifest (``infai.agent.MANIFEST_KEY``;
+#: kept here so ``session show`` loads the agent only for an event that has one)
+TOOL_MANIFEST = "tool_manifest"
+
+
+def manifest_digest(event: Event) -> str | None:
+    """The digest of the tool manifest ``event``'s record names (None: none)."""
+    metadata = getattr(event.record, "metadata", None)
+    digest = metadata.get(TOOL_MANIFEST) if isinstance(metadata, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def manifest_lines(digest: str, tools: list[dict[str, Any]]) -> list[str]:
+    """The tools a model request offered: each name, then its description indented
+    (printed inert by ``echo``: an MCP server's text is not trusted)."""
+    count = f"{len(tools)} tool" + ("" if len(tools) == 1 else "s")
+    lines = [f"tools offered ({count}, manifest {digest}):"]
+    for tool in tools:
+        lines.append(f"  {printable(str(tool['name']))}")
+        lines += [f"    {line}" for line in str(tool["description"]).splitlines()]
+    return lines
+
+
 def tree_lines(entries: list[Entry], head: str | None) -> list[str]:
     """Draw the event tree: a chain stays in its column, each fork indents."""
     children: dict[int, list[Entry]] = {}

@@ -5,7 +5,8 @@ that is not a UUID, malformed JSON, a parent that does not exist) prints one
 line on stderr and exits with code 2, having changed nothing; a store failure
 (corruption, an I/O error, a writer lock that was not released in time) exits
 with code 1 (the table is :mod:`.errors`). These commands import only the
-store, so they start fast.
+store, so they start fast (``show`` loads the agent's manifest reader for an
+event that names a tool manifest, and only then).
 
 ``export -o FILE`` writes a temporary file beside FILE, syncs it, renames it
 over FILE and syncs the directory: FILE is either the old file or the whole
@@ -21,6 +22,7 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -180,13 +182,41 @@ def session_tree(store: SessionStore, session_id: str, as_json: bool) -> None:
 @mapped_errors
 @pass_store
 def session_show(store: SessionStore, session_id: str, event_id: str, as_json: bool) -> None:
-    """One event with its record resolved (a blob's digest is checked)."""
+    """One event with its record resolved (a blob's digest is checked), and the
+    tools its model request was offered if it names a tool manifest (schemas in
+    ``--json``)."""
     with store.open_reader(session_id) as reader:
         event = reader.event(event_id, resolve=True)
+    digest = render.manifest_digest(event)
+    tools = _manifest_tools(store, digest) if digest else None
     if as_json:
-        emit_json(render.event_json(event))
+        shown = render.event_json(event)
+        if digest and tools is not None:
+            shown["tool_manifest"] = {"digest": digest, "tools": tools}
+        emit_json(shown)
     else:
         echo(render.event_text(event))
+        if digest and tools is not None:
+            echo("\n".join(render.manifest_lines(digest, tools)))
+    if digest and tools is None:
+        raise click.ClickException(
+            f"event {event.id}: its tool manifest {digest} is not in the store "
+            "(removed, or the session was imported without it)"
+        )
+
+
+def _manifest_tools(store: SessionStore, digest: str) -> list[dict[str, Any]] | None:
+    """The tools of the manifest ``digest`` (None: the store has no such object)."""
+    from infai.agent import load_manifest
+    from infai.store import ObjectNotFound
+
+    objects = getattr(store, "objects", None)
+    if objects is None:
+        return None
+    try:
+        return load_manifest(objects, digest)
+    except ObjectNotFound:
+        return None
 
 
 @session.command("context")

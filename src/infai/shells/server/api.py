@@ -220,6 +220,16 @@ COMPONENTS: dict[str, Schema] = {
             "preview": _TEXT,
         },
     },
+    "OfferedTool": {
+        "type": "object",
+        "required": ["name", "description", "parameters"],
+        "properties": {"name": _TEXT, "description": _TEXT, "parameters": {"type": "object"}},
+    },
+    "ToolManifest": {
+        "type": "object",
+        "required": ["digest", "tools"],
+        "properties": {"digest": _TEXT, "tools": {"type": "array", "items": _ref("OfferedTool")}},
+    },
     "Context": {
         "type": "object",
         "required": ["events", "boundary"],
@@ -491,6 +501,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET", "/v1/sessions/{session_id}/events/{event_id}", "get_event",
         "One event, its record resolved (a blob's digest is checked).",
         {200: ("The event.", "Event")}, params=(SESSION, EVENT),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/events/{event_id}/manifest", "get_manifest",
+        "The tools a reply's model request was offered (names, descriptions, schemas).",
+        {200: ("Its tool manifest.", "ToolManifest")}, params=(SESSION, EVENT),
     ),
     Operation(
         "GET", "/v1/sessions/{session_id}/context", "get_context",

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 from sse_starlette import EventSourceResponse
 from starlette.responses import JSONResponse, Response
 
-from infai.agent import Lagged, NotInFlight, settled_obj
-from infai.store import SessionView, StoreError
+from infai.agent import Lagged, NotInFlight, load_manifest, manifest_of, settled_obj
+from infai.store import ObjectNotFound, SessionView, StoreError
 from infai.tools import AllowAlways
 
 from .. import render
@@ -171,6 +171,22 @@ async def list_events(call: Call) -> Response:
 async def get_event(call: Call) -> Response:
     event_id = call.path["event_id"]
     return ok(settled_obj(await call.read(lambda reader: reader.event(event_id, resolve=True))))
+
+
+async def get_manifest(call: Call) -> Response:
+    """The tools the event's model request was offered (:mod:`infai.agent.manifest`)."""
+    event = await call.read(lambda reader: reader.event(call.path["event_id"], resolve=True))
+    digest = manifest_of(event)
+    objects = getattr(call.sessions.store, "objects", None)
+    if digest is None or objects is None:
+        raise ApiError(404, f"event {event.id} names no tool manifest")
+    try:
+        tools = await asyncio.to_thread(load_manifest, objects, digest)
+    except ObjectNotFound:
+        raise ApiError(
+            404, f"event {event.id}: its tool manifest {digest} is not in the store"
+        ) from None
+    return ok({"digest": digest, "tools": tools})
 
 
 async def get_context(call: Call) -> Response:
@@ -345,6 +361,7 @@ HANDLERS: dict[str, Handler] = {
     "delete_session": delete_session,
     "list_events": list_events,
     "get_event": get_event,
+    "get_manifest": get_manifest,
     "get_context": get_context,
     "get_head": get_head,
     "select_branch": select_branch,
