@@ -114,3 +114,16 @@ def test_a_branch_picked_between_turns_is_kept_while_parked(make: Callable[..., 
     events = h.client.get(f"/v1/sessions/{sid}/events", params={"all": "true"}).json()["events"]
     branch = next(e for e in events if e["preview"] == "instead")
     assert branch["parent_id"] == first
+
+
+def test_the_session_list_gains_title_first_prompt_and_count(make: Callable[..., Harness]) -> None:
+    h = make(lambda name: ScriptedModel(["an answer"]))
+    sid = h.new_session()
+    named = h.new_session(name="named")
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "what is here?")
+        stream.until("turn_ended")
+    listed = {s["id"]: s for s in h.client.get("/v1/sessions").json()["sessions"]}
+    assert listed[sid]["title"] == listed[sid]["first_prompt"] == "what is here?"
+    assert listed[sid]["events"] == 2 and listed[sid]["working_dir"] is not None
+    assert (listed[named]["title"], listed[named]["events"]) == ("named", 0)
