@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,7 +251,10 @@ class AgentSession:
             lease, self._lease = self._lease, None
             lease.release()
         if self._held == 0 and self.park_between_turns:
-            self.park()
+            # best effort: if it fails the writer stays held (the work itself
+            # succeeded) and the next release tries again
+            with suppress(Exception):
+                self.park()
 
     @contextmanager
     def slot(self) -> Iterator[None]:
