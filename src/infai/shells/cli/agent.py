@@ -304,7 +304,12 @@ def _prompt_text(prompt: str | None) -> str:
 @click.option("--from", "from_event", help="Branch: continue from this older event.")
 @model_option
 @allow_option
-@click.option("--json", "as_json", is_flag=True, help="Print agent events as JSON lines.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print agent events as JSON lines (each names its session).",
+)
 @mapped_errors
 @pass_store
 def run(
