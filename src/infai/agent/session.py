@@ -25,6 +25,14 @@ durable, with the turn's deltas and its end, so a watcher subscribed to the hub
 misses nothing and need not read the store back. Appends, store reads and the
 lease run in worker threads, never on the event loop.
 
+A long-lived host (the server) sets :attr:`AgentSession.park_between_turns`:
+then the writer (and with it the file store's lock) is held only while the
+slot's work runs. Between turns the session is *parked*: the writer is closed
+and reads go to a reader; the next turn, compaction or switch opens a new
+writer, which reads HEAD and everything another process appended meanwhile
+(``infai session append``, ``infai run --session``), so the turn builds on
+them; an event picked to continue from is carried over.
+
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
 session is opened, in any shell.
@@ -35,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +148,11 @@ class AgentSession:
         #: the turn started with :meth:`start` and still in flight
         self.turn: Turn | None = None
         self._closed = False
+        #: release the writer whenever the slot is free (see the module docstring)
+        self.park_between_turns = False
+        #: while parked: the reader that serves :attr:`view`, and the picked event
+        self._parked: SessionView | None = None
+        self._pending: str | None = None
         if info.model != model.name:
             try:
                 store.update_info(self.session_id, model=model.name)
@@ -150,14 +163,49 @@ class AgentSession:
     @property
     def view(self) -> SessionView:
         """The session as stored, read-only: its tree, events and context."""
-        view: SessionView = self.writer
+        view: SessionView = self._parked or self.writer
         return view
 
     @property
     def pending_parent(self) -> str | None:
         """The older event the next prompt continues from (None: HEAD)."""
+        if self._parked is not None:
+            return self._pending
         pending: str | None = self.writer.pending_parent
         return pending
+
+    @property
+    def parked(self) -> bool:
+        """Whether the writer is released (between turns, see :meth:`park`)."""
+        return self._parked is not None
+
+    def park(self) -> None:
+        """Release the writer (the file store's lock) until the slot is next claimed;
+        reads go to a reader meanwhile. Nothing happens while the slot is held or
+        once closed. Blocking store work: call it in a worker thread."""
+        if self._parked is not None or self._held or self._closed:
+            return
+        reader = self.store.open_reader(self.session_id)
+        self._pending = self.writer.pending_parent
+        self._parked = reader
+        self.writer.close()
+
+    def _unpark(self) -> None:
+        """Take a writer again (it reads HEAD: whatever was appended meanwhile is the
+        base of the next append) and restore the picked event."""
+        parked = self._parked
+        if parked is None:
+            return
+        writer = self.store.open_writer(self.session_id)  # may wait for another writer
+        try:
+            if self._pending is not None:
+                writer.select(self._pending)
+        except BaseException:
+            writer.close()
+            raise
+        self.writer, self._parked, self._pending = writer, None, None
+        self.cache = ContextCache(writer)
+        parked.close()
 
     def _keep(self, rules: list[Rule]) -> None:
         info = self.store.info(self.session_id)
@@ -184,14 +232,16 @@ class AgentSession:
             take = getattr(self.store, "lease", None)
             if take is not None:
                 self._lease = take(self.session_id)
-                try:
-                    refresh = getattr(self.writer, "refresh", None)
-                    if refresh is not None:
-                        refresh()
-                except BaseException:
+            try:
+                self._unpark()
+                refresh = getattr(self.writer, "refresh", None)
+                if self._lease is not None and refresh is not None:
+                    refresh()
+            except BaseException:
+                if self._lease is not None:
                     self._lease.release()
                     self._lease = None
-                    raise
+                raise
         self._held += 1
 
     def release(self) -> None:
@@ -200,6 +250,11 @@ class AgentSession:
         if self._held == 0 and self._lease is not None:
             lease, self._lease = self._lease, None
             lease.release()
+        if self._held == 0 and self.park_between_turns:
+            # best effort: if it fails the writer stays held (the work itself
+            # succeeded) and the next release tries again
+            with suppress(Exception):
+                self.park()
 
     @contextmanager
     def slot(self) -> Iterator[None]:
@@ -239,7 +294,15 @@ class AgentSession:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
         if self.busy is not None:
             raise Busy(f"session {self.session_id} is busy: {self.busy}")
-        self.writer.select(event_id)
+        parked = self._parked
+        if parked is None:
+            self.writer.select(event_id)
+        elif event_id is None:
+            self._pending = None
+        else:  # checked as the writer checks it: a well-formed id of this session
+            parked.refresh()
+            event_id = parked.entry_at(parked.seq_of(event_id)).id
+            self._pending = None if event_id == parked.head else event_id
 
     # -- turns -----------------------------------------------------------------
 
@@ -386,7 +449,11 @@ class AgentSession:
             self._held = 0
             lease, self._lease = self._lease, None
             lease.release()
-        self.writer.close()
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.close()  # the writer was closed when it was parked
+        else:
+            self.writer.close()
 
     async def aclose(self) -> None:
         """Cancel the turn in flight (it records its interruption), close the

@@ -6,6 +6,8 @@
 - the HTTP/SSE server (starlette): :mod:`.server` and its modules
 - :mod:`.render`: plain-text and JSON renderings of store objects, shared by
   the command line and the server
+- :mod:`.listing`: session listings for people (grouped by directory, last
+  activity in words), for the command line and the TUI
 
 A shell gets its machinery from :class:`infai.agent.Workspace` (the one
 composition root), names lower-layer types only to render them or answer them,

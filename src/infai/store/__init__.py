@@ -52,7 +52,7 @@ from .errors import (
 )
 from .events import Context, Entry, Event, EventSpec
 from .home import default_home
-from .info import FORMAT_VERSION, SessionInfo
+from .info import FORMAT_VERSION, SessionInfo, SessionSummary
 from .open import is_database_url, open_store
 from .options import StoreOptions
 from .records import (
@@ -161,6 +161,7 @@ __all__ = [
     "SessionNotFound",
     "SessionReader",
     "SessionStore",
+    "SessionSummary",
     "SessionView",
     "SessionWriter",
     "SnapshotRecord",

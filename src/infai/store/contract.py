@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from .errors import StoreError
     from .events import Context, Entry, Event, EventSpec
-    from .info import Changed, SessionInfo
+    from .info import Changed, SessionInfo, SessionSummary
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
@@ -177,6 +177,10 @@ class SessionStore(Protocol):
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently active first; ones that cannot be
         read are left out and their errors kept in ``unreadable``."""
+
+    def list_summaries(self) -> list[SessionSummary]:
+        """As :meth:`list_sessions`, each with its first prompt and event count (for
+        listings people read; as cheap as :meth:`list_sessions`, no event is read)."""
 
     def remove_session(self, session_id: str) -> None:
         """Delete a session for good; waits for its writer lock (file store) or takes its

@@ -118,6 +118,47 @@ class SessionInfo:
         return f"SessionInfo({self.to_obj()!r})"
 
 
+class SessionSummary:
+    """A session as a listing shows it: its metadata, the preview of its first user
+    message (its title when it has no name) and how many events it holds.
+
+    Both come from what each backend keeps for listings anyway (the file store's
+    listing index, the database's session row and the first user event), so a
+    listing of hundreds of sessions reads no event of theirs.
+    """
+
+    __slots__ = ("events", "first_prompt", "info")
+
+    def __init__(self, info: SessionInfo, first_prompt: str | None, events: int) -> None:
+        self.info = info
+        #: the preview (at most 80 characters) of the first ``user`` message, if any
+        self.first_prompt = first_prompt
+        #: the number of events, every branch included
+        self.events = events
+
+    @property
+    def title(self) -> str:
+        """The session's name, else its first prompt, else ``""``."""
+        return self.info.name or self.first_prompt or ""
+
+    def to_obj(self) -> dict[str, Any]:
+        """The metadata's fields, then ``title``, ``first_prompt`` and ``events``."""
+        return {
+            **self.info.to_obj(),
+            "title": self.title,
+            "first_prompt": self.first_prompt,
+            "events": self.events,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionSummary) and self.to_obj() == other.to_obj()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SessionSummary({self.to_obj()!r})"
+
+
 def _nul_in(value: object) -> bool:
     if isinstance(value, str):
         return "\x00" in value

@@ -55,7 +55,8 @@ def test_run_json_events(home: Path, work: Path) -> None:
     assert lines[0]["type"] == "saved" and lines[0]["event"]["record"] == {"content": "hi"}
     assert {x["type"] for x in lines[1:-2]} == {"stream"}
     assert lines[-2]["type"] == "saved" and lines[-2]["event"]["role"] == "assistant"
-    assert lines[-1] == {"type": "end", "outcome": "done", "error": None}
+    sid = lines[0]["session"]  # every line names its session (issue 13)
+    assert lines[-1] == {"type": "end", "outcome": "done", "error": None, "session": sid}
 
 
 def test_run_tools_are_denied_headless_unless_allowed(home: Path, work: Path) -> None:
@@ -191,14 +192,15 @@ def test_run_json_lines_are_the_agents_one_json_form(
         for x in infai(home, "run", "--json", "--model", model, "hi").stdout.splitlines()
     ]
     assert len(seen) == len(lines) > 5
-    assert lines == [json.loads(json.dumps(event_to_obj(e))) for e in seen]
+    sid = lines[0]["session"]  # the one form, with the session's id added (issue 13)
+    assert lines == [json.loads(json.dumps({**event_to_obj(e), "session": sid})) for e in seen]
     kinds = [(x["type"], x.get("kind") or x.get("event", {}).get("kind")) for x in lines]
     assert ("saved", "tool_call") in kinds and ("saved", "tool_result") in kinds
     saved = [x["event"] for x in lines if x["type"] == "saved"]
     assert [e["seq"] for e in saved] == list(range(len(saved)))  # its place in the log
     assert saved[0]["preview"] == "hi"
     text = next(x for x in lines if x["type"] == "stream" and x["kind"] == "text")
-    assert set(text) == {"type", "kind", "text"}
+    assert set(text) == {"type", "kind", "text", "session"}
 
 
 class CountingModel:

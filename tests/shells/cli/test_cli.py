@@ -64,7 +64,8 @@ def test_new_ls_and_json(home: Path) -> None:
     assert listed[0]["name"] == "first" and listed[0]["working_dir"] == wd
     assert listed[0]["model"] == "offline" and listed[0]["format"] == 1
     plain = run(home, "session", "ls").stdout.splitlines()
-    assert plain[0].startswith(a) and "first" in plain[0]
+    assert plain[0].split()[0] == "SESSION"  # a header first (issue 13)
+    assert "first" in next(line for line in plain if a in line)
     info = json.loads(run(home, "session", "new", "--json").stdout)
     assert info["created_at"].endswith("Z")
 

@@ -79,7 +79,7 @@ def test_chat_with_no_input_leaves_no_session(home: Path, work: Path) -> None:
 def test_chat_says_how_to_come_back(home: Path, work: Path) -> None:
     out = infai(home, "chat", stdin="hello\n")
     [sid] = _ids(home)
-    assert f"infai chat --session {sid}" in out.stderr
+    assert f"infai --home {home} chat --session {sid}" in out.stderr  # the store typed, too
 
 
 def test_run_reads_the_prompt_from_standard_input(home: Path, work: Path) -> None:

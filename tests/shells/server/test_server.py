@@ -584,19 +584,25 @@ def test_branch_selection_compaction_and_delete(make: Callable[..., Harness]) ->
 def test_two_servers_on_one_home_never_write_one_session_together(
     make: Callable[..., Harness],
 ) -> None:
-    a = make(lock_timeout=0.1)
-    b = make(lock_timeout=0.1)
+    gated = Gated("a long answer")
+    a = make(lambda name: gated, lock_timeout=0.1)
+    b = make(lambda name: registry(None), lock_timeout=0.1)  # offline, whatever a used
     sid = a.new_session()
-    with a.watch(sid) as (stream, _):
-        a.prompt(sid, "mine")
-        stream.until("turn_ended")
-    refused = b.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "mine too"})
-    assert refused.status_code == 409
-    assert "being written by another process" in refused.json()["error"]
-    assert b.client.get(f"/v1/sessions/{sid}/stream").status_code == 409
-    assert store_ids(b, sid) == store_ids(a, sid)  # reading needs no lock
-    assert b.client.delete(f"/v1/sessions/{sid}").status_code == 409
-    a.close()
+    try:
+        with a.watch(sid) as (stream, _):
+            a.prompt(sid, "mine")
+            stream.until("delta")  # a's turn holds the session's writer
+            refused = b.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "mine too"})
+            assert refused.status_code == 409
+            assert "being written by another process" in refused.json()["error"]
+            assert b.client.get(f"/v1/sessions/{sid}/stream").status_code == 409
+            assert store_ids(b, sid) == store_ids(a, sid)  # reading needs no lock
+            assert b.client.delete(f"/v1/sessions/{sid}").status_code == 409
+            gated.release()
+            stream.until("turn_ended")
+    finally:
+        gated.release()
+    # a releases the writer when its turn ends (issue 13): b's turn goes next
     b.prompt(sid, "now mine")
     b.wait(lambda: b.detail(sid)["turn"] is None)
     assert len(store_ids(b, sid)) == 4

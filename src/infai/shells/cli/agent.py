@@ -17,13 +17,16 @@ the workspace are closed with ``aclose`` in the event loop that used them;
 each closes the models it owns, so none is closed twice.
 
 ``--json`` prints each agent event in the one JSON form,
-:func:`infai.agent.event_to_obj`, the objects the server sends as SSE data.
+:func:`infai.agent.event_to_obj` (the objects the server sends as SSE data),
+with the session's id added as ``session``: a script that runs several
+sessions, or starts a new one, knows which one each line belongs to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,7 +40,14 @@ from infai.store import SessionStore, StoreError
 
 from .. import render
 from ..inert import inert_json
-from .common import echo, emit_json, json_option, pass_store, report_recovery
+from .common import (
+    come_back_command,
+    echo,
+    emit_json,
+    json_option,
+    pass_store,
+    report_recovery,
+)
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
@@ -162,8 +172,8 @@ async def _turn(session: AgentSession, prompt: str, as_json: bool) -> str:
 
     outcome, error, mid_line = "done", None, False
     async for event in session.prompt(prompt):
-        if as_json:
-            click.echo(inert_json(event_to_obj(event)))  # one line
+        if as_json:  # one line, naming the session (a script may run several at once)
+            click.echo(inert_json({**event_to_obj(event), "session": session.session_id}))
         elif isinstance(event, Streamed) and isinstance(event.event, TextDelta):
             echo(event.event.text, nl=False)
             mid_line = True
@@ -294,7 +304,12 @@ def _prompt_text(prompt: str | None) -> str:
 @click.option("--from", "from_event", help="Branch: continue from this older event.")
 @model_option
 @allow_option
-@click.option("--json", "as_json", is_flag=True, help="Print agent events as JSON lines.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print agent events as JSON lines (each names its session).",
+)
 @mapped_errors
 @pass_store
 def run(
@@ -351,6 +366,50 @@ def compact_command(
         echo(event.id)
 
 
+#: what ``/help`` prints in ``infai chat``
+CHAT_HELP = """\
+Each line is sent as a prompt; the answer streams below it.
+  /help         this help
+  /quit, /exit  leave (so do Ctrl-D and Ctrl-C at the prompt)
+  Ctrl-C        during an answer: stop it (what was said is kept)
+A line that is a slash and one word is a command here and is never sent."""
+
+#: a line that is a chat command rather than a prompt: a slash and one word
+_COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")
+
+
+def _chat_lines(interactive: bool) -> Iterator[str]:
+    """The prompts typed, stripped, blank ones skipped; shows the ``>`` marker on
+    stderr before each when a person is typing (not when stdin is a file or a pipe).
+    Ends at end of input, ``/quit``, ``/exit`` or Ctrl-C at the prompt; answers
+    ``/help`` and any other command itself."""
+    while True:
+        if interactive:
+            echo("> ", err=True, nl=False)
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            echo(err=True)
+            return
+        if not line:
+            if interactive:
+                echo(err=True)  # end the marker's line
+            return
+        text = line.strip()
+        if text in ("/quit", "/exit"):
+            return
+        if text == "/help":
+            echo(CHAT_HELP, err=True)
+        elif _COMMAND.fullmatch(text):
+            echo(f"infai: unknown command {text}; /help lists them (nothing was sent)", err=True)
+        elif text:
+            yield text
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 @click.command("chat")
 @session_option
 @continue_option
@@ -365,25 +424,23 @@ def chat(
     model_name: str | None,
     allow: tuple[str, ...],
 ) -> None:
-    """A line-based chat: each line is a prompt; '/exit' or end of input quits.
+    """A line-based chat: each line is a prompt; '/help' lists the commands, '/quit'
+    (or end of input) leaves and prints the command that comes back to the session.
 
+    A prompt marker ('> ') is shown on stderr when standard input is a terminal.
     A new session left empty (no prompt was sent) is removed again on the way out.
     """
     space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     created = session_id is None and not resume
     # one event loop for the whole chat: an SDK client's connections belong to it
     with session, asyncio.Runner() as runner:
-        echo(f"session {session.session_id} ({session.model.name}); /exit to quit", err=True)
+        echo(f"session {session.session_id} ({session.model.name}); /help, /quit", err=True)
         try:
-            for line in sys.stdin:
-                text = line.strip()
-                if text in ("/exit", "/quit"):
-                    break
-                if text:
-                    try:
-                        runner.run(_turn(session, text, as_json=False))
-                    except KeyboardInterrupt:
-                        echo("\ninfai: interrupted", err=True)
+            for text in _chat_lines(_stdin_is_terminal()):
+                try:
+                    runner.run(_turn(session, text, as_json=False))
+                except KeyboardInterrupt:
+                    echo("\ninfai: interrupted", err=True)
         finally:
             empty = session.view.count == 0
             runner.run(_close(space, session))
@@ -391,7 +448,8 @@ def chat(
         store.remove_session(session.session_id)
         echo("infai: nothing was sent; the new session was removed", err=True)
     else:
-        echo(f"infai: continue with: infai chat --session {session.session_id}", err=True)
+        command = come_back_command(session.session_id, "chat")
+        echo(f"infai: session {session.session_id}; come back with: {command}", err=True)
 
 
 @click.command("models")

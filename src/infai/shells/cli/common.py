@@ -129,6 +129,42 @@ def emit_json(value: object) -> None:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
+def come_back_command(session_id: str, command: str = "chat") -> str:
+    """The exact command line that reopens ``session_id`` (``command``: ``chat``, or
+    ``""`` for the TUI), with the store options this command line was given.
+
+    ``--home`` and ``--store`` are repeated when they were typed (an environment
+    variable will still be set next time); a database URL is shown without its
+    password, which psycopg then takes from ``PGPASSWORD`` or ``~/.pgpass``.
+    """
+    import shlex
+
+    from click.core import ParameterSource
+
+    words = ["infai"]
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    spec = root.find_object(StoreSpec) if root is not None else None
+    if root is not None and spec is not None:
+        typed = root.get_parameter_source
+        if spec.home is not None and typed("home") == ParameterSource.COMMANDLINE:
+            words += ["--home", str(spec.home)]
+        if spec.location and typed("location") == ParameterSource.COMMANDLINE:
+            words += ["--store", _without_password(spec.location)]
+    words += [command, "--session", session_id] if command else ["--session", session_id]
+    return shlex.join(words)
+
+
+def _without_password(location: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = parts.netloc.replace(f":{parts.password}@", "@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def report_recovery(store: SessionStore, session_id: str) -> None:
     """Say on stderr what recovery did when a writer opened (never silent)."""
     for note in store.recovery_notes.get(session_id, []):
@@ -143,6 +179,7 @@ def report_unreadable(store: SessionStore) -> None:
 
 __all__ = [
     "StoreSpec",
+    "come_back_command",
     "echo",
     "emit_json",
     "json_option",

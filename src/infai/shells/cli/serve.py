@@ -77,8 +77,9 @@ def is_loopback(host: str) -> bool:
     type=click.FloatRange(min=0),
     default=600.0,
     show_default=True,
-    help="Seconds before a session nobody uses is closed, freeing it for other "
-    "programs (0: keep sessions open).",
+    help="Seconds before a session nobody uses is closed (0: keep sessions open). "
+    "Its writer is released whenever a turn ends, so other programs can write to it "
+    "between turns.",
 )
 @click.option(
     "--lock-timeout",

@@ -26,7 +26,7 @@ from typing import Any
 
 import click
 
-from infai.store import KINDS, SessionStore
+from infai.store import KINDS, SessionStore, SessionSummary
 
 from .. import render
 from ..inert import inert_json_line
@@ -66,14 +66,46 @@ def session_new(
 @mapped_errors
 @pass_store
 def session_ls(store: SessionStore, as_json: bool) -> None:
-    """List sessions, most recently active first (metadata only, no events)."""
-    infos = store.list_sessions()
+    """List sessions: grouped by directory (this one first), most recently active
+    first in each, with title (name, else first prompt), last activity and event count.
+
+    --json is one list, most recently active first: each session's metadata plus
+    'title', 'first_prompt' and 'events'. Reads no event (the listing index).
+    """
+    summaries = store.list_summaries()
     report_unreadable(store)
     if as_json:
-        emit_json([i.to_obj() for i in infos])
+        emit_json([s.to_obj() for s in summaries])
         return
-    for info in infos:
-        echo(render.session_line(info))
+    for line in listing_lines(summaries):
+        echo(line)
+
+
+#: characters of a title shown in ``session ls`` (a first prompt has at most 80)
+TITLE_SHOWN = 60
+
+
+def listing_lines(summaries: list[SessionSummary]) -> list[str]:
+    """``session ls`` as people read it: a header, then each directory's sessions
+    under its name (see :mod:`infai.shells.listing`); "no sessions" if none."""
+    from datetime import UTC, datetime
+
+    from ..listing import NO_DIRECTORY, by_directory, here, relative_time
+
+    if not summaries:
+        return ["no sessions"]
+    now, current = datetime.now(UTC), here()
+    lines = [f"  {'SESSION':<36}  {'ACTIVE':<15} {'EVENTS':>6}  TITLE"]
+    for directory, group in by_directory(summaries, current):
+        where = render.printable(directory) if directory != NO_DIRECTORY else "(no directory)"
+        lines.append(f"{where} (this directory)" if directory == current else where)
+        for s in group:
+            title = render.printable(s.title) or "-"
+            if len(title) > TITLE_SHOWN:
+                title = title[: TITLE_SHOWN - 3] + "..."
+            when = relative_time(s.info.updated_at, now)
+            lines.append(f"  {s.info.id:<36}  {when:<15} {s.events:>6}  {title}".rstrip())
+    return lines
 
 
 def _read_record_arg(

@@ -126,6 +126,20 @@ def _nullable(kind: str, **more: Any) -> Schema:
 _ID: Schema = {"type": "string", "format": "uuid"}
 _TEXT: Schema = {"type": "string"}
 
+#: the fields of a session's metadata (session.json), as the API sends them
+_SESSION_PROPERTIES: Schema = {
+    "id": _ID,
+    "format": {"type": "integer"},
+    "name": _nullable("string"),
+    "working_dir": _nullable("string"),
+    "model": _nullable("string"),
+    "created_at": _TEXT,
+    "updated_at": _TEXT,
+    "parent_session": _nullable("string"),
+    "parent_event": _nullable("string"),
+    "extra": {"type": "object"},
+}
+
 COMPONENTS: dict[str, Schema] = {
     "Error": {
         "type": "object",
@@ -141,18 +155,7 @@ COMPONENTS: dict[str, Schema] = {
         "type": "object",
         "description": "A session's metadata (session.json).",
         "required": ["id", "created_at", "updated_at"],
-        "properties": {
-            "id": _ID,
-            "format": {"type": "integer"},
-            "name": _nullable("string"),
-            "working_dir": _nullable("string"),
-            "model": _nullable("string"),
-            "created_at": _TEXT,
-            "updated_at": _TEXT,
-            "parent_session": _nullable("string"),
-            "parent_event": _nullable("string"),
-            "extra": {"type": "object"},
-        },
+        "properties": _SESSION_PROPERTIES,
     },
     "SessionDetail": {
         "type": "object",
@@ -162,7 +165,11 @@ COMPONENTS: dict[str, Schema] = {
             "id": _ID,
             "head": _nullable("string"),
             "events": {"type": "integer"},
-            "open": {"type": "boolean", "description": "This server holds its writer."},
+            "open": {
+                "type": "boolean",
+                "description": "Open in this server (which holds its writer only while "
+                "a turn, a compaction or a branch switch runs).",
+            },
             "turn": _nullable("string", description="The turn in flight."),
             "busy": _nullable("string"),
             "pending_parent": _nullable("string"),
@@ -170,10 +177,22 @@ COMPONENTS: dict[str, Schema] = {
             "pending_approvals": {"type": "integer"},
         },
     },
+    "SessionSummary": {
+        "type": "object",
+        "description": "A session's metadata, its title (name, else first prompt), the "
+        "preview of its first user message and its event count.",
+        "required": ["id", "created_at", "updated_at", "title", "events"],
+        "properties": {
+            **_SESSION_PROPERTIES,
+            "title": {"type": "string"},
+            "first_prompt": _nullable("string"),
+            "events": {"type": "integer"},
+        },
+    },
     "SessionList": {
         "type": "object",
         "required": ["sessions"],
-        "properties": {"sessions": {"type": "array", "items": _ref("Session")}},
+        "properties": {"sessions": {"type": "array", "items": _ref("SessionSummary")}},
     },
     "Entry": {
         "type": "object",

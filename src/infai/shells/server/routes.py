@@ -106,8 +106,8 @@ async def openapi_document(call: Call) -> Response:
 
 
 async def list_sessions(call: Call) -> Response:
-    infos = await asyncio.to_thread(call.sessions.store.list_sessions)
-    return ok({"sessions": [i.to_obj() for i in infos]})
+    summaries = await asyncio.to_thread(call.sessions.store.list_summaries)
+    return ok({"sessions": [s.to_obj() for s in summaries]})
 
 
 async def create_session(call: Call) -> Response:

@@ -19,7 +19,10 @@ another process appended (a shared database) read from the store when its
 ``watch`` tells of them, or when the agent's next event shows a gap (its
 lease's refresh saw them first). So a watcher that replays the store up to
 :attr:`Served.published` and then follows the channel misses nothing and sees
-nothing twice. The deltas since the turn's last settled event are kept in
+nothing twice. (On the file store, where nothing is heard from other
+processes, what a terminal appended between two turns is that gap: the agent's
+writer is released between its turns, :attr:`~infai.agent.AgentSession.park_between_turns`.)
+The deltas since the turn's last settled event are kept in
 memory, so a watcher that joins mid-message is sent the whole message so far.
 A turn's ``turn_ended`` goes out once the agent's slot is free again, so a
 client that saw it can start the next turn at once.
@@ -176,6 +179,16 @@ class Served:
         #: the sequence number and id of the last settled event published
         self.published = view.count - 1
         self.published_head: str | None = view.head
+        # The writer (the file store's lock) is held only while a turn, a compaction
+        # or a switch runs: between them a terminal's `infai session append` or
+        # `infai run --session` does not wait behind this server, and the next turn
+        # opens a writer that starts from what they appended.
+        self.agent.park_between_turns = True
+        try:
+            self.agent.park()
+        except BaseException:
+            self.agent.close()
+            raise
         self._events = self.agent.hub.subscribe(PUMP_LIMIT)
         self._pump: asyncio.Task[None] | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []

@@ -1,11 +1,14 @@
 """The sessions a server has open: opened on first use, closed when idle or deleted.
 
-A session is opened in the server lazily, on the first request that needs its
-writer (a prompt, a stream, a selection, a compaction), and stays open, holding
-the store's writer lock, until it is deleted, has been idle (no turn, watcher
-or question) for the configured time, or the server stops. A second
-server (or ``infai run``) on the same session therefore waits for the lock and
-then fails clearly; it never writes beside this one.
+A session is opened in the server lazily, on the first request that needs it
+(a prompt, a stream, a selection, a compaction), and stays open until it is
+deleted, has been idle (no turn, watcher or question) for the configured time,
+or the server stops. It holds the store's writer (the file store's lock) only
+while a turn, a compaction or a branch switch runs (see :mod:`.served`): a
+terminal's ``infai session append`` or ``infai run --session`` between two
+turns does not wait, and the next turn starts from what it appended. One that
+runs *during* a turn waits for the lock and then fails clearly (as does the
+server's next turn during theirs); nothing ever writes beside another writer.
 
 Opening, closing and deleting a session are serialised per session id by
 :class:`Locks`, whose entry for an id lives only while someone holds or awaits
@@ -145,11 +148,8 @@ class Sessions:
         return served
 
     def start_closing_idle(self, after: float | None) -> None:
-        """Close sessions idle for ``after`` seconds (None: never), freeing their writers.
-
-        A session the server holds open keeps its writer lock (file store), so a
-        TUI or ``infai run`` elsewhere could not write to it; an idle one goes.
-        """
+        """Close sessions idle for ``after`` seconds (None: never), freeing their
+        memory (their writers were released when their last turn ended)."""
         if after is None or self._closer is not None:
             return
 

@@ -20,6 +20,12 @@ them in three tiers, cheapest first:
    the index (an older infai, an edit by hand) is seen within that time.
    :meth:`ListingIndex.rows` with ``full=True`` does it at once.
 
+Each row also keeps what a listing shows people besides the metadata: the
+event count (from HEAD's sequence number, read anyway) and the preview of the
+first user message, the session's title when it has no name (from the first
+entries of ``index.jsonl``, a few KiB). Both are read with the row, never
+per listing; a writer of this store updates the count with HEAD's time.
+
 A warm listing therefore costs two system calls and one query whatever the
 number of sessions. The file is ``<home>/index/sessions.sqlite``; deleted, it
 costs one full read at the next listing; damaged, it is rebuilt with a note.
@@ -35,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ..info import SessionInfo
+from ..info import SessionInfo, SessionSummary
 from .derived import DerivedDB, is_damage, now_ns, signature
-from .meta import decode_info, id_time, last_append
+from .format import INDEX_WIDTH, decode_head, decode_index_entry
+from .meta import decode_info, id_time
 
-VERSION = 1
+VERSION = 2  # 2: first_prompt and events
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS listing (
     id TEXT PRIMARY KEY,
@@ -55,7 +62,9 @@ CREATE TABLE IF NOT EXISTS listing (
     parent_event TEXT,
     extra TEXT,
     appended TEXT NOT NULL,
-    active TEXT NOT NULL
+    active TEXT NOT NULL,
+    first_prompt TEXT,
+    events INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS listing_active ON listing (active DESC, id DESC);
 CREATE TABLE IF NOT EXISTS checked (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,13 +72,14 @@ CREATE TABLE IF NOT EXISTS unreadable (id TEXT PRIMARY KEY)
 """
 _COLS = (
     "id, meta_sig, head_sig, format, name, working_dir, model, created_at, updated_at,"
-    " parent_session, parent_event, extra, appended, active"
+    " parent_session, parent_event, extra, appended, active, first_prompt, events"
 )
 #: what a listing reads back: the metadata as shown (``active`` is its ``updated_at``)
 _SHOWN = (
-    "id, format, name, working_dir, model, created_at, active, parent_session, parent_event, extra"
+    "id, format, name, working_dir, model, created_at, active, parent_session, parent_event, extra,"
+    " first_prompt, events"
 )
-_INSERT = f"INSERT OR REPLACE INTO listing ({_COLS}) VALUES ({', '.join('?' * 14)})"
+_INSERT = f"INSERT OR REPLACE INTO listing ({_COLS}) VALUES ({', '.join('?' * 16)})"
 
 #: seconds between full checks of every session's files (tier 3)
 FULL_EVERY = 30.0
@@ -116,6 +126,14 @@ class ListingIndex:
         if self._infos is None or self._infos[0] is not rows:
             self._infos = (rows, [info_of(r) for r in rows])
         return list(self._infos[1])
+
+    def summaries(self) -> list[SessionSummary]:
+        """As :meth:`sessions`, each with its first prompt and event count."""
+        rows = self.rows()
+        if self._infos is None or self._infos[0] is not rows:
+            self._infos = (rows, [info_of(r) for r in rows])
+        infos = self._infos[1]
+        return [SessionSummary(i, r[10], r[11]) for i, r in zip(infos, rows, strict=True)]
 
     def _rows(self, full: bool) -> list[Shown]:
         conn = self.db.connect()
@@ -209,7 +227,9 @@ class ListingIndex:
             self.unreadable.append(exc)
             self._bad.append(name)
             return None
-        return make_row(info, meta_sig, head_sig, last_append(root / "HEAD"))
+        appended, events = _head_facts(root / "HEAD")
+        first = _first_prompt(root / "index.jsonl")
+        return make_row(info, meta_sig, head_sig, appended, first, events)
 
     def _store(
         self,
@@ -228,7 +248,7 @@ class ListingIndex:
                     conn.execute(_INSERT.replace("OR REPLACE", "OR IGNORE"), row)
                 else:
                     conn.execute(
-                        f"UPDATE listing SET ({_COLS}) = ({', '.join('?' * 14)})"
+                        f"UPDATE listing SET ({_COLS}) = ({', '.join('?' * 16)})"
                         " WHERE id = ? AND meta_sig = ? AND head_sig = ?",
                         (*row, row[0], *old),
                     )
@@ -254,8 +274,9 @@ class ListingIndex:
         """Drop a removed session's row."""
         self._update(session_id, remove=True)
 
-    def head_moved(self, session_id: str, head_id: str) -> None:
-        """A writer of this store appended: record the last append's time, at most every
+    def head_moved(self, session_id: str, head_id: str, events: int) -> None:
+        """A writer of this store appended (HEAD is ``head_id``; the session holds
+        ``events`` events): record the last append's time and the count, at most every
         :data:`HEAD_EVERY` seconds per session (the writer's close notes the rest)."""
         last = self._head_noted.get(session_id, 0.0)
         if time.monotonic() - last < HEAD_EVERY or not self.db.exists():
@@ -269,9 +290,9 @@ class ListingIndex:
             conn = self.db.connect(busy_ms=50)
             with DerivedDB.transaction(conn):
                 conn.execute(
-                    "UPDATE listing SET appended = ?, head_sig = '',"
+                    "UPDATE listing SET appended = ?, head_sig = '', events = ?,"
                     " active = max(updated_at, ?) WHERE id = ?",
-                    (appended, appended, session_id),
+                    (appended, events, appended, session_id),
                 )
         except sqlite3.Error:
             return
@@ -312,7 +333,14 @@ class ListingIndex:
             self.db.close()
 
 
-def make_row(info: SessionInfo, meta_sig: str, head_sig: str, appended: str) -> Row:
+def make_row(
+    info: SessionInfo,
+    meta_sig: str,
+    head_sig: str,
+    appended: str,
+    first_prompt: str | None = None,
+    events: int = 0,
+) -> Row:
     """The listing row of ``info`` read under these signatures."""
     return (
         info.id,
@@ -329,7 +357,40 @@ def make_row(info: SessionInfo, meta_sig: str, head_sig: str, appended: str) -> 
         json.dumps(info.extra, ensure_ascii=False) if info.extra else None,
         appended,
         max(info.updated_at, appended),
+        first_prompt,
+        events,
     )
+
+
+#: index entries looked at for a session's first user message (it is nearly always
+#: the first or second; a session opening with more is shown by its name or id)
+FIRST_ENTRIES = 16
+
+
+def _head_facts(head_file: Path) -> tuple[str, int]:
+    """When HEAD's event was made (from its UUIDv7 id, "" if unknown) and how many
+    events the session holds (HEAD is the last one appended): hints, as HEAD is."""
+    try:
+        head = decode_head(head_file.read_bytes())
+    except OSError:
+        return "", 0
+    return ("", 0) if head is None else (id_time(head.id), head.seq + 1)
+
+
+def _first_prompt(index_file: Path) -> str | None:
+    """The preview of the first ``user`` message among the first index entries."""
+    try:
+        with open(index_file, "rb") as f:
+            data = f.read(FIRST_ENTRIES * INDEX_WIDTH)
+    except OSError:
+        return None
+    for at in range(0, len(data) - INDEX_WIDTH + 1, INDEX_WIDTH):
+        entry = decode_index_entry(data[at : at + INDEX_WIDTH])
+        if entry is None:
+            return None  # torn or damaged: no title rather than a wrong one
+        if entry.kind == "message" and entry.role == "user":
+            return entry.preview
+    return None
 
 
 def info_of(row: Shown) -> SessionInfo:

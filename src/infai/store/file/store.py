@@ -27,6 +27,7 @@ from ..errors import (
 from ..home import default_home
 from ..info import (
     SessionInfo,
+    SessionSummary,
     check_changes,
     check_info,
     new_session_info,
@@ -134,7 +135,7 @@ class Store:
         if self._in_use("search.sqlite", self._search_index):
             self.search_index().appended(session_id, events)
         if self._in_use("sessions.sqlite", self._listing_index):
-            self.listing_index().head_moved(session_id, events[-1].id)
+            self.listing_index().head_moved(session_id, events[-1].id, events[-1].seq + 1)
 
     def search(
         self,
@@ -337,6 +338,26 @@ class Store:
         infos = index.sessions()
         self.unreadable = list(index.unreadable)
         return self._with_open_writers(infos) if self._writers else infos
+
+    def list_summaries(self) -> list[SessionSummary]:
+        """As :meth:`list_sessions`, each with its first prompt and event count (kept
+        in the listing index beside the metadata: no event is read)."""
+        index = self.listing_index()
+        summaries = index.summaries()
+        self.unreadable = list(index.unreadable)
+        if not self._writers:
+            return summaries
+        counts = {sid: w.count for sid, w in self._writers.items()}
+        infos = self._with_open_writers([s.info for s in summaries])
+        by_id = {s.info.id: s for s in summaries}
+        return [
+            SessionSummary(
+                info,
+                by_id[info.id].first_prompt,
+                max(by_id[info.id].events, counts.get(info.id, 0)),
+            )
+            for info in infos
+        ]
 
     def _with_open_writers(self, infos: list[SessionInfo]) -> list[SessionInfo]:
         """The listing with this process's open writers' last appends counted (the index

@@ -54,7 +54,7 @@ from ..errors import (
     StoreError,
 )
 from ..home import default_home
-from ..info import SessionInfo, check_changes, check_info, new_session_info
+from ..info import SessionInfo, SessionSummary, check_changes, check_info, new_session_info
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
 from .db import Database
@@ -240,6 +240,25 @@ class PgStore:
         for sid, obj in rows:
             try:
                 out.append(_info(obj, str(sid)))
+            except StoreError as exc:
+                self.unreadable.append(exc)
+        return out
+
+    def list_summaries(self) -> list[SessionSummary]:
+        """As :meth:`list_sessions`, each with its event count (the session row's) and
+        the preview of its first user message (one index probe per session)."""
+        self.unreadable = []
+        out = []
+        with self.db.conn() as conn:
+            rows = conn.execute(
+                "SELECT s.id, s.info, s.count, (SELECT e.preview FROM infai_events e"
+                " WHERE e.session_id = s.id AND e.kind = 'message' AND e.role = 'user'"
+                " ORDER BY e.seq LIMIT 1)"
+                " FROM infai_sessions s ORDER BY s.updated_at DESC, s.id DESC"
+            ).fetchall()
+        for sid, obj, count, first in rows:
+            try:
+                out.append(SessionSummary(_info(obj, str(sid)), first, count))
             except StoreError as exc:
                 self.unreadable.append(exc)
         return out
