@@ -105,6 +105,7 @@ async def serve_http(server: MCPServer, portfile: Path, header: str | None) -> N
             await inner(scope, receive, send)
 
     sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
     sock.bind(("127.0.0.1", int(os.environ.get("MCP_TEST_PORT", "0"))))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
@@ -123,3 +124,60 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv)
+
+
+# -- for the tests: configurations and a running HTTP server -------------------------------
+
+SCRIPT = Path(__file__).resolve()
+
+
+def stdio_server(name: str, log: Path, **settings: Any) -> Any:
+    """The ServerConfig of this module's stdio server, logging to ``log``."""
+    from infai.tools.mcp import ServerConfig
+
+    return ServerConfig(
+        name, command=sys.executable, args=(str(SCRIPT), "stdio", str(log)), **settings
+    )
+
+
+class HttpServer:
+    """This module's streamable-HTTP server in a subprocess (``start``/``stop``; the
+    port stays the same across a restart, so a client's session can be dropped)."""
+
+    def __init__(self, log: Path, portfile: Path, header: str | None = None) -> None:
+        self.log, self.portfile, self.header = log, portfile, header
+        self.port = 0
+        self.process: Any = None
+
+    def start(self, timeout: float = 60.0) -> HttpServer:
+        import subprocess
+        import time
+
+        self.portfile.unlink(missing_ok=True)
+        argv = [sys.executable, str(SCRIPT), "http", str(self.log), str(self.portfile)]
+        env = {**os.environ, "MCP_TEST_PORT": str(self.port)}
+        self.process = subprocess.Popen([*argv, *([self.header] if self.header else [])], env=env)
+        deadline = time.monotonic() + timeout
+        while not (self.portfile.exists() and self.portfile.read_text()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the MCP HTTP server did not start")
+            time.sleep(0.05)
+        self.port = int(self.portfile.read_text())
+        while True:  # listening once a connection is accepted
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None

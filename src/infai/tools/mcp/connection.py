@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+import httpx2
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -86,6 +87,7 @@ class Connection:
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._errlog: TextIO | None = None
+        self._http: httpx2.AsyncClient | None = None
 
     # -- state -------------------------------------------------------------------------
 
@@ -168,6 +170,10 @@ class Connection:
                 raise
         finally:
             self.client = None
+            http, self._http = self._http, None
+            if http is not None:
+                with contextlib.suppress(Exception):
+                    await http.aclose()
             if self.state == "ready":
                 self.state, self.problem = "down", "the connection ended"
 
@@ -177,8 +183,9 @@ class Connection:
         info = mcp_types.Implementation(name="infai", version="0.1.0")
         if config.url is not None:
             headers = expand_all("header", config.headers)
-            http = create_mcp_http_client(headers=headers)
-            return Client(streamable_http_client(config.url, http_client=http), client_info=info)
+            self._http = create_mcp_http_client(headers=headers)  # closed by _hold
+            transport = streamable_http_client(config.url, http_client=self._http)
+            return Client(transport, client_info=info)
         env = expand_all("env", config.env)
         where = config.working_dir(self.root)
         if not where.is_dir():
@@ -233,9 +240,10 @@ class Connection:
     async def stop(self) -> None:
         """Stop the server (bounded in time) and forget its client."""
         async with self._lock:
+            was = self.state
             await self._stop_task()
-            if self.state == "ready":
-                self.state = "stopped"
+            if was == "ready":
+                self.state, self.problem = "stopped", ""
             if self._errlog is not None:
                 self._errlog.close()
                 self._errlog = None
