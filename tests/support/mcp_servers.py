@@ -62,6 +62,14 @@ def build(log: Path) -> MCPServer:
             raise
         return "woke"
 
+    @server.tool(description="Starts a daemon of its own, in a session of its own.")
+    def spawn() -> str:
+        import subprocess
+
+        daemon = subprocess.Popen(["sleep", "120"], start_new_session=True)
+        note(f"call spawn {daemon.pid}")
+        return "spawned"
+
     @server.tool(description="Exits while answering.")
     def die() -> str:
         note("call die")
