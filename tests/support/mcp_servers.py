@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__" and sys.argv[1:2] == ["fail"]:  # before the slow imports
-    print("fatal: cannot reach the database", file=sys.stderr)
+    escape = "\x1b[2J\x1b]0;owned\x07" if sys.argv[2:3] == ["esc"] else ""
+    print(f"fatal: {escape}cannot reach the database", file=sys.stderr)
     sys.exit(2)
 
 import json

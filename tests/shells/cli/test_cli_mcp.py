@@ -56,6 +56,7 @@ def test_mcp_ls_lists_tools_and_says_in_one_line_what_is_wrong(tmp_path: Path) -
         + '[mcp.servers.web]\nurl = "http://127.0.0.1:9/mcp"\n'
         + 'headers = { Authorization = "Bearer ${INFAI_TEST_UNSET_TOKEN}" }\n'
         + '[mcp.servers.off]\ncommand = "x"\nenabled = false\n'
+        + f'[mcp.servers.bad]\ncommand = "{sys.executable}"\nargs = ["{SCRIPT}", "fail", "esc"]\n'
     )
     work, env = setup(tmp_path, config)
     out = infai("mcp", "ls", cwd=work, env=env)
@@ -70,9 +71,13 @@ def test_mcp_ls_lists_tools_and_says_in_one_line_what_is_wrong(tmp_path: Path) -
     web = next(line for line in lines if line.startswith("web"))
     assert "down: header Authorization: ${INFAI_TEST_UNSET_TOKEN} is not set" in web
     assert any(line.startswith("off  stdio  disabled: enabled = false") for line in lines)
+    # what the server said is shown in one line, and inert: its escapes cannot act
+    bad = next(line for line in lines if line.startswith("bad"))
+    assert "cannot reach the database" in bad and "\x1b" not in out.stdout
+    assert "\x07" not in out.stdout
 
     shown = json.loads(infai("mcp", "ls", "--json", cwd=work, env=env).stdout)
-    assert [row["name"] for row in shown] == ["t", "web", "off"]
+    assert [row["name"] for row in shown] == ["t", "web", "off", "bad"]
     assert {"name": "mcp__t__echo", "remote": "echo", "read_only": False} in shown[0]["tools"]
 
 

@@ -26,6 +26,7 @@ import click
 
 from infai.store import SessionStore
 
+from ..inert import inert_json
 from .agent import allow_option, workspace
 from .common import echo, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
@@ -86,7 +87,7 @@ async def _ask_on_terminal(ask: Ask) -> Reply:
 
     def prompt() -> Reply:
         echo(f"{ask.tool} wants to run: {ask.reason}", err=True)
-        echo(f"  arguments: {json.dumps(dict(ask.arguments), ensure_ascii=False)}", err=True)
+        echo(f"  arguments: {inert_json(dict(ask.arguments))}", err=True)
         answer = click.prompt("allow? [y]es / [n]o", default="n", err=True, show_default=False)
         return "allow" if answer.strip().lower() in ("y", "yes") else "deny"
 
