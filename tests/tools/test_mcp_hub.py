@@ -40,7 +40,8 @@ def test_tools_are_listed_named_and_called_and_bad_servers_or_schemas_lose_only_
     log = tmp_path / "log"
     failing = ServerConfig("bad", command=sys.executable, args=(str(SCRIPT), "fail"))
     missing = ServerConfig("gone", command=str(tmp_path / "no-such-program"))
-    hub = McpHub([failing, stdio_server("t", log), missing], Sandbox(), tmp_path)
+    mute = ServerConfig("mute", command="sleep", args=("30",), startup_timeout=1.0)
+    hub = McpHub([failing, stdio_server("t", log), missing, mute], Sandbox(), tmp_path)
 
     async def work() -> Any:
         notices = await hub.prepare()
@@ -56,8 +57,11 @@ def test_tools_are_listed_named_and_called_and_bad_servers_or_schemas_lose_only_
     assert bad.startswith("mcp: server 'bad' is unavailable this turn: ")
     assert "\n" not in bad and "fatal: cannot reach the database" in bad
     assert gone.startswith("mcp: server 'gone' is unavailable this turn: ")
+    # one that never answers at all is given up on after its startup_timeout
+    said = "mcp: server 'mute' is unavailable this turn: no answer within 1s (startup_timeout)"
+    assert said in notices
     states = {row["name"]: row["state"] for row in hub.status()}
-    assert states == {"bad": "down", "gone": "down", "t": "stopped"}  # stopped by aclose
+    assert states == {"bad": "down", "gone": "down", "t": "stopped", "mute": "down"}
     # the tool with an unresolvable $ref is out, with a notice naming it and why
     assert [n for n in notices if "'t'" in n] == [
         "mcp: tool 'broken' of server 't' is unavailable: its input schema refers to "
@@ -66,7 +70,8 @@ def test_tools_are_listed_named_and_called_and_bad_servers_or_schemas_lose_only_
     assert "mcp__t__broken" not in names
     # the others are there; a name providers refuse is made safe
     assert names == sorted(
-        f"mcp__t__{n}" for n in ("echo", "count", "big", "hang", "die", "write", "weird_name_")
+        f"mcp__t__{n}"
+        for n in ("echo", "count", "big", "hang", "spawn", "die", "write", "weird_name_")
     )
     assert echo.content == "echo: hello" and not echo.is_error
     assert count.metadata["structured"] == {"count": 4, "twice": 8}
@@ -85,7 +90,8 @@ def test_a_call_that_never_answers_times_out_and_is_cancelled_on_the_server(
     hub = McpHub([stdio_server("t", log, call_timeout=1.0)], Sandbox(), tmp_path)
 
     async def work() -> Any:
-        await hub.prepare()
+        await asyncio.gather(hub.prepare(), hub.prepare())  # two sessions' requests at once
+        assert hub.status()[0]["starts"] == 1
         hung = await hub.call("t", "hang", {})
         for _ in range(200):  # the server notes the cancellation when it arrives
             if "cancelled hang" in calls(log):

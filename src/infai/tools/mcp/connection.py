@@ -44,6 +44,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from ..offload import off_loop
 from ..sandbox import Sandbox, SandboxUnavailable
 from .config import MissingVariable, ServerConfig, expand_all
 
@@ -115,6 +116,8 @@ class Connection:
         """Start the server (stopping what is left of an earlier start) and list its
         tools, within ``startup_timeout``; raises :class:`StartFailed`."""
         async with self._lock:
+            if self.ready:  # another task started it while this one waited
+                return
             await self._stop_task()
             self.starts += 1
             try:
@@ -127,9 +130,12 @@ class Connection:
 
     async def _start(self) -> None:
         listed: asyncio.Future[list[mcp_types.Tool]] = asyncio.get_running_loop().create_future()
+        listed.add_done_callback(_seen)  # a failure after the timeout has no one waiting
         self._stop = asyncio.Event()
-        try:
-            client = self._client()
+        try:  # off the loop: probing bwrap, reading git's config, loading certificates
+            client = await off_loop(self._client)
+        except StartFailed:
+            raise
         except (MissingVariable, SandboxUnavailable, OSError, ValueError) as exc:
             raise StartFailed(str(exc)) from None
         self._task = asyncio.create_task(self._hold(client, listed))
@@ -249,17 +255,26 @@ class Connection:
                 self._errlog = None
 
     async def _stop_task(self) -> None:
+        """End the holding task: asked to stop if it got the client open, else (still
+        starting, perhaps hung) cancelled at once; either way the SDK's shutdown runs."""
         task, self._task = self._task, None
-        self.client = None
+        opened, self.client = self.client is not None, None
         if task is None:
             return
         self._stop.set()
+        if not opened:
+            task.cancel()
         done, _ = await asyncio.wait([task], timeout=STOP_TIMEOUT)
         if not done:
             task.cancel()
             await _quietly(asyncio.wait([task], timeout=STOP_TIMEOUT))
         elif not task.cancelled():
             task.exception()  # seen: a failure here was already reported
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _quietly(work: Awaitable[Any]) -> None:

@@ -239,6 +239,7 @@ class McpHub:
                 "state": "disabled" if conn is None else conn.state,
                 "problem": conn.problem if conn is not None else "enabled = false",
                 "confined": conn.confined if conn is not None else None,
+                "starts": conn.starts if conn is not None else 0,
                 "tools": [
                     {"name": t.spec.name, "remote": t.remote, "read_only": t.read_only}
                     for t in (listing.tools if listing else ())
