@@ -126,7 +126,10 @@ class Workspace:
         model = self._build(name, self.config_for(session.working_dir))
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
-        session.use_model(model, self._tools(model, session.permissions, session.working_dir))
+        box = self._with_mcp(
+            self._tools(model, session.permissions), session.permissions, session.working_dir
+        )
+        session.use_model(model, box)
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
         return old
@@ -254,18 +257,21 @@ class Workspace:
             )
         return self._sandbox
 
-    def toolbox(self, model: Model, policy: Policy, working_dir: Path | None = None) -> Toolbox:
+    def toolbox(self, model: Model, policy: Policy) -> Toolbox:
         """The standard tools, ``task`` (subagents under ``policy``) included; ``bash``
-        runs under :attr:`sandbox`, for subagents too; and the MCP servers of
-        ``working_dir`` (None: the workspace's), whose read-only tools ``policy``
-        may then allow (:attr:`~infai.tools.Policy.defaults`)."""
-        return self._tools(model, policy, working_dir)
+        runs under :attr:`sandbox`, for subagents too."""
+        return self._tools(model, policy)
 
-    def _tools(
-        self, model: Model, permissions: Permissions, working_dir: Path | None = None
-    ) -> Toolbox:
+    def _tools(self, model: Model, permissions: Permissions) -> Toolbox:
         tools = builtin_tools(self.sandbox)
-        box = Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
+        return Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
+
+    def _with_mcp(
+        self, box: Toolbox, permissions: Permissions, working_dir: Path | str | None
+    ) -> Toolbox:
+        """``box`` with the MCP servers of ``working_dir`` attached (if any are
+        configured there), whose trusted read-only tools ``permissions`` (a policy)
+        may then allow by default (:attr:`~infai.tools.Policy.defaults`)."""
         hub = self.mcp(working_dir)
         if hub is not None:
             box.attach(hub)
@@ -322,7 +328,7 @@ class Workspace:
                 self.store,
                 session_id,
                 model=model,
-                toolbox=self.toolbox(model, policy, Path(config_dir) if config_dir else None),
+                toolbox=self._with_mcp(self.toolbox(model, policy), policy, config_dir),
                 permissions=policy,
                 compact_at=config.compact_at,
                 owns_model=own,
