@@ -122,3 +122,53 @@ def test_allow_always_for_an_mcp_tool_names_the_tool() -> None:
     from infai.tools import always_rules
 
     assert [str(r) for r in always_rules("mcp__s__t", "")] == ["allow mcp__s__t *"]
+
+
+def test_a_source_tool_whose_name_is_taken_is_left_out_with_one_notice(tmp_path: Path) -> None:
+    import asyncio
+
+    from infai.llm import ToolSpec
+    from infai.tools import Toolbox, ToolOutput, builtin_tools
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.spec = ToolSpec(name, "from a source")
+
+        async def run(self, arguments: dict[str, object], context: ToolContext) -> ToolOutput:
+            return ToolOutput("source")
+
+    class Source:
+        def tools(self) -> list[Named]:
+            return [Named("read_file"), Named("mcp__s__x")]
+
+        async def prepare(self) -> list[str]:
+            return []
+
+    box = Toolbox(builtin_tools())
+    box.attach(Source())  # type: ignore[arg-type]
+    first, second = asyncio.run(box.prepare()), asyncio.run(box.prepare())
+    assert first == ["tool 'read_file' left out: another tool has that name"] and second == []
+    names = [spec.name for spec in box.specs()]
+    assert names.count("read_file") == 1 and names[-1] == "mcp__s__x"
+    builtin = box.get("read_file")
+    assert builtin is not None and builtin.spec.description != "from a source"
+
+
+def test_an_argv_launch_is_confined_with_its_own_network_setting(tmp_path: Path) -> None:
+    from infai.tools import Sandbox, SandboxSettings
+
+    sandbox = Sandbox(SandboxSettings(network=True), bwrap="/bin/true")
+    from infai.tools.sandbox import _PROBES, Probe
+
+    _PROBES["/bin/true"] = Probe(True, "/bin/true")  # as if bubblewrap worked here
+    try:
+        closed = sandbox.launch_argv(["srv", "--x"], tmp_path, seccomp_fd=3)
+        opened = sandbox.launch_argv(["srv"], tmp_path, network=True, seccomp_fd=3)
+    finally:
+        del _PROBES["/bin/true"]
+    assert closed.confined and closed.argv[-3:] == ["--", "srv", "--x"]
+    assert "--share-net" not in closed.argv  # the commands' network is not the server's
+    assert "--share-net" in opened.argv
+    assert closed.fds == () and "--unshare-all" in closed.argv
+    off = Sandbox.off().launch_argv(["srv"], tmp_path)
+    assert off.argv == ["srv"] and not off.confined and "GIT_CONFIG_COUNT" in off.env

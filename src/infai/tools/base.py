@@ -121,6 +121,7 @@ class Toolbox:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._sources: list[ToolSource] = []
+        self._told: set[str] = set()
         for tool in tools:
             self.add(tool)
 
@@ -136,8 +137,9 @@ class Toolbox:
         for source in self._sources:
             for tool in source.tools():
                 name = tool.spec.name
-                if name in seen:
+                if name in seen and name not in self._told:
                     notices.append(f"tool {name!r} left out: another tool has that name")
+                    self._told.add(name)  # said once
                 seen.add(name)
         return notices
 
