@@ -201,3 +201,29 @@ def test_no_mcp_server_outlives_a_sigkilled_infai(tmp_path: Path) -> None:
             if run.poll() is None:
                 run.kill()
                 run.wait()
+
+
+def test_mcp_call_asks_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    log = tmp_path / "work" / "log"
+    work, env = setup(tmp_path, server_table("t", log))
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"y\n")  # the answer, waiting in the terminal's input
+        done = subprocess.run(
+            [sys.executable, "-m", "infai", "mcp", "call", "t", "echo", "--args", '{"text": "ok"}'],
+            cwd=work,
+            env={**os.environ, **env},
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert done.returncode == 0, done.stderr
+    assert "mcp__t__echo wants to run" in done.stderr
+    assert done.stdout.strip() == "echo: ok"
+    assert log.read_text().splitlines() == ['call echo {"text": "ok"}']
