@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ..offload import off_loop
 from ..sandbox import Sandbox, SandboxUnavailable
 from .config import MissingVariable, ServerConfig, expand_all
+
+# The SDK logs what it does about a failing server (a session it could not end, a
+# process it had to kill); infai says what matters in its own notices, and no
+# library's log line may reach a terminal the TUI draws on.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 #: starts of one server in a hub's life (the first and the restarts)
 MAX_STARTS = 4

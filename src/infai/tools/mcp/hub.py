@@ -165,28 +165,44 @@ class McpHub:
     # -- calls ---------------------------------------------------------------------------
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
-        """Call ``tool`` of ``server``: its result, or an error output saying what failed."""
+        """Call ``tool`` of ``server``: its result, or an error output saying what failed.
+
+        An HTTP server that answers that it no longer knows the client's session
+        (it restarted, or expired it) has not run the call: the session is opened
+        afresh and the call sent once more. Any other failure is not repeated.
+        """
         conn = self._connections.get(server)
         if conn is None:
             return ToolOutput(f"MCP server {server!r} is not configured or not enabled", True)
-        if not conn.ready:
-            if conn.starts >= MAX_STARTS:
-                why = f"given up after {conn.starts} starts: {conn.problem}"
-                return ToolOutput(f"MCP server {server!r} is unavailable ({why})", True)
-            notices = await self._start(conn)
-            if not conn.ready:
-                return ToolOutput(notices[0] if notices else f"{server!r} did not start", True)
-        try:
-            result = await conn.call(tool, arguments)
-        except MCPError as exc:
-            return self._failed(conn, tool, exc)
-        except (StartFailed, OSError, ConnectionError) as exc:
-            conn.mark_down(f"the connection failed: {exc}")
-            return ToolOutput(self._down(server, tool, str(exc)), True)
-        except Exception as exc:  # a malformed answer, a transport's own error
-            conn.mark_down(f"{type(exc).__name__}: {exc}")
-            return ToolOutput(self._down(server, tool, f"{type(exc).__name__}: {exc}"), True)
-        return to_output(result, server, tool)
+        for _ in range(2):
+            if not conn.ready and (refused := await self._restart(conn)):
+                return refused
+            try:
+                result = await conn.call(tool, arguments)
+            except MCPError as exc:
+                if conn.config.url is not None and _session_gone(exc):
+                    conn.mark_down(f"the server ended the session ({exc.message})")
+                    continue
+                return self._failed(conn, tool, exc)
+            except (StartFailed, OSError, ConnectionError) as exc:
+                conn.mark_down(f"the connection failed: {exc}")
+                return ToolOutput(self._down(server, tool, str(exc)), True)
+            except Exception as exc:  # a malformed answer, a transport's own error
+                conn.mark_down(f"{type(exc).__name__}: {exc}")
+                return ToolOutput(self._down(server, tool, f"{type(exc).__name__}: {exc}"), True)
+            return to_output(result, server, tool)
+        return ToolOutput(f"MCP server {server!r} ended a new session at once; not retried", True)
+
+    async def _restart(self, conn: Connection) -> ToolOutput | None:
+        """Start a server that is down for a call; an error output if it cannot be."""
+        server = conn.config.name
+        if conn.starts >= MAX_STARTS:
+            why = f"given up after {conn.starts} starts: {conn.problem}"
+            return ToolOutput(f"MCP server {server!r} is unavailable ({why})", True)
+        notices = await self._start(conn)
+        if conn.ready:
+            return None
+        return ToolOutput(notices[0] if notices else f"{server!r} did not start", True)
 
     def _failed(self, conn: Connection, tool: str, exc: MCPError) -> ToolOutput:
         server = conn.config.name
@@ -283,6 +299,17 @@ class McpHub:
                     os.unlink(os.path.join(self._seccomp_dir, entry))
                 os.rmdir(self._seccomp_dir)
             self._seccomp_dir = None
+
+
+def _session_gone(exc: MCPError) -> bool:
+    """Whether an HTTP server's error says it does not know the client's session (HTTP
+    404 on a request carrying a session id: "Session not found"/"Session terminated")."""
+    text = exc.message.lower()
+    return (
+        exc.code == mcp_types.INVALID_REQUEST
+        and "session" in text
+        and ("not found" in text or "terminated" in text or "expired" in text)
+    )
 
 
 __all__ = ["McpHub", "McpTool"]
