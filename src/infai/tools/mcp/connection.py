@@ -20,9 +20,10 @@ What the server writes to stderr goes to a file of the connection's own, whose
 last line is the notice when it fails to start.
 
 Health: a call that fails because the connection closed (the server exited,
-an HTTP session was dropped) marks the connection down; the next call starts
-it again, a new process or a new HTTP session (never the old session id), at
-most :data:`MAX_STARTS` times in all. Before a call, a connection whose
+the HTTP server went away) marks the connection down; the next call starts it
+again, a new process or a new client with a new HTTP session (never the old
+session id), at most :data:`MAX_STARTS` times in all (an HTTP server that
+answers it no longer knows the session is reconnected at once, by the hub). Before a call, a connection whose
 dispatcher has already seen the end of its stream counts as down (read from
 the SDK's dispatcher; where that is not there, the call after the failing
 one restarts it).
