@@ -97,12 +97,26 @@ def test_a_call_that_never_answers_times_out_and_is_cancelled_on_the_server(
             if "cancelled hang" in calls(log):
                 break
             await asyncio.sleep(0.05)
+        # a call cancelled by infai (Ctrl-C, a turn cancelled) is cancelled there too
+        task = asyncio.create_task(hub.call("t", "hang", {}))
+        for _ in range(1200):
+            if calls(log).count("call hang") == 2:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(200):
+            if calls(log).count("cancelled hang") == 2:
+                break
+            await asyncio.sleep(0.05)
         after = await hub.call("t", "echo", {"text": "still here"})
         return hung, after
 
     hung, after = run(hub, work)
     assert hung.is_error and "gave no answer within 1s" in hung.content
-    assert "cancelled hang" in calls(log)  # notifications/cancelled reached the server
+    # notifications/cancelled reached the server, after the timeout and the cancel
+    assert calls(log).count("cancelled hang") == 2
     assert after.content == "echo: still here"  # the same server goes on
 
 
