@@ -23,10 +23,10 @@ Health: a call that fails because the connection closed (the server exited,
 the HTTP server went away) marks the connection down; the next call starts it
 again, a new process or a new client with a new HTTP session (never the old
 session id), at most :data:`MAX_STARTS` times in all (an HTTP server that
-answers it no longer knows the session is reconnected at once, by the hub). Before a call, a connection whose
-dispatcher has already seen the end of its stream counts as down (read from
-the SDK's dispatcher; where that is not there, the call after the failing
-one restarts it).
+answers it no longer knows the session is reconnected at once, by the hub).
+Before a call, a connection whose dispatcher has already seen the end of its
+stream counts as down (read from the SDK's dispatcher; where that is not
+there, the call after the failing one restarts it).
 """
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ class Connection:
             raise
         except (MissingVariable, SandboxUnavailable, OSError, ValueError) as exc:
             raise StartFailed(str(exc)) from None
-        self._task = asyncio.create_task(self._hold(client, listed))
+        http, self._http = self._http, None  # this start's own, closed by its task
+        self._task = asyncio.create_task(self._hold(client, listed, http))
         try:
             self.listed = await asyncio.wait_for(
                 asyncio.shield(listed), self.config.startup_timeout
@@ -159,8 +160,14 @@ class Connection:
             raise StartFailed(_one_line(exc) + self._stderr_tail()) from None
         self.client = client
 
-    async def _hold(self, client: Client, listed: asyncio.Future[list[mcp_types.Tool]]) -> None:
-        """Enter the client, list its tools, and keep it open until stopped."""
+    async def _hold(
+        self,
+        client: Client,
+        listed: asyncio.Future[list[mcp_types.Tool]],
+        http: httpx2.AsyncClient | None,
+    ) -> None:
+        """Enter the client, list its tools, and keep it open until stopped; then
+        close the HTTP client it was given (the SDK leaves a given one open)."""
         try:
             async with client:
                 tools: list[mcp_types.Tool] = []
@@ -182,8 +189,8 @@ class Connection:
             if not isinstance(exc, Exception):
                 raise
         finally:
-            self.client = None
-            http, self._http = self._http, None
+            if self.client is client:
+                self.client = None
             if http is not None:
                 with contextlib.suppress(Exception):
                     await http.aclose()
@@ -196,7 +203,7 @@ class Connection:
         info = mcp_types.Implementation(name="infai", version="0.1.0")
         if config.url is not None:
             headers = expand_all("header", config.headers)
-            self._http = create_mcp_http_client(headers=headers)  # closed by _hold
+            self._http = create_mcp_http_client(headers=headers)  # handed to _hold
             transport = streamable_http_client(config.url, http_client=self._http)
             return Client(transport, client_info=info)
         env = expand_all("env", config.env)
