@@ -89,7 +89,6 @@ class McpHub:
             if s.enabled
         }
         self._listings: dict[str, Listing] = {}
-        self._told: set[str] = set()
         self._seccomp_dir: str | None = None
 
     # -- the tool source ---------------------------------------------------------------
