@@ -28,6 +28,10 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     [sandbox]                       # where shell commands run: see infai.tools.sandbox
     mode = "auto"                   # "auto" | "required" | "off" (or: sandbox = "auto")
 
+    [mcp.servers.github]            # an MCP server: see infai.agent.mcp_config
+    command = "github-mcp-server"
+    env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
+
 Anything unknown or mistyped is an error naming the file and the key, never
 ignored: a misspelt ``deny`` must not quietly allow.
 
@@ -38,7 +42,8 @@ models with a ``base_url`` or ``key_env``, its tables for a model your own file
 defines (a project may not change your model table) or under a built-in name
 (``scripted:…``, ``openai:…``, ``anthropic:…``), a ``scripted:`` model (it
 replays tool calls from a file the repository ships) as its default or in a
-model table, a default naming a model it was refused, and its ``allow`` rules.
+model table, a default naming a model it was refused, its ``allow`` rules and
+its MCP servers.
 Its ``ask`` and ``deny`` rules, ``compact_at`` and plain models apply. To
 trust a project, list its directory (or a parent) in your own file:
 ``trusted_projects = ["~/src/myproject"]``; its file then applies in full.
@@ -57,9 +62,11 @@ from infai.errors import InfaiError
 from infai.llm.providers import PROVIDERS, ModelSpec
 from infai.llm.registry import DEFAULT_WINDOWS
 from infai.tools import Rule, SandboxSettings, parse_sandbox
+from infai.tools.mcp import ServerConfig
 from infai.tools.policy import RuleError
 
 from .compaction import DEFAULT_THRESHOLD
+from .mcp_config import parse_mcp
 
 PROJECT_FILE = Path(".infai") / "config.toml"
 MODEL_KEYS = {
@@ -100,6 +107,8 @@ class Config:
     warnings: tuple[str, ...] = ()
     #: the ``[sandbox]`` settings (:mod:`infai.tools.sandbox`; a project's file cannot loosen them)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    #: the ``[mcp.servers.NAME]`` tables (:mod:`.mcp_config`; a project's only if trusted)
+    mcp_servers: tuple[ServerConfig, ...] = ()
 
 
 def user_config_path() -> Path:
@@ -221,6 +230,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     sandbox = SandboxSettings()
     trusted = False
     left_out: set[str] = set()  # names only an untrusted project's refused tables define
+    servers: dict[str, ServerConfig] = {}
     for path in (user, project):
         if not path.is_file():
             continue
@@ -228,6 +238,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         read.append(path)
         sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
+        _mcp(path, data.pop("mcp", None), servers, untrusted, warnings)
         for key, value in data.items():
             if key == "model":
                 if not isinstance(value, str) or not value:
@@ -258,7 +269,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions, sandbox" + (
+                known = "model, compact_at, models, permissions, sandbox, mcp" + (
                     ", trusted_projects" if path == user else ""
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
@@ -273,7 +284,28 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         sources,
         tuple(warnings),
         sandbox,
+        tuple(servers.values()),
     )
+
+
+def _mcp(
+    path: Path, value: Any, servers: dict[str, ServerConfig], untrusted: bool, warnings: list[str]
+) -> None:
+    """Add ``path``'s MCP servers to ``servers`` (a project's replace the user's of
+    the same name); an untrusted project's are left out, with a warning."""
+    if value is None:
+        return
+    try:
+        found = parse_mcp(path, value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if untrusted and found:
+        warnings.append(
+            f"{path}: its MCP servers ({', '.join(found)}) were left out: a project's "
+            f"servers start only if you trust it ({TRUST_HINT})"
+        )
+        return
+    servers.update(found)
 
 
 def _merge_model(

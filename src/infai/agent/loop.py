@@ -282,6 +282,8 @@ class _Turn:
         except UnsendableEvent as exc:  # said as the turn's error, nothing sent
             yield TurnEnded("error", str(exc))
             return
+        for notice in await self.toolbox.prepare():  # MCP servers started, or why not
+            yield Streamed(Notice(notice))
         request = Request(messages=messages, system=self.system, tools=self.toolbox.specs())
         self.offered = request.tools
         outcome: Message | ProviderError | None = None

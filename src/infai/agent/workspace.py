@@ -40,6 +40,7 @@ from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
 from infai.tools.base import Permissions
+from infai.tools.mcp import McpHub
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
@@ -84,6 +85,8 @@ class Workspace:
         self.model = self.build_model(self.model_name)
         self._retired: list[Model] = []
         self._sandbox: Sandbox | None = None
+        self._hubs: dict[Path, McpHub] = {}
+        self._hubs_lock = threading.Lock()
 
     # -- models ----------------------------------------------------------------
 
@@ -123,13 +126,20 @@ class Workspace:
         model = self._build(name, self.config_for(session.working_dir))
         if session.owns_model:  # its own model gives way to the workspace's: closed later
             self._retired.append(session.model)
-        session.use_model(model, self._tools(model, session.permissions))
+        box = self._with_mcp(
+            self._tools(model, session.permissions), session.permissions, session.working_dir
+        )
+        session.use_model(model, box)
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
         return old
 
     async def aclose(self) -> None:
-        """Close the workspace's own model (sessions close theirs)."""
+        """Stop the MCP servers and close the workspace's own model (sessions close theirs)."""
+        with self._hubs_lock:
+            hubs, self._hubs = list(self._hubs.values()), {}
+        for hub in hubs:
+            await hub.aclose()
         retired, self._retired = self._retired, []
         for model in (*retired, self.model):
             await close_model(model)
@@ -256,6 +266,33 @@ class Workspace:
         tools = builtin_tools(self.sandbox)
         return Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
 
+    def _with_mcp(
+        self, box: Toolbox, permissions: Permissions, working_dir: Path | str | None
+    ) -> Toolbox:
+        """``box`` with the MCP servers of ``working_dir`` attached (if any are
+        configured there), whose trusted read-only tools ``permissions`` (a policy)
+        may then allow by default (:attr:`~infai.tools.Policy.defaults`)."""
+        hub = self.mcp(working_dir)
+        if hub is not None:
+            box.attach(hub)
+            if isinstance(permissions, Policy):
+                permissions.defaults = hub.default_allow
+        return box
+
+    def mcp(self, working_dir: Path | str | None = None) -> McpHub | None:
+        """The MCP servers of sessions in ``working_dir`` (None: the workspace's), one
+        hub per directory, shared by its sessions and stopped by :meth:`aclose`;
+        None when none is configured. Nothing starts until a request needs them."""
+        here = Path(working_dir).resolve() if working_dir else self.working_dir
+        servers = self.config_for(here).mcp_servers
+        if not servers:
+            return None
+        with self._hubs_lock:
+            hub = self._hubs.get(here)
+            if hub is None:
+                hub = self._hubs[here] = McpHub(servers, self.sandbox, here)
+            return hub
+
     def open(
         self,
         session_id: str | None = None,
@@ -277,7 +314,8 @@ class Workspace:
         """
         if session_id is None:
             session_id = self.new_session()
-        config = self.config_for(self.store.info(session_id).working_dir)
+        config_dir = self.store.info(session_id).working_dir
+        config = self.config_for(config_dir)
         name = model_name or self.model_name
         own = name != self.model_name or (
             config is not self.config
@@ -290,7 +328,7 @@ class Workspace:
                 self.store,
                 session_id,
                 model=model,
-                toolbox=self.toolbox(model, policy),
+                toolbox=self._with_mcp(self.toolbox(model, policy), policy, config_dir),
                 permissions=policy,
                 compact_at=config.compact_at,
                 owns_model=own,

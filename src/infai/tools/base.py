@@ -102,13 +102,55 @@ class AllowAll:
         return Decision("allow", by="allow-all")
 
 
+class ToolSource(Protocol):
+    """Tools that come and go while a session runs (an MCP server's): the toolbox
+    asks for the current ones each time, and lets the source get ready once per
+    model request (connect, restart), saying what it could not do."""
+
+    def tools(self) -> list[Tool]:
+        """The tools available now (a server that is down offers none)."""
+
+    async def prepare(self) -> list[str]:
+        """Get the tools ready for the next request; one-line notices of what failed."""
+
+
 class Toolbox:
-    """The tools offered to a model, by name."""
+    """The tools offered to a model, by name: its own, then those of attached
+    sources (a source's tool whose name is taken is left out)."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._told: set[str] = set()
         for tool in tools:
             self.add(tool)
+
+    def attach(self, source: ToolSource) -> None:
+        """Offer ``source``'s tools too, as they are at each request."""
+        self._sources.append(source)
+
+    async def prepare(self) -> list[str]:
+        """Let every attached source get ready (before a request is built); their
+        notices, and one for each source tool left out because its name is taken."""
+        notices = [notice for source in self._sources for notice in await source.prepare()]
+        seen = set(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                name = tool.spec.name
+                if name in seen and name not in self._told:
+                    notices.append(f"tool {name!r} left out: another tool has that name")
+                    self._told.add(name)  # said once
+                seen.add(name)
+        return notices
+
+    def _all(self) -> dict[str, Tool]:
+        if not self._sources:
+            return self._tools
+        found = dict(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                found.setdefault(tool.spec.name, tool)
+        return found
 
     def add(self, tool: Tool) -> None:
         """Offer ``tool``; a second tool of the same name is a ValueError (a programming error)."""
@@ -119,8 +161,8 @@ class Toolbox:
 
     def get(self, name: str) -> Tool | None:
         """The tool the model named, or None (the loop answers an unknown tool as an error)."""
-        return self._tools.get(name)
+        return self._all().get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """Every tool's spec in the order added (what a request offers the model)."""
-        return tuple(tool.spec for tool in self._tools.values())
+        return tuple(tool.spec for tool in self._all().values())

@@ -40,7 +40,10 @@ Precedence, from first to last:
 4. the defaults: reading, listing and searching inside the working directory
    are allowed, and so is ``task`` (a subagent, whose every call is decided
    again); writing, editing and shell commands ask; leaving the working
-   directory asks.
+   directory asks. An MCP server's tool (``mcp__SERVER__TOOL``; rules name it,
+   or a glob such as ``mcp__github__*``, with no pattern) asks, unless its
+   server marks it read-only *and* the user's configuration trusts that
+   (``trust_read_only``): :attr:`Policy.defaults` says so.
 
 "Ask" goes to the approval callback the shell supplies (the TUI's dialog, the
 server's approval queue). Without one (a headless run) ask means deny. The
@@ -126,6 +129,8 @@ DELEGATING = {"task"}
 PATH_ARGUMENT = {tool: "path" for tool in (*READ_ONLY, *WRITING)}
 #: tools whose path argument may be left out: they search the working directory
 SEARCHING = {"list_files", "grep"}
+#: the tools of MCP servers (:mod:`infai.tools.mcp`): any such name may be ruled on
+MCP_PREFIX = "mcp__"
 #: directories whose files a wildcard allow rule never reaches for writing
 GUARDED = (".git", ".infai")
 #: a command longer than this is ruled on in a worker thread (the event loop stays free)
@@ -176,7 +181,8 @@ class Rule:
         tool, _, pattern = text.strip().partition(" ")
         if not tool:
             raise RuleError(f"empty {verdict} rule")
-        if not any(c in tool for c in "*?[") and tool not in TOOL_NAMES:
+        named = tool in TOOL_NAMES or tool.startswith(MCP_PREFIX)
+        if not any(c in tool for c in "*?[") and not named:
             known = ", ".join(sorted(TOOL_NAMES))
             raise RuleError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
         if verdict == "allow" and tool == ESCALATED:
@@ -321,6 +327,8 @@ def always_rules(tool: str, subject: str) -> list[Rule]:
     this call. An escalation (``bash!``) and a call with an empty subject (an
     empty command, a missing path) offer none.
     """
+    if tool.startswith(MCP_PREFIX):  # its subject is empty: the rule names the tool
+        return [Rule("allow", tool)]
     if tool == ESCALATED or (not subject.strip() and tool not in DELEGATING):
         return []  # nothing to name: "*" would allow every call of the tool
     if tool == "bash":
@@ -366,6 +374,9 @@ class Policy:
         self.parent: Policy | None = None
         #: who asks, in questions from a delegated policy
         self.caller = ""
+        #: why a tool no rule names is allowed by default (None: it is not); an MCP
+        #: hub's :meth:`~infai.tools.mcp.McpHub.default_allow` (trusted read-only tools)
+        self.defaults: Callable[[str], str | None] | None = None
 
     def delegate(self, caller: str, remember: Remember | None = None) -> Policy:
         """A policy for a subagent: this one's rules (as they change), plus the
@@ -375,6 +386,7 @@ class Policy:
         child = Policy(remember=remember, shell_confined=self.shell_confined)
         child.protected = self.protected
         child.parent, child.caller = self, caller
+        child.defaults = self.defaults
         return child
 
     def all_rules(self) -> list[Rule]:
@@ -421,8 +433,12 @@ class Policy:
         for verdict in VERDICTS:
             if rule := self._first(verdict, (tool,), ("",)):
                 return Ruling(rule.verdict, by=f"rule '{rule}'")
+        if self.defaults is not None and (why := self.defaults(tool)):
+            return Ruling("allow", "default", why)
         if tool in DELEGATING:
             return Ruling("allow", "default", "each call it makes is decided on its own")
+        if tool.startswith(MCP_PREFIX):
+            return Ruling("ask", "default", f"{tool} is an MCP server's tool: it may do anything")
         return Ruling("ask", "default", f"{tool} can change things")
 
     def _rule_on_path(self, tool: str, given: str, target: Target) -> Ruling:

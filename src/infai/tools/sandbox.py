@@ -467,6 +467,37 @@ class Sandbox:
         argv = [*args[:-1], *_seccomp_flags(fds), "--", *shell]
         return Launch(argv, env, confined=True, fds=fds)
 
+    def launch_argv(
+        self,
+        argv: Sequence[str],
+        working_dir: Path,
+        *,
+        network: bool = False,
+        seccomp_fd: int | None = None,
+    ) -> Launch:
+        """How to start a long-lived program given as an argv (an MCP server), not a
+        shell string: the same confinement and scrubbed environment as a command,
+        with the network reachable only if ``network`` (the program's own setting,
+        not the commands' ``sandbox.network``). ``seccomp_fd``: the descriptor number
+        at which the caller hands the child the seccomp program itself (a launcher
+        that cannot pass descriptors redirects a file there); None: :attr:`Launch.fds`
+        carries one, as for :meth:`launch`. Raises :class:`SandboxUnavailable` for
+        mode required."""
+        found = self.probe()
+        if self.mode == "off" or (not found.ok and self.mode == "auto"):
+            return Launch(list(argv), self.environment(working_dir=working_dir), confined=False)
+        if not found.ok or found.bwrap is None:
+            raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
+        env = self.environment(confined=True, working_dir=working_dir)
+        own = replace(self, settings=replace(self.settings, network=network))
+        args = own.bwrap_args(found.bwrap, working_dir)
+        if seccomp_fd is None:
+            fds = _seccomp_fds()
+            flags = _seccomp_flags(fds)
+        else:
+            fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
+        return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
+
     def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
         Later mounts win, so read-only ones come after the writable roots."""

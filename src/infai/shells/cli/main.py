@@ -15,6 +15,7 @@ import click
 from .agent import chat, compact_command, models_command, run
 from .doctor import doctor_command, sandbox_group
 from .imports import import_command
+from .mcp import mcp_group
 from .root import root
 from .search import search_command
 from .serve import serve_command
@@ -35,6 +36,7 @@ COMMANDS: tuple[click.Command, ...] = (
     doctor_command,
     sandbox_group,
     search_command,
+    mcp_group,
 )
 
 for _command in COMMANDS:
