@@ -58,6 +58,7 @@ from ..info import SessionInfo, check_changes, check_info, new_session_info
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
 from .db import Database
+from .objects import PgObjects
 from .schema import check_current, migrate
 from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
@@ -120,6 +121,8 @@ class PgStore:
         except psycopg.Error as exc:
             raise BackendUnavailable(f"cannot reach {self.db.safe_url()}: {exc}") from None
         self.db.open_pool(pool_size)
+        #: the store-wide content-addressed objects (see :mod:`infai.store.objects`)
+        self.objects = PgObjects(self.db)
 
     def close(self) -> None:
         """Close the connection pool; open leases keep their own connections."""
