@@ -139,3 +139,18 @@ def test_a_damaged_tree_stops_gc(store: SessionStore) -> None:
     with pytest.raises(GcRefused, match="not a tree object"):
         collect_garbage(store, grace=0)
     assert store.objects.has(stray)
+
+
+def test_search_finds_workspace_events_by_path_never_by_digest(store: SessionStore) -> None:
+    tree, _ = put_tree(store.objects, {"a.txt": b"x"})
+    sid = store.create_session().id
+    with store.open_writer(sid) as writer:
+        first = writer.append(
+            SnapshotRecord(tree=tree, reason="after bash", skipped={"huge.bin": "over the cap"}),
+            "system",
+        )
+        back = RestoreRecord(tree=tree, source=first.id, touched=["src/parser.py"])
+        writer.append(back, "system")
+    assert [h.kind for h in store.search("huge.bin")] == ["snapshot"]
+    assert [h.kind for h in store.search("parser.py")] == ["restore"]
+    assert store.search(tree.removeprefix("sha256:")) == []

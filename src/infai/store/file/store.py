@@ -439,6 +439,11 @@ class Store:
         report = fsck(paths)
         report.repaired = repaired
         _mark_damage(self.io, paths, report)
+        if report.ok:  # objects its snapshots name: reported, never a damage mark
+            from ..objcheck import check_objects
+
+            with self.open_reader(session_id) as view:
+                check_objects(self.objects, view, report)
         return report
 
     def recover(self, paths: SessionPaths) -> Recovery:

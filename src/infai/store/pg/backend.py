@@ -55,6 +55,7 @@ from ..errors import (
 )
 from ..home import default_home
 from ..info import SessionInfo, check_changes, check_info, new_session_info
+from ..objcheck import check_objects
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
 from .db import Database
@@ -362,6 +363,7 @@ class PgStore:
             if report.events != reader.count or (last >= 0 and reader.head_seq != last):
                 where = f"{self.db.safe_url()} session {report.session_id}"
                 report.problems.append(Problem(where, 0, "HEAD or count disagrees with events"))
+            check_objects(self.objects, reader, report)  # what its snapshots name
         return report
 
 
