@@ -81,7 +81,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
     from .gc import DEFAULT_GRACE as GC_GRACE
-    from .gc import GcReport
+    from .gc import GcReport, objects_reached
     from .gc import collect as collect_garbage
     from .imports import TOOLS as IMPORT_TOOLS
     from .imports import ForeignSession, ImportOutcome, ImportReport, importer_for
@@ -113,6 +113,7 @@ _LAZY = {
     "commit_import": ("imports", "commit"),
     "export_lines": ("transfer", "export_lines"),
     "importer_for": ("imports", "importer_for"),
+    "objects_reached": ("gc", "objects_reached"),
     "import_session": ("transfer", "import_session"),
 }
 
@@ -194,6 +195,7 @@ __all__ = [
     "importer_for",
     "is_database_url",
     "now_rfc3339",
+    "objects_reached",
     "open_store",
     "record_from_obj",
     "record_to_obj",

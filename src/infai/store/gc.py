@@ -104,6 +104,14 @@ def session_roots(view: SessionView) -> tuple[dict[str, str], dict[str, str]]:
     return trees, leaves
 
 
+def objects_reached(store: SessionStore, session_id: str) -> set[str]:
+    """Every object the session's events reach (trees walked); raises if one of its
+    trees cannot be read."""
+    with store.open_reader(session_id) as view:
+        trees, leaves = session_roots(view)
+    return reachable(store.objects, sorted(trees)) | set(leaves)
+
+
 def _walk(store: SessionStore, trees: dict[str, tuple[str, str]]) -> set[str]:
     """Everything the root trees reach; a tree that cannot be read refuses gc,
     naming the session and event that named its root."""
@@ -198,6 +206,7 @@ __all__ = [
     "Progress",
     "collect",
     "marked",
+    "objects_reached",
     "record_roots",
     "session_roots",
 ]

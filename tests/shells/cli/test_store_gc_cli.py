@@ -60,3 +60,16 @@ def test_gc_keeps_recent_objects_by_default_and_refuses_on_a_lost_tree(tmp_path:
     assert "removes nothing" in out.output and sid in out.output
     with Store(home) as store:
         assert store.objects.has(fresh)
+
+
+def test_store_copy_carries_the_objects_snapshots_reach(tmp_path: Path) -> None:
+    source, target = tmp_path / "a", tmp_path / "b"
+    with Store(source) as store:
+        tree, reached = put_tree(store.objects, {"src/m.py": b"print(2)", "README": b"hi"})
+        sid = store.create_session().id
+        with store.open_writer(sid) as writer:
+            writer.append(SnapshotRecord(tree=tree), "system")
+    out = run(tmp_path, "store", "copy", "--from", str(source), "--to", str(target))
+    assert "copied 1 events, verified" in out.output
+    with Store(target) as store:
+        assert store.objects.missing(reached) == set() and store.fsck(sid).ok

@@ -1,11 +1,11 @@
 """``infai store``: the backend itself: migrate a database, copy sessions between
 stores, collect garbage.
 
-``copy`` moves sessions with their ids, events, branches, HEAD and blobs, from
-a directory to a PostgreSQL database or back (or between two of a kind), one
-session at a time through the export format, and verifies each copy against
-its source (every event's links and resolved record, HEAD, metadata) before
-saying it is done. A session already at the destination is left alone: if it
+``copy`` moves sessions with their ids, events, branches, HEAD, blobs and the
+objects their snapshots reach, from a directory to a PostgreSQL database or
+back (or between two of a kind), one session at a time through the export
+format, and verifies each copy against its source (every event's links and
+resolved record, HEAD, metadata, every object reached) before saying it is done. A session already at the destination is left alone: if it
 is identical it counts as copied, otherwise it is reported and the command
 exits 1 at the end, having copied everything else.
 
@@ -71,6 +71,11 @@ def same_session(source: SessionStore, target: SessionStore, session_id: str) ->
                 return f"event #{left.seq} differs"
             if a.event(left.id, resolve=True).record != b.event(right.id, resolve=True).record:
                 return f"event #{left.seq}'s record differs"
+    from infai.store import objects_reached
+
+    lost = target.objects.missing(objects_reached(source, session_id))
+    if lost:
+        return f"{len(lost)} object(s) its snapshots reach are missing, e.g. {min(lost)}"
     return None
 
 
