@@ -5,9 +5,10 @@ stores, collect garbage.
 objects their snapshots reach, from a directory to a PostgreSQL database or
 back (or between two of a kind), one session at a time through the export
 format, and verifies each copy against its source (every event's links and
-resolved record, HEAD, metadata, every object reached) before saying it is done. A session already at the destination is left alone: if it
-is identical it counts as copied, otherwise it is reported and the command
-exits 1 at the end, having copied everything else.
+resolved record, HEAD, metadata, every object reached) before saying it is
+done. A session already at the destination is left alone: if it is identical
+it counts as copied, otherwise it is reported and the command exits 1 at the
+end, having copied everything else.
 
 ``gc`` removes the store-wide objects (workspace snapshots' file contents and
 trees, tool manifests) that no event of any session reaches, keeping whatever
