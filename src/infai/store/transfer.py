@@ -300,8 +300,9 @@ def import_session(
             step = 1000
             for start in range(0, len(events), step):
                 writer.import_batch(events[start : start + step])
-        # Metadata as it was exported (timestamps, links to a parent session, extra).
-        store.restore_info(info.replace(format=created.format))
+        # Metadata as it was exported (timestamps, links to a parent session, extra);
+        # the format is what this store made of the events (2 if they hold snapshots)
+        store.restore_info(info.replace(format=store.info(created.id).format))
     except BaseException:
         store.remove_session(created.id)
         raise

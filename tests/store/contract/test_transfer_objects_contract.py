@@ -134,9 +134,7 @@ def test_a_tree_with_a_hostile_name_is_refused(tmp_path: Path) -> None:
             writer.append(SnapshotRecord(tree=good), "system")
         data = b"".join(export_lines(store, sid))
     forged = data.replace(good.encode(), digest_of(evil).encode())
-    forged = forged.replace(
-        base64.b64encode(store_tree_bytes(content)), base64.b64encode(evil)
-    )
+    forged = forged.replace(base64.b64encode(store_tree_bytes(content)), base64.b64encode(evil))
     assert digest_of(evil).encode() in forged and base64.b64encode(evil) in forged
     with Store(tmp_path / "fresh") as fresh:
         with pytest.raises(InvalidInput, match="bad entry name"):

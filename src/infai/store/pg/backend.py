@@ -52,9 +52,10 @@ from ..errors import (
     SessionExists,
     SessionNotFound,
     StoreError,
+    UnsupportedFormat,
 )
 from ..home import default_home
-from ..info import SessionInfo, check_changes, check_info, new_session_info
+from ..info import FORMAT_VERSION, SessionInfo, check_changes, check_info, new_session_info
 from ..objcheck import check_objects
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
@@ -374,6 +375,12 @@ def _try_lock(conn: psycopg.Connection[Any], key: str) -> bool:
 
 def _info(obj: Any, sid: str) -> SessionInfo:
     where = f"database session {sid} metadata"
+    version = obj.get("format") if isinstance(obj, dict) else None
+    if type(version) is int and version > FORMAT_VERSION:
+        raise UnsupportedFormat(
+            f"{where}: session format {version}; this infai understands up to "
+            f"{FORMAT_VERSION}: upgrade infai"
+        )
     try:
         return SessionInfo.from_obj(obj, where)
     except InvalidInput as exc:
