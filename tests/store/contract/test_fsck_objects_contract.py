@@ -46,3 +46,21 @@ def test_fsck_names_the_snapshot_whose_objects_are_gone(store: SessionStore) -> 
     assert not report.ok
     with store.open_writer(sid) as writer:  # the conversation goes on
         writer.append(MessageRecord(content="still writable"), "user")
+
+
+def test_salvage_keeps_snapshots_and_their_files(store: SessionStore) -> None:
+    from infai.store import salvage_session
+
+    tree, reached = put_tree(store.objects, {"a": b"kept by the salvaged copy"})
+    sid = store.create_session().id
+    with store.open_writer(sid) as writer:
+        writer.append(MessageRecord(content="hi"), "user")
+        writer.append(SnapshotRecord(tree=tree), "system")
+    report = salvage_session(store, sid)
+    assert report.target is not None and report.kept == 2 and not report.lost
+    assert store.info(report.target).format == 2 and store.fsck(report.target).ok
+    store.remove_session(sid)
+    from infai.store import collect_garbage
+
+    assert collect_garbage(store, grace=0).removed == 0  # the copy still reaches them
+    assert store.objects.missing(reached) == set()
