@@ -19,6 +19,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     │   ├── HeadConflict           (database) another writer moved HEAD first; retry
     │   ├── SessionBusy            (database) another process runs a turn there
     │   ├── BackendUnavailable     (database) the server cannot be reached or refuses
+    │   ├── GcRefused              gc could not read a session or tree; removed nothing
     │   ├── UnsupportedFormat      written by a newer infai: upgrade to open it
     │   ├── StoreIOError           a write or fsync failed; the writer refuses more (an OSError)
     │   └── CorruptionError        bytes fail their checksum or do not parse (file, offset)

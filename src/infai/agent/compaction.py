@@ -27,6 +27,7 @@ from infai.errors import InfaiError
 from infai.llm import Message, Model, ProviderError, Request, collect
 from infai.llm.tokens import estimate_tokens
 from infai.store import (
+    WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     Event,
@@ -156,6 +157,8 @@ def last_input_tokens(events: list[Event]) -> int:
 
 def _event_tokens(event: Event) -> int:
     record = event.record
+    if event.kind in WORKSPACE_KINDS:
+        return 0  # never sent (see context.to_messages)
     if isinstance(record, MessageRecord):
         return estimate_tokens(record.content) + estimate_tokens(record.reasoning or "")
     if isinstance(record, ToolCallRecord):

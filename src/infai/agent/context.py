@@ -18,6 +18,7 @@ from infai.llm import Message, ToolCall
 from infai.llm.messages import Role
 from infai.store import (
     NIL_ID,
+    WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     Event,
@@ -132,6 +133,9 @@ def to_messages(events: list[Event]) -> list[Message]:
 
     for event in events:
         record = event.record
+        if event.kind in WORKSPACE_KINDS:
+            continue  # files on disk, not conversation: no model sees them, and a
+            # snapshot between a tool call and its result leaves the call pending
         if isinstance(record, ToolCallRecord):
             call = ToolCall(record.call_id, record.name, dict(record.arguments))
             if out and out[-1].role == "assistant":

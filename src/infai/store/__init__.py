@@ -39,6 +39,7 @@ from .errors import (
     BlobDigestError,
     CorruptionError,
     EventNotFound,
+    GcRefused,
     HeadConflict,
     InvalidInput,
     ObjectNotFound,
@@ -59,6 +60,7 @@ from .records import (
     KINDS,
     KINDS_VERSION,
     RECORD_TYPES,
+    WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     MessageRecord,
@@ -78,6 +80,9 @@ from .salvage import SalvageReport, salvage_session
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
+    from .gc import DEFAULT_GRACE as GC_GRACE
+    from .gc import GcReport, objects_reached
+    from .gc import collect as collect_garbage
     from .imports import TOOLS as IMPORT_TOOLS
     from .imports import ForeignSession, ImportOutcome, ImportReport, importer_for
     from .imports import commit as commit_import
@@ -92,6 +97,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "FileIO": ("file", "FileIO"),
     "ForeignSession": ("imports", "ForeignSession"),
+    "GC_GRACE": ("gc", "DEFAULT_GRACE"),
+    "GcReport": ("gc", "GcReport"),
     "IMPORT_TOOLS": ("imports", "TOOLS"),
     "ImportOutcome": ("imports", "ImportOutcome"),
     "ImportReport": ("imports", "ImportReport"),
@@ -102,9 +109,11 @@ _LAZY = {
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
+    "collect_garbage": ("gc", "collect"),
     "commit_import": ("imports", "commit"),
     "export_lines": ("transfer", "export_lines"),
     "importer_for": ("imports", "importer_for"),
+    "objects_reached": ("gc", "objects_reached"),
     "import_session": ("transfer", "import_session"),
 }
 
@@ -120,6 +129,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "FORMAT_VERSION",
+    "GC_GRACE",
     "IMPORT_TOOLS",
     "KINDS",
     "KINDS_VERSION",
@@ -127,6 +137,7 @@ __all__ = [
     "RECORD_TYPES",
     "REMOVED",
     "SCHEMA_VERSION",
+    "WORKSPACE_KINDS",
     "BackendUnavailable",
     "BlobDigestError",
     "BranchSummaryRecord",
@@ -140,6 +151,8 @@ __all__ = [
     "FileIO",
     "ForeignSession",
     "FsckReport",
+    "GcRefused",
+    "GcReport",
     "HeadConflict",
     "ImportOutcome",
     "ImportReport",
@@ -174,6 +187,7 @@ __all__ = [
     "UnsupportedFormat",
     "Usage",
     "WriterLocked",
+    "collect_garbage",
     "commit_import",
     "decode_record",
     "default_home",
@@ -182,6 +196,7 @@ __all__ = [
     "importer_for",
     "is_database_url",
     "now_rfc3339",
+    "objects_reached",
     "open_store",
     "record_from_obj",
     "record_to_obj",

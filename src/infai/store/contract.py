@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .errors import StoreError
     from .events import Context, Entry, Event, EventSpec
     from .info import Changed, SessionInfo, SessionSummary
+    from .objects import ObjectStore
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
@@ -148,6 +149,11 @@ class SessionStore(Protocol):
     #: what searching or listing had to repair in a derived index (a damaged file
     #: rebuilt), in words, for shells to show; appended to, never cleared by the store
     index_notes: list[str]
+
+    @property
+    def objects(self) -> ObjectStore:
+        """The store-wide content-addressed objects (workspace snapshots' file
+        contents and trees, tool manifests): shared by every session of the store."""
 
     def create_session(
         self,

@@ -99,6 +99,11 @@ class BackendUnavailable(StoreError):
     """The database cannot be reached, or refused what was asked of it."""
 
 
+class GcRefused(StoreError):
+    """Garbage collection removed nothing: a session or a snapshot tree it would
+    have to read cannot be read, so what it reaches cannot be known."""
+
+
 class UnsupportedFormat(StoreError):
     """The session's format version is newer than this infai understands."""
 

@@ -17,8 +17,17 @@ from typing import Any, TypeAlias
 from .codec import check_uuid, new_event_id, now_rfc3339
 from .errors import InvalidInput
 
-#: On-disk format version, written to every session's metadata.
-FORMAT_VERSION = 1
+#: The newest session format this infai reads and writes (a newer one is refused).
+#: Format 1: conversation events only. Format 2: the session may hold ``snapshot``
+#: and ``restore`` events (kinds version 2), whose trees live in the store-wide
+#: objects. A session is created as format 1 and becomes format 2 when its first
+#: workspace event is appended, so sessions without snapshots stay readable by an
+#: older infai, which refuses format 2 rather than misreading it.
+FORMAT_VERSION = 2
+#: the format a new session is created with
+BASE_FORMAT = 1
+#: the format of a session holding workspace kinds (snapshot, restore)
+WORKSPACE_FORMAT = 2
 
 #: a value :meth:`SessionStore.update_info` may set: text, or the ``extra`` object
 Changed: TypeAlias = str | dict[str, Any] | None
@@ -58,7 +67,7 @@ class SessionInfo:
         id: str,
         created_at: str,
         updated_at: str,
-        format: int = FORMAT_VERSION,
+        format: int = BASE_FORMAT,
         name: str | None = None,
         working_dir: str | None = None,
         model: str | None = None,

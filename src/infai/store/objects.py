@@ -21,6 +21,12 @@ raise :class:`~.errors.BlobDigestError`, never a silent wrong answer.
 Each removal bumps :meth:`ObjectStore.generation`, so a cache that remembers
 which digests exist (the snapshot stat cache) can tell that its memory may be
 stale and check again.
+
+Every put, including one of an object already stored, records when it was made
+(by the store's clock). Garbage collection keeps whatever was put within its
+grace period, and checks that inside the transaction that removes, so an object
+a snapshot has just put, or put again, and whose event is not appended yet, is
+never removed under it (see :mod:`.gc`).
 """
 
 from __future__ import annotations
@@ -62,9 +68,14 @@ class ObjectStore(Protocol):
     def digests(self) -> Iterator[str]:
         """Every object's digest, in no particular order (for gc)."""
 
-    def remove(self, digests: Iterable[str]) -> int:
+    def remove(self, digests: Iterable[str], *, grace: float = 0.0) -> int:
         """Remove these objects (absent ones are skipped) and bump the generation;
-        the bytes freed. Only garbage collection calls this."""
+        the bytes freed. Those put within the last ``grace`` seconds are kept: the
+        check is made in the removing transaction, after every batch in flight has
+        committed. Only garbage collection calls this."""
+
+    def recent(self, seconds: float) -> set[str]:
+        """Digests put (or put again) within the last ``seconds``, by the store's clock."""
 
     def generation(self) -> int:
         """A number that grows with every :meth:`remove` (caches of "this digest is

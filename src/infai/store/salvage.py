@@ -10,6 +10,11 @@ prefix and every branch that does not descend from the damage survive, with
 their ids, parents, branch points and timestamps. What is kept is written to a
 new session (all or nothing, like an import); what is lost is listed with why.
 The damaged session is left exactly as it was, for a closer look.
+
+Snapshot and restore events are kept like any other: the objects they name are
+the store's, not the session's, so the new session reaches the same files
+(and gc keeps them while either session does); it is format 2 as soon as it
+holds one, as any session is.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ in an SQLite FTS5 file under its home, PostgreSQL in ``tsvector`` columns with a
 GIN index. An event's searchable text is what a reader of the session sees
 (:func:`searchable_text`): a message's content and reasoning, a tool call's name
 and argument values, a tool result's name and output, a compaction's or branch
-summary's text; metadata is not searched. A record that lives in a blob is
+summary's text, a snapshot's reason and the paths it skipped, a restore's paths
+(never a digest); metadata is not searched. A record that lives in a blob is
 indexed from the blob, once per digest.
 
 Query syntax (one grammar for both backends, parsed here by
@@ -176,6 +177,11 @@ def searchable_text(kind: str, obj: dict[str, Any]) -> str:
         parts = [obj.get("summary") or ""]
         for field in _LIST_FIELDS:
             _leaves(obj.get(field) or [], parts)
+    elif kind == "snapshot":  # why it was taken and the paths it left out, not digests
+        skipped = obj.get("skipped")
+        parts = [obj.get("reason") or "", *(skipped if isinstance(skipped, dict) else {})]
+    elif kind == "restore":  # the paths it wrote or kept
+        _leaves([obj.get("touched") or [], obj.get("kept") or []], parts)
     else:
         parts = [v for k, v in obj.items() if isinstance(v, str) and k != "metadata"]
     return "\n".join(p for p in parts if isinstance(p, str) and p)

@@ -8,6 +8,17 @@ unique, every parent appears earlier, every record matches its kind), then
 writes the session with its id, event ids, parents, branch points and
 timestamps preserved; the last event becomes HEAD, as it was.
 
+Version 2 (written only when the session names store-wide objects: snapshot or
+restore events, or a ``tool_manifest`` in some record's metadata, see
+:mod:`.gc`) adds, after the events, one line per object those events reach:
+``{"object": "sha256:<hex>", "data": "<base64>"}`` (each tree walked, every
+file content and link target, each object once, sorted by digest). Import
+checks every object hashes to its name, every tree decodes, and every object an
+event reaches is in the file (and no other), then puts them in one batch before
+it creates the session, so an imported snapshot is never missing its files.
+A session that names no object is still written as version 1, which older
+infai reads.
+
 An export file comes from outside (a colleague, a bug report, a download), so
 by default its metadata is not trusted with what only the user may decide
 (:func:`untrusted_metadata`): the "allow always" rules a session keeps
@@ -23,23 +34,30 @@ Each change is reported. ``store copy`` between the user's own stores passes
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from .codec import NIL_ID, check_role, check_timestamp, check_uuid, dumps, now_rfc3339
+from .codec import NIL_ID, check_role, check_timestamp, check_uuid, digest_of, dumps, now_rfc3339
 from .contract import SessionStore
-from .errors import InvalidInput, SessionExists
+from .errors import InvalidInput, SessionExists, StoreError
 from .events import EventSpec
+from .gc import record_roots, session_roots
 from .info import SessionInfo
+from .objects import check_digest
 from .records import encode_record, record_from_obj
+from .trees import decode_tree, reachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from typing import IO
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+#: the version written for a session that names no object (older infai reads it)
+PLAIN_VERSION = 1
 #: keys of ``extra`` an import from outside drops: ``allowed`` holds the session's
 #: "allow always" rules (infai.agent.session.KEPT_RULES; the store cannot import it)
 UNTRUSTED_EXTRA = ("allowed",)
@@ -49,16 +67,83 @@ _EVENT_FIELDS = ("id", "parent_id", "branch_from", "kind", "role", "timestamp", 
 
 
 def export_lines(store: SessionStore, session_id: str) -> Iterator[bytes]:
-    """The export file's lines, header first (reads every event and blob)."""
+    """The export file's lines, header first (reads every event and blob, and every
+    object the events reach; one that cannot be read stops the export)."""
     info = store.info(session_id)
-    yield dumps({"infai_export": EXPORT_VERSION, "session": info.to_obj()}) + b"\n"
     with store.open_reader(session_id) as reader:
+        trees, leaves = session_roots(reader)  # a first pass: the header says the version
+        try:
+            carried = reachable(store.objects, sorted(trees)) | set(leaves)
+        except StoreError as exc:
+            raise StoreError(
+                f"session {info.id}: cannot export the files of its snapshots: {exc}"
+                " (infai session fsck names the event)"
+            ) from None
+        version = EXPORT_VERSION if carried else PLAIN_VERSION
+        yield dumps({"infai_export": version, "session": info.to_obj()}) + b"\n"
         for entry in reader.entries():
             event = reader.event(entry.id, resolve=True)
             assert event.record is not None
             obj = event.to_obj()
             del obj["digest"]  # the record travels inline
             yield (dumps(obj) + b"\n")
+    for digest in sorted(carried):
+        data = base64.b64encode(store.objects.get(digest)).decode("ascii")
+        yield dumps({"object": digest, "data": data}) + b"\n"
+
+
+def _parse_object(raw: bytes, where: str, objects: dict[str, bytes]) -> None:
+    """Check one object line and add it to ``objects``."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{where}: malformed JSON: {exc}") from None
+    if not isinstance(obj, dict) or set(obj) != {"object", "data"}:
+        raise InvalidInput(f"{where}: an object line holds exactly 'object' and 'data'")
+    name, text = obj["object"], obj["data"]
+    if not isinstance(name, str) or not isinstance(text, str):
+        raise InvalidInput(f"{where}: 'object' and 'data' must be strings")
+    check_digest(name)
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{where}: object {name}: data is not base64") from None
+    if digest_of(data) != name:
+        raise InvalidInput(f"{where}: object {name}: its data does not hash to its name")
+    if name in objects:
+        raise InvalidInput(f"{where}: object {name} appears twice")
+    objects[name] = data
+
+
+def _check_objects(events: list[EventSpec], objects: dict[str, bytes], name: str) -> None:
+    """Every object an event reaches is in the file, every tree decodes, and the
+    file carries nothing else."""
+    reached: set[str] = set()
+    for number, spec in enumerate(events, start=2):
+        tree, leaf = record_roots(spec[5])
+        for digest in (tree, leaf):
+            if digest is not None and digest not in objects:
+                raise InvalidInput(f"{name}: line {number}: object {digest} is not in the file")
+        if leaf is not None:
+            reached.add(leaf)
+        pending = [tree] if tree is not None else []
+        while pending:
+            digest = pending.pop()
+            if digest in reached:
+                continue
+            reached.add(digest)
+            for entry in decode_tree(objects[digest], f"{name}: tree {digest}"):
+                if entry.digest not in objects:
+                    raise InvalidInput(
+                        f"{name}: tree {digest} names {entry.digest}, which is not in the file"
+                    )
+                if entry.type == "dir":
+                    pending.append(entry.digest)
+                else:
+                    reached.add(entry.digest)
+    extra = sorted(set(objects) - reached)
+    if extra:
+        raise InvalidInput(f"{name}: object {extra[0]} is reached by no event")
 
 
 def _parse_event(raw: bytes, where: str, seen: set[str]) -> EventSpec:
@@ -94,14 +179,18 @@ def _parse_event(raw: bytes, where: str, seen: set[str]) -> EventSpec:
     return event_id, parent_id, branch_from and parent_id, obj["role"], obj["timestamp"], record
 
 
-def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[EventSpec]]:
+def _parse(
+    lines: Iterable[bytes], name: str
+) -> tuple[SessionInfo, list[EventSpec], dict[str, bytes]]:
     it = iter(lines)
     first = next(it, b"")
     try:
         header = json.loads(first)
-        if header.get("infai_export") != EXPORT_VERSION:
+        version = header.get("infai_export")
+        if version not in (PLAIN_VERSION, EXPORT_VERSION) or isinstance(version, bool):
             raise InvalidInput(
-                f"{name}: line 1: unsupported export version {header.get('infai_export')!r}"
+                f"{name}: line 1: unsupported export version {version!r}"
+                f" (this infai reads {PLAIN_VERSION} and {EXPORT_VERSION})"
             )
         info = SessionInfo.from_obj(header.get("session"), f"{name}: line 1: session")
     except (ValueError, AttributeError) as exc:
@@ -110,12 +199,19 @@ def _parse(lines: Iterable[bytes], name: str) -> tuple[SessionInfo, list[EventSp
         raise InvalidInput(f"{name}: line 1: not an infai export header") from None
     check_uuid(info.id, f"{name}: line 1: session id")
     seen: set[str] = set()
-    events = [
-        _parse_event(raw, f"{name}: line {number}", seen)
-        for number, raw in enumerate(it, start=2)
-        if raw.strip()
-    ]
-    return info, events
+    events: list[EventSpec] = []
+    objects: dict[str, bytes] = {}
+    for number, raw in enumerate(it, start=2):
+        if not raw.strip():
+            continue
+        if raw.lstrip().startswith(b'{"object"'):
+            if version == PLAIN_VERSION:
+                raise InvalidInput(f"{name}: line {number}: a version 1 export holds no objects")
+            _parse_object(raw, f"{name}: line {number}", objects)
+        else:
+            events.append(_parse_event(raw, f"{name}: line {number}", seen))
+    _check_objects(events, objects, name)
+    return info, events, objects
 
 
 def _instant(stamp: str, where: str) -> datetime:
@@ -182,13 +278,17 @@ def import_session(
     file may not decide is changed or refused (see the module docstring) and
     each change is passed to ``report`` as a sentence naming the file.
     """
-    info, events = _parse(source, name)
+    info, events, objects = _parse(source, name)
     notes: list[str] = []
     if not trusted:
         info, notes = untrusted_metadata(info, name)
         _check_event_times(events, name)
     if store.exists(info.id):
         raise SessionExists(f"session {info.id} already exists; remove it first")
+    if objects:  # first, so no event ever names an object not stored yet
+        with store.objects.batch() as batch:
+            for data in objects.values():
+                batch.put(data)
     created = store.create_session(
         session_id=info.id,
         name=info.name,
@@ -200,8 +300,9 @@ def import_session(
             step = 1000
             for start in range(0, len(events), step):
                 writer.import_batch(events[start : start + step])
-        # Metadata as it was exported (timestamps, links to a parent session, extra).
-        store.restore_info(info.replace(format=created.format))
+        # Metadata as it was exported (timestamps, links to a parent session, extra);
+        # the format is what this store made of the events (2 if they hold snapshots)
+        store.restore_info(info.replace(format=store.info(created.id).format))
     except BaseException:
         store.remove_session(created.id)
         raise

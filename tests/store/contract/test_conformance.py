@@ -26,8 +26,10 @@ from infai.store import (
     open_store,
 )
 from infai.store.file import NoLease, SessionReader, SessionWriter, Store
+from infai.store.file.objects import FileObjects
+from infai.store.objects import ObjectStore
 from infai.store.pg import Lease as PgLease
-from infai.store.pg import PgSessionReader, PgSessionWriter, PgStore
+from infai.store.pg import PgObjects, PgSessionReader, PgSessionWriter, PgStore
 
 # -- static conformance: mypy checks these assignments -------------------------------
 
@@ -46,6 +48,14 @@ def file_writer_conforms(writer: SessionWriter) -> SessionLog:
 
 def file_lease_conforms(lease: NoLease) -> Lease:
     return lease
+
+
+def file_objects_conform(objects: FileObjects) -> ObjectStore:
+    return objects
+
+
+def pg_objects_conform(objects: PgObjects) -> ObjectStore:
+    return objects
 
 
 def pg_store_conforms(store: PgStore) -> SessionStore:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from infai.store import (
+    FORMAT_VERSION,
     InvalidInput,
     MessageRecord,
     SessionNotFound,
@@ -36,7 +37,7 @@ def store(tmp_path: Path) -> Store:
 def _bump_format(store: Store, sid: str) -> None:
     meta = store.paths(sid).meta
     obj = json.loads(meta.read_bytes())
-    obj["format"] = 2
+    obj["format"] = FORMAT_VERSION + 1  # newer than this infai (2 is now known)
     obj["compression"] = "zstd"  # a field a later format might add
     meta.write_text(json.dumps(obj))
 

@@ -35,10 +35,14 @@ def msg(text: str) -> MessageRecord:
 
 def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert migrate(conn) == ["1: sessions, events, blobs", "2: search index"]
+        assert migrate(conn) == [
+            "1: sessions, events, blobs",
+            "2: search index",
+            "3: content-addressed objects",
+        ]
         assert migrate(conn) == []
         versions = conn.execute("SELECT version FROM infai_schema ORDER BY version").fetchall()
-    assert versions == [(1,), (2,)] and LATEST == 2
+    assert versions == [(1,), (2,), (3,)] and LATEST == 3
 
 
 def test_a_database_from_a_newer_infai_is_refused(pg_url: str) -> None:

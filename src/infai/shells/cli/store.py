@@ -1,12 +1,19 @@
-"""``infai store``: the backend itself: migrate a database, copy sessions between stores.
+"""``infai store``: the backend itself: migrate a database, copy sessions between
+stores, collect garbage.
 
-``copy`` moves sessions with their ids, events, branches, HEAD and blobs, from
-a directory to a PostgreSQL database or back (or between two of a kind), one
-session at a time through the export format, and verifies each copy against
-its source (every event's links and resolved record, HEAD, metadata) before
-saying it is done. A session already at the destination is left alone: if it
-is identical it counts as copied, otherwise it is reported and the command
-exits 1 at the end, having copied everything else.
+``copy`` moves sessions with their ids, events, branches, HEAD, blobs and the
+objects their snapshots reach, from a directory to a PostgreSQL database or
+back (or between two of a kind), one session at a time through the export
+format, and verifies each copy against its source (every event's links and
+resolved record, HEAD, metadata, every object reached) before saying it is
+done. A session already at the destination is left alone: if it is identical
+it counts as copied, otherwise it is reported and the command exits 1 at the
+end, having copied everything else.
+
+``gc`` removes the store-wide objects (workspace snapshots' file contents and
+trees, tool manifests) that no event of any session reaches, keeping whatever
+was put within the grace period (see :mod:`infai.store.gc`); with a session it
+cannot read, it removes nothing and exits 1.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from .errors import BadInput, mapped_errors
 
 @click.group("store")
 def store_group() -> None:
-    """The session store's backend: migrate, copy between backends."""
+    """The session store's backend: migrate, copy between backends, collect garbage."""
 
 
 @store_group.command("migrate")
@@ -65,6 +72,11 @@ def same_session(source: SessionStore, target: SessionStore, session_id: str) ->
                 return f"event #{left.seq} differs"
             if a.event(left.id, resolve=True).record != b.event(right.id, resolve=True).record:
                 return f"event #{left.seq}'s record differs"
+    from infai.store import objects_reached
+
+    lost = target.objects.missing(objects_reached(source, session_id))
+    if lost:
+        return f"{len(lost)} object(s) its snapshots reach are missing, e.g. {min(lost)}"
     return None
 
 
@@ -139,4 +151,60 @@ def copy_command(
         raise click.ClickException(f"{failed} of {len(wanted)} sessions were not copied")
 
 
-__all__ = ["same_session", "store_group"]
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"  # pragma: no cover
+
+
+@store_group.command("gc")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MINUTES",
+    help="Keep objects put within this many minutes  [default: 60].",
+)
+@json_option
+@mapped_errors
+@pass_store
+def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json: bool) -> None:
+    """Remove stored file contents, trees and manifests that no event of any session
+    reaches (never anything reachable); reports objects and bytes freed.
+
+    Objects put within the grace period are kept even if nothing reaches them yet:
+    a snapshot puts its files before it appends its event. A session that cannot
+    be read makes gc remove nothing (exit 1): fsck or salvage it first.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from infai.store import GC_GRACE, collect_garbage
+
+    seconds = GC_GRACE if grace is None else grace * 60
+    console = Console(stderr=True)
+    columns = (TextColumn("reading sessions"), BarColumn(), MofNCompleteColumn())
+    with Progress(
+        *columns, console=console, transient=True, disable=not console.is_terminal
+    ) as bar:
+        task = bar.add_task("", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = collect_garbage(store, dry_run=dry_run, grace=seconds, progress=progress)
+    if as_json:
+        emit_json(report.to_obj())
+        return
+    verb = "would remove" if dry_run else "removed"
+    echo(
+        f"{verb} {report.removed} of {report.objects} objects, {_size(report.freed)}"
+        f" ({report.reachable} reachable from {report.sessions} sessions,"
+        f" {report.recent} kept as recent)"
+    )
+
+
+__all__ = ["gc_command", "same_session", "store_group"]

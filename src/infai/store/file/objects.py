@@ -1,11 +1,12 @@
 """The directory store's objects: one SQLite database, ``<home>/objects/objects.sqlite``.
 
 Model, in prose (the contract is :mod:`infai.store.objects`): a table of
-``(digest, size, data)`` rows keyed by digest, plus a one-row ``generation``
-counter that every removal bumps. SQLite rather than one file per object
-because a workspace snapshot adds thousands of small objects at once and must
-make them durable together: one transaction, one sync (``synchronous = FULL``
-in WAL mode), where loose files would need an fsync each. Unlike the listing
+``(digest, size, data)`` rows keyed by digest, a narrow ``puts`` table of when
+each digest was last put (POSIX seconds; garbage collection's grace period),
+plus a one-row ``generation`` counter that every removal bumps. SQLite rather
+than one file per object because a workspace snapshot adds thousands of small
+objects at once and must make them durable together: one transaction, one sync
+(``synchronous = FULL`` in WAL mode), where loose files would need an fsync each. Unlike the listing
 and search indexes under ``<home>/index/``, this database is *truth*, not a
 cache: it is never rebuilt, and a damaged one is reported, not replaced.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -28,8 +30,8 @@ from ..codec import PREFIX, digest_of
 from ..errors import BlobDigestError, CorruptionError, ObjectNotFound, StoreIOError
 from ..objects import check_digest
 
-#: the database's schema version (``PRAGMA user_version``)
-SCHEMA_VERSION = 1
+#: the database's schema version (``PRAGMA user_version``; 2 added ``puts``)
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
     digest TEXT PRIMARY KEY,
@@ -38,7 +40,11 @@ CREATE TABLE IF NOT EXISTS objects (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
+CREATE TABLE IF NOT EXISTS puts (digest TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 """
+#: a put refreshes its time: a narrow row, so putting an existing object again
+#: never rewrites the object's bytes
+_PUT_TIME = "INSERT INTO puts (digest, at) VALUES (?, ?) ON CONFLICT (digest) DO UPDATE SET at = ?"
 #: how long a process waits for another's write transaction, in milliseconds
 BUSY_MS = 30_000
 #: digests per query in :meth:`FileObjects.missing` (SQLite's variable limit is 32766)
@@ -62,6 +68,8 @@ class _Batch:
                 "INSERT OR IGNORE INTO objects (digest, size, data) VALUES (?, ?, ?)",
                 (digest, len(data), data),
             )
+            now = time.time()
+            self._conn.execute(_PUT_TIME, (digest, now, now))
         return digest
 
     def __enter__(self) -> _Batch:
@@ -201,24 +209,44 @@ class FileObjects:
             rows = self._connect().execute("SELECT digest FROM objects").fetchall()
         return iter([row[0] for row in rows])
 
-    def remove(self, digests: Iterable[str]) -> int:
-        """Remove these objects in one transaction; the bytes freed."""
+    def remove(self, digests: Iterable[str], *, grace: float = 0.0) -> int:
+        """Remove these objects in one transaction, except those put within the last
+        ``grace`` seconds (checked under the write lock, which every batch takes
+        too, so no put is in flight); the bytes freed."""
         doomed = sorted({check_digest(d) for d in digests})
         if not self._exists():
             return 0
         freed = 0
         with self.batch():
             conn = self._connect()
+            cutoff = time.time() - grace
+            keep = "AND NOT EXISTS (SELECT 1 FROM puts p WHERE p.digest = o.digest AND p.at >= ?)"
             for start in range(0, len(doomed), _CHUNK):
                 part = doomed[start : start + _CHUNK]
                 marks = ",".join("?" * len(part))
+                where = f"o.digest IN ({marks}) {keep}"
                 row = conn.execute(
-                    f"SELECT COALESCE(SUM(size), 0) FROM objects WHERE digest IN ({marks})", part
+                    f"SELECT COALESCE(SUM(size), 0) FROM objects o WHERE {where}", (*part, cutoff)
                 ).fetchone()
                 freed += int(row[0])
-                conn.execute(f"DELETE FROM objects WHERE digest IN ({marks})", part)
+                conn.execute(f"DELETE FROM objects AS o WHERE {where}", (*part, cutoff))
+                conn.execute(
+                    f"DELETE FROM puts WHERE digest IN ({marks}) AND at < ?", (*part, cutoff)
+                )
             conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
         return freed
+
+    def recent(self, seconds: float) -> set[str]:
+        """Digests put (or put again) within the last ``seconds``."""
+        if not self._exists():
+            return set()
+        with self._lock:
+            rows = (
+                self._connect()
+                .execute("SELECT digest FROM puts WHERE at >= ?", (time.time() - seconds,))
+                .fetchall()
+            )
+        return {row[0] for row in rows}
 
     def generation(self) -> int:
         """Bumped by every removal."""

@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..home import default_home
 from ..info import (
+    WORKSPACE_FORMAT,
     SessionInfo,
     SessionSummary,
     check_changes,
@@ -316,6 +317,14 @@ class Store:
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
 
+    def _workspace_format(self, paths: SessionPaths) -> None:
+        """Before a session's first snapshot or restore event: its metadata says
+        format 2, which an older infai refuses instead of misreading."""
+        info = self._read_info(paths)
+        if info.format < WORKSPACE_FORMAT:
+            upgraded = info.replace(format=WORKSPACE_FORMAT, updated_at=now_rfc3339())
+            atomic_write(self.io, str(paths.meta), dumps(check_info(upgraded).to_obj()) + b"\n")
+
     def _write_info(self, paths: SessionPaths, **changes: Changed) -> SessionInfo:
         info = self._read_info(paths).replace(updated_at=now_rfc3339(), **changes)
         check_info(info)
@@ -432,6 +441,7 @@ class Store:
             self.options,
             lock,
             on_first_append=lambda: self._touch(paths),
+            on_workspace=lambda: self._workspace_format(paths),
             on_close=lambda: self._closed_writer(sid),
             on_commit=lambda events: self._appended(sid, events),
         )
@@ -460,6 +470,11 @@ class Store:
         report = fsck(paths)
         report.repaired = repaired
         _mark_damage(self.io, paths, report)
+        if report.ok:  # objects its snapshots name: reported, never a damage mark
+            from ..objcheck import check_objects
+
+            with self.open_reader(session_id) as view:
+                check_objects(self.objects, view, report)
         return report
 
     def recover(self, paths: SessionPaths) -> Recovery:

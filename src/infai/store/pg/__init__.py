@@ -8,7 +8,16 @@ loads the directory store's write, recovery or check paths.
 """
 
 from .backend import Lease, PgStore
+from .objects import PgObjects
 from .schema import LATEST
 from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
-__all__ = ["CHANNEL", "LATEST", "Lease", "PgSessionReader", "PgSessionWriter", "PgStore"]
+__all__ = [
+    "CHANNEL",
+    "LATEST",
+    "Lease",
+    "PgObjects",
+    "PgSessionReader",
+    "PgSessionWriter",
+    "PgStore",
+]

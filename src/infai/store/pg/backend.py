@@ -52,12 +52,22 @@ from ..errors import (
     SessionExists,
     SessionNotFound,
     StoreError,
+    UnsupportedFormat,
 )
 from ..home import default_home
-from ..info import SessionInfo, SessionSummary, check_changes, check_info, new_session_info
+from ..info import (
+    FORMAT_VERSION,
+    SessionInfo,
+    SessionSummary,
+    check_changes,
+    check_info,
+    new_session_info,
+)
+from ..objcheck import check_objects
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
 from .db import Database
+from .objects import PgObjects
 from .schema import check_current, migrate
 from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
@@ -120,6 +130,8 @@ class PgStore:
         except psycopg.Error as exc:
             raise BackendUnavailable(f"cannot reach {self.db.safe_url()}: {exc}") from None
         self.db.open_pool(pool_size)
+        #: the store-wide content-addressed objects (see :mod:`infai.store.objects`)
+        self.objects = PgObjects(self.db)
 
     def close(self) -> None:
         """Close the connection pool; open leases keep their own connections."""
@@ -378,6 +390,7 @@ class PgStore:
             if report.events != reader.count or (last >= 0 and reader.head_seq != last):
                 where = f"{self.db.safe_url()} session {report.session_id}"
                 report.problems.append(Problem(where, 0, "HEAD or count disagrees with events"))
+            check_objects(self.objects, reader, report)  # what its snapshots name
         return report
 
 
@@ -388,6 +401,12 @@ def _try_lock(conn: psycopg.Connection[Any], key: str) -> bool:
 
 def _info(obj: Any, sid: str) -> SessionInfo:
     where = f"database session {sid} metadata"
+    version = obj.get("format") if isinstance(obj, dict) else None
+    if type(version) is int and version > FORMAT_VERSION:
+        raise UnsupportedFormat(
+            f"{where}: session format {version}; this infai understands up to "
+            f"{FORMAT_VERSION}: upgrade infai"
+        )
     try:
         return SessionInfo.from_obj(obj, where)
     except InvalidInput as exc:

@@ -11,7 +11,11 @@ SHA-256 digest of a row in ``infai_blobs``, which is shared by all sessions
 moving HEAD happen in one transaction; see :mod:`infai.store.pg.backend`.
 Migration 2 adds the search index, derived from the events (see
 :mod:`infai.store.pg.search`): a database migrated from 1 is indexed by its
-first search.
+first search. Migration 3 adds the store-wide content-addressed objects of
+workspace snapshots and tool manifests (see :mod:`infai.store.pg.objects`):
+``infai_objects`` (digest, size, data), ``infai_object_puts`` (when each digest
+was last put, for garbage collection's grace period) and a one-row generation
+counter that every removal bumps.
 
 ``infai_schema`` records which migrations ran. :func:`migrate` applies the
 missing ones in order, each in its own transaction, under an advisory lock so
@@ -91,6 +95,28 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             head_path bytea
         );
         CREATE INDEX infai_events_digest ON infai_events (digest) WHERE digest IS NOT NULL;
+        """,
+    ),
+    (
+        3,
+        "content-addressed objects",
+        """
+        CREATE TABLE infai_objects (
+            digest text PRIMARY KEY,
+            size bigint NOT NULL,
+            data bytea NOT NULL,
+            CHECK (size = octet_length(data))
+        );
+        CREATE TABLE infai_object_puts (
+            digest text PRIMARY KEY,
+            at timestamptz NOT NULL
+        );
+        CREATE INDEX infai_object_puts_at ON infai_object_puts (at);
+        CREATE TABLE infai_objects_generation (
+            one boolean PRIMARY KEY DEFAULT true CHECK (one),
+            value bigint NOT NULL
+        );
+        INSERT INTO infai_objects_generation (value) VALUES (0);
         """,
     ),
 ]

@@ -38,8 +38,16 @@ from ..errors import (
     StoreError,
 )
 from ..events import Context, Entry, Event, EventSpec
+from ..info import WORKSPACE_FORMAT
 from ..options import StoreOptions
-from ..records import RECORD_TYPES, Record, encode_record, preview, record_from_stored
+from ..records import (
+    RECORD_TYPES,
+    WORKSPACE_KINDS,
+    Record,
+    encode_record,
+    preview,
+    record_from_stored,
+)
 from .db import Database
 
 CHANNEL = "infai_events"
@@ -390,6 +398,13 @@ class PgSessionWriter(PgSessionReader):
                         record.kind, role, ts, preview(record), text, digest,
                     )
                 )  # fmt: skip
+            if any(spec[5].kind in WORKSPACE_KINDS for spec in specs):
+                # the session now holds workspace kinds: its format says so (info.py)
+                conn.execute(
+                    "UPDATE infai_sessions SET info = jsonb_set(info, '{format}', to_jsonb(%s))"
+                    " WHERE id = %s AND (info->>'format')::int < %s",
+                    (WORKSPACE_FORMAT, self.session_id, WORKSPACE_FORMAT),
+                )
             with conn.cursor() as cur:
                 if blobs:
                     cur.executemany(

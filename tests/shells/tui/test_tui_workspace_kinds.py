@@ -1,0 +1,45 @@
+"""The TUI transcript shows snapshot and restore events as a notice line, and one
+between a tool call and its result does not cut the call off from its result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from infai.shells.tui import InfaiApp
+from infai.shells.tui.chat import ChatView, ToolView
+from infai.store import (
+    MessageRecord,
+    RestoreRecord,
+    SnapshotRecord,
+    ToolCallRecord,
+    ToolResultRecord,
+)
+from infai.store.codec import digest_of
+from tui_pilot import run_app, until, workspace
+
+
+def test_workspace_events_show_as_notices_in_the_transcript(tmp_path: Path) -> None:
+    space = workspace(tmp_path)
+    tree = digest_of(b"tree")
+    sid = space.store.create_session(working_dir=str(space.working_dir)).id
+    with space.store.open_writer(sid) as writer:
+        first = writer.append(MessageRecord(content="go"), "user")
+        writer.append(ToolCallRecord(call_id="c1", name="bash", arguments={}), "assistant")
+        writer.append(SnapshotRecord(tree=tree, files=2, reason="after bash"), "system")
+        writer.append(ToolResultRecord(call_id="c1", name="bash", content="done"), "tool")
+        writer.append(RestoreRecord(tree=tree, source=first.id), "system")
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        chat = app.query_one(ChatView)
+        await until(pilot, lambda: bool(chat.query(ToolView)), "the transcript")
+        notices = [str(s.render()) for s in chat.query(Static) if s.has_class("notice")]
+        assert any("snapshot: files: 2 (0 changed) after bash" in n for n in notices)
+        assert any(f"restore: files restored from {first.id}" in n for n in notices)
+        [tool] = chat.query(ToolView)
+        assert tool.has_result
+
+    run_app(app, scenario, (100, 30))
