@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ckpt_support import CountingObjects, git, git_env, init_repo, later, write
 
+from ckpt_support import CountingObjects, git, git_env, init_repo, later, write
 from infai.agent.checkpoints import Snapshotter, tree_files
 from infai.agent.checkpoints import snapshot as snapshot_module
 from infai.store.file.objects import FileObjects
@@ -79,13 +79,42 @@ _IGNORES = {
     "sub/deeper/.gitignore": "*.o\n!keep.log\n!/rootonly.txt\n",
 }
 _PATHS = [
-    "a.log", "keep.log", "x/keep.log", "build/out", "build/wanted", "x/build/out",
-    "rootonly.txt", "x/rootonly.txt", "doc/a/b/c.tmp", "doc/c.tmp", "doc/x.txt",
-    "foo/bar", "x/foo/bar", "cache/f", "x/y/cache/f", "cache.txt", "m.o", "sub/m.o",
-    "sub/deeper/m.o", "sub/local.txt", "sub/x/local.txt", "sub/anch.txt", "sub/x/anch.txt",
-    "sub/important.log", "sub/other.log", "sub/deeper/keep.log", "sub/deeper/rootonly.txt",
-    "sub/nested/a", "sub/nested/ok", "a/logs", "b/logs/f", "#hash", "x/#hash", "space ",
-    "plain.txt", "sub/plain.txt",
+    "a.log",
+    "keep.log",
+    "x/keep.log",
+    "build/out",
+    "build/wanted",
+    "x/build/out",
+    "rootonly.txt",
+    "x/rootonly.txt",
+    "doc/a/b/c.tmp",
+    "doc/c.tmp",
+    "doc/x.txt",
+    "foo/bar",
+    "x/foo/bar",
+    "cache/f",
+    "x/y/cache/f",
+    "cache.txt",
+    "m.o",
+    "sub/m.o",
+    "sub/deeper/m.o",
+    "sub/local.txt",
+    "sub/x/local.txt",
+    "sub/anch.txt",
+    "sub/x/anch.txt",
+    "sub/important.log",
+    "sub/other.log",
+    "sub/deeper/keep.log",
+    "sub/deeper/rootonly.txt",
+    "sub/nested/a",
+    "sub/nested/ok",
+    "a/logs",
+    "b/logs/f",
+    "#hash",
+    "x/#hash",
+    "space ",
+    "plain.txt",
+    "sub/plain.txt",
 ]
 
 

@@ -85,7 +85,7 @@ def tree_state(root: Path, skip_git: bool = True) -> dict[str, tuple[str, ...]]:
 
 def contents(root: Path) -> dict[str, tuple[str, ...]]:
     """Like :func:`tree_state` without mtimes and inodes: what a snapshot restores."""
-    return {p: v[:2] + (v[2],) if v[0] == "file" else v for p, v in tree_state(root).items()}
+    return {p: v[:3] if v[0] == "file" else v for p, v in tree_state(root).items()}
 
 
 def hash_git_dir(root: Path) -> dict[str, str]:
@@ -95,9 +95,8 @@ def hash_git_dir(root: Path) -> dict[str, str]:
         for name in filenames:
             path = Path(dirpath, name)
             st = path.lstat()
-            out[str(path.relative_to(root))] = (
-                f"{hashlib.sha256(path.read_bytes()).hexdigest()} {oct(st.st_mode)} {st.st_mtime_ns}"
-            )
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[str(path.relative_to(root))] = f"{digest} {oct(st.st_mode)} {st.st_mtime_ns}"
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from infai.store.objects import ObjectStore
 
 from .diff import DiffReport, FileInfo, diff_trees, render_diff, tree_files
-from .restore import PlanStale, Recovery, RestorePlan, Restorer, plan_restore
+from .restore import PlanStale, Recovery, RestorePending, RestorePlan, Restorer, plan_restore
 from .snapshot import DEFAULT_SIZE_CAP, SnapshotResult, Snapshotter
 
 
@@ -79,6 +79,7 @@ class Checkpoints:
         the plan. ``last`` is the tree of the last snapshot recorded on the
         timeline: planned paths changed since are the plan's conflicts.
         """
+        self._no_pending()
         now = self.snapshot(previous=last)
         plan = plan_restore(
             self.objects,
@@ -97,9 +98,16 @@ class Checkpoints:
         Raises :class:`~.restore.PlanStale` (nothing changed) if files changed since
         the plan. Afterwards: record the restore, then call :meth:`finish`.
         """
+        self._no_pending()
         if plan.actions and self.snapshot().tree != plan.current:
             raise PlanStale(f"{self.workdir}: files changed since the restore was planned")
         return self.restorer.apply(plan, metadata)
+
+    def _no_pending(self) -> None:
+        if self.restorer.pending() is not None:
+            raise RestorePending(
+                f"{self.restorer.journal}: an interrupted restore must be recovered first"
+            )
 
     def finish(self) -> None:
         """The restore is recorded: drop its journal."""

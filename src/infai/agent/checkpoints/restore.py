@@ -245,6 +245,20 @@ class _Disk:
         self.root = root
         self.objects = objects
         self.umask = _umask()
+        self.dirty: set[str] = set()  # directories whose entries changed, synced once
+
+    def sync(self) -> None:
+        """Make the renames and unlinks durable: fsync each changed directory once."""
+        for d in sorted(self.dirty):
+            try:
+                fd = os.open(os.path.join(self.root, d), os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # pruned since
+            try:
+                _fsync_dir(fd)
+            finally:
+                os.close(fd)
+        self.dirty.clear()
 
     def _parent(self, path: str, create: bool) -> int | None:
         """An fd of ``path``'s directory (the caller closes it); ``None`` if it is
@@ -294,7 +308,7 @@ class _Disk:
             except IsADirectoryError:
                 os.rmdir(name, dir_fd=pfd)  # an empty directory left in the way
                 os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-            _fsync_dir(pfd)
+            self.dirty.add(info.path.rpartition("/")[0])
         finally:
             os.close(pfd)
 
@@ -352,7 +366,7 @@ class _Disk:
                     pass
                 except IsADirectoryError:
                     pass  # a directory is not a planned file: left alone
-            _fsync_dir(pfd)
+            self.dirty.add(path.rpartition("/")[0])
         finally:
             os.close(pfd)
 
@@ -383,6 +397,7 @@ class _Disk:
                 continue
             try:
                 os.rmdir(d.rsplit("/", 1)[-1], dir_fd=pfd)
+                self.dirty.add(d.rpartition("/")[0])
             except OSError:
                 pass  # not empty (or gone): kept
             finally:
@@ -406,6 +421,7 @@ def converge(disk: _Disk, states: list[tuple[str, FileInfo | None, FileInfo | No
             disk.chmod(wanted)
         else:
             disk.put(wanted)
+    disk.sync()
 
 
 def _info(obj: Any) -> FileInfo | None:
