@@ -278,3 +278,48 @@ def test_unreadable_file_is_skipped_not_fatal(
 
 def test_git_check_ignore_is_available() -> None:
     assert subprocess.run(["git", "--version"], capture_output=True).returncode == 0
+
+
+def test_cached_snapshots_equal_uncached_ones_under_random_changes(tmp_path: Path) -> None:
+    """The stat cache's fast paths never hide a change: after each random edit,
+    the cached snapshot's tree is the one a cold walk (reading every byte) makes."""
+    import random
+
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    rng = random.Random(1414)
+    write(wd, [(f"d{i % 4}/s{i % 3}/f{i}", f"{i}") for i in range(40)])
+    objects = FileObjects(home)
+    snap = Snapshotter(objects, wd, home=home, clock=later)
+    snap.snapshot()
+
+    def files() -> list[Path]:
+        return sorted(p for p in wd.rglob("*") if p.is_file() and not p.is_symlink())
+
+    def grow(p: Path) -> None:  # every content change also changes the size
+        p.write_bytes(p.read_bytes() + b"+")
+
+    def rename(p: Path) -> None:
+        p.rename(p.with_name(f"{p.name}r{rng.random()}"))
+
+    def into_dir(p: Path) -> None:
+        p.unlink()
+        write(p, [("inner", "x")])
+
+    ops = [
+        lambda p: grow(p),
+        lambda p: p.unlink(),
+        lambda p: p.chmod(p.stat().st_mode ^ 0o100),
+        rename,
+        into_dir,
+        lambda p: write(wd, [(f"new{rng.random()}/x", "n")]),
+        lambda p: (wd / ".gitignore").write_text(rng.choice(["f1*\n", "s1/\n", "*r\n", ""])),
+        lambda p: os.symlink(p.name, p.with_name(f"{p.name}.{rng.random()}.ln")),
+        lambda p: write(wd, [(f"{p.parent.relative_to(wd)}/{p.name}.tmp", "t")]),
+    ]
+    for _ in range(40):
+        for _ in range(rng.randint(1, 3)):
+            rng.choice(ops)(rng.choice(files()))
+        cached = snap.snapshot()
+        cold = Snapshotter(objects, wd, clock=later).snapshot()
+        assert cached.tree == cold.tree
+        assert cached.skipped == cold.skipped
