@@ -257,3 +257,22 @@ def test_snapshotter_without_cache_sees_restored_state(tmp_path: Path) -> None:
     _restore(c, old)
     fresh = Snapshotter(c.objects, wd, clock=later, size_cap=4096).snapshot()
     assert fresh.tree == old
+
+
+def test_files_left_alone_beyond_the_listed_cap_are_still_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent.checkpoints import snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "SKIPPED_LIST_CAP", 1)
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    write(wd, [(f"f{i}.bin", b"small") for i in range(5)])
+    c = _checkpoints(wd, home, size_cap=100)
+    old = c.snapshot().tree
+    write(wd, [(f"f{i}.bin", b"x" * 200) for i in range(5)])  # all over the cap now
+    state = tree_state(wd)
+    now, plan = c.plan(old)
+    assert len(now.skipped) == 1 and now.skipped_more == 4
+    assert plan.actions == () and len(plan.not_restorable) == 5
+    c.apply(plan)
+    assert tree_state(wd) == state

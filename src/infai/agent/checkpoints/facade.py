@@ -88,7 +88,7 @@ class Checkpoints:
             now.tree,
             last=last,
             target_skipped=target_skipped,
-            current_skipped=now.skipped,
+            current_skipped=now.every_skipped,
         )
         return now, plan
 

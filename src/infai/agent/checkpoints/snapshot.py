@@ -66,6 +66,8 @@ class SnapshotResult:
     skipped_more: int = 0
     hashed: int = 0
     hashed_bytes: int = 0
+    #: every skipped path, uncapped: what a restore must leave alone
+    every_skipped: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def record(self, reason: str) -> SnapshotRecord:
         """The timeline record of this snapshot (``reason``: "turn start", "after bash"...)."""
@@ -384,4 +386,5 @@ class Snapshotter:
             skipped_more=max(0, len(listed) - SKIPPED_LIST_CAP),
             hashed=walk.hashed,
             hashed_bytes=walk.hashed_bytes,
+            every_skipped=dict(listed),
         )
