@@ -276,3 +276,23 @@ def test_files_left_alone_beyond_the_listed_cap_are_still_left_alone(
     assert plan.actions == () and len(plan.not_restorable) == 5
     c.apply(plan)
     assert tree_state(wd) == state
+
+
+def test_a_restore_running_elsewhere_is_neither_joined_nor_recovered(tmp_path: Path) -> None:
+    import fcntl
+
+    wd, c, old, _new = _scenario(tmp_path)
+    _, plan = c.plan(old)
+    state = tree_state(wd)
+    lock = c.restorer.journal.with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as held:  # another process in the middle of a restore
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(RestoreError, match="another process is restoring"):
+            c.restorer.apply(plan)
+        with pytest.raises(RestoreError, match="another process is restoring"):
+            c.recover()
+    assert tree_state(wd) == state
+    c.apply(plan)  # the lock is free again
+    c.finish()
+    assert c.snapshot().tree == old

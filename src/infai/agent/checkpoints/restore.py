@@ -35,11 +35,12 @@ the restore: recovery reports it as completed so the caller can record it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -465,9 +466,34 @@ class Restorer:
             raise RestoreError(f"{self.journal}: not a restore journal of {self.workdir}")
         return body
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold this working directory's restore lock (``flock`` on a file beside
+        the journal; the kernel drops it when a holder dies), or refuse: a
+        second process must neither apply alongside nor "recover" a restore
+        that is still running."""
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(
+            self.journal.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RestoreError(
+                    f"{self.workdir}: another process is restoring files here"
+                ) from None
+            yield
+        finally:
+            os.close(fd)
+
     def apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None = None) -> list[str]:
         """Apply ``plan``; the paths touched. The journal stays (phase ``applied``)
         until :meth:`finish`: record the restore on the timeline in between."""
+        with self._locked():
+            return self._apply(plan, metadata)
+
+    def _apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None) -> list[str]:
         if self.pending() is not None:
             raise RestorePending(f"{self.journal}: an interrupted restore must be recovered first")
         if plan.workdir != self.workdir:
@@ -499,6 +525,10 @@ class Restorer:
 
     def recover(self) -> Recovery | None:
         """Finish what an interrupted restore left (see the module docstring)."""
+        with self._locked():
+            return self._recover()
+
+    def _recover(self) -> Recovery | None:
         body = self.pending()
         if body is None:
             return None
