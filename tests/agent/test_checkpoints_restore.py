@@ -14,12 +14,14 @@ import pytest
 from ckpt_support import contents, hash_git_dir, init_repo, later, tree_state, write
 from infai.agent.checkpoints import (
     Checkpoints,
+    FileInfo,
     PlanStale,
     RestoreError,
     RestorePending,
     Snapshotter,
     tree_files,
 )
+from infai.agent.checkpoints import restore as restore_module
 from infai.store.file.objects import FileObjects
 
 
@@ -207,7 +209,7 @@ def test_symlink_swapped_in_cannot_redirect_writes_outside(tmp_path: Path) -> No
     (wd / "d/x").unlink()
     (wd / "d").rmdir()
     os.symlink(outside, wd / "d")  # swapped in after the plan
-    with pytest.raises(RestoreError):
+    with pytest.raises(RestoreError, match="undoing it"):
         c.restorer.apply(plan)  # below the facade's staleness check, on purpose
     assert list(outside.iterdir()) == []
     # recovery does not follow it either: it refuses, naming the path, journal kept
@@ -218,6 +220,30 @@ def test_symlink_swapped_in_cannot_redirect_writes_outside(tmp_path: Path) -> No
     got = c.recover()
     assert got is not None and got.action == "rolled back"
     assert (wd / "d/x").read_text() == "new x" and list(outside.iterdir()) == []
+
+
+def test_a_failing_step_is_undone_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    write(wd, [("a.txt", "old a"), ("b/c.txt", "old c"), ("z.txt", "old z")])
+    c = _checkpoints(wd, home)
+    old = c.snapshot().tree
+    write(wd, [("a.txt", "new a"), ("b/c.txt", "new c"), ("z.txt", "new z")])
+    newer = c.snapshot().tree
+    _, plan = c.plan(old)
+    real_put = restore_module._Disk.put
+    failed: list[str] = []
+
+    def put(disk: restore_module._Disk, info: FileInfo) -> None:
+        if info.path == "z.txt" and not failed:  # the last write, once: the disk is full
+            failed.append(info.path)
+            raise OSError(28, "No space left on device")
+        real_put(disk, info)
+
+    monkeypatch.setattr(restore_module._Disk, "put", put)
+    with pytest.raises(RestoreError, match=r"failed and was undone: .*No space left"):
+        c.apply(plan)
+    assert failed == ["z.txt"]
+    assert c.snapshot().tree == newer and c.restorer.pending() is None
 
 
 def test_git_paths_in_a_tree_are_never_written(tmp_path: Path) -> None:

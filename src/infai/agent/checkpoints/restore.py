@@ -19,7 +19,10 @@ temporary name beside it (derived from the path, so recovery can find it),
 fsynced and renamed over the path; parents are walked with ``O_NOFOLLOW``, so a
 symlink swapped in on disk cannot redirect a write outside the directory.
 After the last change the phase becomes ``applied``. The caller records the
-restore on its timeline and then calls :meth:`Restorer.finish`.
+restore on its timeline and then calls :meth:`Restorer.finish`. A step that
+fails with an error (a full disk, a path in the way) is undone at once and
+reported; one process at a time restores or recovers a working directory (an
+``flock`` beside the journal, dropped by the kernel when its holder dies).
 
 *Recovery* (the next open, :meth:`Restorer.recover`) of a restore interrupted
 while ``applying`` rolls *back*: every planned path is put back in its before
@@ -514,10 +517,30 @@ class Restorer:
         }
         self._write_journal(body)
         disk = _Disk(self.workdir, self.objects)
-        converge(disk, [(a.path, a.before, a.after) for a in plan.actions])
+        try:
+            converge(disk, [(a.path, a.before, a.after) for a in plan.actions])
+        except (OSError, RestoreError) as exc:
+            self._undo(plan, exc)
         body["phase"] = "applied"
         self._write_journal(body)
         return plan.touched
+
+    def _undo(self, plan: RestorePlan, exc: BaseException) -> None:
+        """A step failed (a path in the way, a full disk): put everything back
+        now and say what failed; if even that fails, the journal stays for
+        :meth:`recover`. Always raises."""
+        try:
+            converge(
+                _Disk(self.workdir, self.objects),
+                [(a.path, a.after, a.before) for a in plan.actions],
+            )
+        except (OSError, RestoreError) as again:
+            raise RestoreError(
+                f"{self.workdir}: the restore failed ({exc}) and so did undoing it "
+                f"({again}); the journal {self.journal} is kept: fix that and recover"
+            ) from exc
+        self.finish()
+        raise RestoreError(f"{self.workdir}: the restore failed and was undone: {exc}") from exc
 
     def finish(self) -> None:
         """Forget the journal of a restore that is applied and recorded."""
