@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -305,8 +306,8 @@ def test_cached_snapshots_equal_uncached_ones_under_random_changes(tmp_path: Pat
         p.unlink()
         write(p, [("inner", "x")])
 
-    ops = [
-        lambda p: grow(p),
+    ops: list[Callable[[Path], object]] = [
+        grow,
         lambda p: p.unlink(),
         lambda p: p.chmod(p.stat().st_mode ^ 0o100),
         rename,
