@@ -269,12 +269,18 @@ def test_git_paths_in_a_tree_are_never_written(tmp_path: Path) -> None:
 
 def test_interrupted_restore_blocks_the_next_until_recovered(tmp_path: Path) -> None:
     _wd, c, old, _new = _scenario(tmp_path)
-    _, plan = c.plan(old)
-    c.apply(plan)  # applied, but "recorded" never happened: the journal remains
+    now, plan = c.plan(old)
+    # applied, but "recorded" never happened: the journal remains
+    c.apply(plan, metadata={"source": "ev-1", "before": "ev-2"})
     with pytest.raises(RestorePending):
         c.apply(plan)
+    with pytest.raises(RestorePending):
+        c.plan(old)
     got = c.recover()
-    assert got is not None and got.action == "completed" and got.target == old
+    assert got is not None and got.action == "completed"
+    assert (got.target, got.before) == (old, now.tree)
+    assert got.metadata == {"source": "ev-1", "before": "ev-2"}  # to record the restore
+    assert sorted(got.touched) == sorted(plan.touched)
     assert c.recover() is None
 
 
