@@ -324,3 +324,15 @@ def test_cached_snapshots_equal_uncached_ones_under_random_changes(tmp_path: Pat
         cold = Snapshotter(objects, wd, clock=later).snapshot()
         assert cached.tree == cold.tree
         assert cached.skipped == cold.skipped
+
+
+def test_cache_file_is_written_at_most_every_interval_and_on_flush(tmp_path: Path) -> None:
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    write(wd, [("a", "a"), ("b", "b")])
+    snap = _snap(wd, home)
+    snap.snapshot()  # the first snapshot writes the file
+    (wd / "a").write_text("aa")
+    snap.snapshot()  # within the interval: in memory only
+    assert Snapshotter(FileObjects(home), wd, home=home, clock=later).snapshot().hashed == 1
+    snap.flush()
+    assert Snapshotter(FileObjects(home), wd, home=home, clock=later).snapshot().hashed == 0

@@ -103,6 +103,11 @@ class Checkpoints:
             raise PlanStale(f"{self.workdir}: files changed since the restore was planned")
         return self.restorer.apply(plan, metadata)
 
+    def close(self) -> None:
+        """Write the stat cache if snapshots left it unsaved (call when the session
+        closes; skipping it only costs re-hashing in the next process)."""
+        self.snapshotter.flush()
+
     def _no_pending(self) -> None:
         if self.restorer.pending() is not None:
             raise RestorePending(

@@ -43,6 +43,8 @@ from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
 DEFAULT_SIZE_CAP = 10 * 1024 * 1024
 #: at most this many skipped paths are listed; the rest are counted
 SKIPPED_LIST_CAP = 1000
+#: the stat cache file is rewritten at most this often by snapshots (see ``flush``)
+SAVE_INTERVAL_S = 5.0
 #: the directory name a snapshot never enters and a restore never touches
 GIT_DIR = ".git"
 
@@ -350,8 +352,23 @@ class Snapshotter:
         where = cache_path(Path(home), self.workdir) if home is not None else None
         self.cache = StatCache(where or Path(os.devnull), self.workdir)
         self._persist = where is not None
+        self._unsaved = False
+        self._saved_at = -SAVE_INTERVAL_S
         if not self._persist:
             self.cache.load(-1)
+
+    def flush(self) -> None:
+        """Write the stat cache to its file if it changed since the last write.
+
+        Snapshots write it at most every :data:`SAVE_INTERVAL_S` seconds (a
+        warm snapshot should not pay for serialising ten thousand entries each
+        time); call this when the session closes. A cache never written costs
+        only re-hashing in the next process, never a wrong answer.
+        """
+        if self._persist and self._unsaved:
+            self.cache.save(self.cache.dirs, self.cache.generation)
+        self._unsaved = False
+        self._saved_at = time.monotonic()
 
     def snapshot(self, previous: str | None = None) -> SnapshotResult:
         """Record the working directory now; ``previous`` (a root tree) is what
@@ -367,10 +384,10 @@ class Snapshotter:
         assert got is not None  # the root always yields a tree
         tree, size, files, clean = got
         if not clean:
-            if self._persist:
-                self.cache.save(walk.new, generation)
-            else:
-                self.cache.dirs, self.cache.generation = walk.new, generation
+            self.cache.dirs, self.cache.generation = walk.new, generation
+            self._unsaved = True
+            if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+                self.flush()
         changed = None
         if previous is not None:
             from .diff import diff_trees
