@@ -2,7 +2,7 @@
 exactly the files before it or exactly the files of its target: never a half
 state, no temporary file, no directory left over.
 
-A child process (forked) plans and applies a restore
+A child process (``tests/support/ckpt_child.py``) plans and applies a restore
 between two snapshots that differ in every way (edits, removals, a new
 directory, modes, links); the parent kills it after a random delay within the
 time a restore takes, then recovers as the next open would and compares the
@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +26,8 @@ import pytest
 from ckpt_support import write
 from infai.agent.checkpoints import Checkpoints, Snapshotter, tree_files
 from infai.store.file.objects import FileObjects
+
+CHILD = Path(__file__).resolve().parent.parent / "support" / "ckpt_child.py"
 
 
 def _two_trees(wd: Path, home: Path) -> tuple[str, str]:
@@ -58,38 +62,30 @@ def _disk_dirs(wd: Path) -> set[str]:
 
 
 def _run_child(home: Path, wd: Path, target: str, delay: float | None) -> float:
-    """Fork a child that plans and applies the restore of ``target``; kill it
-    ``delay`` seconds after it is ready (``None``: let it finish). The seconds
-    from ready to done (or to the kill). A fork, not a new interpreter: the
-    child is a real process killed by SIGKILL, without a second of imports."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 1
-        try:
-            os.close(ready_r)
-            checkpoints = Checkpoints(FileObjects(home), wd, home)
-            _, plan = checkpoints.plan(target)
-            os.write(ready_w, b"r")
-            checkpoints.restorer.apply(plan)
-            checkpoints.finish()
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(ready_w)
+    """Run the child; kill it ``delay`` seconds after it is ready (``None``: let it
+    finish). The seconds from ready to done (or to the kill)."""
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(home), str(wd), target],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
     try:
-        assert os.read(ready_r, 1) == b"r"
+        assert child.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        if delay is None:
+            assert child.stdout.readline().strip() == "done"
+        else:
+            time.sleep(delay)
+            child.send_signal(signal.SIGKILL)
+        code = child.wait(timeout=60)
+        assert delay is not None or code == 0
+        return time.monotonic() - start
     finally:
-        os.close(ready_r)
-    start = time.monotonic()
-    if delay is not None:
-        time.sleep(delay)
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    took = time.monotonic() - start
-    if delay is None:
-        assert os.waitstatus_to_exitcode(status) == 0
-    return took
+        child.stdout.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def _kill_loop(tmp_path: Path, kills: int, seed: int) -> dict[str, int]:
