@@ -199,6 +199,7 @@ def _verdict(ok: bool) -> str:
 def report(r: dict[str, Any]) -> list[str]:
     """The printed lines, one target each."""
     mb = r["bytes"] / 1e6
+    fraction = f" (1/{1 / r['ratio']:.0f})" if r["ratio"] < 1 else ""
     exact = r["restore_changed_on_disk"] == r["restore_touched"] == 10 and r["restore_exact"]
     return [
         f"tree: {r['files']} files, {mb:.0f} MB (git's shadow repository measured alike)",
@@ -210,7 +211,7 @@ def report(r: dict[str, Any]) -> list[str]:
         f"a new process reading the cache file: {r['reload_ms']:.1f} ms); "
         f"target <= {SNAPSHOT_MS:g} ms: {_verdict(r['snapshot_ms'] <= SNAPSHOT_MS)}",
         f"git add -A && git write-tree (shadow repository): median {r['git_ms']:.1f} ms; "
-        f"ratio {r['ratio']:.3f} (1/{1 / r['ratio']:.0f}); "
+        f"ratio ours/git {r['ratio']:.3f}{fraction}; "
         f"target <= 1/20: {_verdict(r['ratio'] <= GIT_RATIO)}",
         f"{r['growth_rounds']} snapshots after one-file changes: store grew "
         f"{r['growth'] / 1e6:.2f} MB for {r['changed_bytes'] / 1e6:.2f} MB changed; "
