@@ -31,6 +31,7 @@ bench: $(BIN)/infai
 	$(BIN)/python benchmarks/agent_bench.py
 	$(BIN)/python benchmarks/server_bench.py
 	$(BIN)/python benchmarks/backend_bench.py
+	$(BIN)/python benchmarks/checkpoint_bench.py
 
 clean:
 	rm -rf $(VENV)

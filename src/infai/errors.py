@@ -33,6 +33,9 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     ├── SlotConflict               infai.agent: the session's turn slot says no
     │   ├── Busy                   a turn (or compaction) already runs in this session
     │   └── NotInFlight            no such turn is running (nothing to cancel)
+    ├── RestoreError               infai.agent: files could not be restored (names path, why)
+    │   ├── RestorePending         an interrupted restore must be recovered first
+    │   └── PlanStale              files changed since the restore was planned; plan again
     ├── BadInput                   infai.shells.cli: the command line's bad input (exit 2)
     ├── ApiError                   infai.shells.server: a request the API refuses (4xx)
     ├── Conflict                   infai.shells.server: the session's state forbids it (409)

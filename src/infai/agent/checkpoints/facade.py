@@ -1,0 +1,119 @@
+"""One working directory's checkpoints in one store: the object the agent holds.
+
+Model, in prose: :class:`Checkpoints` ties the three parts together for one
+working directory: :class:`~.snapshot.Snapshotter` (files → root tree, with a
+stat cache), :mod:`.diff` (trees → files and changes) and
+:class:`~.restore.Restorer` (plan, journaled apply, recovery). It owns no
+timeline: the caller (the agent session) records what it returns
+(:meth:`~.snapshot.SnapshotResult.record` gives the ``SnapshotRecord``) and
+decides which trees to compare or restore. The order of a restore is fixed
+here so that nothing on disk can be lost: :meth:`plan` snapshots the disk
+first, :meth:`apply` checks the disk still is that snapshot, then writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from infai.store.objects import ObjectStore
+
+from .diff import DiffReport, FileInfo, diff_trees, render_diff, tree_files
+from .restore import PlanStale, Recovery, RestorePending, RestorePlan, Restorer, plan_restore
+from .snapshot import DEFAULT_SIZE_CAP, SnapshotResult, Snapshotter
+
+
+class Checkpoints:
+    """Snapshots, diffs and restores of ``workdir`` in a store (``objects``, ``home``).
+
+    Keep one per working directory for the life of the process (it holds the
+    stat cache). Call :meth:`recover` once when a session opens, before the
+    first snapshot.
+    """
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        workdir: str | Path,
+        home: str | Path,
+        *,
+        size_cap: int = DEFAULT_SIZE_CAP,
+    ) -> None:
+        self.objects = objects
+        self.workdir = os.path.abspath(os.fspath(workdir))
+        self.snapshotter = Snapshotter(objects, self.workdir, home=home, size_cap=size_cap)
+        self.restorer = Restorer(objects, self.workdir, home)
+
+    def recover(self) -> Recovery | None:
+        """Roll back (or report complete) a restore a kill interrupted; ``None`` if none."""
+        return self.restorer.recover()
+
+    def snapshot(self, previous: str | None = None) -> SnapshotResult:
+        """The files now, as a root tree (``previous``: the tree ``changed`` counts from)."""
+        return self.snapshotter.snapshot(previous)
+
+    def files(self, tree: str) -> dict[str, FileInfo]:
+        """Every file and link of a snapshot, by path."""
+        return tree_files(self.objects, tree)
+
+    def diff(self, old: str, new: str | None = None, context: int = 3) -> DiffReport:
+        """What changed from tree ``old`` to tree ``new`` (``None``: the files now,
+        which takes a snapshot: its objects stay in the store until gc)."""
+        if new is None:
+            new = self.snapshot().tree
+        return render_diff(self.objects, diff_trees(self.objects, old, new), context)
+
+    def plan(
+        self,
+        target: str,
+        *,
+        last: str | None = None,
+        target_skipped: Mapping[str, str] | None = None,
+    ) -> tuple[SnapshotResult, RestorePlan]:
+        """Snapshot the files now, then plan going to ``target``.
+
+        Returns the snapshot (record it on the branch being left, as the
+        "before restore" snapshot, so going back gives these files again) and
+        the plan. ``last`` is the tree of the last snapshot recorded on the
+        timeline: planned paths changed since are the plan's conflicts.
+        """
+        self._no_pending()
+        now = self.snapshot(previous=last)
+        plan = plan_restore(
+            self.objects,
+            self.workdir,
+            target,
+            now.tree,
+            last=last,
+            target_skipped=target_skipped,
+            current_skipped=now.every_skipped,
+        )
+        return now, plan
+
+    def apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None = None) -> list[str]:
+        """Apply ``plan`` if the disk still holds ``plan.current``; the paths touched.
+
+        Raises :class:`~.restore.PlanStale` (nothing changed) if files changed since
+        the plan. Afterwards: record the restore, then call :meth:`finish`.
+        """
+        self._no_pending()
+        if plan.actions and self.snapshot().tree != plan.current:
+            raise PlanStale(f"{self.workdir}: files changed since the restore was planned")
+        return self.restorer.apply(plan, metadata)
+
+    def close(self) -> None:
+        """Write the stat cache if snapshots left it unsaved (call when the session
+        closes; skipping it only costs re-hashing in the next process)."""
+        self.snapshotter.flush()
+
+    def _no_pending(self) -> None:
+        if self.restorer.pending() is not None:
+            raise RestorePending(
+                f"{self.restorer.journal}: an interrupted restore must be recovered first"
+            )
+
+    def finish(self) -> None:
+        """The restore is recorded: drop its journal."""
+        self.restorer.finish()

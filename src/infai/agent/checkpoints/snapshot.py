@@ -1,0 +1,407 @@
+"""Snapshots: the working directory's files as one root tree in the store's objects.
+
+Model, in prose: a snapshot walks the working directory with ``os.scandir``
+(never following a symlink: a link is recorded as a link, its target's bytes
+being the object), never entering a directory named ``.git`` (the user's
+repository is neither read nor written), not entering directories git would
+ignore (:mod:`.ignore`), and leaving out files over the size cap and special
+files. What is left out is reported, path to reason, an ignored directory as one
+entry. Every directory becomes a tree object (:mod:`infai.store.trees`), every
+file or link a content object; all of them go into the store in one
+:meth:`~infai.store.objects.ObjectStore.batch`, opened only if something is new.
+
+What makes it cheap is the :mod:`.statcache`: a file whose ``lstat`` key is the
+one cached is not read, and a directory whose entries are all such hits keeps
+its cached tree digest, so a snapshot of an unchanged tree is a walk of
+``lstat`` calls that writes nothing. Empty directories are not recorded (as in
+git): a directory exists in a snapshot because something in it does.
+
+If garbage collection removed objects while a snapshot ran (the store's
+generation moved), the cache's promise "this digest is stored" may be broken
+for this snapshot: it is taken again with the cache dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infai.store.objects import ObjectBatch, ObjectStore
+from infai.store.records import SnapshotRecord
+from infai.store.trees import EntryType, TreeEntry, encode_tree
+
+from .ignore import IGNORE_FILE, IgnoreRules
+from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
+
+#: files larger than this are left out of snapshots unless configured otherwise
+DEFAULT_SIZE_CAP = 10 * 1024 * 1024
+#: at most this many skipped paths are listed; the rest are counted
+SKIPPED_LIST_CAP = 1000
+#: the stat cache file is rewritten at most this often by snapshots (see ``flush``)
+SAVE_INTERVAL_S = 5.0
+#: the directory name a snapshot never enters and a restore never touches
+GIT_DIR = ".git"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotResult:
+    """What a snapshot recorded.
+
+    ``changed`` counts paths that differ from the ``previous`` tree (``None`` if
+    none was given); ``hashed`` counts files and links read and hashed (0 when
+    the stat cache covered everything); ``skipped`` maps at most
+    :data:`SKIPPED_LIST_CAP` left-out paths (a directory ends in ``/``) to why,
+    ``skipped_more`` counts the rest.
+    """
+
+    tree: str
+    files: int
+    bytes: int
+    changed: int | None
+    skipped: dict[str, str] = field(default_factory=dict)
+    skipped_more: int = 0
+    hashed: int = 0
+    hashed_bytes: int = 0
+    #: every skipped path, uncapped: what a restore must leave alone
+    every_skipped: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def record(self, reason: str) -> SnapshotRecord:
+        """The timeline record of this snapshot (``reason``: "turn start", "after bash"...)."""
+        metadata = {"skipped_more": self.skipped_more} if self.skipped_more else {}
+        return SnapshotRecord(
+            tree=self.tree,
+            reason=reason,
+            files=self.files,
+            bytes=self.bytes,
+            changed=self.changed or 0,
+            skipped=dict(self.skipped),
+            metadata=metadata,
+        )
+
+
+#: a tree entry before it becomes a TreeEntry: (name, type, digest, size, executable)
+_Row = tuple[str, EntryType, str, int, bool]
+
+
+class _LazyBatch:
+    """An object batch opened on the first put (an unchanged tree opens none)."""
+
+    def __init__(self, objects: ObjectStore, stack: ExitStack) -> None:
+        self._objects = objects
+        self._stack = stack
+        self._batch: ObjectBatch | None = None
+
+    def put(self, data: bytes) -> str:
+        if self._batch is None:
+            self._batch = self._stack.enter_context(self._objects.batch())
+        return self._batch.put(data)
+
+
+def _fingerprint(parent: str, prefix: str, gitignore: bytes) -> str:
+    h = hashlib.sha256(parent.encode())
+    h.update(os.fsencode(prefix) + b"\0" + gitignore)
+    return h.hexdigest()[:32]
+
+
+class _Walk:
+    """One walk of the working directory (state of a single snapshot)."""
+
+    def __init__(
+        self, batch: _LazyBatch, old: dict[str, DirEntry], size_cap: int, now_ns: int
+    ) -> None:
+        self.batch = batch
+        self.old = old
+        self.new: dict[str, DirEntry] = {}
+        self.size_cap = size_cap
+        self.racy_after = now_ns - RACY_NS
+        self.skipped: list[tuple[str, str]] = []
+        self.hashed = 0
+        self.hashed_bytes = 0
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped.append((path, reason))
+
+    def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
+        for entry in entries:
+            if entry.name == IGNORE_FILE and entry.is_file(follow_symlinks=False):
+                try:
+                    with open(entry.path, "rb") as f:
+                        return f.read()
+                except OSError:
+                    return None
+        return None
+
+    def _read(self, entry: os.DirEntry[str], st: os.stat_result, rel: str) -> FileEntry | None:
+        """Read and store one file or link; its cache entry (stat key of what was read)."""
+        key = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        if stat.S_ISLNK(st.st_mode):
+            data = os.readlink(os.fsencode(entry.path))
+        elif st.st_size > self.size_cap:
+            self.skip(rel, f"over the size cap ({st.st_size} > {self.size_cap} bytes)")
+            return None
+        else:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, "rb", buffering=0) as f:
+                before = os.fstat(fd)
+                data = f.read()
+                after = os.fstat(fd)
+            key = (after.st_mode, after.st_size, after.st_mtime_ns, after.st_ino, after.st_ctime_ns)
+            if before.st_mtime_ns != after.st_mtime_ns or len(data) != after.st_size:
+                key = (0, -1, 0, 0, 0)  # changed while read: never a hit
+        digest = self.batch.put(data)
+        self.hashed += 1
+        self.hashed_bytes += len(data)
+        return key, digest, len(data)
+
+    def _file(
+        self,
+        entry: os.DirEntry[str],
+        rel: str,
+        rules: IgnoreRules,
+        hit: FileEntry | None,
+        known: bool,
+    ) -> tuple[_Row, FileEntry | None, bool] | None:
+        """One file or link: its row, its new cache entry (``None``: racy, not
+        cached) and whether it was a cache hit; ``None`` if it is left out."""
+        st = entry.stat(follow_symlinks=False)
+        if rules.active and not known and rules.ignored(rel, False):
+            self.skip(rel, "ignored")
+            return None
+        mode = st.st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            self.skip(rel, "not a regular file, directory or symlink")
+            return None
+        key = (mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        was_hit = hit is not None and hit[0] == key
+        cached: FileEntry | None = hit
+        if not was_hit:
+            cached = self._read(entry, st, rel)
+            if cached is None:
+                return None
+            hit = cached
+            if max(cached[0][2], cached[0][4]) >= self.racy_after:
+                cached = None
+        assert hit is not None
+        link = stat.S_ISLNK(mode)
+        kind: EntryType = "link" if link else "file"
+        row: _Row = (
+            entry.name,
+            kind,
+            hit[1],
+            hit[2],
+            not link and bool(mode & 0o100),
+        )
+        return row, cached, was_hit
+
+    def _unchanged(
+        self, files: list[os.DirEntry[str]], prefix: str, old: DirEntry, rules: IgnoreRules
+    ) -> int | None:
+        """The fast path of a directory whose rules did not change: how many of
+        ``files`` are cache hits if every one is a hit or ignored, else ``None``
+        (and nothing is recorded). One ``lstat`` per file, no tuple kept."""
+        cached = old.entries
+        mark = len(self.skipped)
+        hits = 0
+        for entry in files:
+            hit = cached.get(entry.name)
+            if hit is None:
+                if rules.active and rules.ignored(prefix + entry.name, False):
+                    self.skip(prefix + entry.name, "ignored")
+                    continue
+                break
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                break
+            if hit[0] != (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns):
+                break
+            hits += 1
+        else:
+            return hits
+        del self.skipped[mark:]
+        return None
+
+    def _files(
+        self,
+        plain: list[os.DirEntry[str]],
+        prefix: str,
+        rules: IgnoreRules,
+        old_entries: dict[str, FileEntry],
+        same_rules: bool,
+        rows: list[_Row],
+    ) -> tuple[dict[str, FileEntry], int, int]:
+        """The slow path: every file of a changed directory, appended to
+        ``rows``; the directory's new cache entries, bytes and file count."""
+        new_entries: dict[str, FileEntry] = {}
+        size = files = 0
+        for entry in plain:
+            name = entry.name
+            rel = prefix + name
+            hit = old_entries.get(name)
+            try:
+                done = self._file(entry, rel, rules, hit, same_rules and hit is not None)
+            except OSError as exc:
+                self.skip(rel, f"unreadable: {exc.strerror}")
+                continue
+            if done is None:
+                continue
+            row, cached, _ = done
+            if cached is not None:
+                new_entries[name] = cached
+            rows.append(row)
+            size += row[3]
+            files += 1
+        return new_entries, size, files
+
+    def directory(
+        self, path: str, prefix: str, rules: IgnoreRules, fp: str
+    ) -> tuple[str, int, int, bool] | None:
+        """Record one directory: (tree digest, bytes, files, clean), or ``None`` if
+        nothing in it is recorded. ``clean`` means the cached tree was reused.
+
+        Subdirectories first; then, if the ``.gitignore`` rules here are the
+        cached ones, the files' fast path (:meth:`_unchanged`): a directory where
+        nothing changed reuses its cached tree and cache entry as they are.
+        """
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError as exc:
+            self.skip(prefix or "./", f"unreadable: {exc.strerror}")
+            return None
+        gitignore = self._gitignore(entries)
+        if gitignore:
+            rules = rules.enter(prefix, gitignore)
+            fp = _fingerprint(fp, prefix, gitignore)
+        old = self.old.get(prefix)
+        same_rules = old is not None and old.fingerprint == fp
+        rows: list[_Row] = []
+        clean = same_rules
+        size = files = 0
+        plain: list[os.DirEntry[str]] = []
+        for entry in entries:
+            name = entry.name
+            if name == GIT_DIR:
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                plain.append(entry)
+                continue
+            rel = prefix + name
+            sub = rel + "/"
+            known = same_rules and sub in self.old
+            if rules.active and not known and rules.ignored(rel, True):
+                self.skip(sub, "ignored")
+                continue
+            got = self.directory(entry.path, sub, rules, fp)
+            if got is not None:
+                tree, dsize, dfiles, dclean = got
+                clean = clean and dclean
+                rows.append((name, "dir", tree, dsize, False))
+                size += dsize
+                files += dfiles
+        if clean and old is not None:
+            hits = self._unchanged(plain, prefix, old, rules)
+            if hits is not None and hits + len(rows) == old.count:
+                self.new[prefix] = old
+                return old.tree, old.size, old.files, True
+        old_entries = old.entries if old is not None else {}
+        new_entries, fsize, nfiles = self._files(
+            plain, prefix, rules, old_entries, same_rules, rows
+        )
+        size += fsize
+        files += nfiles
+        if not rows and prefix:
+            return None
+        tree = self.batch.put(encode_tree(TreeEntry(*row) for row in rows))
+        self.new[prefix] = DirEntry(fp, tree, size, files, len(rows), new_entries)
+        return tree, size, files, False
+
+
+class Snapshotter:
+    """Takes snapshots of one working directory into a store's objects.
+
+    Keep one per working directory for the life of a process (it holds the stat
+    cache in memory; another process's snapshots of the same directory are fine,
+    each cache is only a cache). ``home`` is the store's home, where the stat
+    cache file lives; ``None`` keeps the cache in memory only.
+    """
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        workdir: str | Path,
+        *,
+        home: str | Path | None = None,
+        size_cap: int = DEFAULT_SIZE_CAP,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.objects = objects
+        self.workdir = os.path.abspath(os.fspath(workdir))
+        self.size_cap = size_cap
+        self._clock = clock
+        where = cache_path(Path(home), self.workdir) if home is not None else None
+        self.cache = StatCache(where or Path(os.devnull), self.workdir)
+        self._persist = where is not None
+        self._unsaved = False
+        self._saved_at = -SAVE_INTERVAL_S
+        if not self._persist:
+            self.cache.load(-1)
+
+    def flush(self) -> None:
+        """Write the stat cache to its file if it changed since the last write.
+
+        Snapshots write it at most every :data:`SAVE_INTERVAL_S` seconds (a
+        warm snapshot should not pay for serialising ten thousand entries each
+        time); call this when the session closes. A cache never written costs
+        only re-hashing in the next process, never a wrong answer.
+        """
+        if self._persist and self._unsaved:
+            self.cache.save(self.cache.dirs, self.cache.generation)
+        self._unsaved = False
+        self._saved_at = time.monotonic()
+
+    def snapshot(self, previous: str | None = None) -> SnapshotResult:
+        """Record the working directory now; ``previous`` (a root tree) is what
+        ``changed`` is counted against."""
+        for attempt in (0, 1):
+            generation = self.objects.generation()
+            old = self.cache.load(generation) if attempt == 0 else {}
+            with ExitStack() as stack:
+                walk = _Walk(_LazyBatch(self.objects, stack), old, self.size_cap, self._clock())
+                got = walk.directory(self.workdir, "", IgnoreRules(), "")
+            if self.objects.generation() == generation:
+                break
+        assert got is not None  # the root always yields a tree
+        tree, size, files, clean = got
+        if not clean:
+            self.cache.dirs, self.cache.generation = walk.new, generation
+            self._unsaved = True
+            if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+                self.flush()
+        changed = None
+        if previous is not None:
+            from .diff import diff_trees
+
+            changed = len(diff_trees(self.objects, previous, tree))
+        listed = sorted(walk.skipped)
+        return SnapshotResult(
+            tree=tree,
+            files=files,
+            bytes=size,
+            changed=changed,
+            skipped=dict(listed[:SKIPPED_LIST_CAP]),
+            skipped_more=max(0, len(listed) - SKIPPED_LIST_CAP),
+            hashed=walk.hashed,
+            hashed_bytes=walk.hashed_bytes,
+            every_skipped=dict(listed),
+        )
