@@ -107,7 +107,7 @@ def test_an_unchanged_source_reports_nothing(tmp_path: Path) -> None:
 
 # -- the corpus: a file imported while the tool was writing it, then again complete ----
 
-CUTS = {
+CUTS: dict[str, str | int] = {
     # Claude Code: cut where a response continues on the next line (one API response is
     # several lines sharing message.id: the reply is partial at the cut)
     "claude-code/feipi/8a283a61-e3f0-4e8f-ba06-6711e2fcf2ed.jsonl": "responses",
