@@ -10,9 +10,11 @@ parent thread in ``session_meta`` (``parent_thread_id``, or
 ``source.subagent.thread_spawn``) and the parent's ``spawn_agent`` call
 returned the child's thread id, so when both files are found together the child
 is imported as a child session hanging from that call, as infai's own subagents
-hang from their ``task`` call. Ids are derived from the thread id and the line
-each event came from, so importing a file again writes nothing and importing it
-after Codex appended to it adds only what is new.
+hang from their ``task`` call. A fork names the thread it was copied from
+(``forked_from_id``) and is linked to that session, as a child of it. Ids are
+derived from the thread id and the line each event came from, so importing a
+file again writes nothing and importing it after Codex appended to it adds only
+what is new.
 """
 
 from __future__ import annotations
@@ -145,6 +147,11 @@ class CodexImporter:
             parent_file = self._parent_file.get(path)
             if parent_file is not None:
                 foreign.parent_event = _spawn_event(parent_file, foreign.source_id)
+        elif isinstance(forked := foreign.extra.get("forked_from_id"), str):
+            # a fork (``/fork``, or a thread started from another's history) is a child
+            # of the thread it copied, linked to that session only: the rollout copies
+            # the history without saying which of the source's lines it stopped at
+            foreign.parent_session = session_id_of(forked, None)
         return [foreign]
 
     def _load(self, path: Path, loading: set[Path]) -> ForeignSession:
