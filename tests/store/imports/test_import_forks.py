@@ -73,3 +73,84 @@ def test_a_codex_fork_imported_before_its_source_is_linked_by_the_next_import(
     (parent,) = _import(store, "codex", source)
     assert _import(store, "codex", fork)[0].status == "unchanged"
     assert store.info(first.session_id).parent_session == parent.session_id
+
+
+# -- Pi -----------------------------------------------------------------------------------
+
+
+def _pi_entry(eid: str, parent: str | None, second: int, role: str, text: str) -> dict[str, Any]:
+    if role == "user":
+        message: dict[str, Any] = {"role": "user", "content": text}
+    else:
+        content = [{"type": "text", "text": text}]
+        message = {"role": "assistant", "content": content, "model": "m", "stopReason": "stop"}
+    stamp = f"2026-03-01T10:00:{second:02d}.000Z"
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": stamp,
+        "message": message,
+    }
+
+
+def _pi_header(sid: str, parent: Path | None = None) -> dict[str, Any]:
+    header = {"type": "session", "version": 3, "id": sid, "timestamp": "2026-03-01T10:00:00.000Z"}
+    if parent is not None:
+        header["parentSession"] = str(parent)
+    return header | {"cwd": "/w"}
+
+
+def _pi_pair(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "s").mkdir()
+    parent = _write(
+        tmp_path / "s" / "1_parent.jsonl",
+        [
+            _pi_header("0197aaaa-0000-7000-8000-000000000001"),
+            _pi_entry("p1", None, 1, "user", "hello"),
+            _pi_entry("p2", "p1", 2, "assistant", "hi there"),
+            _pi_entry("p3", "p2", 3, "user", "do it this way"),
+            _pi_entry("p4", "p3", 4, "assistant", "done this way"),
+        ],
+    )
+    fork = _write(  # /fork at p2: the path copied, ids kept, then its own work
+        tmp_path / "s" / "2_fork.jsonl",
+        [
+            _pi_header("0197aaaa-0000-7000-8000-000000000002", parent),
+            _pi_entry("p1", None, 1, "user", "hello"),
+            _pi_entry("p2", "p1", 2, "assistant", "hi there"),
+            _pi_entry("f3", "p2", 5, "user", "no, the other way"),
+        ],
+    )
+    return parent, fork
+
+
+def test_a_pi_fork_hangs_from_the_entry_it_was_forked_at(tmp_path: Path) -> None:
+    _pi_pair(tmp_path)
+    store = Store(tmp_path / "home")
+    parent_out, fork_out = _import(store, "pi", tmp_path / "s")
+    info = store.info(fork_out.session_id)
+    assert info.parent_session == parent_out.session_id
+    with store.open_reader(parent_out.session_id) as reader:
+        at = reader.event(str(info.parent_event)).record
+    assert at is not None and getattr(at, "content", None) == "hi there"  # p2, the fork point
+    # the parent file moved beside the fork (a copied sessions directory): still found
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for f in (tmp_path / "s").iterdir():
+        (moved / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "s" / "1_parent.jsonl").unlink()
+    other = Store(tmp_path / "home2")
+    outcomes = _import(other, "pi", moved)
+    assert other.info(outcomes[1].session_id).parent_session == outcomes[0].session_id
+
+
+def test_a_pi_fork_whose_parent_is_gone_is_imported_unlinked_and_says_so(tmp_path: Path) -> None:
+    parent, fork = _pi_pair(tmp_path)
+    parent.unlink()
+    store = Store(tmp_path / "home")
+    importer = importer_for("pi")
+    (foreign,) = importer.load(fork)
+    outcome = commit(store, foreign)
+    assert store.info(outcome.session_id).parent_session is None
+    assert any("not found: not linked" in w for w in foreign.report.warnings)
