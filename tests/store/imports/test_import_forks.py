@@ -154,3 +154,82 @@ def test_a_pi_fork_whose_parent_is_gone_is_imported_unlinked_and_says_so(tmp_pat
     outcome = commit(store, foreign)
     assert store.info(outcome.session_id).parent_session is None
     assert any("not found: not linked" in w for w in foreign.report.warnings)
+
+
+# -- Claude Code 1.0.x: agent-<hex>.jsonl in the project directory ----------------------
+
+SID = "3f1e9a52-1111-4222-8333-444455556666"
+
+
+def _cc(uuid: str, parent: str | None, kind: str, content: Any, second: int) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "type": kind,
+        "uuid": uuid,
+        "sessionId": SID,
+        "cwd": "/work/demo",
+        "version": "1.0.98",
+        "timestamp": f"2026-01-01T00:00:{second:02d}.000Z",
+    }
+    if kind == "assistant":
+        message = {"id": f"m-{uuid}", "role": "assistant", "content": content, "model": "c"}
+        obj["message"] = message
+    else:
+        obj["message"] = {"role": "user", "content": content}
+    return obj
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "-work-demo"
+    project.mkdir()
+    prompt = {"description": "find it", "prompt": "find the failing test"}
+    task = {"type": "tool_use", "id": "toolu_1", "name": "Task", "input": prompt}
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "test_x fails"}]
+    _write(
+        project / f"{SID}.jsonl",
+        [
+            _cc("a1", None, "user", "why is CI red?", 1),
+            _cc("a2", "a1", "assistant", [task], 2),
+            _cc("a3", "a2", "user", result, 9),
+            _cc("a4", "a3", "assistant", [{"type": "text", "text": "test_x fails"}], 10),
+        ],
+    )
+    agent = [
+        _cc("b1", None, "user", "find the failing test", 3) | {"isSidechain": True},
+        _cc("b2", "b1", "assistant", [{"type": "text", "text": "test_x"}], 4)
+        | {"isSidechain": True},
+    ]
+    _write(project / "agent-0a1b2c3d.jsonl", agent)
+    return project
+
+
+def test_a_project_level_agent_file_is_a_child_of_its_session(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    store = Store(tmp_path / "home")
+    (outcome,) = _import(store, "claude-code", project)  # one top-level session
+    (child,) = outcome.children
+    info = store.info(child.session_id)
+    assert info.parent_session == outcome.session_id
+    with store.open_reader(outcome.session_id) as reader:
+        call = reader.event(str(info.parent_event)).record
+    assert getattr(call, "call_id", None) == "toolu_1"  # hangs from its Task call
+    # named alone, the agent file brings its transcript (and is read with it)
+    importer = importer_for("claude-code")
+    assert importer.find(project / "agent-0a1b2c3d.jsonl") == [project / f"{SID}.jsonl"]
+    again = _import(Store(tmp_path / "home"), "claude-code", project / "agent-0a1b2c3d.jsonl")
+    assert [o.status for o in again[0].walk()] == ["unchanged", "unchanged"]
+
+
+def test_an_agent_file_imported_before_its_transcript_is_linked_later(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    transcript = project / f"{SID}.jsonl"
+    hidden = tmp_path / "later.jsonl"
+    transcript.rename(hidden)
+    store = Store(tmp_path / "home")
+    (alone,) = _import(store, "claude-code", project)
+    assert store.info(alone.session_id).parent_session is None
+    hidden.rename(transcript)
+    (outcome,) = _import(store, "claude-code", project)
+    assert outcome.children[0].session_id == alone.session_id
+    assert store.info(alone.session_id).parent_session == outcome.session_id
