@@ -112,8 +112,10 @@ CUTS: dict[str, str | int] = {
     # several lines sharing message.id: the reply is partial at the cut)
     "claude-code/feipi/8a283a61-e3f0-4e8f-ba06-6711e2fcf2ed.jsonl": "responses",
     "claude-code/d-kimuson/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl": "responses",
-    # Codex: a reply's usage comes on a later token_count line
-    "codex/acidicsoil/rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl": 5,
+    # Codex: a reply's usage comes on a later token_count line: cut just before one
+    "codex/acidicsoil/rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl": (
+        "usage"
+    ),
 }  # Pi writes one whole entry per line: a cut leaves nothing partial
 
 
@@ -124,6 +126,11 @@ def _cut_points(path: Path, rule: str | int) -> list[int]:
     cuts, previous = [], None
     for i, raw in enumerate(lines):
         obj = json.loads(raw)
+        if rule == "usage":
+            payload = obj.get("payload") or {}
+            if obj.get("type") == "event_msg" and payload.get("type") == "token_count":
+                cuts.append(i)
+            continue
         mid = (obj.get("message") or {}).get("id") if obj.get("type") == "assistant" else None
         if mid is not None and mid == previous:
             cuts.append(i)
