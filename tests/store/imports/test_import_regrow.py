@@ -171,3 +171,30 @@ def test_a_corpus_file_imported_mid_write_ends_like_a_fresh_import(
         assert not any("changed in the source" in w for w in grown.report.warnings)
         (again,) = tool.load(target)
         assert commit(store, again).status == "unchanged"
+
+
+def test_a_subagent_of_a_revised_call_hangs_from_the_revision(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    commit(store, _foreign([("a", None, "user", "hi"), ("b", "a", "assistant", "start a")]))
+    grown = _foreign([("a", None, "user", "hi"), ("b", "a", "assistant", "start a task")])
+    child_tree = EventTree("test:child", ImportReport("t"))
+    child_tree.add("x", None, "user", T0, MessageRecord(content="the task"))
+    specs, head = child_tree.finish()
+    child = ForeignSession(
+        tool="test",
+        source_id="child",
+        session_id=derive_id("test", "session:child", T0),
+        paths=["t"],
+        created_at=T0,
+        updated_at=T0,
+        report=child_tree.report,
+        events=specs,
+        head=head,
+        parent_event=grown.events[-1][0],  # the call, by its source-derived id
+    )
+    grown.children.append(child)
+    outcome = commit(store, grown)
+    info = store.info(outcome.children[0].session_id)
+    with store.open_reader(grown.session_id) as reader:
+        assert info.parent_event == reader.head  # the complete version, not the partial
+        assert reader.event(str(reader.head)).record.content == "start a task"  # type: ignore[union-attr]

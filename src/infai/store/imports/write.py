@@ -190,6 +190,9 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
         user_head = writer.head
         plan = _Plan(writer, revisions)
         new = plan.run(foreign.events)
+        for child in foreign.children:  # a subagent started by a revised call hangs from it
+            if child.parent_event is not None:
+                child.parent_event = plan.remap.get(child.parent_event, child.parent_event)
         ours = user_head != mark.get("head", user_head)  # moved since the last import
         if new:  # each one's parent is stored or comes before it (checked by _validate)
             _append(writer, new, writer.head)
