@@ -50,29 +50,44 @@ def _rollout(path: Path, thread: str, forked: str | None, texts: list[str]) -> P
     return _write(path, records)
 
 
-def test_a_codex_fork_is_a_child_of_the_thread_it_copied(tmp_path: Path) -> None:
-    (tmp_path / "d").mkdir()
-    _rollout(tmp_path / "d" / "rollout-a.jsonl", SOURCE, None, ["hi", "hello", "go on"])
-    _rollout(tmp_path / "d" / "rollout-b.jsonl", FORK, SOURCE, ["hi", "hello", "other way"])
+def _name(thread: str) -> str:
+    return f"rollout-2026-01-02T03-04-00-{thread}.jsonl"  # as Codex names them
+
+
+def test_a_codex_fork_hangs_from_where_its_copy_of_the_thread_ends(tmp_path: Path) -> None:
+    day = tmp_path / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    _rollout(day / _name(SOURCE), SOURCE, None, ["hi", "hello", "go on"])
+    later = tmp_path / "sessions" / "2026" / "01" / "05"  # forked days later
+    later.mkdir(parents=True)
+    _rollout(later / _name(FORK), FORK, SOURCE, ["hi", "hello", "other way"])
     store = Store(tmp_path / "home")
-    outcomes = _import(store, "codex", tmp_path / "d")
+    outcomes = _import(store, "codex", tmp_path / "sessions")
     ids = {o.source_id: o.session_id for o in outcomes}
     assert set(ids) == {SOURCE, FORK}
-    assert store.info(ids[FORK]).parent_session == ids[SOURCE]
+    info = store.info(ids[FORK])
+    assert info.parent_session == ids[SOURCE]
+    with store.open_reader(ids[SOURCE]) as reader:
+        at = reader.event(str(info.parent_event)).record
+    assert getattr(at, "content", None) == "hello"  # the last entry the fork copied
     assert store.info(ids[SOURCE]).parent_session is None
 
 
 def test_a_codex_fork_imported_before_its_source_is_linked_by_the_next_import(
     tmp_path: Path,
 ) -> None:
-    source = _rollout(tmp_path / "rollout-a.jsonl", SOURCE, None, ["hi", "hello"])
-    fork = _rollout(tmp_path / "rollout-b.jsonl", FORK, SOURCE, ["hi", "hello", "x"])
+    source = _rollout(tmp_path / _name(SOURCE), SOURCE, None, ["hi", "hello"])
+    fork = _rollout(tmp_path / _name(FORK), FORK, SOURCE, ["hi", "hello", "x"])
     store = Store(tmp_path / "home")
+    hidden = tmp_path / "elsewhere.jsonl"
+    source.rename(hidden)  # the source is not there yet
     (first,) = _import(store, "codex", fork)
     assert store.info(first.session_id).parent_session is None
+    hidden.rename(source)
     (parent,) = _import(store, "codex", source)
     assert _import(store, "codex", fork)[0].status == "unchanged"
-    assert store.info(first.session_id).parent_session == parent.session_id
+    info = store.info(first.session_id)
+    assert info.parent_session == parent.session_id and info.parent_event is not None
 
 
 # -- Pi -----------------------------------------------------------------------------------
