@@ -12,9 +12,10 @@ The fixture is written fast, because it is not what is measured: each session is
 (the fixture's durability is not measured; the page cache writes it out anyway), and
 words are drawn from a table of the Zipf distribution indexed by random bits rather
 than by a bisection per word. The store is then opened again with the ordinary
-``FileIO`` for everything measured. 1M events take about 3 minutes to write on a
-quiet 2-core machine (the old writer, 1,000 events and ~25 fsyncs per transaction
-and a bisection per word, took 2-4 times as long).
+``FileIO`` for everything measured. Measured on the shared 2-core machine: 0.3 s
+per 2,000-event session against 0.6 s for the old writer (1,000 events and ~25
+fsyncs per transaction, a bisection per word), so 1M events in about 3 minutes
+when it is quiet, 5.5 under load.
 
 Measured:
 
@@ -30,7 +31,7 @@ Measured:
    listing index, validated by stat), the old way (read every session.json and HEAD),
    and a baseline SQLite table of the same metadata read in the same run.
 
-Run from the repo root (the full run takes 10-15 minutes on 2 cores)::
+Run from the repo root (the full run took 14 minutes on a loaded 2-core machine)::
 
     .venv/bin/python benchmarks/search_bench.py            # 500 x 2,000 events, 5,000 listed
     .venv/bin/python benchmarks/search_bench.py --quick    # smoke run: 40 x 200, 300 listed
