@@ -245,7 +245,11 @@ def test_a_session_may_name_a_parent_in_another_file(tmp_path: Path) -> None:
     assert (info.parent_session, info.parent_event) == (parent.session_id, child.parent_event)
 
 
-def test_a_session_continued_in_infai_is_not_grown_under_the_user(tmp_path: Path) -> None:
+def test_a_session_continued_in_infai_still_gets_the_new_entries_on_a_branch(
+    tmp_path: Path,
+) -> None:
+    # Adapted (issue 15): the source's new entries used to be refused here; they are now
+    # added as a branch from the last imported entry, and the user's work is named.
     store = Store(tmp_path)
     small = _tree()
     small.drop("d")
@@ -253,7 +257,13 @@ def test_a_session_continued_in_infai_is_not_grown_under_the_user(tmp_path: Path
     with store.open_writer(_foreign(_tree()).session_id) as writer:
         mine = writer.append(MessageRecord(content="my own follow-up"), "user")
     grown = _foreign(_tree())
-    assert commit(store, grown).status == "unchanged"
-    assert any("continued in infai" in w for w in grown.report.warnings)
+    assert commit(store, grown).status == "grown"
+    assert any("continued in infai" in w and mine.id in w for w in grown.report.warnings)
     with store.open_reader(grown.session_id) as reader:
-        assert reader.head == mine.id and reader.count == 4
+        d = grown.events[-1][0]
+        assert reader.count == 5 and reader.head == d
+        b = reader.entry(d).parent_id
+        assert reader.event(b).record.content == "b"  # type: ignore[union-attr]
+        assert reader.entry(d).branch_from == b  # a branch from the last imported entry
+        assert mine.id in [leaf.id for leaf in reader.leaves()]  # the user's work stays
+    assert commit(store, _foreign(_tree())).status == "unchanged"

@@ -80,8 +80,10 @@ def _import_file(store: SessionStore, tool: str, path: Path) -> dict[str, Any]:
     try:
         for foreign in importer_for(tool).load(path):
             reports = {id(s.report): s.report for s in foreign.walk()}
-            result["reports"] += [r.to_obj() for r in reports.values()]
-            result["sessions"].append(commit_import(store, foreign).to_obj())
+            try:
+                result["sessions"].append(commit_import(store, foreign).to_obj())
+            finally:  # after the commit: it reports too (a revised reply, a late link)
+                result["reports"] += [r.to_obj() for r in reports.values()]
     except (InfaiError, OSError) as exc:
         result["error"] = str(exc) if isinstance(exc, InfaiError) else f"{path}: {exc.strerror}"
         return result

@@ -25,7 +25,10 @@ Subagents become child sessions linked to the ``Task`` call they ran for: in
 linked through ``progress/agent_progress`` records or the result's ``agentId``;
 the compaction helper ``agent-acompact-*`` through its first line's parent); in
 1.0.x they are ``isSidechain`` lines inline, each subtree its own root, linked
-only by its first prompt being the ``Task`` call's ``prompt``.
+only by its first prompt being the ``Task`` call's ``prompt``, or
+``agent-<hex>.jsonl`` files in the project directory, whose lines name the
+parent's ``sessionId`` (read with the ``<sessionId>.jsonl`` beside them, and
+linked like the 2.x files, else by prompt).
 
 HEAD is the last ``last-prompt`` line's ``leafUuid`` when the file has one (2.1
 and later), else the last chain line in the file. Entries whose parent is
@@ -212,9 +215,13 @@ def _call_label(builder: Builder, call_id: str | None, fallback: str | None) -> 
     return f"subagent: {label(text)}" if text else "subagent"
 
 
-def load_file(path: Path) -> ForeignSession | None:
+def load_file(path: Path, agents: list[Path] | None = None) -> ForeignSession | None:
     """The session in one transcript, its subagents as children; None for a file
-    with no conversation (older versions leave files of ``summary`` lines only)."""
+    with no conversation (older versions leave files of ``summary`` lines only).
+
+    ``agents``: project-level ``agent-*.jsonl`` files (1.0.x) that name this
+    transcript's session, imported as its children too.
+    """
     report = ImportReport(str(path))
     found = _read(path, report)
     if not found.chain:
@@ -242,7 +249,20 @@ def load_file(path: Path) -> ForeignSession | None:
         foreign.children.append(child)
     for sub in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
         foreign.children.append(_subagent(sub, source_id, builder))
+    for sub in agents or []:
+        foreign.children.append(_subagent(sub, source_id, builder))
     return foreign
+
+
+def _agent_session(path: Path) -> str | None:
+    """The ``sessionId`` a project-level ``agent-*.jsonl`` names (None: unreadable)."""
+    try:
+        for item in read_json_lines(path, ImportReport(str(path))):
+            if isinstance(item.value, dict) and isinstance(item.value.get("sessionId"), str):
+                return str(item.value["sessionId"])
+    except (InvalidInput, OSError):
+        return None
+    return None
 
 
 def _link(
@@ -279,6 +299,9 @@ def _subagent(path: Path, parent_source: str, builder: Builder) -> ForeignSessio
             line.obj = {**line.obj, "parentUuid": None}
     call_id = builder.agent_calls.get(agent)
     prompt = _first_prompt(found.chain)
+    if call_id is None and entry is None and prompt:  # 1.0.x: only the prompt links them
+        matches = _task_calls(builder).get(prompt.strip())
+        call_id = matches[0] if matches else None
     helper = "compaction summary (subagent)" if agent.startswith("acompact") else None
     child, _ = _session(
         f"{parent_source}/agent-{agent}",
@@ -301,6 +324,12 @@ class ClaudeCodeImporter:
         """Claude Code's projects directory."""
         return [Path.home() / ".claude" / "projects"]
 
+    def __init__(self) -> None:
+        #: transcript -> the project-level agent files (1.0.x) that name its session
+        self._agents: dict[Path, list[Path]] = {}
+        #: directories whose agent files were grouped already
+        self._grouped: set[Path] = set()
+
     def find(self, path: Path) -> list[Path]:
         """Transcripts at ``path``; subagent files are read with their parent's."""
         if not path.exists():
@@ -309,12 +338,34 @@ class ClaudeCodeImporter:
             if path.parent.name == "subagents":
                 parent = path.parent.parent.with_suffix(".jsonl")
                 return [parent] if parent.is_file() else [path]
+            if path.name.startswith("agent-"):
+                owner = self._agent_parent(path)
+                return [owner if owner is not None else path]
             return [path]
-        return sorted(
+        files = sorted(
             p for p in path.rglob("*.jsonl") if p.parent.name != "subagents" and p.is_file()
         )
+        return [p for p in files if not p.name.startswith("agent-") or not self._agent_parent(p)]
+
+    def _group(self, directory: Path) -> None:
+        """Learn which transcript each project-level agent file in ``directory`` names."""
+        if directory in self._grouped:
+            return
+        self._grouped.add(directory)
+        for agent in sorted(directory.glob("agent-*.jsonl")):
+            sid = _agent_session(agent)
+            parent = directory / f"{sid}.jsonl" if sid else None
+            if parent is not None and parent != agent and parent.is_file():
+                self._agents.setdefault(parent, []).append(agent)
+
+    def _agent_parent(self, path: Path) -> Path | None:
+        """The transcript a project-level agent file belongs to, if it is there."""
+        self._group(path.parent)
+        return next((p for p, subs in self._agents.items() if path in subs), None)
 
     def load(self, path: Path) -> list[ForeignSession]:
         """The transcript at ``path`` with its subagents (none: no conversation)."""
-        found = load_file(path)
+        if not path.name.startswith("agent-"):
+            self._group(path.parent)
+        found = load_file(path, self._agents.get(path))
         return [] if found is None else [found]

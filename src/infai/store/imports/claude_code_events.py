@@ -260,10 +260,19 @@ class Builder:
         results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         rest = [b for b in blocks if b not in results]
         last = parent
+        structured = line.obj.get("toolUseResult")
         for number, block in enumerate(results):
             key = f"{line.uuid}#{number}"
-            if self.result(line, key, last, stamp, block):
+            # the tool's structured result belongs to the line; with one result on it
+            # (what Claude Code writes) it is that result's
+            extra = structured if len(results) == 1 else None
+            if self.result(line, key, last, stamp, block, extra):
                 last = key
+        if structured is not None and len(results) != 1:
+            self.report.warn(
+                line.number,
+                f"toolUseResult on a line with {len(results)} tool results: not kept",
+            )
         if rest and (rest != [None] or not results):
             text = text_of(rest if isinstance(content, list) else content)
             source: dict[str, Any] = {"uuid": line.uuid}
@@ -277,9 +286,20 @@ class Builder:
         self.tree.alias(line.uuid, last)
 
     def result(
-        self, line: ChainLine, key: str, parent: str | None, stamp: str, block: dict[str, Any]
+        self,
+        line: ChainLine,
+        key: str,
+        parent: str | None,
+        stamp: str,
+        block: dict[str, Any],
+        structured: object = None,
     ) -> bool:
-        """A ``tool_result`` block: a tool_result event (False: none was added)."""
+        """A ``tool_result`` block: a tool_result event (False: none was added).
+
+        ``structured`` is the line's ``toolUseResult`` (the tool's own result: a
+        Read's file and line range, an Edit's patch, a Task's agent id and usage),
+        kept as ``metadata["tool_use_result"]`` unless it only repeats the text.
+        """
         call_id = block.get("tool_use_id")
         if not isinstance(call_id, str):
             self.report.warn(line.number, "tool_result without a tool_use_id: skipped")
@@ -293,12 +313,16 @@ class Builder:
         if not isinstance(is_error, bool):
             self.report.warn(line.number, f"is_error is {type(is_error).__name__}, not a boolean")
             is_error = bool(is_error)
+        content = text_of(block.get("content"))
+        metadata: dict[str, Any] = {"source": {"uuid": line.uuid}}
+        if structured is not None and structured != content:
+            metadata["tool_use_result"] = structured
         record = ToolResultRecord(
             call_id=call_id,
             name=call.name if call else "unknown",
-            content=text_of(block.get("content")),
+            content=content,
             is_error=is_error,
-            metadata={"source": {"uuid": line.uuid}},
+            metadata=metadata,
         )
         if not self.tree.add(key, parent, "tool", stamp, record, line=line.number):
             return False

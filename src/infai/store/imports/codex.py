@@ -10,9 +10,12 @@ parent thread in ``session_meta`` (``parent_thread_id``, or
 ``source.subagent.thread_spawn``) and the parent's ``spawn_agent`` call
 returned the child's thread id, so when both files are found together the child
 is imported as a child session hanging from that call, as infai's own subagents
-hang from their ``task`` call. Ids are derived from the thread id and the line
-each event came from, so importing a file again writes nothing and importing it
-after Codex appended to it adds only what is new.
+hang from their ``task`` call. A fork names the thread it was copied from
+(``forked_from_id``) and is linked to that session, as a child of it, hanging
+from where its copy of that thread's history ends when that rollout is found. Ids are
+derived from the thread id and the line each event came from, so importing a
+file again writes nothing and importing it after Codex appended to it adds only
+what is new.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
+from ..records import record_to_obj
 from .base import (
     EventTree,
     ForeignSession,
@@ -145,6 +149,12 @@ class CodexImporter:
             parent_file = self._parent_file.get(path)
             if parent_file is not None:
                 foreign.parent_event = _spawn_event(parent_file, foreign.source_id)
+        elif isinstance(forked := foreign.extra.get("forked_from_id"), str):
+            # a fork (``/fork``, or a thread started from another's history) is a child
+            # of the thread it copied, hanging from where the copy ends when the source
+            # rollout is found (the fork does not say which of its lines that was)
+            foreign.parent_session = session_id_of(forked, None)
+            foreign.parent_event = _fork_event(path, forked)
         return [foreign]
 
     def _load(self, path: Path, loading: set[Path]) -> ForeignSession:
@@ -195,6 +205,45 @@ def _spawn_event(parent_file: Path, child_thread: str) -> str | None:
         return None
     _foreign, tree = _session(parent_file, thread, report)
     return tree.id_of(call)
+
+
+def _fork_event(path: Path, source_thread: str) -> str | None:
+    """The event of ``source_thread`` a fork at ``path`` was copied up to, if found.
+
+    Codex names rollouts ``rollout-<time>-<thread id>.jsonl`` under dated
+    directories, so the source is looked for by name under the sessions root
+    (three levels up from a dated fork, else beside it). The fork begins with a
+    copy of the source's history: the last of the source's events whose records
+    (metadata aside: it names lines) match the fork's, in order, is where it hangs.
+    """
+    roots = [path.parents[3]] if len(path.parents) > 3 and path.parent.name.isdigit() else []
+    pattern = f"rollout-*-{source_thread}.jsonl"
+    found = next((p for root in [*roots, path.parent] for p in root.rglob(pattern)), None)
+    if found is None:
+        return None
+    report = ImportReport(str(found))
+    try:
+        source = parse_rollout(read_json_lines(found, report), report)
+        fork = parse_rollout(read_json_lines(path, ImportReport(str(path))), report)
+    except (InvalidInput, OSError):
+        return None
+    if source.thread_id is None:
+        return None
+
+    def shape(item: Any) -> tuple[str, str, dict[str, Any]]:
+        obj = record_to_obj(item.record)
+        obj.pop("metadata", None)
+        return item.record.kind, item.role, obj
+
+    common = 0
+    for mine, theirs in zip(fork.items, source.items, strict=False):
+        if shape(mine) != shape(theirs):
+            break
+        common += 1
+    if not common:
+        return None
+    _foreign, tree = _session(found, source, report)
+    return tree.id_of(source.items[common - 1].key)
 
 
 def _session(path: Path, thread: Thread, report: ImportReport) -> tuple[ForeignSession, EventTree]:

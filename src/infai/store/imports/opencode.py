@@ -15,7 +15,9 @@ its running tools would otherwise have to go between events already written. An
 assistant message marked ``summary`` is a compaction: it becomes a
 ``compaction`` event and the user message that asked for it (its ``compaction``
 part) is kept as metadata. Patches, snapshots and part types infai has no kind
-for ride along as metadata of their reply.
+for ride along as metadata of their reply. A pending revert (``session.revert``)
+puts HEAD before the reverted messages, which stay on a branch beside it (see
+:func:`_apply_revert`).
 
 Child sessions (``parentID``, made by the ``task`` tool) are imported as child
 sessions hanging from the ``task`` call that names them. Event keys are
@@ -32,6 +34,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..records import (
+    BranchSummaryRecord,
     CompactionRecord,
     MessageRecord,
     Record,
@@ -87,6 +90,8 @@ class _Converter:
         self.report = report
         self.tree = EventTree(f"opencode:{raw.id}", report)
         self.previous: str | None = None
+        #: message id -> the key of the event before its first one (where a revert goes)
+        self.before: dict[str, str | None] = {}
         self.clock = to_rfc3339(_first_time(raw)) or "1970-01-01T00:00:00.000Z"
         self.model: str | None = None
         self.cwd: str | None = None
@@ -115,6 +120,7 @@ class _Converter:
             parent = info.get("parentID")
             if role == "assistant" and isinstance(parent, str) and parent not in ids:
                 self.report.warn(None, f"message {mid}: parentID {parent!r} is not in the session")
+            self.before[mid] = self.previous  # where a revert to this message goes back to
             if role == "user":
                 self.user(mid, info, parts)
             elif role == "assistant":
@@ -318,13 +324,56 @@ def _guess_role(parts: list[dict[str, Any]]) -> str:
     return "assistant" if kinds & {"step-start", "step-finish", "tool", "reasoning"} else "user"
 
 
+def _apply_revert(conv: _Converter, revert: object, report: ImportReport) -> str | None:
+    """A pending revert (``session.revert``): the key of the event HEAD should be.
+
+    OpenCode shows a reverted session as it was before ``messageID`` and deletes
+    that message and everything after it at the next prompt. infai's HEAD is
+    always the newest event, so the revert is written as a ``branch_summary``
+    after the last message kept, which leaves the reverted messages as an
+    abandoned branch beside it: resuming goes on from before them, and nothing is
+    lost. A revert inside a message (``partID``) or of a message not in the
+    session is recorded only, and the session imported whole, with a warning.
+    """
+    fields = _obj(revert)
+    target = fields.get("messageID")
+    if not isinstance(target, str) or target not in conv.before or conv.previous is None:
+        report.warn(None, "the session has a pending revert in OpenCode: imported whole")
+        return None
+    if fields.get("partID") is not None:
+        report.warn(
+            None, "the session has a pending revert inside a message in OpenCode: imported whole"
+        )
+        return None
+    kept = conv.before[target]
+    if kept is None or conv.tree.resolve(conv.previous) == conv.tree.resolve(kept):
+        report.warn(None, "the session has a pending revert in OpenCode: imported whole")
+        return None
+    key = f"revert:{target}"
+    record = BranchSummaryRecord(
+        summary=f"Undone in OpenCode (a pending revert to before message {target}): "
+        "what followed is on the branch left here.",
+        abandoned_tip=conv.tree.id_of(conv.previous),
+        common_ancestor=conv.tree.id_of(kept),
+    )
+    conv.tree.add(key, kept, "assistant", conv.clock, record)
+    report.warn(
+        None,
+        f"the session has a pending revert in OpenCode: the messages from {target} on are "
+        "left on a branch, and HEAD is before them",
+    )
+    return key
+
+
 def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSession, _Converter]:
     """One OpenCode session as a :class:`ForeignSession` (children not attached)."""
     conv = _Converter(raw, report)
     conv.run()
-    specs, head = conv.tree.finish()
-    report.count(specs)
     info = raw.info
+    revert = info.get("revert")
+    summary = _apply_revert(conv, revert, report) if revert is not None else None
+    specs, head = conv.tree.finish(summary)
+    report.count(specs)
     created = to_rfc3339(_first_time(raw)) or "1970-01-01T00:00:00.000Z"
     updated = to_rfc3339(_time(info, "updated")) or max((s[4] for s in specs), default=created)
     extra: dict[str, Any] = {"head": "the last message (OpenCode keeps no other current entry)"}
@@ -335,7 +384,6 @@ def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSe
         extra["info"] = "no session info in the source (a capture of parts)"
     if info.get("revert") is not None:
         extra["revert"] = info["revert"]
-        report.warn(None, "the session has a pending revert in OpenCode: imported whole")
     directory = info.get("directory")
     title = info.get("title")
     foreign = ForeignSession(

@@ -26,7 +26,10 @@ Labels (``label`` entries) are kept in the session's metadata, keyed by the
 event they name; ``session_info`` names the session; settings changes
 (``model_change``, ``thinking_level_change``) and extension state (``custom``)
 become no event and are counted; an extension's ``custom_message`` (sent to the
-model) is a user message.
+model) is a user message. A ``/fork`` file (its header names the file it was
+forked from: ``parentSession``, v1 ``branchedFrom``) is a child session of
+that file's session, hanging from the entry it was forked at (see
+:func:`_fork_link`).
 """
 
 from __future__ import annotations
@@ -361,9 +364,8 @@ def _header(
     return header, entries
 
 
-def load_file(path: Path) -> ForeignSession | None:
-    """The session in one Pi file (None: the file is empty)."""
-    report = ImportReport(str(path))
+def _read(path: Path, report: ImportReport) -> tuple[dict[str, Any], _Reader] | None:
+    """A Pi file's header and its entries read into a tree (None: the file is empty)."""
     header, entries = _header(path, report)
     if header is None:
         return None
@@ -374,9 +376,62 @@ def load_file(path: Path) -> ForeignSession | None:
     for entry, line in entries:
         reader.feed(entry, line)
     reader.settle()
+    return header, reader
+
+
+def _created(header: dict[str, Any], reader: _Reader) -> str:
+    return to_rfc3339(header.get("timestamp")) or reader.stamp
+
+
+def _fork_link(path: Path, header: dict[str, Any], reader: _Reader) -> tuple[str, str | None]:
+    """The session (and event) a ``/fork`` file was forked from, or ("", None).
+
+    The header names the parent file (``parentSession``; v1: ``branchedFrom``),
+    looked for where it says and, if moved, beside this file. The fork starts
+    with a copy of the parent's path up to the fork point, ids kept (v2/v3): the
+    last entry this file shares with the parent, under the same parent, is where
+    it hangs. v1 entries have no ids, so a v1 fork is linked to the session only.
+    """
+    named = header.get("parentSession") or header.get("branchedFrom")
+    if not isinstance(named, str) or not named:
+        return "", None
+    found = next(
+        (c for c in (Path(named), path.parent / Path(named).name) if c.is_file() and c != path),
+        None,
+    )
+    if found is None:
+        reader.report.warn(None, f"forked from {named}, which is not found: not linked")
+        return "", None
+    try:
+        parent = _read(found, ImportReport(str(found)))
+    except (InvalidInput, OSError) as exc:
+        reader.report.warn(None, f"forked from {found}, which cannot be read: {exc}")
+        return "", None
+    if parent is None:
+        return "", None
+    p_header, p_reader = parent
+    session = derive_id(TOOL, f"session:{p_header['id']}", _created(p_header, p_reader))
+    if reader.version < 2 or p_reader.version < 2:
+        return session, None
+    shared = [
+        key
+        for key in reader.keys[1:]
+        if key in p_reader.parent_of and p_reader.parent_of[key] == reader.parent_of[key]
+    ]
+    return session, p_reader.tree.id_of(shared[-1]) if shared else None
+
+
+def load_file(path: Path) -> ForeignSession | None:
+    """The session in one Pi file (None: the file is empty)."""
+    report = ImportReport(str(path))
+    read = _read(path, report)
+    if read is None:
+        return None
+    header, reader = read
+    source_id = header["id"]
     events, head = reader.tree.finish(reader.last, dangling="previous")
     report.count(events)
-    created_at = to_rfc3339(header.get("timestamp")) or reader.stamp
+    created_at = _created(header, reader)
     stamps = [spec[4] for spec in events]
     labels = {}
     for key, text in reader.labels.items():
@@ -391,6 +446,7 @@ def load_file(path: Path) -> ForeignSession | None:
     if labels:
         extra["labels"] = labels
     model = reader.models[-1] if reader.models else header.get("modelId")
+    parent_session, parent_event = _fork_link(path, header, reader)
     return ForeignSession(
         tool=TOOL,
         source_id=source_id,
@@ -405,6 +461,8 @@ def load_file(path: Path) -> ForeignSession | None:
         events=events,
         head=head,
         extra=extra,
+        parent_session=parent_session or None,
+        parent_event=parent_event,
     )
 
 

@@ -9,9 +9,14 @@ lacks is then created with its derived id, its events are written with
 this call created is removed again. A session the store already has (the same
 derived id) gets only the events whose ids it lacks, in the given order, each
 after a parent it already holds; nothing at all is written when it lacks none,
-so importing an unchanged file twice is a no-op. A session the user has since
-continued in infai (its HEAD is not the one the last import left) is not grown: appending
-would move HEAD off the user's work; the report says so. Growth is not undone
+so importing an unchanged file twice is a no-op. Only appending is safe in an
+append-only log, so an event whose content changed in the source is handled by
+:class:`_Plan`: a leaf (a reply still being written at the last import) gets its
+complete version appended beside it, anything else is kept and reported. A
+session the user has since continued in infai (its HEAD is not the one the last
+import left) still gets the source's new events, as a branch from the last
+imported one; HEAD moves to them (the store's HEAD is always the newest event) and
+the report names the event the user's own work ends at. Growth is not undone
 when a later child fails: what was appended is whole and valid, and the next
 import goes on from there.
 """
@@ -22,11 +27,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..codec import NIL_ID, check_role, check_timestamp, check_uuid
+from ..codec import NIL_ID, check_role, check_timestamp, check_uuid, digest_of
 from ..contract import SessionStore
 from ..errors import InvalidInput
-from ..records import encode_record
-from .base import ForeignSession, to_millis
+from ..records import encode_record, record_to_obj
+from .base import ForeignSession, derive_id, to_millis
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..contract import SessionLog
     from ..events import EventSpec
+    from ..records import Record
 
 #: events written per ``import_batch`` call (one transaction each)
 BATCH = 1000
@@ -179,30 +185,18 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
     mark = info.extra.get("import")
     if not isinstance(mark, dict) or mark.get("tool") != foreign.tool:
         raise InvalidInput(f"session {sid} exists and is not an import of {foreign.tool}")
+    revisions = dict(mark.get("revisions") or {})
     with store.open_writer(sid) as writer:
-        stored = {entry.id: entry.parent_id for entry in writer.entries()}
-        new = [spec for spec in foreign.events if spec[0] not in stored]
-        moved = sum(1 for spec in foreign.events if stored.get(spec[0], spec[1]) != spec[1])
-        ours = writer.head != mark.get("head", writer.head)  # moved since the last import
-        if new and ours:  # appending would move HEAD off the user's own work
-            foreign.report.warn(
-                None,
-                f"the session was continued in infai since it was imported: the source's "
-                f"{len(new)} new entries are not added (HEAD stays on your work)",
-            )
-            new = []
+        user_head = writer.head
+        plan = _Plan(writer, revisions)
+        new = plan.run(foreign.events)
+        for child in foreign.children:  # a subagent started by a revised call hangs from it
+            if child.parent_event is not None:
+                child.parent_event = plan.remap.get(child.parent_event, child.parent_event)
+        ours = user_head != mark.get("head", user_head)  # moved since the last import
         if new:  # each one's parent is stored or comes before it (checked by _validate)
             _append(writer, new, writer.head)
-    if moved:
-        foreign.report.warn(
-            None,
-            f"{moved} entries imported before now follow other entries in the source "
-            "(was the file rewritten?): they stay where they were imported",
-        )
-    if new and foreign.head is not None and new[-1][0] != foreign.head:
-        foreign.report.warn(
-            None, "the tool's current entry was imported before: HEAD is the last new one"
-        )
+    _report_growth(foreign, plan, new, user_head if ours else None)
     link = parent is not None and info.parent_session is None
     if link:  # the parent came after this session's first import
         info = info.replace(parent_session=parent, parent_event=foreign.parent_event)
@@ -211,9 +205,137 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
             store.restore_info(info)
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)
-    extra = {**info.extra, "import": _mark(foreign, new)}
+    mark = _mark(foreign, new)
+    if revisions:
+        mark["revisions"] = revisions
+    extra = {**info.extra, "import": mark}
     store.restore_info(info.replace(updated_at=updated, extra=extra))
     return ImportOutcome(sid, foreign.source_id, "grown", len(new))
+
+
+class _Plan:
+    """Which of a grown source's events to append, and under which ids.
+
+    The rule: the store's log is append-only, so only appending new events to an
+    unchanged prefix is safe. An event the session already has is compared with
+    the source's version of it. Unchanged: nothing to do. Changed (the reply that
+    was being written when the file was imported, complete now; Claude Code and
+    Codex write one response over several lines), and nothing but imported events
+    built on it since: its new version is appended beside it as a *revision*,
+    under an id derived from the source id and the new content, and the source's
+    events after it are appended again after the revision under ids derived from
+    theirs and their new parent's, so HEAD ends on what the tool has now and the
+    partial version stays as an abandoned branch.
+    ``extra["import"]["revisions"]`` maps a source id to the id now standing for
+    it, so the next import compares with that. Changed after the user built on
+    it in infai: it is kept as imported and reported (``changed``), because a
+    revision would leave the user's work on the old version unreachable from the
+    new HEAD without them knowing why.
+    """
+
+    def __init__(self, writer: SessionLog, revisions: dict[str, str]) -> None:
+        self.writer = writer
+        self.revisions = revisions
+        self.stored = {entry.id: entry.parent_id for entry in writer.entries()}
+        self.remap: dict[str, str] = {}  # the source's id -> the stored id standing for it
+        self.reissued: set[str] = set()  # source ids appended again under a revision id
+        self.moved = 0  # kept events whose parent in the source is another now
+        self.changed: list[str] = []  # kept events whose content in the source changed
+        self.revised: list[str] = []  # changed events appended again as a revision
+
+    def run(self, specs: Sequence[EventSpec]) -> list[EventSpec]:
+        """The specs to append, in order, with revised ids and parents mapped."""
+        known = {spec[0] for spec in specs} | set(self.revisions.values())
+        new: list[EventSpec] = []
+        for event_id, source_parent, branch, role, timestamp, record in specs:
+            parent_id = self.remap.get(source_parent, source_parent)
+            if source_parent in self.reissued:  # under a revision: appended again
+                current = derive_id("infai:revision", f"{event_id}:{parent_id}", timestamp)
+                self.reissued.add(event_id)
+                self.revisions[event_id] = current
+            else:
+                current = self.revisions.get(event_id, event_id)
+            self.remap[event_id] = current
+            if current not in self.stored:
+                new.append((current, parent_id, branch, role, timestamp, record))
+                continue
+            if self.stored.get(event_id, parent_id) != parent_id:
+                self.moved += 1
+            if self._same(current, record):
+                continue
+            if not self._only_imported_below(current, known):
+                self.changed.append(event_id)
+                continue
+            data = encode_record(record)
+            revision = derive_id("infai:revision", f"{event_id}:{digest_of(data)}", timestamp)
+            self.remap[event_id] = self.revisions[event_id] = revision
+            self.reissued.add(event_id)
+            self.revised.append(event_id)
+            if revision not in self.stored:
+                new.append((revision, self.stored[current], None, role, timestamp, record))
+        return new
+
+    def _only_imported_below(self, event_id: str, known: set[str]) -> bool:
+        """Whether every event built on ``event_id`` came from the source (none is the
+        user's own work in infai)."""
+        todo = [event_id]
+        while todo:
+            for child in self.writer.children(todo.pop()):
+                if child.id not in known:
+                    return False
+                todo.append(child.id)
+        return True
+
+    def _same(self, event_id: str, record: Record) -> bool:
+        """Whether the stored event says what ``record`` says (key order aside: one
+        source read two ways, an OpenCode database and its storage tree, orders keys
+        differently)."""
+        event = self.writer.event(event_id)
+        if event.digest is not None and event.digest == digest_of(encode_record(record)):
+            return True  # in a blob, byte for byte
+        stored = event.record if event.record is not None else self.writer.resolve(event)
+        return record_to_obj(stored) == record_to_obj(record)
+
+
+def _report_growth(
+    foreign: ForeignSession, plan: _Plan, new: Sequence[EventSpec], user_head: str | None
+) -> None:
+    """The warnings a grown (or refused) source earns: the user's work left beside
+    the import, entries moved or changed in the source, replies completed since."""
+    warn = foreign.report.warn
+    if new and user_head is not None:
+        warn(
+            None,
+            f"the session was continued in infai since it was imported: the source's "
+            f"{len(new)} new entries are added as a branch from the last imported one, "
+            f"and HEAD moves to them; your own work stays on its branch, ending at event "
+            f"{user_head}",
+        )
+    if plan.moved:
+        warn(
+            None,
+            f"{plan.moved} entries imported before now follow other entries in the source "
+            "(was the file rewritten?): they stay where they were imported",
+        )
+    if plan.changed:
+        warn(
+            None,
+            f"{len(plan.changed)} entries imported before have changed in the source, "
+            "after later entries were built on them: they stay as imported "
+            f"(first: event {plan.changed[0]})",
+        )
+    if plan.revised:
+        warn(
+            None,
+            f"{len(plan.revised)} entries were still being written when imported and are "
+            "complete now: their complete version is added beside the partial one",
+        )
+    if (
+        new
+        and foreign.head is not None
+        and new[-1][0] != plan.remap.get(foreign.head, foreign.head)
+    ):
+        warn(None, "the tool's current entry was imported before: HEAD is the last new one")
 
 
 def _append(writer: SessionLog, specs: Sequence[EventSpec], head: str | None) -> None:
