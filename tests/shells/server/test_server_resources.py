@@ -139,7 +139,7 @@ def test_the_lock_table_keeps_no_entry_nobody_uses(
 # -- the event loop ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("slow", ["list_sessions", "open_reader"])
+@pytest.mark.parametrize("slow", ["list_summaries", "open_reader"])
 def test_a_slow_store_call_does_not_stall_another_session(
     tmp_path: Path, work: Path, slow: str
 ) -> None:
@@ -153,12 +153,12 @@ def test_a_slow_store_call_does_not_stall_another_session(
         entered, gate = threading.Event(), threading.Event()
 
         def trap(name: str, args: tuple[Any, ...]) -> None:
-            if name == slow and (name == "list_sessions" or args[:1] == (stuck_sid,)):
+            if name == slow and (name == "list_summaries" or args[:1] == (stuck_sid,)):
                 entered.set()
                 gate.wait(3)  # a store call that takes its time, in whatever thread runs it
 
         proxy.trap = trap
-        path = "/v1/sessions" if slow == "list_sessions" else f"/v1/sessions/{stuck_sid}/events"
+        path = "/v1/sessions" if slow == "list_summaries" else f"/v1/sessions/{stuck_sid}/events"
         answers: list[int] = []
         waiting = threading.Thread(
             target=lambda: answers.append(server.client.get(path).status_code)
