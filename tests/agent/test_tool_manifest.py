@@ -354,10 +354,6 @@ def test_both_backends_record_one_manifest_across_resume(
 ) -> None:
     """On either backend, two sessions' turns with the same tools (one resumed by a
     store opened afresh) name one manifest, loadable from the store's objects."""
-    from infai.store.pg import PgStore
-
-    if backend == "postgresql" and not hasattr(PgStore, "objects"):
-        pytest.skip("this branch's PgStore has no store-wide objects yet")
     location = str(tmp_path / "home") if backend == "file" else request.getfixturevalue("pg_url")
     digests: list[str | None] = []
     sid = None
