@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from infai.tools import Sandbox, SandboxSettings, ToolContext, ToolOutput
-from infai.tools.sandbox import GIT_OVERRIDES, STOPPED_NOTE, probe
+from infai.tools.git_hardening import GIT_OVERRIDES
+from infai.tools.sandbox import STOPPED_NOTE, probe
 from infai.tools.shell import Bash
 
 pytestmark = pytest.mark.skipif(
