@@ -29,15 +29,19 @@ and switches the models and closes them when the app ends, once.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Coroutine
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Tree
+from textual.message import Message
+from textual.widgets import Footer, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from infai.agent import (
@@ -51,21 +55,32 @@ from infai.agent import (
     Turn,
     TurnEnded,
     Workspace,
+    event_tokens,
 )
 from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import MessageRecord, SearchHit, StoreError
+from infai.store import (
+    CorruptionError,
+    EventNotFound,
+    MessageRecord,
+    SearchHit,
+    SessionNotFound,
+    StoreError,
+)
 from infai.tools import Ask, Reply
 
 from ..inert import inert
-from . import store_io
+from . import history, store_io
 from .chat import PAGE, ChatView
 from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
-from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
+from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
+from .prompt import Arrivals, PromptInput
 from .search import SearchScreen
 from .store_io import Head, off_loop
 from .style import Styled
 
 QUIT_WINDOW = 2.0
+#: store errors of reading, not writing: a damaged or missing blob or line, an id not there
+READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
 
@@ -100,19 +115,66 @@ class InfaiApp(Styled):
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
         self._timeline_lock = asyncio.Lock()  # one timeline update at a time
+        self.arrivals = Arrivals()  # when keys were received: a paste that came as keys
+        #: prompts typed during a turn, sent one by one when it ends
+        self.queued: list[str] = []
+        self._stale = False  # another process appended during a turn: reload after it
+        self._watching = threading.Event()  # set: the store's change feed stops
+        self._outcome = "done"  # how the last turn ended: "done", "error", "cancelled"
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             yield ChatView(id="chat")
             yield Timeline(id="timeline")
         yield PendingBar(id="pending")
+        yield QueueBar(id="queue")
         yield PromptInput(placeholder="Ask infai…  (/help for commands)", id="prompt")
         yield StatusBar(id="status")
         yield Footer()
 
+    def post_message(self, message: Message) -> bool:
+        """Every message the app receives; a key's stamp is noted (see :mod:`.prompt`)."""
+        if isinstance(message, events.Key):
+            self.arrivals.add(message.time)
+        return super().post_message(message)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one("#prompt", PromptInput)
+
     async def on_mount(self) -> None:
+        self.prompt.arrivals = self.arrivals
         await self.open_session(self._initial)
-        self.query_one("#prompt", Input).focus()
+        self.prompt.focus()
+        home, here = Path(self.workspace.store.home), self.workspace.working_dir
+        with suppress(OSError):  # history is a convenience: without it, none is shown
+            self.prompt.history = await off_loop(lambda: history.load(home, here))
+        if self.workspace.store.shared_writers:  # others may append to the open session
+            self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
+
+    def _watch(self) -> None:
+        """The store's feed of other processes' appends (a thread until the app ends)."""
+
+        def appended(session_id: str | None, seq: int) -> None:
+            session = self.session
+            if session is not None and session_id == session.session_id:
+                self.call_from_thread(self._note_append, seq)
+
+        self.workspace.store.watch(appended, self._watching)
+
+    def _note_append(self, seq: int) -> None:
+        self.run_worker(self._appended_elsewhere(seq), group="appended", exit_on_error=False)
+
+    async def _appended_elsewhere(self, seq: int) -> bool:
+        """Another process appended to the open session: show it (after the turn, if
+        one runs: the turn's own events are being shown)."""
+        if seq < self.head.count:
+            return False  # shown already
+        if self.busy:
+            self._stale = True
+        else:
+            await self.reload()
+        return True
 
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
@@ -121,6 +183,7 @@ class InfaiApp(Styled):
     async def _shut_down(self) -> None:
         """Settle the turn, close the session, then the workspace and its models (in
         the loop that used their connections); once, however often the app ends."""
+        self._watching.set()
         await self._settle_turn()
         session, self.session = self.session, None
         await self._close_session(session)
@@ -192,6 +255,7 @@ class InfaiApp(Styled):
             return  # another session was opened meanwhile: it shows itself
         chat = self.query_one(ChatView)
         loader, resolver = store_io.event_loader(session), store_io.record_resolver(session)
+        chat.working_dir = session.working_dir
         await chat.show_path(shown.entries, shown.page, loader, resolver)
         self.query_one(PendingBar).show(shown.pending)
         self.head = shown.head
@@ -211,25 +275,63 @@ class InfaiApp(Styled):
 
     # -- prompts and turns ----------------------------------------------------
 
-    async def on_input_submitted(self, message: Input.Submitted) -> None:
-        prompt = message.input
-        if not isinstance(prompt, PromptInput):
-            return
-        text = message.value.strip()
-        if not text:
-            return
+    async def on_prompt_input_sent(self, message: PromptInput.Sent) -> None:
+        """Enter in the prompt (already emptied): a command runs now; a prompt starts
+        a turn, or waits in the queue for the running one to end."""
+        text = message.text
         if text.startswith("/"):
-            prompt.clear()
             await self.command(text)
             return
-        if self.busy:  # keep what was typed: nothing is lost
-            self.notify("a turn is running: send when it ends, or Ctrl-C", severity="warning")
-            return
         if self.session is None:
+            message.prompt.show(text)  # kept: nothing is lost
             self.notify("no session is open (Ctrl-O)", severity="error")
             return
-        text = prompt.expanded(text)  # what was pasted, in full
-        prompt.clear()
+        self._remember(text)
+        if self.busy or self.queued:
+            self.queued.append(text)
+            self._show_queue()
+            return
+        self._start_turn(text)
+
+    def _remember(self, text: str) -> None:
+        """Into the prompt's history, and its file in the store's home (in a thread)."""
+        self.prompt.remember(text)
+        home, here = Path(self.workspace.store.home), self.workspace.working_dir
+
+        def write() -> None:
+            with suppress(OSError):  # a read-only home: history is a convenience
+                history.append(home, here, text)
+
+        self.run_worker(write, thread=True, group="history", exit_on_error=False)
+
+    def _show_queue(self) -> None:
+        self.query_one(QueueBar).show(self.queued)
+        self.prompt.queued = bool(self.queued)
+
+    def on_prompt_input_take_back(self, message: PromptInput.TakeBack) -> None:
+        """Up on an empty prompt: the last queued prompt comes back to be edited."""
+        if self.queued:
+            self.prompt.show(self.queued.pop())
+            self._show_queue()
+
+    async def _after_turn(self, outcome: str) -> None:
+        """A turn's worker is over: what another process appended meanwhile is shown;
+        the next queued prompt is sent if the turn was done, else the queue goes
+        back to the prompt box (a cancel or a failure: the user decides again)."""
+        if self._stale:
+            self._stale = False
+            await self.reload()
+        if not self.queued:
+            return
+        if outcome != "done":
+            waiting, self.queued = self.queued, []
+            self._show_queue()
+            typed = self.prompt.text(self.prompt.value)
+            self.prompt.show("\n\n".join([*waiting, typed] if typed else waiting))
+            self.notify("the queued prompts were not sent: they are back in the prompt")
+            return
+        text = self.queued.pop(0)
+        self._show_queue()
         self._start_turn(text)
 
     def _start_turn(self, text: str) -> None:
@@ -240,7 +342,12 @@ class InfaiApp(Styled):
     def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a turn's watcher or a compaction as the app's one busy worker."""
         self._cancelled = False
+        self._outcome = "cancelled"  # until the turn says how it ended
         self.turn = self.run_worker(work, group="turn", exit_on_error=False)
+
+    async def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
+        if message.worker is self.turn and message.worker.is_finished:
+            await self._after_turn(self._outcome)
 
     async def _turn(self, text: str) -> None:
         """Start the turn and show its events from the session's hub until it ends
@@ -297,6 +404,7 @@ class InfaiApp(Styled):
     async def _ended(self, ended: TurnEnded, turn: Turn | None) -> None:
         """A turn is over: a reply cut short goes; a cancel or a failure is said."""
         chat = self.query_one(ChatView)
+        self._outcome = ended.outcome
         if ended.outcome == "cancelled":
             await chat.drop_live()
             chat.interrupt_waiting()  # a call being asked about or running gets no result
@@ -310,7 +418,12 @@ class InfaiApp(Styled):
                 await turn.wait()  # what ended it is known once it has ended
             failure = turn.failure if turn is not None else None
             await chat.drop_live()
-            if isinstance(failure, StoreError):  # a full disk, a lost database
+            if isinstance(failure, READ_FAILURES):  # what is shown as saved is saved
+                said = f"the session could not be read: {failure}"
+                await chat.notice(f"{said} (what is shown as saved is saved)", error=True)
+                self.notify(said, severity="error", timeout=10)
+                self._durability("saved; read failed")
+            elif isinstance(failure, StoreError):  # a full disk, a lost database
                 await chat.notice(f"the session could not be saved: {failure}", error=True)
                 self.notify(f"not saved: {failure}", severity="error", timeout=10)
                 self._durability("NOT saved")
@@ -344,13 +457,15 @@ class InfaiApp(Styled):
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
             await chat.start_at(stored)
             self.query_one(PendingBar).show(None)  # the summary followed the pick
-            self.state.used_tokens = 0  # nothing measured since the summary
+            self.state.used_tokens = event_tokens(stored)  # the context is the summary
             await self._compacted(f" ({detail} before)" if detail else "")
             return
         await chat.add_event(stored)
         record = stored.record
         if isinstance(record, MessageRecord) and record.usage is not None:
-            self.state.used_tokens = record.usage.input_tokens
+            self.state.used_tokens = record.usage.input_tokens + record.usage.output_tokens
+        else:  # estimated until the next reply reports the count (as the agent does)
+            self.state.used_tokens += event_tokens(stored)
         if stored.role == "user":
             self.query_one(PendingBar).show(None)
         self._durability("saved")
@@ -424,6 +539,7 @@ class InfaiApp(Styled):
         events = session.hub.subscribe()
         try:
             await session.compact()
+            self._outcome = "done"  # a queued prompt goes once it is shown
         except (CompactionFailed, StoreError, SlotConflict) as exc:
             self.state.notice = "compaction failed"
             self._refresh_status()
@@ -530,17 +646,25 @@ class InfaiApp(Styled):
                 await worker.wait()
 
     async def action_toggle_timeline(self) -> None:
+        """Ctrl-T opens the timeline (focused) and closes it (the prompt focused)."""
         timeline = self.query_one(Timeline)
-        if timeline.has_class("shown") and not timeline.has_focus:
-            timeline.focus()  # shown but elsewhere: go to it
-            return
         if timeline.has_class("shown"):
-            timeline.remove_class("shown")
-            self.query_one("#prompt", Input).focus()
+            self.on_timeline_closed()
             return
         timeline.add_class("shown")
         timeline.focus()
         await self._refresh_timeline(rebuild=True)
+
+    def on_timeline_closed(self, message: Timeline.Closed | None = None) -> None:
+        """Esc on the timeline, or Ctrl-T: it goes, the prompt has the focus."""
+        self.query_one(Timeline).remove_class("shown")
+        self.prompt.focus()
+
+    def on_timeline_typed(self, message: Timeline.Typed) -> None:
+        """A key typed on the timeline was meant for the prompt: it goes there."""
+        prompt = self.prompt
+        prompt.focus()
+        prompt.insert_text_at_cursor(message.character)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
         if message.node.data:
@@ -558,7 +682,7 @@ class InfaiApp(Styled):
         pick = None if event_id == self.head.id else event_id
         await off_loop(lambda: store_io.select(session, pick))
         await self.reload()
-        self.query_one("#prompt", Input).focus()
+        self.prompt.focus()
 
     def action_search(self, query: str = "") -> None:
         self.push_screen(SearchScreen(self.workspace.store, query), callback=self.open_hit)

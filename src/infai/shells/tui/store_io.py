@@ -26,12 +26,11 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from infai.agent import AgentSession, Workspace
+from infai.agent import AgentSession, Workspace, context_tokens
 from infai.llm import Model
 from infai.store import (
     Entry,
     Event,
-    MessageRecord,
     Record,
     SearchHit,
     SessionInfo,
@@ -129,12 +128,17 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
 
 
 def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
-    for entry in reversed(entries[-TOKENS_LOOKBACK:]):
-        if entry.role == "assistant" and entry.kind == "message":
-            record = log.event(entry.id).record
-            if isinstance(record, MessageRecord) and record.usage is not None:
-                return record.usage.input_tokens
-    return 0
+    """What the next request holds, as the agent counts it (:func:`context_tokens`):
+    the last reported usage and what came after it, from the path's last events.
+
+    An event kept in a blob is read for it (the usage of a long reply is in its
+    blob), so a resumed session's gauge is what it was when the session was left.
+    """
+    tail = [log.event(entry.id) for entry in entries[-TOKENS_LOOKBACK:]]
+    for event in tail:
+        if event.record is None:
+            event.record = log.resolve(event)
+    return context_tokens(tail)
 
 
 def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
