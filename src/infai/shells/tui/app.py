@@ -112,6 +112,8 @@ class InfaiApp(Styled):
         self.turn: Worker[None] | None = None
         self._cancelled = False  # Ctrl-C was pressed for the running turn
         self._shut = False  # the app has closed its session and the workspace
+        self._ending = False  # the app is ending: nothing more is started
+        self.taken = 0  # prompts and commands taken from the prompt box (tests wait on it)
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
         self._timeline_lock = asyncio.Lock()  # one timeline update at a time
@@ -183,7 +185,9 @@ class InfaiApp(Styled):
     async def _shut_down(self) -> None:
         """Settle the turn, close the session, then the workspace and its models (in
         the loop that used their connections); once, however often the app ends."""
+        self._ending = True
         self._watching.set()
+        self.queued.clear()  # not sent: the app is going
         await self._settle_turn()
         session, self.session = self.session, None
         await self._close_session(session)
@@ -278,15 +282,19 @@ class InfaiApp(Styled):
     async def on_prompt_input_sent(self, message: PromptInput.Sent) -> None:
         """Enter in the prompt (already emptied): a command runs now; a prompt starts
         a turn, or waits in the queue for the running one to end."""
-        text = message.text
+        try:
+            await self._take(message.text, message.prompt)
+        finally:
+            self.taken += 1
+
+    async def _take(self, text: str, prompt: PromptInput) -> None:
         if text.startswith("/"):
             await self.command(text)
             return
         if self.session is None:
-            message.prompt.show(text)  # kept: nothing is lost
+            prompt.show(text)  # kept: nothing is lost
             self.notify("no session is open (Ctrl-O)", severity="error")
             return
-        self._remember(text)
         if self.busy or self.queued:
             self.queued.append(text)
             self._show_queue()
@@ -336,7 +344,9 @@ class InfaiApp(Styled):
 
     def _start_turn(self, text: str) -> None:
         """The one place a prompt's turn starts: in the session's turn slot, watched
-        by a worker the app is :attr:`busy` with until it has fully unwound."""
+        by a worker the app is :attr:`busy` with until it has fully unwound. The
+        prompt goes into the history as it is sent (a queued one taken back does not)."""
+        self._remember(text)
         self._run_busy(self._turn(text))
 
     def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
@@ -346,7 +356,7 @@ class InfaiApp(Styled):
         self.turn = self.run_worker(work, group="turn", exit_on_error=False)
 
     async def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
-        if message.worker is self.turn and message.worker.is_finished:
+        if message.worker is self.turn and message.worker.is_finished and not self._ending:
             await self._after_turn(self._outcome)
 
     async def _turn(self, text: str) -> None:

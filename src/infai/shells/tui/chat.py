@@ -108,6 +108,8 @@ def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None
         new = str(args.get("content", "")).splitlines()
     else:
         return None
+    if current is not None and old == new:  # read after the call ran (it was not asked)
+        return edit_diff(call)
     lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2))
     if len(lines) > DIFF_LINES:
         more = len(lines) - DIFF_LINES

@@ -90,7 +90,8 @@ class StatusBar(Static):
         saved = status.durability == "saved"
         text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
-        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
+        shown = "<1" if 0 < pct < 0.5 else f"{pct:.0f}"  # in use, not "0%"
+        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({shown}%) ")
         text.append(f"│ {inert(status.branch)} ")
         self.update(text)
 

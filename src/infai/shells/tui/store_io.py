@@ -129,16 +129,14 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
 
 def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
     """What the next request holds, as the agent counts it (:func:`context_tokens`):
-    the last reported usage and what came after it, from the path's last events.
+    the last reported usage and what came after it, from the path's last events
+    (a summary, when the path starts at a compaction).
 
-    An event kept in a blob is read for it (the usage of a long reply is in its
-    blob), so a resumed session's gauge is what it was when the session was left.
+    No blob is read to open a session: an event kept in one counts by its
+    preview, and a reply kept in one by its preview too (its usage is in the
+    blob), so the gauge is a lower bound until the next reply reports the count.
     """
-    tail = [log.event(entry.id) for entry in entries[-TOKENS_LOOKBACK:]]
-    for event in tail:
-        if event.record is None:
-            event.record = log.resolve(event)
-    return context_tokens(tail)
+    return context_tokens([log.event(entry.id) for entry in entries[-TOKENS_LOOKBACK:]])
 
 
 def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
