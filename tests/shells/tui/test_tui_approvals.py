@@ -14,9 +14,8 @@ from textual.widgets import Input
 
 from infai.agent.session import KEPT_RULES
 from infai.llm import ScriptedModel
-from infai.shells.tui import InfaiApp
+from infai.shells.tui import InfaiApp, modals
 from infai.shells.tui.chat import ToolView
-from infai.shells.tui import modals
 from infai.shells.tui.modals import GRACE, ApprovalScreen
 from infai.store import ToolResultRecord
 from tui_pilot import SIZES, asked, inside_screen, run_app, send, until, workspace, write_call

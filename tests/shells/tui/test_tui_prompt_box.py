@@ -40,9 +40,8 @@ def user_prompts(store: Store) -> list[str]:
     [info] = store.list_sessions()
     with store.open_reader(info.id) as reader:
         events_ = reader.context().events
-    return [
-        e.record.content for e in events_ if e.role == "user" and isinstance(e.record, MessageRecord)
-    ]
+    records = [e.record for e in events_ if e.role == "user"]
+    return [r.content for r in records if isinstance(r, MessageRecord)]
 
 
 @pytest.mark.parametrize("size", SIZES)
