@@ -20,7 +20,7 @@ from infai.agent import Workspace
 from infai.llm import Done, Message, Request, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import GRACE, ApprovalScreen
-from infai.shells.tui.prompt import PromptInput
+from infai.shells.tui.panels import PromptInput
 from infai.store import Store
 
 SIZES = [(80, 24), (60, 20)]

@@ -80,7 +80,9 @@ class PromptInput(Input):
         """Up was pressed on an empty box while prompts are queued."""
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        # focus coming back (Esc on the timeline, a key typed there) must not select
+        # the draft, or the next key would replace it
+        super().__init__(select_on_focus=False, **kwargs)  # type: ignore[arg-type]
         self.pastes: dict[str, str] = {}
         #: prompts sent before in this directory, oldest first
         self.history: list[str] = []
