@@ -113,6 +113,8 @@ class InfaiApp(Styled):
         self._cancelled = False  # Ctrl-C was pressed for the running turn
         self._shut = False  # the app has closed its session and the workspace
         self._ending = False  # the app is ending: nothing more is started
+        #: the session open when the app ended, if it is kept (not an empty new one)
+        self.left_session: str | None = None
         self.taken = 0  # prompts and commands taken from the prompt box (tests wait on it)
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
@@ -190,6 +192,8 @@ class InfaiApp(Styled):
         self.queued.clear()  # not sent: the app is going
         await self._settle_turn()
         session, self.session = self.session, None
+        if session is not None and (session.session_id not in self._created or self.head.count):
+            self.left_session = session.session_id  # kept: the shell says how to come back
         await self._close_session(session)
         if not self._shut:
             self._shut = True
@@ -722,7 +726,8 @@ class InfaiApp(Styled):
         except StoreError as exc:
             self.notify(f"cannot list the sessions: {exc}", severity="error", timeout=10)
             return
-        self.push_screen(SessionPicker(listed, current), callback=picked)
+        here = str(self.workspace.working_dir)
+        self.push_screen(SessionPicker(listed, current, here), callback=picked)
 
     async def action_new_session(self) -> None:
         await self.open_session(None)

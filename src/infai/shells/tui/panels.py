@@ -91,7 +91,7 @@ class StatusBar(Static):
         text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
         shown = "<1" if 0 < pct < 0.5 else f"{pct:.0f}"  # in use, not "0%"
-        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({shown}%) ")
+        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({inert(shown)}%) ")
         text.append(f"│ {inert(status.branch)} ")
         self.update(text)
 

@@ -33,17 +33,20 @@ from infai.store import (
     Event,
     Record,
     SearchHit,
-    SessionInfo,
     SessionStore,
     SessionView,
+    StoreError,
 )
 
+from .modals import Listed
 from .panels import branch_label, fork_point
 
 T = TypeVar("T")
 
 #: how many events back from the end of the path the used-token count is looked for
 TOKENS_LOOKBACK = 50
+#: how many sessions the picker lists (the most recently active)
+LISTED = 200
 
 
 async def off_loop(call: Callable[[], T]) -> T:
@@ -205,9 +208,25 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
         store.remove_session(sid)
 
 
-def sessions(workspace: Workspace) -> list[SessionInfo]:
-    """The sessions the picker lists, most recently active first."""
-    return workspace.sessions()
+def sessions(workspace: Workspace, limit: int = LISTED) -> list[Listed]:
+    """The sessions the picker lists, most recently active first (the newest
+    ``limit``): each with its title (its name, else its first prompt's preview)
+    and its event count, read from its index (no chunk, no blob). A session that
+    cannot be read is listed all the same, untitled."""
+    rows = []
+    for info in workspace.sessions()[:limit]:
+        title, count = info.name or "", 0
+        try:
+            with workspace.store.open_reader(info.id) as reader:
+                count = reader.count
+                if not title:
+                    heads = (reader.entry_at(seq) for seq in range(min(count, 20)))
+                    first = next((e for e in heads if e.role == "user"), None)
+                    title = first.preview if first is not None else ""
+        except StoreError:
+            title = title or "(unreadable)"
+        rows.append(Listed(info, title, count))
+    return rows
 
 
 def search(store: SessionStore, query: str, limit: int) -> list[SearchHit]:
