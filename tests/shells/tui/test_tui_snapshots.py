@@ -74,9 +74,13 @@ async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str = "
 
 
 async def send(pilot: Pilot[None], text: str) -> None:
-    """Type ``text`` key by key (letters and spaces) and press Enter."""
+    """Type ``text`` key by key (letters and spaces) and press Enter; wait until the
+    app has taken the prompt (its turn started), so the next look sees the turn."""
     await pilot.press(*("space" if c == " " else c for c in text))
+    app = app_of(pilot)
+    taken = app.taken
     await pilot.press("enter")
+    await until(pilot, lambda: app.taken > taken, "the prompt taken")
 
 
 def app_of(pilot: Pilot[None]) -> InfaiApp:
