@@ -24,6 +24,10 @@ app makes itself is a function of :mod:`.store_io`, run in a thread so the
 screen never waits on the disk or the database, reading the session through
 its read-only view. The workspace (:class:`~infai.agent.Workspace`) builds
 and switches the models and closes them when the app ends, once.
+
+Two base classes carry the rest: :mod:`.prompting` (what Enter hands over, the
+queue, the history, other processes' appends) and :mod:`.commands` (/compact,
+/model, /rename).
 """
 
 from __future__ import annotations
@@ -47,7 +51,6 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 from infai.agent import (
     AgentEvent,
     AgentSession,
-    CompactionFailed,
     Lagged,
     Saved,
     SlotConflict,
@@ -57,7 +60,7 @@ from infai.agent import (
     Workspace,
     event_tokens,
 )
-from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
+from infai.llm import Notice, ReasoningDelta, TextDelta
 from infai.store import (
     CorruptionError,
     EventNotFound,
@@ -71,21 +74,20 @@ from infai.tools import Ask, Reply
 from ..inert import inert
 from . import history, store_io
 from .chat import PAGE, ChatView
-from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
+from .commands import COMPACTING
+from .modals import ApprovalScreen, HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
 from .prompt import Arrivals, PromptInput
+from .prompting import Prompting
 from .search import SearchScreen
 from .store_io import Head, off_loop
-from .style import Styled
 
 QUIT_WINDOW = 2.0
 #: store errors of reading, not writing: a damaged or missing blob or line, an id not there
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
-#: how the agent loop's notice of an automatic compaction begins
-COMPACTING = "compacting"
 
 
-class InfaiApp(Styled):
+class InfaiApp(Prompting):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
@@ -142,10 +144,6 @@ class InfaiApp(Styled):
             self.arrivals.add(message.time)
         return super().post_message(message)
 
-    @property
-    def prompt(self) -> PromptInput:
-        return self.query_one("#prompt", PromptInput)
-
     async def on_mount(self) -> None:
         self.prompt.arrivals = self.arrivals
         await self.open_session(self._initial)
@@ -155,30 +153,6 @@ class InfaiApp(Styled):
             self.prompt.history = await off_loop(lambda: history.load(home, here))
         if self.workspace.store.shared_writers:  # others may append to the open session
             self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
-
-    def _watch(self) -> None:
-        """The store's feed of other processes' appends (a thread until the app ends)."""
-
-        def appended(session_id: str | None, seq: int) -> None:
-            session = self.session
-            if session is not None and session_id == session.session_id:
-                self.call_from_thread(self._note_append, seq)
-
-        self.workspace.store.watch(appended, self._watching)
-
-    def _note_append(self, seq: int) -> None:
-        self.run_worker(self._appended_elsewhere(seq), group="appended", exit_on_error=False)
-
-    async def _appended_elsewhere(self, seq: int) -> bool:
-        """Another process appended to the open session: show it (after the turn, if
-        one runs: the turn's own events are being shown)."""
-        if seq < self.head.count:
-            return False  # shown already
-        if self.busy:
-            self._stale = True
-        else:
-            await self.reload()
-        return True
 
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
@@ -282,69 +256,6 @@ class InfaiApp(Styled):
         self.query_one(StatusBar).show(self.state)
 
     # -- prompts and turns ----------------------------------------------------
-
-    async def on_prompt_input_sent(self, message: PromptInput.Sent) -> None:
-        """Enter in the prompt (already emptied): a command runs now; a prompt starts
-        a turn, or waits in the queue for the running one to end."""
-        try:
-            await self._take(message.text, message.prompt)
-        finally:
-            self.taken += 1
-
-    async def _take(self, text: str, prompt: PromptInput) -> None:
-        if text.startswith("/"):
-            await self.command(text)
-            return
-        if self.session is None:
-            prompt.show(text)  # kept: nothing is lost
-            self.notify("no session is open (Ctrl-O)", severity="error")
-            return
-        if self.busy or self.queued:
-            self.queued.append(text)
-            self._show_queue()
-            return
-        self._start_turn(text)
-
-    def _remember(self, text: str) -> None:
-        """Into the prompt's history, and its file in the store's home (in a thread)."""
-        self.prompt.remember(text)
-        home, here = Path(self.workspace.store.home), self.workspace.working_dir
-
-        def write() -> None:
-            with suppress(OSError):  # a read-only home: history is a convenience
-                history.append(home, here, text)
-
-        self.run_worker(write, thread=True, group="history", exit_on_error=False)
-
-    def _show_queue(self) -> None:
-        self.query_one(QueueBar).show(self.queued)
-        self.prompt.queued = bool(self.queued)
-
-    def on_prompt_input_take_back(self, message: PromptInput.TakeBack) -> None:
-        """Up on an empty prompt: the last queued prompt comes back to be edited."""
-        if self.queued:
-            self.prompt.show(self.queued.pop())
-            self._show_queue()
-
-    async def _after_turn(self, outcome: str) -> None:
-        """A turn's worker is over: what another process appended meanwhile is shown;
-        the next queued prompt is sent if the turn was done, else the queue goes
-        back to the prompt box (a cancel or a failure: the user decides again)."""
-        if self._stale:
-            self._stale = False
-            await self.reload()
-        if not self.queued:
-            return
-        if outcome != "done":
-            waiting, self.queued = self.queued, []
-            self._show_queue()
-            typed = self.prompt.text(self.prompt.value)
-            self.prompt.show("\n\n".join([*waiting, typed] if typed else waiting))
-            self.notify("the queued prompts were not sent: they are back in the prompt")
-            return
-        text = self.queued.pop(0)
-        self._show_queue()
-        self._start_turn(text)
 
     def _start_turn(self, text: str) -> None:
         """The one place a prompt's turn starts: in the session's turn slot, watched
@@ -541,81 +452,6 @@ class InfaiApp(Styled):
             await self.action_quit()
         else:
             self.notify(f"unknown command /{name} (see /help)", severity="error")
-
-    async def _compact(self) -> None:
-        """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes).
-        Its summary, once saved, is shown from the session's hub as any event is."""
-        session = self.session
-        assert session is not None
-        self.notify("compacting…")
-        self.state.notice = f"{COMPACTING}…"
-        self._refresh_status()
-        events = session.hub.subscribe()
-        try:
-            await session.compact()
-            self._outcome = "done"  # a queued prompt goes once it is shown
-        except (CompactionFailed, StoreError, SlotConflict) as exc:
-            self.state.notice = "compaction failed"
-            self._refresh_status()
-            self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
-            return
-        except asyncio.CancelledError:
-            self.state.notice = "compaction cancelled"
-            self._refresh_status()
-            raise
-        finally:
-            events.close()  # it ends after what it holds: the summary, published when saved
-        async for event in events:
-            await self._on_event(event)
-        self.notify("compacted: the context now starts from the summary")
-
-    async def switch_model(self, name: str) -> None:
-        if not name:
-            self.notify(f"model: {self.workspace.model.name} (/model NAME to switch)")
-            return
-        if self.busy:
-            self.notify("wait for the turn to end", severity="warning")
-            return
-        space, session = self.workspace, self.session
-        if session is None:
-            self.notify("no session is open (Ctrl-O)", severity="error")
-            return
-        try:  # an open session stays open: its writer, its picked event, its rules
-            old = await off_loop(lambda: store_io.use_model(space, session, name))
-        except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
-            self.notify(str(exc), severity="error", timeout=10)
-            return
-        await close_model(old)  # the workspace's old model: it holds it no more
-        self._refresh_status()
-        self.notify(f"model: {space.model.name}")
-
-    async def rename(self, name: str | None) -> None:
-        """Name the session ("": no name); None asks for the name in a dialog."""
-        session = self.session
-        if session is None:
-            return
-        sid, store = session.session_id, self.workspace.store
-        if name is not None:
-            try:
-                await off_loop(lambda: store_io.rename(store, sid, name or None))
-            except StoreError as exc:
-                self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
-            else:
-                if session is self.session:
-                    self.head.name = name or None
-            self._refresh_status()
-            return
-
-        async def done(new: str | None) -> None:  # None: Esc, the name is kept
-            if new is not None and self.session is session:
-                await self.rename(new)
-
-        try:
-            current = await off_loop(lambda: store_io.name_of(store, sid))
-        except StoreError as exc:
-            self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
-            return
-        self.push_screen(RenameScreen(current), callback=done)
 
     # -- actions ----------------------------------------------------------------
 
