@@ -128,6 +128,18 @@ def test_resumed_gauge_and_a_read_failure_is_not_called_a_save_failure(
     assert last.role == "user" and last.preview.endswith("and now")  # the prompt was saved
 
 
+def listening(url: str) -> bool:
+    """Whether a connection to this test's database is listening (the app's feed)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def test_on_postgresql_another_process_append_shows_in_the_open_tui(
     pg_url: str, tmp_path: Path
 ) -> None:
@@ -144,6 +156,7 @@ def test_on_postgresql_another_process_append_shows_in_the_open_tui(
         await send(pilot, "hello")
         await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
         assert app.session is not None
+        await until(pilot, lambda: listening(pg_url), "the app's change feed", tries=3000)
         other = PgStore(pg_url)  # another process: its own connections
         try:
             with other.open_writer(app.session.session_id) as writer:

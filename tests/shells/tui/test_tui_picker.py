@@ -31,9 +31,7 @@ def test_when_in_words() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_the_picker_titles_counts_groups_and_filters(
-    tmp_path: Path, size: tuple[int, int]
-) -> None:
+def test_the_picker_titles_counts_groups_and_filters(tmp_path: Path, size: tuple[int, int]) -> None:
     space = workspace(tmp_path, ScriptedModel(["an answer"]))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -288,6 +288,7 @@ class InfaiApp(Prompting):
                 await self._on_event(event, turn)
                 if isinstance(event, TurnEnded):
                     break
+            await turn.wait()  # its slot is free: a queued prompt can start right after
         except asyncio.CancelledError:  # the worker itself (the app is going): the turn too
             if turn is not None and session.turn is turn:
                 with suppress(SlotConflict):  # it ended meanwhile
@@ -301,6 +302,7 @@ class InfaiApp(Prompting):
             chat = self.query_one(ChatView)
             await chat.notice(f"the turn did not start: {exc}", error=True)
             self.notify(f"the turn did not start: {exc}", severity="error", timeout=10)
+            self.give_back([text])  # not sent: back in the box, not lost
         finally:
             events.close()
             await self._refresh_timeline()

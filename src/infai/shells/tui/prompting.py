@@ -21,6 +21,9 @@ from .commands import Commands
 from .panels import QueueBar
 from .prompt import PromptInput
 
+#: the sequence number told when the feed reconnected (appends may have been missed)
+UNHEARD = 1 << 62
+
 
 class Prompting(Commands):
     """Prompts taken from the box, queued, remembered; appends made elsewhere."""
@@ -86,6 +89,11 @@ class Prompting(Commands):
             self.prompt.show(self.queued.pop())
             self._show_queue()
 
+    def give_back(self, prompts: list[str]) -> None:
+        """Prompts that were not sent go back into the box, before what is typed there."""
+        typed = self.prompt.text(self.prompt.value)
+        self.prompt.show("\n\n".join([*prompts, typed] if typed else prompts))
+
     async def _after_turn(self, outcome: str) -> None:
         """A turn's worker is over: what another process appended meanwhile is shown;
         the next queued prompt is sent if the turn was done, else the queue goes
@@ -98,8 +106,7 @@ class Prompting(Commands):
         if outcome != "done":
             waiting, self.queued = self.queued, []
             self._show_queue()
-            typed = self.prompt.text(self.prompt.value)
-            self.prompt.show("\n\n".join([*waiting, typed] if typed else waiting))
+            self.give_back(waiting)
             self.notify("the queued prompts were not sent: they are back in the prompt")
             return
         text = self.queued.pop(0)
@@ -111,7 +118,9 @@ class Prompting(Commands):
 
         def appended(session_id: str | None, seq: int) -> None:
             session = self.session
-            if session is not None and session_id == session.session_id:
+            if session is not None and session_id is None:  # reconnected: appends unheard
+                self.call_from_thread(self._note_append, UNHEARD)
+            elif session is not None and session_id == session.session_id:
                 self.call_from_thread(self._note_append, seq)
 
         self.workspace.store.watch(appended, self._watching)

@@ -108,8 +108,12 @@ class Shown:
 
 def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
     """Read what a reload shows: the path, its last ``page`` events, the pending
-    parent, HEAD and its fork, the input tokens last used and the session's name."""
+    parent, HEAD and its fork, the input tokens last used and the session's name.
+
+    The view is refreshed first: where other processes may append (PostgreSQL),
+    it shows what they appended since (on the file store it is a no-op)."""
     log = _log(session)
+    log.refresh()
     pending = session.pending_parent
     entries = log.path(pending) if log.count else []
     head_path = entries if pending is None else (log.path() if log.count else [])
