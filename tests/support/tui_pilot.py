@@ -77,13 +77,12 @@ async def send(pilot: Pilot[None], text: str) -> None:
     the command), so that a test's next look at the app sees it."""
     await pilot.press(*("space" if c == " " else c for c in text))
     app = pilot.app
-    taken = getattr(app, "taken", None)
-    in_prompt = isinstance(app.focused, PromptInput) and taken is not None
+    in_prompt = isinstance(app, InfaiApp) and isinstance(app.focused, PromptInput)
+    taken = app.taken if isinstance(app, InfaiApp) else 0
     await pilot.press("enter")
     if in_prompt:
-        await until(
-            pilot, lambda: getattr(app, "taken", 0) > taken or not app.is_running, "the prompt"
-        )
+        taken_now = lambda: not app.is_running or getattr(app, "taken", 0) > taken  # noqa: E731
+        await until(pilot, taken_now, "the prompt")
 
 
 async def asked(pilot: Pilot[None], app: InfaiApp) -> ApprovalScreen:

@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.panels import QueueBar
 from infai.shells.tui.prompt import NEWLINE, PromptInput
-from infai.store import MessageRecord, Store
+from infai.store import MessageRecord, SessionStore
 from tui_pilot import SIZES, GatedModel, run_app, until, workspace
 
 
@@ -36,7 +36,7 @@ def burst(app: InfaiApp, keys: str, start: float, gap: float = 0.0) -> None:
         app.post_message(key)
 
 
-def user_prompts(store: Store) -> list[str]:
+def user_prompts(store: SessionStore) -> list[str]:
     [info] = store.list_sessions()
     with store.open_reader(info.id) as reader:
         events_ = reader.context().events
