@@ -94,6 +94,8 @@ async def steady(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     prompt = app.screen_stack[0].query_one("#prompt", Input)
     prompt.cursor_blink = False  # the cursor is hidden, whatever the blink phase was
+    for field in app.screen.query(Input):  # a dialog's field too (the picker's filter)
+        field.cursor_blink = False
     app.clear_notifications()
     app.title = InfaiApp.TITLE  # the SVG's window title (the app's own names the session id)
     await pilot.pause()
