@@ -20,6 +20,7 @@ from infai.agent import Workspace
 from infai.llm import Done, Message, Request, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import GRACE, ApprovalScreen
+from infai.shells.tui.panels import PromptInput
 from infai.store import Store
 
 SIZES = [(80, 24), (60, 20)]
@@ -60,8 +61,10 @@ def run_app(
     asyncio.run(go())
 
 
-async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str = "") -> None:
-    for _ in range(500):
+async def until(
+    pilot: Pilot[None], condition: Callable[[], bool], what: str = "", tries: int = 500
+) -> None:
+    for _ in range(tries):
         if condition():
             return
         await pilot.pause(0.01)
@@ -69,9 +72,17 @@ async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str = "
 
 
 async def send(pilot: Pilot[None], text: str) -> None:
-    """Type ``text`` key by key (letters and spaces) and press Enter."""
+    """Type ``text`` key by key (letters and spaces) and press Enter; in the prompt,
+    wait until the app has taken what was sent (started its turn, queued it, run
+    the command), so that a test's next look at the app sees it."""
     await pilot.press(*("space" if c == " " else c for c in text))
+    app = pilot.app
+    in_prompt = isinstance(app, InfaiApp) and isinstance(app.focused, PromptInput)
+    taken = app.taken if isinstance(app, InfaiApp) else 0
     await pilot.press("enter")
+    if in_prompt:
+        taken_now = lambda: not app.is_running or getattr(app, "taken", 0) > taken  # noqa: E731
+        await until(pilot, taken_now, "the prompt")
 
 
 async def asked(pilot: Pilot[None], app: InfaiApp) -> ApprovalScreen:

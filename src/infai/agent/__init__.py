@@ -10,7 +10,7 @@ JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
 store or a model directly.
 """
 
-from .compaction import CompactionFailed
+from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
 from .hub import EventHub, Hub, Lagged, Subscription
@@ -44,8 +44,10 @@ __all__ = [
     "TurnEnded",
     "UnsendableEvent",
     "Workspace",
+    "context_tokens",
     "describe_models",
     "event_to_obj",
+    "event_tokens",
     "load_config",
     "load_manifest",
     "manifest_of",

@@ -155,7 +155,9 @@ def last_input_tokens(events: list[Event]) -> int:
     return 0
 
 
-def _event_tokens(event: Event) -> int:
+def event_tokens(event: Event) -> int:
+    """An estimate of the tokens ``event`` adds to a request (its preview when its
+    record is not loaded); the TUI's gauge adds these up as events are saved."""
     record = event.record
     if event.kind in WORKSPACE_KINDS:
         return 0  # never sent (see context.to_messages)
@@ -182,7 +184,7 @@ def context_tokens(events: list[Event]) -> int:
         record = event.record
         if isinstance(record, MessageRecord) and record.usage is not None:
             return record.usage.input_tokens + record.usage.output_tokens + since
-        since += _event_tokens(event)
+        since += event_tokens(event)
     return since
 
 

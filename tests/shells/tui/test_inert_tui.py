@@ -149,7 +149,8 @@ def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: P
         await until(pilot, lambda: "[pasted 1 line]" in prompt.value, "the paste marker")
         assert_inert(app, "the prompt", shown="pasted 1 line")
         await pilot.press("enter")
-        await until(pilot, lambda: not app.busy and prompt.value == "", "the turn")
+        done = lambda: app.taken == 1 and not app.busy and prompt.value == ""  # noqa: E731
+        await until(pilot, done, "the turn")
 
     run_app(app, scenario, (80, 24))
     [info] = space.store.list_sessions()

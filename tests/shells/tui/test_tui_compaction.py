@@ -46,12 +46,11 @@ def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
         await until(pilot, lambda: not app.busy)
         await send(pilot, "/compact")
         await until(pilot, lambda: app.busy, "the compaction to start")
-        await send(pilot, "two")  # refused while compacting: the text stays in the input
-        assert app.query_one("#prompt", Input).value == "two"
+        await send(pilot, "two")  # queued while compacting: sent once the summary is in
+        assert app.queued == ["two"] and app.query_one("#prompt", Input).value == ""
         model.release.set()
-        await until(pilot, lambda: not app.busy)
-        await pilot.press("enter")
         await until(pilot, lambda: not app.busy and len(app.query(UserMessage)) == 1)
+        assert app.queued == []
 
     run_app(app, scenario, (80, 24))
     [info] = app.workspace.store.list_sessions()

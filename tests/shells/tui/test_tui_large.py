@@ -65,7 +65,8 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         assert chat.mounted_events == PAGE
         assert len(chat.children) <= PAGE + 1  # the page and the "earlier" button
         [report] = chat.query(FoldedMessage)  # the large reply: its preview, folded
-        assert report.title.startswith("reply (large, unfold to read): # Report Paragraph 0")
+        opening = "reply (large: click or Tab+Enter to open): # Report Paragraph 0"
+        assert report.title.startswith(opening)
         assert reads == []
         head = app.session.view.head if app.session else None
         await pilot.press("ctrl+t")  # the timeline opens on HEAD, scrolled to it
@@ -137,8 +138,8 @@ def test_a_large_prompt_and_reply_reopen_folded_and_unfold_in_full(
 
     async def scenario(pilot: Pilot[None]) -> None:
         prompt, reply = app.query(FoldedMessage)
-        assert prompt.title.startswith("you (large, unfold to read): why?")
-        assert reply.title.startswith("reply (large, unfold to read): # Report")
+        assert prompt.title.startswith("you (large: click or Tab+Enter to open): why?")
+        assert reply.title.startswith("reply (large: click or Tab+Enter to open): # Report")
         assert not prompt.loaded and not reply.loaded  # nothing read until asked
         reply._fold.collapsed = False
         await until(pilot, lambda: bool(reply.query(AssistantMessage)), "the reply to load")

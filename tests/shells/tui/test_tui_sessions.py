@@ -37,7 +37,7 @@ def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path, size: tuple
         await until(pilot, lambda: app.session is not None and app.session.session_id == newer)
         await pilot.press("ctrl+o")
         await until(pilot, lambda: isinstance(app.screen, SessionPicker))
-        await pilot.press("n")
+        await pilot.press("ctrl+n")  # Ctrl-N: a letter filters the list
         await until(pilot, lambda: app.session is not None and app.session.session_id != newer)
 
     run_app(app, scenario, size)

@@ -74,9 +74,13 @@ async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str = "
 
 
 async def send(pilot: Pilot[None], text: str) -> None:
-    """Type ``text`` key by key (letters and spaces) and press Enter."""
+    """Type ``text`` key by key (letters and spaces) and press Enter; wait until the
+    app has taken the prompt (its turn started), so the next look sees the turn."""
     await pilot.press(*("space" if c == " " else c for c in text))
+    app = app_of(pilot)
+    taken = app.taken
     await pilot.press("enter")
+    await until(pilot, lambda: app.taken > taken, "the prompt taken")
 
 
 def app_of(pilot: Pilot[None]) -> InfaiApp:
@@ -90,6 +94,8 @@ async def steady(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     prompt = app.screen_stack[0].query_one("#prompt", Input)
     prompt.cursor_blink = False  # the cursor is hidden, whatever the blink phase was
+    for field in app.screen.query(Input):  # a dialog's field too (the picker's filter)
+        field.cursor_blink = False
     app.clear_notifications()
     app.title = InfaiApp.TITLE  # the SVG's window title (the app's own names the session id)
     await pilot.pause()

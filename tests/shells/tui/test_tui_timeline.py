@@ -75,8 +75,7 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
             real(*args, **kwargs)
 
         timeline.load = counted  # type: ignore[method-assign]
-        await pilot.press("escape")  # nothing picked: nothing changes
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", Input).focus()  # the timeline stays open (Esc closes it)
         await send(pilot, "b")
         await until(pilot, lambda: not app.busy)
         await send(pilot, "c")
@@ -121,11 +120,11 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         timeline.select_node(picked)
         await until(pilot, lambda: app.query_one("#prompt", Input).has_focus, "the prompt")
         assert app.query_one(PendingBar).display
-        await pilot.press("ctrl+t")  # shown but not focused: focus it, keep it
-        assert timeline.has_class("shown") and timeline.has_focus
-        await pilot.press("ctrl+t")
+        await pilot.press("ctrl+t")  # shown, the prompt focused: Ctrl-T closes it (a toggle)
         assert not timeline.has_class("shown")
+        assert app.query_one("#prompt", Input).has_focus
         await pilot.press("ctrl+t")  # opened again: on the picked event
+        assert timeline.has_class("shown") and timeline.has_focus
         assert timeline.cursor_node is not None and timeline.cursor_node.data == picked.data
         app.query_one("#prompt", Input).focus()
         await send(pilot, "other")

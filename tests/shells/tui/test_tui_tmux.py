@@ -246,3 +246,34 @@ def test_a_multi_line_paste_reaches_the_session_whole(terminal: Terminal, tmp_pa
     until(lambda: status.exists() and status.read_text().endswith("\n"), "infai to exit")
     _, contents = stored_messages(Store(terminal.home))
     assert contents[0] == trace
+
+
+def test_typing_ahead_after_enter_and_a_paste_without_brackets_stay_whole(
+    terminal: Terminal, tmp_path: Path
+) -> None:
+    """Bug 5 of issue 13: keys typed right after Enter start the next prompt (they
+    were merged into the one sent, or wiped); a paste that arrives as keys (tmux's
+    paste-buffer without -p: its line breaks are carriage returns, as Enter) is
+    one prompt, not cut at its first line."""
+    status = tmp_path / "status"
+    terminal.start(status)
+    terminal.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    terminal.keys("prompt1", literal=True)
+    terminal.keys("Enter")
+    time.sleep(0.05)  # a fast typist's gap: no wait for the app to have handled Enter
+    terminal.keys("XYZ", literal=True)
+    shown = terminal.wait_for(lambda s: "you said 'prompt1'" in s, "the first reply")
+    terminal.wait_for(lambda s: "XYZ" in s.split("you said")[-1], "XYZ, in the prompt box")
+    assert "prompt1XYZ" not in shown
+    terminal.keys("Enter")
+    terminal.wait_for(lambda s: "you said 'XYZ'" in s, "the typed-ahead prompt's reply")
+    terminal.run("set-buffer", "-b", "lines", "one\ntwo\nthree\n")
+    terminal.run("paste-buffer", "-b", "lines", "-t", SESSION)  # no -p: keys, no brackets
+    terminal.wait_for(lambda s: "you said 'one" in s, "the pasted prompt's reply")
+    terminal.wait_for(lambda s: "✓ saved" in s, "saved")
+    terminal.keys("C-c")
+    terminal.wait_for(lambda s: "again to quit" in s, "the first Ctrl-C's hint")
+    terminal.keys("C-c")
+    until(lambda: status.exists() and status.read_text().endswith("\n"), "infai to exit")
+    _, contents = stored_messages(Store(terminal.home))
+    assert contents[0::2] == ["prompt1", "XYZ", "one\ntwo\nthree"]

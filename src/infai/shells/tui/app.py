@@ -24,26 +24,33 @@ app makes itself is a function of :mod:`.store_io`, run in a thread so the
 screen never waits on the disk or the database, reading the session through
 its read-only view. The workspace (:class:`~infai.agent.Workspace`) builds
 and switches the models and closes them when the app ends, once.
+
+Two base classes carry the rest: :mod:`.prompting` (what Enter hands over, the
+queue, the history, other processes' appends) and :mod:`.commands` (/compact,
+/model, /rename).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Coroutine
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Tree
+from textual.message import Message
+from textual.widgets import Footer, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from infai.agent import (
     AgentEvent,
     AgentSession,
-    CompactionFailed,
     Lagged,
     Saved,
     SlotConflict,
@@ -51,26 +58,36 @@ from infai.agent import (
     Turn,
     TurnEnded,
     Workspace,
+    event_tokens,
 )
-from infai.llm import ModelUnavailable, Notice, ReasoningDelta, TextDelta, close_model
-from infai.store import MessageRecord, SearchHit, StoreError
+from infai.llm import Notice, ReasoningDelta, TextDelta
+from infai.store import (
+    CorruptionError,
+    EventNotFound,
+    MessageRecord,
+    SearchHit,
+    SessionNotFound,
+    StoreError,
+)
 from infai.tools import Ask, Reply
 
 from ..inert import inert
-from . import store_io
+from . import history, store_io
 from .chat import PAGE, ChatView
-from .modals import ApprovalScreen, HelpScreen, RenameScreen, SessionPicker
-from .panels import PendingBar, PromptInput, Status, StatusBar, Timeline
+from .commands import COMPACTING
+from .modals import ApprovalScreen, HelpScreen, SessionPicker
+from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
+from .prompt import Arrivals, PromptInput
+from .prompting import Prompting
 from .search import SearchScreen
 from .store_io import Head, off_loop
-from .style import Styled
 
 QUIT_WINDOW = 2.0
-#: how the agent loop's notice of an automatic compaction begins
-COMPACTING = "compacting"
+#: store errors of reading, not writing: a damaged or missing blob or line, an id not there
+READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
 
-class InfaiApp(Styled):
+class InfaiApp(Prompting):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
@@ -97,22 +114,45 @@ class InfaiApp(Styled):
         self.turn: Worker[None] | None = None
         self._cancelled = False  # Ctrl-C was pressed for the running turn
         self._shut = False  # the app has closed its session and the workspace
+        self._ending = False  # the app is ending: nothing more is started
+        #: the session open when the app ended, if it is kept (not an empty new one)
+        self.left_session: str | None = None
+        self.taken = 0  # prompts and commands taken from the prompt box (tests wait on it)
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
         self._timeline_lock = asyncio.Lock()  # one timeline update at a time
+        self.arrivals = Arrivals()  # when keys were received: a paste that came as keys
+        #: prompts typed during a turn, sent one by one when it ends
+        self.queued: list[str] = []
+        self._stale = False  # another process appended during a turn: reload after it
+        self._watching = threading.Event()  # set: the store's change feed stops
+        self._outcome = "done"  # how the last turn ended: "done", "error", "cancelled"
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             yield ChatView(id="chat")
             yield Timeline(id="timeline")
         yield PendingBar(id="pending")
+        yield QueueBar(id="queue")
         yield PromptInput(placeholder="Ask infai…  (/help for commands)", id="prompt")
         yield StatusBar(id="status")
         yield Footer()
 
+    def post_message(self, message: Message) -> bool:
+        """Every message the app receives; a key's stamp is noted (see :mod:`.prompt`)."""
+        if isinstance(message, events.Key):
+            self.arrivals.add(message.time)
+        return super().post_message(message)
+
     async def on_mount(self) -> None:
+        self.prompt.arrivals = self.arrivals
         await self.open_session(self._initial)
-        self.query_one("#prompt", Input).focus()
+        self.prompt.focus()
+        home, here = Path(self.workspace.store.home), self.workspace.working_dir
+        with suppress(OSError):  # history is a convenience: without it, none is shown
+            self.prompt.history = await off_loop(lambda: history.load(home, here))
+        if self.workspace.store.shared_writers:  # others may append to the open session
+            self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
 
     async def on_unmount(self) -> None:
         """However the app ends, a running turn settles before the session closes."""
@@ -121,8 +161,13 @@ class InfaiApp(Styled):
     async def _shut_down(self) -> None:
         """Settle the turn, close the session, then the workspace and its models (in
         the loop that used their connections); once, however often the app ends."""
+        self._ending = True
+        self._watching.set()
+        self.queued.clear()  # not sent: the app is going
         await self._settle_turn()
         session, self.session = self.session, None
+        if session is not None and (session.session_id not in self._created or self.head.count):
+            self.left_session = session.session_id  # kept: the shell says how to come back
         await self._close_session(session)
         if not self._shut:
             self._shut = True
@@ -192,6 +237,7 @@ class InfaiApp(Styled):
             return  # another session was opened meanwhile: it shows itself
         chat = self.query_one(ChatView)
         loader, resolver = store_io.event_loader(session), store_io.record_resolver(session)
+        chat.working_dir = session.working_dir
         await chat.show_path(shown.entries, shown.page, loader, resolver)
         self.query_one(PendingBar).show(shown.pending)
         self.head = shown.head
@@ -211,36 +257,22 @@ class InfaiApp(Styled):
 
     # -- prompts and turns ----------------------------------------------------
 
-    async def on_input_submitted(self, message: Input.Submitted) -> None:
-        prompt = message.input
-        if not isinstance(prompt, PromptInput):
-            return
-        text = message.value.strip()
-        if not text:
-            return
-        if text.startswith("/"):
-            prompt.clear()
-            await self.command(text)
-            return
-        if self.busy:  # keep what was typed: nothing is lost
-            self.notify("a turn is running: send when it ends, or Ctrl-C", severity="warning")
-            return
-        if self.session is None:
-            self.notify("no session is open (Ctrl-O)", severity="error")
-            return
-        text = prompt.expanded(text)  # what was pasted, in full
-        prompt.clear()
-        self._start_turn(text)
-
     def _start_turn(self, text: str) -> None:
         """The one place a prompt's turn starts: in the session's turn slot, watched
-        by a worker the app is :attr:`busy` with until it has fully unwound."""
+        by a worker the app is :attr:`busy` with until it has fully unwound. The
+        prompt goes into the history as it is sent (a queued one taken back does not)."""
+        self._remember(text)
         self._run_busy(self._turn(text))
 
     def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a turn's watcher or a compaction as the app's one busy worker."""
         self._cancelled = False
+        self._outcome = "cancelled"  # until the turn says how it ended
         self.turn = self.run_worker(work, group="turn", exit_on_error=False)
+
+    async def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
+        if message.worker is self.turn and message.worker.is_finished and not self._ending:
+            await self._after_turn(self._outcome)
 
     async def _turn(self, text: str) -> None:
         """Start the turn and show its events from the session's hub until it ends
@@ -256,6 +288,7 @@ class InfaiApp(Styled):
                 await self._on_event(event, turn)
                 if isinstance(event, TurnEnded):
                     break
+            await turn.wait()  # its slot is free: a queued prompt can start right after
         except asyncio.CancelledError:  # the worker itself (the app is going): the turn too
             if turn is not None and session.turn is turn:
                 with suppress(SlotConflict):  # it ended meanwhile
@@ -269,6 +302,7 @@ class InfaiApp(Styled):
             chat = self.query_one(ChatView)
             await chat.notice(f"the turn did not start: {exc}", error=True)
             self.notify(f"the turn did not start: {exc}", severity="error", timeout=10)
+            self.give_back([text])  # not sent: back in the box, not lost
         finally:
             events.close()
             await self._refresh_timeline()
@@ -297,6 +331,7 @@ class InfaiApp(Styled):
     async def _ended(self, ended: TurnEnded, turn: Turn | None) -> None:
         """A turn is over: a reply cut short goes; a cancel or a failure is said."""
         chat = self.query_one(ChatView)
+        self._outcome = ended.outcome
         if ended.outcome == "cancelled":
             await chat.drop_live()
             chat.interrupt_waiting()  # a call being asked about or running gets no result
@@ -310,7 +345,12 @@ class InfaiApp(Styled):
                 await turn.wait()  # what ended it is known once it has ended
             failure = turn.failure if turn is not None else None
             await chat.drop_live()
-            if isinstance(failure, StoreError):  # a full disk, a lost database
+            if isinstance(failure, READ_FAILURES):  # what is shown as saved is saved
+                said = f"the session could not be read: {failure}"
+                await chat.notice(f"{said} (what is shown as saved is saved)", error=True)
+                self.notify(said, severity="error", timeout=10)
+                self._durability("saved; read failed")
+            elif isinstance(failure, StoreError):  # a full disk, a lost database
                 await chat.notice(f"the session could not be saved: {failure}", error=True)
                 self.notify(f"not saved: {failure}", severity="error", timeout=10)
                 self._durability("NOT saved")
@@ -344,13 +384,15 @@ class InfaiApp(Styled):
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
             await chat.start_at(stored)
             self.query_one(PendingBar).show(None)  # the summary followed the pick
-            self.state.used_tokens = 0  # nothing measured since the summary
+            self.state.used_tokens = event_tokens(stored)  # the context is the summary
             await self._compacted(f" ({detail} before)" if detail else "")
             return
         await chat.add_event(stored)
         record = stored.record
         if isinstance(record, MessageRecord) and record.usage is not None:
-            self.state.used_tokens = record.usage.input_tokens
+            self.state.used_tokens = record.usage.input_tokens + record.usage.output_tokens
+        else:  # estimated until the next reply reports the count (as the agent does)
+            self.state.used_tokens += event_tokens(stored)
         if stored.role == "user":
             self.query_one(PendingBar).show(None)
         self._durability("saved")
@@ -413,80 +455,6 @@ class InfaiApp(Styled):
         else:
             self.notify(f"unknown command /{name} (see /help)", severity="error")
 
-    async def _compact(self) -> None:
-        """A manual compaction: a turn of its own (Ctrl-C cancels it; nothing changes).
-        Its summary, once saved, is shown from the session's hub as any event is."""
-        session = self.session
-        assert session is not None
-        self.notify("compacting…")
-        self.state.notice = f"{COMPACTING}…"
-        self._refresh_status()
-        events = session.hub.subscribe()
-        try:
-            await session.compact()
-        except (CompactionFailed, StoreError, SlotConflict) as exc:
-            self.state.notice = "compaction failed"
-            self._refresh_status()
-            self.notify(f"compaction failed, nothing changed: {exc}", severity="error")
-            return
-        except asyncio.CancelledError:
-            self.state.notice = "compaction cancelled"
-            self._refresh_status()
-            raise
-        finally:
-            events.close()  # it ends after what it holds: the summary, published when saved
-        async for event in events:
-            await self._on_event(event)
-        self.notify("compacted: the context now starts from the summary")
-
-    async def switch_model(self, name: str) -> None:
-        if not name:
-            self.notify(f"model: {self.workspace.model.name} (/model NAME to switch)")
-            return
-        if self.busy:
-            self.notify("wait for the turn to end", severity="warning")
-            return
-        space, session = self.workspace, self.session
-        if session is None:
-            self.notify("no session is open (Ctrl-O)", severity="error")
-            return
-        try:  # an open session stays open: its writer, its picked event, its rules
-            old = await off_loop(lambda: store_io.use_model(space, session, name))
-        except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
-            self.notify(str(exc), severity="error", timeout=10)
-            return
-        await close_model(old)  # the workspace's old model: it holds it no more
-        self._refresh_status()
-        self.notify(f"model: {space.model.name}")
-
-    async def rename(self, name: str | None) -> None:
-        """Name the session ("": no name); None asks for the name in a dialog."""
-        session = self.session
-        if session is None:
-            return
-        sid, store = session.session_id, self.workspace.store
-        if name is not None:
-            try:
-                await off_loop(lambda: store_io.rename(store, sid, name or None))
-            except StoreError as exc:
-                self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
-            else:
-                if session is self.session:
-                    self.head.name = name or None
-            self._refresh_status()
-            return
-
-        async def done(new: str | None) -> None:  # None: Esc, the name is kept
-            if new is not None and self.session is session:
-                await self.rename(new)
-
-        try:
-            current = await off_loop(lambda: store_io.name_of(store, sid))
-        except StoreError as exc:
-            self.notify(f"cannot rename: {exc}", severity="error", timeout=10)
-            return
-        self.push_screen(RenameScreen(current), callback=done)
-
     # -- actions ----------------------------------------------------------------
 
     async def action_interrupt(self) -> None:
@@ -530,17 +498,25 @@ class InfaiApp(Styled):
                 await worker.wait()
 
     async def action_toggle_timeline(self) -> None:
+        """Ctrl-T opens the timeline (focused) and closes it (the prompt focused)."""
         timeline = self.query_one(Timeline)
-        if timeline.has_class("shown") and not timeline.has_focus:
-            timeline.focus()  # shown but elsewhere: go to it
-            return
         if timeline.has_class("shown"):
-            timeline.remove_class("shown")
-            self.query_one("#prompt", Input).focus()
+            self.on_timeline_closed()
             return
         timeline.add_class("shown")
         timeline.focus()
         await self._refresh_timeline(rebuild=True)
+
+    def on_timeline_closed(self, message: Timeline.Closed | None = None) -> None:
+        """Esc on the timeline, or Ctrl-T: it goes, the prompt has the focus."""
+        self.query_one(Timeline).remove_class("shown")
+        self.prompt.focus()
+
+    def on_timeline_typed(self, message: Timeline.Typed) -> None:
+        """A key typed on the timeline was meant for the prompt: it goes there."""
+        prompt = self.prompt
+        prompt.focus()
+        prompt.insert_text_at_cursor(message.character)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
         if message.node.data:
@@ -558,7 +534,7 @@ class InfaiApp(Styled):
         pick = None if event_id == self.head.id else event_id
         await off_loop(lambda: store_io.select(session, pick))
         await self.reload()
-        self.query_one("#prompt", Input).focus()
+        self.prompt.focus()
 
     def action_search(self, query: str = "") -> None:
         self.push_screen(SearchScreen(self.workspace.store, query), callback=self.open_hit)
@@ -588,7 +564,8 @@ class InfaiApp(Styled):
         except StoreError as exc:
             self.notify(f"cannot list the sessions: {exc}", severity="error", timeout=10)
             return
-        self.push_screen(SessionPicker(listed, current), callback=picked)
+        here = str(self.workspace.working_dir)
+        self.push_screen(SessionPicker(listed, current, here), callback=picked)
 
     async def action_new_session(self) -> None:
         await self.open_session(None)

@@ -16,7 +16,9 @@ is given in a thread, so scrolling up or unfolding never blocks the screen.
 from __future__ import annotations
 
 import difflib
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.syntax import Syntax
@@ -45,6 +47,14 @@ PAGE = 40
 #: results longer than this many lines start folded
 FOLD_LINES = 6
 INTERRUPTED_TURN = "[turn interrupted]"
+#: a file larger than this is not read to diff a write or an edit
+DIFF_BYTES = 1 << 20
+#: diff lines shown under a call
+DIFF_LINES = 200
+#: how a folded result or message is opened, said on its fold
+OPEN_HINT = "click or Tab+Enter to open"
+#: the tools whose calls show a diff
+DIFFED = ("edit_file", "write_file")
 
 #: loads events by id (no blob), and resolves an event's record (reads its blob);
 #: both read the store, so they are run in a thread
@@ -60,18 +70,50 @@ def _args_line(arguments: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def edit_diff(call: ToolCallRecord) -> Syntax | None:
-    """A coloured diff of what an edit or a write does, or None for other tools."""
+def current_text(base: Path, path: str) -> str | None:
+    """The text of the file a call is about to change, as it is now (None: no such
+    regular file, or too large to diff); relative paths are the session's.
+
+    Only a regular file is read (never a FIFO or a device, which could block or
+    never end), and only up to :data:`DIFF_BYTES`.
+    """
+    target = Path(path).expanduser()
+    target = target if target.is_absolute() else base / target
+    try:
+        st = target.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > DIFF_BYTES:
+            return None
+        return target.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None:
+    """A coloured diff of what an edit or a write does, or None for other tools.
+
+    With the file's ``current`` text, the diff is the file's real change: a write
+    over an existing file shows what it replaces, an edit's hunks carry the
+    file's line numbers. Without it (a call from the history, the file changed
+    since) the diff is drawn from the arguments alone.
+    """
     args = call.arguments
     path = str(args.get("path", ""))
-    if call.name == "edit_file":
-        old = str(args.get("old_text", "")).splitlines()
-        new = str(args.get("new_text", "")).splitlines()
+    old_text, new_text = str(args.get("old_text", "")), str(args.get("new_text", ""))
+    if call.name == "edit_file" and current is not None and old_text and old_text in current:
+        old, new = current.splitlines(), current.replace(old_text, new_text, 1).splitlines()
+    elif call.name == "edit_file":
+        old, new = old_text.splitlines(), new_text.splitlines()
     elif call.name == "write_file":
-        old, new = [], str(args.get("content", "")).splitlines()
+        old = current.splitlines() if current is not None else []
+        new = str(args.get("content", "")).splitlines()
     else:
         return None
-    lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2)
+    if current is not None and old == new:  # read after the call ran (it was not asked)
+        return edit_diff(call)
+    lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2))
+    if len(lines) > DIFF_LINES:
+        more = len(lines) - DIFF_LINES
+        lines = [*lines[:DIFF_LINES], f"… {more} more diff lines"]
     return Syntax(inert("\n".join(lines)), "diff", theme="ansi_dark", word_wrap=True)
 
 
@@ -149,8 +191,15 @@ class ToolView(Widget):
     ToolView Collapsible { padding: 0 0 0 2; border: none; }
     """
 
-    def __init__(self, event: Event, call: ToolCallRecord | None, resolver: Resolver) -> None:
+    def __init__(
+        self,
+        event: Event,
+        call: ToolCallRecord | None,
+        resolver: Resolver,
+        current: str | None = None,
+    ) -> None:
         super().__init__(classes="tool")
+        self._current = current  # the changed file's text before the call, if read
         self.event_id = event.id
         self.call = call
         self.call_id = call.call_id if call else None
@@ -163,7 +212,7 @@ class ToolView(Widget):
 
     def compose(self) -> ComposeResult:
         yield self._head
-        diff = edit_diff(self.call) if self.call else None
+        diff = edit_diff(self.call, self._current) if self.call else None
         if diff is not None:
             yield Static(diff, classes="diff")
         yield self._fold
@@ -174,8 +223,13 @@ class ToolView(Widget):
         record = event.record
         status = "error" if isinstance(record, ToolResultRecord) and record.is_error else "ok"
         preview = event.preview.split(": ", 1)[-1].replace("\n", " ")
-        size = "" if record is not None else " (stored as a blob: unfold to load)"
-        self._fold.title = inert_markup(f"{'✗' if status == 'error' else '✓'} {preview[:70]}{size}")
+        if isinstance(record, ToolResultRecord):
+            count = len(record.content.splitlines())
+            size = f" · {count} lines: {OPEN_HINT}"
+        else:
+            size = f" · in a blob: {OPEN_HINT}"
+        mark = "✗" if status == "error" else "✓"
+        self._fold.title = inert_markup(f"{mark} {preview[:70]}{size}")
         self.set_class(status == "error", "failed")
         if isinstance(record, ToolResultRecord):
             lines = record.content.splitlines()
@@ -240,7 +294,7 @@ class FoldedMessage(Widget):
         preview = event.preview.replace("\n", " ")
         self._preview = preview if len(preview) <= 50 else preview[:49] + "…"
         self._body = Vertical(classes="body")
-        self._fold = Collapsible(self._body, title=self._title("large, unfold to read"))
+        self._fold = Collapsible(self._body, title=self._title(f"large: {OPEN_HINT}"))
 
     def _title(self, size: str) -> str:
         return inert_markup(f"{self._label} ({size}): {self._preview}")  # the size first
@@ -296,6 +350,8 @@ class ChatView(VerticalScroll):
         self._shown = 0  # how many times a whole view was shown (a page read since is stale)
         self._tools: dict[str, ToolView] = {}
         self.live: AssistantMessage | None = None
+        #: where relative paths of a call being made point (the session's directory)
+        self.working_dir: Path | None = None
 
     # -- whole views --------------------------------------------------------
 
@@ -363,11 +419,11 @@ class ChatView(VerticalScroll):
 
     # -- one event ----------------------------------------------------------
 
-    def _widget(self, event: Event) -> Widget:
+    def _widget(self, event: Event, current: str | None = None) -> Widget:
         record = event.record
         if isinstance(record, ToolCallRecord) or (record is None and event.kind == "tool_call"):
             call = record if isinstance(record, ToolCallRecord) else None
-            view = ToolView(event, call, self._resolver)
+            view = ToolView(event, call, self._resolver, current)
             if view.call_id:
                 self._tools[view.call_id] = view
             return view
@@ -420,7 +476,11 @@ class ChatView(VerticalScroll):
             self.live = None
             return
         self._ids.append(event.id)
-        await self.mount(self._widget(event))
+        current, base = None, self.working_dir
+        if isinstance(record, ToolCallRecord) and record.name in DIFFED and base is not None:
+            path = str(record.arguments.get("path", ""))  # the file before the call runs
+            current = await off_loop(lambda: current_text(base, path)) if path else None
+        await self.mount(self._widget(event, current))
         self.scroll_end(animate=False)
 
     async def live_reply(self) -> AssistantMessage:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar
 
@@ -137,62 +138,138 @@ class ApprovalScreen(ModalScreen[Reply]):
 
 
 def _ago(stamp: str, now: datetime | None = None) -> str:
+    """When, in words a person reads at a glance: "3 min ago" for today's, a local
+    date and time for older ones."""
     try:
         then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return stamp
     seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+    if seconds < 60:
+        return "just now"
+    for size, unit in ((86400 * 7, None), (86400, "d"), (3600, "h"), (60, "min")):
         if seconds >= size:
-            return f"{seconds // size}{unit} ago"
+            if unit is None:  # a week or more: the date, in local time
+                return then.astimezone().strftime("%b %d %H:%M")
+            return f"{seconds // size} {unit} ago"
     return "just now"
 
 
-def session_label(info: SessionInfo) -> Text:
-    name = inert(info.name or "(unnamed)").replace("\n", " ")
-    name = name if len(name) <= 28 else name[:27] + "…"
-    text = inert_text(f"{name:<28} ", "bold")
-    text.append(f"{inert(_ago(info.updated_at)):>8}  ")
-    text.append(inert(info.working_dir or "-"), style="dim")
+@dataclass(frozen=True)
+class Listed:
+    """A session as the picker lists it: its title (the name, else the first prompt)
+    and how many events it holds, read from its index."""
+
+    info: SessionInfo
+    title: str
+    count: int
+
+
+def session_label(row: Listed) -> Text:
+    """One line: title, when, how many events, the directory (cut at the end)."""
+    title = inert(row.title or "(empty)").replace("\n", " ")
+    title = title if len(title) <= 22 else title[:21] + "…"
+    text = inert_text(f"{title:<22} ", "bold")
+    text.append(f"{inert(_ago(row.info.updated_at)):>11} ")
+    text.append(inert(f"{row.count:>4} ev "), style="dim")
+    text.append(inert(row.info.working_dir or "-"), style="dim")
     return text
 
 
+def grouped(rows: list[Listed], here: str) -> list[Listed]:
+    """By directory: this one's first, then each other directory in order of its
+    most recent session; newest first within each."""
+    order: dict[str, int] = {here: -1}
+    for index, row in enumerate(rows):
+        order.setdefault(row.info.working_dir or "", index)
+    return sorted(rows, key=lambda r: order[r.info.working_dir or ""])  # stable: newest first
+
+
 class SessionPicker(ModalScreen[str | None]):
-    """Recent sessions, newest first; Enter opens one, n starts a new one."""
+    """Sessions grouped by directory (this one first), newest first in each; typing
+    filters them (title, directory, id); Enter opens one, Ctrl-N starts a new one."""
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="SessionPicker")
         + """
-    SessionPicker OptionList { height: auto; max-height: 14; }
+    SessionPicker OptionList {
+        height: auto; max-height: 12; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    SessionPicker #filter { border: none; height: 1; padding: 0; }
     """
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss(None)", "close"),
-        Binding("n", "new", "new session"),
+        Binding("ctrl+n", "new", "new session"),
+        Binding("down", "move(1)", "next", show=False),
+        Binding("up", "move(-1)", "previous", show=False),
     ]
     NEW = "__new__"
 
-    def __init__(self, sessions: list[SessionInfo], current: str | None) -> None:
+    def __init__(self, rows: list[Listed], current: str | None, here: str = "") -> None:
         super().__init__()
-        self.sessions = sessions
+        self.rows = grouped(rows, here)
         self.current = current
+        self.shown = self.rows
+
+    @property
+    def sessions(self) -> list[SessionInfo]:
+        """The sessions listed now, in the list's order."""
+        return [row.info for row in self.shown]
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Sessions (newest first)", classes="title")
-            options = [Option(session_label(i), id=i.id) for i in self.sessions]
-            picker = OptionList(*options)
-            yield picker
+            yield Static("Sessions (this directory first, newest first)", classes="title")
+            yield Input(placeholder="type to filter…", id="filter")
+            yield OptionList()
             yield Static(
-                "[b]Enter[/b] open   [b]n[/b] new session   [b]Esc[/b] close", classes="keys"
+                "[b]Enter[/b] open   [b]Ctrl-N[/b] new session   [b]Esc[/b] close",
+                classes="keys",
             )
 
-    def on_mount(self) -> None:
+    def _fill(self) -> None:
         picker = self.query_one(OptionList)
+        picker.clear_options()
+        options: list[Option | None] = []
+        last: str | None = None
+        for row in self.shown:
+            if last is not None and row.info.working_dir != last:
+                options.append(None)  # a rule between directories
+            last = row.info.working_dir
+            options.append(Option(session_label(row), id=row.info.id))
+        picker.add_options(options)
         ids = [i.id for i in self.sessions]
         if self.current in ids:
             picker.highlighted = ids.index(self.current)
-        picker.focus()
+        elif ids:
+            picker.highlighted = 0
+
+    def on_mount(self) -> None:
+        self._fill()
+        self.query_one("#filter", Input).focus()
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        words = message.value.lower().split()
+
+        def text(row: Listed) -> str:
+            info = row.info
+            return f"{row.title} {info.name or ''} {info.working_dir} {info.id}".lower()
+
+        self.shown = [row for row in self.rows if all(w in text(row) for w in words)]
+        self._fill()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        message.stop()
+        picker = self.query_one(OptionList)
+        if picker.highlighted is not None and self.shown:
+            self.dismiss(self.sessions[picker.highlighted].id)
+
+    def action_move(self, step: int) -> None:
+        picker = self.query_one(OptionList)
+        if step > 0:
+            picker.action_cursor_down()
+        else:
+            picker.action_cursor_up()
 
     def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
         self.dismiss(message.option.id)
@@ -226,13 +303,27 @@ class RenameScreen(ModalScreen[str | None]):
 
 
 HELP = """\
+[b]Prompt[/b]
+  Enter      send; during a turn it is queued
+             and sent when the turn ends
+  Ctrl-J     new line (also Shift-Enter, where
+             the terminal reports it)
+  Up / Down  earlier prompts of this directory;
+             Up on an empty prompt takes a
+             queued prompt back to edit
+  A paste of several lines is kept whole
+  and shown as \\[pasted N lines]
+
 [b]Keys[/b]
-  Enter    send the prompt
   Ctrl-C   cancel a turn; twice to quit
-  Ctrl-T   timeline: continue from an older event
-  Esc      back to HEAD (forget the picked event)
-  Ctrl-O   sessions: resume one, or start one
-  Ctrl-F   search every session; Enter opens a hit
+  Ctrl-T   timeline: open / close; Enter on
+           an event continues from it; Esc
+           closes it; typing goes to the prompt
+  Esc      back to HEAD (forget the pick)
+  Tab      to a folded result; Enter or a
+           click opens it
+  Ctrl-O   sessions (type to filter)
+  Ctrl-F   search every session
   Ctrl-N   new session      F2  rename
   F1       this help
 

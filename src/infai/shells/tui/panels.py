@@ -1,4 +1,4 @@
-"""The prompt, the status bar, the pending-parent bar and the timeline of branches.
+"""The status bar, the queued prompts, the pending-parent bar and the timeline of branches.
 
 The timeline is drawn from the index alone (ids, links, kinds, previews): no
 chunk line and no blob is read to show even a large session's tree. A run of
@@ -8,66 +8,24 @@ a long linear session is a flat list, not a 20,000-deep tree.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events
-from textual.widgets import Input, Static, Tree
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from infai.store import Entry
 
-from ..inert import UNSAFE, inert, inert_text
+from ..inert import inert, inert_text
+from .prompt import PromptInput as PromptInput
 
 BAR = 12
 #: the longest model name the status bar shows in full
 MODEL_CHARS = 28
-
-
-class PromptInput(Input):
-    """The one-line prompt; a paste of several lines is kept whole.
-
-    Textual's input keeps only a paste's first line. Here a multi-line paste
-    (or one with control characters, which are never drawn) shows as a compact
-    ``[pasted N lines]`` at the cursor and is expanded to the
-    full text when the prompt is sent (:meth:`expanded`); deleting the marker
-    drops the paste.
-    """
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.pastes: dict[str, str] = {}
-
-    def _on_paste(self, event: events.Paste) -> None:
-        event.stop()
-        event.prevent_default()  # not Input's own handler, which keeps the first line
-        text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
-        if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
-            lines = len(text.splitlines())
-            size = f"{lines} line{'s' if lines != 1 else ''}"
-            marker = f"[pasted {size}]"
-            number = 1
-            while marker in self.pastes:  # two pastes of the same size: tell them apart
-                number += 1
-                marker = f"[pasted {size} #{number}]"
-            self.pastes[marker] = text
-            text = marker
-        if self.selection.is_empty:
-            self.insert_text_at_cursor(text)
-        else:
-            self.replace(text, *self.selection)
-
-    def expanded(self, value: str) -> str:
-        """``value`` with each paste marker still in it replaced by what was pasted."""
-        if not self.pastes:
-            return value
-        pattern = "|".join(re.escape(marker) for marker in self.pastes)
-        return re.sub(pattern, lambda match: self.pastes[match.group(0)], value)
-
-    def clear(self) -> None:
-        super().clear()
-        self.pastes.clear()
 
 
 def short_model(name: str, width: int = MODEL_CHARS) -> str:
@@ -132,7 +90,8 @@ class StatusBar(Static):
         saved = status.durability == "saved"
         text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
         text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
-        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({pct:.0f}%) ")
+        shown = "<1" if 0 < pct < 0.5 else f"{pct:.0f}"  # in use, not "0%"
+        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({inert(shown)}%) ")
         text.append(f"│ {inert(status.branch)} ")
         self.update(text)
 
@@ -151,6 +110,18 @@ class PendingBar(Static):
             )
 
 
+class QueueBar(Static):
+    """The prompts typed during a turn, waiting for it to end (each is sent then,
+    oldest first); Up on an empty prompt takes the last one back to edit."""
+
+    def show(self, queued: list[str]) -> None:
+        self.display = bool(queued)
+        if queued:
+            lines = [f"⧗ queued: {text.splitlines()[0][:60] if text else ''}" for text in queued]
+            lines[-1] += "  — Up: take back to edit"
+            self.update(inert_text("\n".join(lines)))
+
+
 def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
     preview = entry.preview.replace("\n", " ")[:48]
@@ -163,7 +134,33 @@ class Timeline(Tree[str]):
 
     Built once from the index when shown; afterwards new events are added to it
     (a turn adds a few), so a long session's tree is not rebuilt at every turn.
+
+    It never keeps what was typed: Esc closes it, and a printable key (a prompt,
+    ``/quit``) is handed to the prompt with the focus (:class:`Typed`).
     """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "close the timeline", show=False),
+    ]
+
+    class Closed(Message):
+        """Esc: close the timeline."""
+
+    class Typed(Message):
+        """A printable key, for the prompt."""
+
+        def __init__(self, character: str) -> None:
+            super().__init__()
+            self.character = character
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.is_printable and event.character and event.key != "space":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Typed(event.character))
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("session", **kwargs)  # type: ignore[arg-type]

@@ -26,25 +26,27 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from infai.agent import AgentSession, Workspace
+from infai.agent import AgentSession, Workspace, context_tokens
 from infai.llm import Model
 from infai.store import (
     Entry,
     Event,
-    MessageRecord,
     Record,
     SearchHit,
-    SessionInfo,
     SessionStore,
     SessionView,
+    StoreError,
 )
 
+from .modals import Listed
 from .panels import branch_label, fork_point
 
 T = TypeVar("T")
 
 #: how many events back from the end of the path the used-token count is looked for
 TOKENS_LOOKBACK = 50
+#: how many sessions the picker lists (the most recently active)
+LISTED = 200
 
 
 async def off_loop(call: Callable[[], T]) -> T:
@@ -106,8 +108,12 @@ class Shown:
 
 def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
     """Read what a reload shows: the path, its last ``page`` events, the pending
-    parent, HEAD and its fork, the input tokens last used and the session's name."""
+    parent, HEAD and its fork, the input tokens last used and the session's name.
+
+    The view is refreshed first: where other processes may append (PostgreSQL),
+    it shows what they appended since (on the file store it is a no-op)."""
     log = _log(session)
+    log.refresh()
     pending = session.pending_parent
     entries = log.path(pending) if log.count else []
     head_path = entries if pending is None else (log.path() if log.count else [])
@@ -129,12 +135,15 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
 
 
 def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
-    for entry in reversed(entries[-TOKENS_LOOKBACK:]):
-        if entry.role == "assistant" and entry.kind == "message":
-            record = log.event(entry.id).record
-            if isinstance(record, MessageRecord) and record.usage is not None:
-                return record.usage.input_tokens
-    return 0
+    """What the next request holds, as the agent counts it (:func:`context_tokens`):
+    the last reported usage and what came after it, from the path's last events
+    (a summary, when the path starts at a compaction).
+
+    No blob is read to open a session: an event kept in one counts by its
+    preview, and a reply kept in one by its preview too (its usage is in the
+    blob), so the gauge is a lower bound until the next reply reports the count.
+    """
+    return context_tokens([log.event(entry.id) for entry in entries[-TOKENS_LOOKBACK:]])
 
 
 def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
@@ -203,9 +212,25 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
         store.remove_session(sid)
 
 
-def sessions(workspace: Workspace) -> list[SessionInfo]:
-    """The sessions the picker lists, most recently active first."""
-    return workspace.sessions()
+def sessions(workspace: Workspace, limit: int = LISTED) -> list[Listed]:
+    """The sessions the picker lists, most recently active first (the newest
+    ``limit``): each with its title (its name, else its first prompt's preview)
+    and its event count, read from its index (no chunk, no blob). A session that
+    cannot be read is listed all the same, untitled."""
+    rows = []
+    for info in workspace.sessions()[:limit]:
+        title, count = info.name or "", 0
+        try:
+            with workspace.store.open_reader(info.id) as reader:
+                count = reader.count
+                if not title:
+                    heads = (reader.entry_at(seq) for seq in range(min(count, 20)))
+                    first = next((e for e in heads if e.role == "user"), None)
+                    title = first.preview if first is not None else ""
+        except StoreError:
+            title = title or "(unreadable)"
+        rows.append(Listed(info, title, count))
+    return rows
 
 
 def search(store: SessionStore, query: str, limit: int) -> list[SearchHit]:

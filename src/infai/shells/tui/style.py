@@ -24,6 +24,8 @@ Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
 Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
 Timeline.shown { display: block; }
 PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
+QueueBar { height: auto; color: $text-muted; padding: 0 1; display: none; }
+Timeline:focus { border-left: vkey $accent; }
 #prompt { height: 3; }
 StatusBar { height: 1; background: $panel; color: $text; }
 .user { background: $boost; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
