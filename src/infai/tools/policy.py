@@ -112,7 +112,14 @@ class AllowAlways:
     patterns: tuple[str, ...]
 
 
-Reply = Answer | AllowAlways
+@dataclass(frozen=True, slots=True)
+class DenyWith:
+    """Deny this call and tell the model why, in the user's words."""
+
+    reason: str
+
+
+Reply = Answer | AllowAlways | DenyWith
 #: shows the user a question and returns the reply
 Approver = Callable[[Ask], Awaitable[Reply]]
 #: told the rules an "allow always" added, so a shell can keep them with the session
@@ -587,6 +594,8 @@ class Policy:
             return Decision("allow", "user", once)
         if answer == "timeout":
             return Decision("deny", "timeout", "nobody answered in time")
+        if isinstance(answer, DenyWith) and answer.reason.strip():
+            return Decision("deny", "user", f"denied by the user: {answer.reason.strip()}")
         return Decision("deny", "user", "denied")
 
     def _question(

@@ -144,3 +144,32 @@ def test_allow_always_with_an_edited_pattern_is_kept_with_the_session(
     [info] = space.store.list_sessions()
     assert info.extra[KEPT_RULES] == ["write_file notes/*.txt"]
     assert (space.working_dir / "notes" / "b.txt").exists()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_deny_with_a_reason_gives_the_model_the_users_words(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    space = workspace(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "one")
+        screen = await asked(pilot, app)
+        assert "deny, saying why" in str(screen.query_one("#keys").render())
+        await pilot.press("r")
+        field = screen.query_one("#pattern", Input)
+        assert field.has_focus and inside_screen(app, "ApprovalScreen > Vertical")
+        await pilot.press("escape")  # back to the question, nothing answered
+        assert app.screen is screen
+        await pilot.press("r")
+        await pilot.press(*"not there", "enter")
+        await until(pilot, lambda: not app.busy)
+
+    run_app(app, scenario, size)
+    assert not (space.working_dir / "a.txt").exists()
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
+        [result] = [e.record for e in reader.context().events if e.kind == "tool_result"]
+    assert isinstance(result, ToolResultRecord) and result.is_error
+    assert "denied by the user: not there" in result.content

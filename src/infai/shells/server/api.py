@@ -409,6 +409,12 @@ ANSWER: Schema = {
             "description": "With allow-always: the patterns to allow for this tool "
             "(default: the question's always).",
         },
+        "reason": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 2000,
+            "description": "With deny: why, in words the model is given as the call's result.",
+        },
     },
 }
 EMPTY: Schema = {"type": "object", "additionalProperties": False, "properties": {}}

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from infai.agent import Lagged, NotInFlight, load_manifest, manifest_of, settled_obj
 from infai.store import ObjectNotFound, SessionView, StoreError
-from infai.tools import AllowAlways
+from infai.tools import AllowAlways, DenyWith, Reply
 
 from .. import render
 from .channel import Feed, Frame, InertJSON, frame, settled_frame
@@ -289,7 +289,14 @@ async def answer_approval(call: Call) -> Response:
     patterns = call.body.get("patterns")
     if patterns is not None and answer != "allow-always":
         raise ApiError(422, "body.patterns: only with the answer 'allow-always'")
-    reply = AllowAlways(tuple(p.strip() for p in patterns)) if patterns else answer
+    reason = call.body.get("reason")
+    if reason is not None and answer != "deny":
+        raise ApiError(422, "body.reason: only with the answer 'deny'")
+    reply: Reply = AllowAlways(tuple(p.strip() for p in patterns)) if patterns else answer
+    if reason is not None:
+        if not reason.strip():
+            raise ApiError(422, "body.reason: must not be blank")
+        reply = DenyWith(reason.strip())
     if isinstance(reply, AllowAlways) and not all(reply.patterns):
         raise ApiError(422, "body.patterns: a pattern must not be blank")
     if served is None or not served.answer(question_id, reply):

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 from infai.agent import AgentEvent, AgentSession, Hub, Lagged, Saved, Streamed, Turn, TurnEnded
 from infai.store import Event, SessionStore, ToolCallRecord, ToolResultRecord
-from infai.tools import AllowAlways, Approver, Ask, Reply, Rule
+from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
 from .channel import (
     FEED_LIMIT,
@@ -447,6 +447,8 @@ class Served:
             data: dict[str, Any] = {"id": question.id, "answer": None, "by": by}
             if isinstance(answer, AllowAlways):
                 data.update(answer="allow-always", patterns=list(answer.patterns))
+            elif isinstance(answer, DenyWith):
+                data.update(answer="deny", reason=answer.reason)
             elif by != "cancelled":
                 data["answer"] = "deny" if answer == "timeout" else answer
             self.publish(frame("approval_resolved", data))

@@ -22,7 +22,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from infai.store import SessionInfo
-from infai.tools import AllowAlways, Answer, Ask, Reply
+from infai.tools import AllowAlways, Answer, Ask, DenyWith, Reply
 
 from ..inert import inert, inert_text
 
@@ -62,6 +62,7 @@ class ApprovalScreen(ModalScreen[Reply]):
         Binding("a", "answer('allow-always')", "allow always"),
         Binding("e", "edit", "edit the pattern"),
         Binding("n", "answer('deny')", "deny"),
+        Binding("r", "reason", "deny, saying why"),
         Binding("escape", "escape", "deny", show=False),
     ]
 
@@ -84,7 +85,9 @@ class ApprovalScreen(ModalScreen[Reply]):
             if self.ask.caller:  # a subagent's call: its transcript is not on the screen
                 shown = json.dumps(dict(self.ask.arguments), ensure_ascii=False, default=str)
                 yield Static(inert_text(shown[:2000]), id="arguments")
-            keys = Text.from_markup("[b]y[/b] allow once   [b]n[/b]/Esc deny")
+            keys = Text.from_markup(
+                "[b]y[/b] allow once   [b]n[/b]/Esc deny   [b]r[/b] deny, saying why"
+            )
             if self.patterns:
                 keys.append_text(Text.from_markup("\n[b]a[/b] allow always: "))
                 keys.append(inert("  ".join(self.patterns)), style="bold")
@@ -125,6 +128,14 @@ class ApprovalScreen(ModalScreen[Reply]):
             await self.query_one(Vertical).mount(field)
             field.focus()
 
+    async def action_reason(self) -> None:
+        """Deny with words for the model: why not, or what to do instead."""
+        if not self.editing:
+            field = Input(id="pattern", placeholder="why not (sent to the model); Enter denies")
+            field.add_class("deny-reason")
+            await self.query_one(Vertical).mount(field)
+            field.focus()
+
     async def action_escape(self) -> None:
         if self.editing:  # back to the question
             await self.query_one("#pattern").remove()
@@ -133,8 +144,11 @@ class ApprovalScreen(ModalScreen[Reply]):
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         message.stop()
-        if message.value.strip():
-            self.dismiss(AllowAlways((message.value.strip(),)))
+        text = message.value.strip()
+        if message.input.has_class("deny-reason"):
+            self.dismiss(DenyWith(text) if text else "deny")
+        elif text:
+            self.dismiss(AllowAlways((text,)))
 
 
 def _ago(stamp: str, now: datetime | None = None) -> str:
