@@ -198,6 +198,10 @@ def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved(
     until(lambda: status.exists() and status.read_text().endswith("\n"), "infai to exit")
     assert status.read_text() == "0\n"  # infai's exit status
     terminal.wait_ended()  # and the command in the pane has ended
+    [info] = Store(terminal.home).list_sessions()
+    # what infai printed as it left (wrapped lines joined, scrolled-off ones included)
+    shown = terminal.run("capture-pane", "-p", "-J", "-S", "-", "-t", SESSION)
+    assert f"come back with: infai --session {info.id}" in shown, shown
 
     store = Store(terminal.home)
     session_id, contents = stored_messages(store)

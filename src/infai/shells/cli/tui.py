@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from .agent import allow_option, continue_option, model_option, session_option, workspace
-from .common import store_of
+from .common import come_back_command, echo, store_of
 from .errors import BadInput, mapped_errors
 
 
@@ -68,7 +68,11 @@ def tui(
     except BaseException:
         asyncio.run(space.aclose())  # the app, which closes it, never ran
         raise
-    InfaiApp(space, session_id).run()  # closes the workspace as it ends
+    app = InfaiApp(space, session_id)
+    app.run()  # closes the workspace as it ends
+    if app.left_session is not None:  # not an empty new session (removed as the app ended)
+        command = come_back_command(app.left_session, "")
+        echo(f"infai: session {app.left_session}; come back with: {command}", err=True)
 
 
 __all__ = ["NOT_A_TERMINAL", "stdin_is_terminal", "tui"]
