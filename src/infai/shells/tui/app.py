@@ -574,4 +574,6 @@ class InfaiApp(Prompting):
         await self.rename(None)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        here = self.session.working_dir if self.session is not None else None
+        hub = self.workspace.mcp(here)
+        self.push_screen(HelpScreen(hub.status() if hub is not None else ()))

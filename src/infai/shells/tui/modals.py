@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events
@@ -362,6 +363,32 @@ class HelpScreen(ModalScreen[None]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "dismiss(None)", "close")]
 
+    def __init__(self, servers: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__()
+        #: the MCP servers of this directory, as ``infai mcp ls --json`` lists them
+        self.servers = list(servers)
+
     def compose(self) -> ComposeResult:
         with Vertical(), VerticalScroll():
             yield Static(HELP)
+            if self.servers:
+                yield Static(mcp_listing(self.servers), id="mcp")
+
+
+def mcp_listing(servers: Sequence[Mapping[str, Any]]) -> Text:
+    """The MCP servers and their tools, as ``infai mcp ls`` shows them (the names and
+    reasons come from the servers: shown inert)."""
+    text = Text.from_markup("[b]MCP servers[/b] (infai mcp ls)\n")
+    for row in servers:
+        tools = row.get("tools") or []
+        state = "not started yet" if row.get("state") == "stopped" else str(row.get("state"))
+        line = f"  {row.get('name')}  {state}"
+        line += f", {len(tools)} tools" if tools else ""
+        text.append(inert(line) + "\n")
+        if row.get("problem") and row.get("state") not in ("ready", "stopped"):
+            text.append(inert(f"    {row['problem']}") + "\n", style="red")
+        for tool in tools:
+            text.append(inert(f"    {tool.get('name')}") + "\n")
+        for gone in row.get("unavailable") or []:
+            text.append(inert(f"    {gone.get('remote')}: {gone.get('why')}") + "\n", style="red")
+    return text
