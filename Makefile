@@ -5,10 +5,14 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint bench crash clean
 
+# The first run installs infai and its dependencies into .venv: pip prints each
+# package as it goes, so a minute of setup is visibly progressing.
 $(BIN)/infai: pyproject.toml
+	@echo "infai: setting up $(VENV) (first run, or pyproject.toml changed)..."
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install --progress-bar on -e '.[dev]'
+	@echo "infai: $(VENV) is ready"
 	touch $(BIN)/infai
 
 run: $(BIN)/infai

@@ -140,8 +140,9 @@ def listening(url: str) -> bool:
     return bool(row and row[0])
 
 
+@pytest.mark.parametrize("size", SIZES)
 def test_on_postgresql_another_process_append_shows_in_the_open_tui(
-    pg_url: str, tmp_path: Path
+    pg_url: str, tmp_path: Path, size: tuple[int, int]
 ) -> None:
     from infai.store.pg import PgStore
 
@@ -169,6 +170,6 @@ def test_on_postgresql_another_process_append_shows_in_the_open_tui(
         await until(pilot, shown, "the other process's event on screen", tries=1500)
 
     try:
-        run_app(app, scenario, (80, 24))
+        run_app(app, scenario, size)
     finally:
         store.close()
