@@ -144,7 +144,8 @@ def test_a_large_prompt_and_reply_reopen_folded_and_unfold_in_full(
         reply._fold.collapsed = False
         await until(pilot, lambda: bool(reply.query(AssistantMessage)), "the reply to load")
         assert reply.query_one(AssistantMessage).text == BIG_REPLY  # Markdown, in full
-        assert reply.query("Markdown") and "KiB" in reply.title
+        await until(pilot, lambda: bool(reply.query("Markdown")), "the reply's Markdown")
+        assert "KiB" in reply.title
         prompt._fold.collapsed = False
         await until(pilot, lambda: prompt.loaded and bool(prompt.query(".text")))
         assert "line 599, in handler" in str(prompt.query_one(".text").render())

@@ -384,11 +384,15 @@ def mcp_listing(servers: Sequence[Mapping[str, Any]]) -> Text:
         state = "not started yet" if row.get("state") == "stopped" else str(row.get("state"))
         line = f"  {row.get('name')}  {state}"
         line += f", {len(tools)} tools" if tools else ""
-        text.append(inert(line) + "\n")
+        text.append(inert(line))
+        text.append("\n")
         if row.get("problem") and row.get("state") not in ("ready", "stopped"):
-            text.append(inert(f"    {row['problem']}") + "\n", style="red")
+            text.append(inert(f"    {row['problem']}"), style="red")
+            text.append("\n")
         for tool in tools:
-            text.append(inert(f"    {tool.get('name')}") + "\n")
+            text.append(inert(f"    {tool.get('name')}"))
+            text.append("\n")
         for gone in row.get("unavailable") or []:
-            text.append(inert(f"    {gone.get('remote')}: {gone.get('why')}") + "\n", style="red")
+            text.append(inert(f"    {gone.get('remote')}: {gone.get('why')}"), style="red")
+            text.append("\n")
     return text
