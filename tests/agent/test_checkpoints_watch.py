@@ -207,3 +207,21 @@ def test_changes_made_under_bubblewrap_are_seen(
     after = snap.snapshot()
     assert after.tree != before
     assert after.tree == _cold(objects, wd)
+
+
+def test_racy_files_are_hashed_again_when_their_directory_has_an_event(tmp_path: Path) -> None:
+    """A file written in the snapshot's clock tick is not cached; the watcher
+    lets its directory keep its tree while nothing happens there, and the first
+    event there has it read again."""
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    write(wd, [("d/racy", "r"), ("d/other", "o"), ("e/calm", "c")])
+    clock = os.stat(wd / "d/racy").st_mtime_ns + 10**9  # every file looks racy
+    objects = FileObjects(home)
+    snap = Snapshotter(objects, wd, home=home, clock=lambda: clock)
+    assert snap.snapshot().hashed == 3
+    assert snap.snapshot().hashed == 0  # no event: the watcher vouches
+    (wd / "d/new").write_text("n")
+    got = snap.snapshot()
+    assert got.hashed == 3  # new, and racy and other (still uncached), not e/calm
+    assert got.tree == _cold(objects, wd)
+    snap.close()

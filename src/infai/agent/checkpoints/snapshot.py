@@ -167,8 +167,6 @@ class _Walk:
         #: per directory, the paths skipped by looking at its own entries
         self.new_skips: dict[str, list[tuple[str, str]]] = {}
         self.direct: list[tuple[str, str]] = []
-        #: directories with files not cached (racy): re-examined next time
-        self.incomplete: set[str] = set()
         self._children: dict[str, list[str]] | None = None
 
     def skip(self, path: str, reason: str) -> None:
@@ -422,8 +420,6 @@ class _Walk:
         )
         size += fsize
         files += nfiles
-        if len(new_entries) < nfiles:
-            self.incomplete.add(prefix)
         if not rows and prefix:
             return None
         tree = self.batch.put(encode_tree(TreeEntry(*row) for row in rows))
@@ -468,7 +464,6 @@ class Snapshotter:
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
         self._skips: dict[str, list[tuple[str, str]]] = {}
-        self._incomplete: set[str] = set()
 
     def close(self) -> None:
         """Write the stat cache and stop watching (idempotent)."""
@@ -493,7 +488,11 @@ class Snapshotter:
             self._armed = False
         if dirty is None or not self._armed:
             return None
-        return with_ancestors(dirty | self._incomplete)
+        # A directory with racy files (not in the stat cache) and no event since
+        # it was read keeps its tree: the watch predates the read, so a rewrite
+        # in the same clock tick would have queued an event. With one, the walk
+        # finds those files missing from the cache and hashes them again.
+        return with_ancestors(dirty)
 
     def flush(self) -> None:
         """Write the stat cache to its file if it changed since the last write.
@@ -538,7 +537,7 @@ class Snapshotter:
             if self.objects.generation() == generation:
                 break
         assert got is not None  # the root always yields a tree
-        self._skips, self._incomplete = walk.new_skips, walk.incomplete
+        self._skips = walk.new_skips
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
