@@ -69,6 +69,8 @@ _PUT_TIME = "INSERT INTO puts (digest, at) VALUES (?, ?) ON CONFLICT (digest) DO
 BUSY_MS = 30_000
 #: digests per query in :meth:`FileObjects.missing` (SQLite's variable limit is 32766)
 _CHUNK = 500
+#: puts a batch keeps before inserting them with one ``executemany``
+_PENDING = 1000
 
 
 class _Batch:
@@ -82,28 +84,37 @@ class _Batch:
         self._seen: set[str] = set()
         self._pack: PackWriter | None = None
         self._pack_id = 0
+        #: rows waiting for one ``executemany`` (at most :data:`_PENDING` of them)
+        self._rows: list[tuple[str, int, bytes | None, int | None, int | None]] = []
+        self._times: list[tuple[str, float, float]] = []
 
     def put(self, data: bytes) -> str:
         digest = PREFIX + hashlib.sha256(data).hexdigest()
         if digest not in self._seen:
             self._seen.add(digest)
             if len(data) < PACK_MIN:
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO objects (digest, size, data) VALUES (?, ?, ?)",
-                    (digest, len(data), data),
-                )
+                self._rows.append((digest, len(data), data, None, None))
             elif (
                 self._conn.execute("SELECT 1 FROM objects WHERE digest = ?", (digest,)).fetchone()
                 is None
             ):
                 pack, pos = self._append(data)
-                self._conn.execute(
-                    "INSERT INTO objects (digest, size, pack, pos) VALUES (?, ?, ?, ?)",
-                    (digest, len(data), pack, pos),
-                )
+                self._rows.append((digest, len(data), None, pack, pos))
             now = time.time()
-            self._conn.execute(_PUT_TIME, (digest, now, now))
+            self._times.append((digest, now, now))
+            if len(self._times) >= _PENDING:
+                self._flush()
         return digest
+
+    def _flush(self) -> None:
+        """Insert the waiting rows (within the batch's transaction)."""
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO objects (digest, size, data, pack, pos) VALUES (?, ?, ?, ?, ?)",
+            self._rows,
+        )
+        self._conn.executemany(_PUT_TIME, self._times)
+        self._rows.clear()
+        self._times.clear()
 
     def _append(self, data: bytes) -> tuple[int, int]:
         """Append to this batch's pack (created on first use): (pack id, offset)."""
@@ -149,6 +160,7 @@ class _Batch:
         try:
             if kind is None:
                 try:
+                    self._flush()
                     if self._pack is not None:
                         self._pack.sync()  # the bytes are durable before any row names them
                         self._conn.execute(

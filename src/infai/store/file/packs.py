@@ -22,12 +22,12 @@ the file and offset), never returned.
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import BinaryIO
 
 #: objects this large or larger live in packs, smaller ones inline in SQLite
 PACK_MIN = 4096
@@ -35,6 +35,10 @@ PACK_MIN = 4096
 MAGIC = b"infai-pack 1\n"
 #: read descriptors kept open (a removed pack's bytes stay readable through one)
 _OPEN_MAX = 32
+#: a writer syncs what it wrote so far after this many new bytes (see PackWriter)
+EARLY_SYNC = 16 << 20
+#: bytes a writer lets wait for its thread before ``append`` blocks
+BUDGET = 32 << 20
 
 
 def new_name() -> str:
@@ -57,35 +61,87 @@ def sync_dir(folder: Path) -> None:
 
 
 class PackWriter:
-    """One batch's pack, appended to as the batch puts large objects."""
+    """One batch's pack, appended to as the batch puts large objects.
+
+    The bytes are written by a thread of the writer's own (``os.write``
+    releases the GIL), so the disk takes them while the batch goes on reading
+    and hashing; at most :data:`BUDGET` bytes wait for it. Every
+    :data:`EARLY_SYNC` bytes it runs ``fdatasync``, so the final sync, which
+    the commit waits for, has little left to do. A write error is raised by the
+    next :meth:`append` or by :meth:`sync`.
+    """
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.name = new_name()
         self.path = pack_path(folder, self.name)
-        self._file: BinaryIO = open(self.path, "xb")  # noqa: SIM115 (closed by sync/discard)
-        self._file.write(MAGIC)
-        self.size = len(MAGIC)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        self._fd = os.open(self.path, flags, 0o644)
+        self.size = 0
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._room = threading.Condition()
+        self._waiting = 0
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="infai-pack", daemon=True)
+        self._thread.start()
+        self._stopped = False
+        self.append(MAGIC)
 
     def append(self, data: bytes) -> int:
-        """Write ``data``; the offset it starts at."""
+        """Queue ``data`` for writing; the offset it starts at."""
+        if self._error is not None:
+            raise self._error
+        with self._room:
+            while self._waiting > BUDGET and self._error is None:
+                self._room.wait()
+            self._waiting += len(data)
+        self._queue.put(data)
         at = self.size
-        self._file.write(data)
         self.size += len(data)
         return at
 
+    def _run(self) -> None:
+        written = synced = 0
+        while (data := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(self._fd, view) :]
+                    written += len(data)
+                    if written - synced >= EARLY_SYNC:
+                        os.fdatasync(self._fd)
+                        synced = written
+                except OSError as exc:
+                    self._error = exc
+            with self._room:
+                self._waiting -= len(data)
+                self._room.notify()
+
+    def _stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._queue.put(None)
+            self._thread.join()
+
     def sync(self) -> None:
-        """Flush and fsync the pack and its directory (before the commit)."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        """Wait for the writes, then fsync the pack and its directory (before the commit)."""
+        self._stop()
+        if self._error is not None:
+            raise self._error
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
         sync_dir(self.folder)
 
     def discard(self) -> None:
-        """The batch failed: close and delete the pack (best effort)."""
+        """The batch failed: stop, close and delete the pack (best effort)."""
         try:
-            self._file.close()
+            self._stop()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
         finally:
             self.path.unlink(missing_ok=True)
 
