@@ -18,6 +18,7 @@ import pytest
 from infai.store import Store
 from infai.store.codec import digest_of
 from infai.store.errors import BlobDigestError, ObjectNotFound
+from infai.store.file import objects as objects_module
 from infai.store.file.objects import SCHEMA_VERSION, FileObjects
 from infai.store.file.packs import MAGIC, PACK_MIN
 
@@ -38,6 +39,31 @@ def _rows(home: Path, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_inline_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every large object to a pack (a batch's first MiB stays inline otherwise)."""
+    monkeypatch.setattr(objects_module, "BATCH_INLINE", 0)
+
+
+def test_a_small_batch_stays_inline_a_big_one_spills_into_a_pack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(objects_module, "BATCH_INLINE", 2 * len(_big(0)))
+    objects = FileObjects(tmp_path)
+    with objects.batch() as batch:
+        small = [batch.put(_big(i)) for i in range(2)]
+    assert _packs(tmp_path) == []
+    with objects.batch() as batch:
+        names = [batch.put(_big(10 + i)) for i in range(3)]
+    assert len(_packs(tmp_path)) == 1
+    assert _rows(tmp_path, "SELECT COUNT(*) FROM objects WHERE pack IS NOT NULL") == [(1,)]
+    for i, name in enumerate(small):
+        assert objects.get(name) == _big(i)
+    for i, name in enumerate(names):
+        assert objects.get(name) == _big(10 + i)
+    objects.close()
 
 
 def test_large_objects_go_to_one_pack_per_batch_small_ones_inline(tmp_path: Path) -> None:
@@ -90,7 +116,9 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
+from infai.store.file import objects as objects_module
 from infai.store.file.objects import FileObjects
+objects_module.BATCH_INLINE = 0
 objects = FileObjects(Path(sys.argv[1]))
 with objects.batch() as batch:
     for i in range(20):

@@ -3,8 +3,9 @@ and pack files beside it for large contents.
 
 Model, in prose (the contract is :mod:`infai.store.objects`): a table of
 ``(digest, size, data, pack, pos)`` rows keyed by digest — the bytes inline for
-objects under :data:`~.packs.PACK_MIN`, else the pack and offset where they are
-(:mod:`.packs`: one append-only file per batch, synced before the batch
+objects under :data:`~.packs.PACK_MIN` and for a batch's first
+:data:`BATCH_INLINE` bytes of larger ones, else the pack and offset where they
+are (:mod:`.packs`: one append-only file per batch, synced before the batch
 commits) — a ``packs`` table naming the packs, a narrow ``puts`` table of when
 each digest was last put (POSIX seconds; garbage collection's grace period),
 plus a one-row ``generation`` counter that every removal bumps. SQLite rather
@@ -60,8 +61,7 @@ _SCHEMA = (
     "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0)",
     "CREATE TABLE IF NOT EXISTS puts (digest TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID",
 )
-#: a new database's page size (an existing one keeps its own)
-PAGE_SIZE = 16384
+
 #: a put refreshes its time: a narrow row, so putting an existing object again
 #: never rewrites the object's bytes
 _PUT_TIME = "INSERT INTO puts (digest, at) VALUES (?, ?) ON CONFLICT (digest) DO UPDATE SET at = ?"
@@ -71,6 +71,9 @@ BUSY_MS = 30_000
 _CHUNK = 500
 #: puts a batch keeps before inserting them with one ``executemany``
 _PENDING = 1000
+#: a batch's first bytes of large objects stay inline: a snapshot after a small
+#: change then costs one sync (the database's) and makes no pack file
+BATCH_INLINE = 1 << 20
 
 
 class _Batch:
@@ -84,6 +87,7 @@ class _Batch:
         self._seen: set[str] = set()
         self._pack: PackWriter | None = None
         self._pack_id = 0
+        self._inline = 0
         #: rows waiting for one ``executemany`` (at most :data:`_PENDING` of them)
         self._rows: list[tuple[str, int, bytes | None, int | None, int | None]] = []
         self._times: list[tuple[str, float, float]] = []
@@ -98,8 +102,12 @@ class _Batch:
                 self._conn.execute("SELECT 1 FROM objects WHERE digest = ?", (digest,)).fetchone()
                 is None
             ):
-                pack, pos = self._append(data)
-                self._rows.append((digest, len(data), None, pack, pos))
+                if self._pack is None and self._inline + len(data) <= BATCH_INLINE:
+                    self._inline += len(data)  # a small batch: one sync, no pack file
+                    self._rows.append((digest, len(data), data, None, None))
+                else:
+                    pack, pos = self._append(data)
+                    self._rows.append((digest, len(data), None, pack, pos))
             now = time.time()
             self._times.append((digest, now, now))
             if len(self._times) >= _PENDING:
@@ -234,7 +242,6 @@ class FileObjects:
                 try:
                     conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-                    conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new database only
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.execute("PRAGMA synchronous = FULL")
                     found = conn.execute("PRAGMA user_version").fetchone()[0]
