@@ -82,16 +82,15 @@ def _change(root: Path, paths: list[str], rng: random.Random) -> int:
 
 
 def _db_size(home: Path) -> int:
-    """The object database's size once its write-ahead log is folded in."""
+    """The object database's size once its write-ahead log is folded in, with
+    its pack files."""
     path = home / "objects" / "objects.sqlite"
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
-    return path.stat().st_size + sum(
-        p.stat().st_size for p in path.parent.iterdir() if p.name.endswith("-wal")
-    )
+    return sum(p.stat().st_size for p in path.parent.rglob("*") if p.is_file())
 
 
 def _state(root: Path) -> dict[str, tuple[int, int, int, int]]:

@@ -29,8 +29,9 @@ class Checkpoints:
     """Snapshots, diffs and restores of ``workdir`` in a store (``objects``, ``home``).
 
     Keep one per working directory for the life of the process (it holds the
-    stat cache). Call :meth:`recover` once when a session opens, before the
-    first snapshot.
+    stat cache and, with ``watch``, an inotify change watcher: snapshots after the
+    first then look only at directories with changes). Call :meth:`recover` once
+    when a session opens, before the first snapshot.
     """
 
     def __init__(
@@ -40,10 +41,13 @@ class Checkpoints:
         home: str | Path,
         *,
         size_cap: int = DEFAULT_SIZE_CAP,
+        watch: bool = True,
     ) -> None:
         self.objects = objects
         self.workdir = os.path.abspath(os.fspath(workdir))
-        self.snapshotter = Snapshotter(objects, self.workdir, home=home, size_cap=size_cap)
+        self.snapshotter = Snapshotter(
+            objects, self.workdir, home=home, size_cap=size_cap, watch=watch
+        )
         self.restorer = Restorer(objects, self.workdir, home)
 
     def recover(self) -> Recovery | None:
@@ -104,9 +108,10 @@ class Checkpoints:
         return self.restorer.apply(plan, metadata)
 
     def close(self) -> None:
-        """Write the stat cache if snapshots left it unsaved (call when the session
-        closes; skipping it only costs re-hashing in the next process)."""
-        self.snapshotter.flush()
+        """Write the stat cache if snapshots left it unsaved and stop watching for
+        changes (call when the session closes; skipping it only costs re-hashing in
+        the next process)."""
+        self.snapshotter.close()
 
     def _no_pending(self) -> None:
         if self.restorer.pending() is not None:

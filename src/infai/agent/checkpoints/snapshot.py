@@ -16,6 +16,12 @@ its cached tree digest, so a snapshot of an unchanged tree is a walk of
 ``lstat`` calls that writes nothing. Empty directories are not recorded (as in
 git): a directory exists in a snapshot because something in it does.
 
+What makes it cheap when little changed is the :mod:`.watch`er: once a walk
+has watched every directory it entered, the next snapshot re-examines only the
+directories with change events since (and their ancestors); the others keep
+their cached trees, and the skipped paths found in them, without a syscall.
+Doubt (a lost event, a renamed directory, no inotify) means a full walk.
+
 If garbage collection removed objects while a snapshot ran (the store's
 generation moved), the cache's promise "this digest is stored" may be broken
 for this snapshot: it is taken again with the cache dropped.
@@ -38,6 +44,7 @@ from infai.store.trees import EntryType, TreeEntry, encode_tree
 
 from .ignore import IGNORE_FILE, IgnoreRules
 from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
+from .watch import Watcher
 
 #: files larger than this are left out of snapshots unless configured otherwise
 DEFAULT_SIZE_CAP = 10 * 1024 * 1024
@@ -109,11 +116,41 @@ def _fingerprint(parent: str, prefix: str, gitignore: bytes) -> str:
     return h.hexdigest()[:32]
 
 
+def _parent(prefix: str) -> str:
+    """``"a/b/"`` → ``"a/"``, ``"a/"`` → ``""``."""
+    return prefix[: prefix.rfind("/", 0, len(prefix) - 1) + 1]
+
+
+def with_ancestors(dirty: set[str]) -> set[str]:
+    """The directories to re-examine: those with events and every ancestor
+    (a parent's tree embeds its children's digests)."""
+    out: set[str] = set()
+    for prefix in dirty:
+        while prefix not in out:
+            out.add(prefix)
+            if not prefix:
+                break
+            prefix = _parent(prefix)
+    return out
+
+
 class _Walk:
-    """One walk of the working directory (state of a single snapshot)."""
+    """One walk of the working directory (state of a single snapshot).
+
+    ``needs`` is ``None`` for a full walk; otherwise the prefixes to
+    re-examine, and any other directory in ``trusted`` (watched since its
+    cache entry was made) keeps its cached subtree unvisited.
+    """
 
     def __init__(
-        self, batch: _LazyBatch, old: dict[str, DirEntry], size_cap: int, now_ns: int
+        self,
+        batch: _LazyBatch,
+        old: dict[str, DirEntry],
+        size_cap: int,
+        now_ns: int,
+        watcher: Watcher | None = None,
+        needs: set[str] | None = None,
+        old_skips: dict[str, list[tuple[str, str]]] | None = None,
     ) -> None:
         self.batch = batch
         self.old = old
@@ -123,9 +160,46 @@ class _Walk:
         self.skipped: list[tuple[str, str]] = []
         self.hashed = 0
         self.hashed_bytes = 0
+        self.watcher = watcher if watcher is not None and watcher.ok else None
+        self.needs = needs if self.watcher is not None else None
+        self.trusted = frozenset(self.watcher.watched) if self.watcher is not None else frozenset()
+        self.old_skips = old_skips or {}
+        #: per directory, the paths skipped by looking at its own entries
+        self.new_skips: dict[str, list[tuple[str, str]]] = {}
+        self.direct: list[tuple[str, str]] = []
+        self._children: dict[str, list[str]] | None = None
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append((path, reason))
+        self.direct.append((path, reason))
+
+    def reusable(self, prefix: str) -> bool:
+        """Whether ``prefix``'s cached subtree stands without a look: no event in
+        it or below it, and watched since its cache entry was made."""
+        return (
+            self.needs is not None
+            and prefix not in self.needs
+            and prefix in self.trusted
+            and prefix in self.old
+        )
+
+    def reuse(self, prefix: str) -> DirEntry:
+        """Carry ``prefix``'s cached subtree (entries and skipped paths) over."""
+        if self._children is None:
+            self._children = {}
+            for key in self.old:
+                if key:
+                    self._children.setdefault(_parent(key), []).append(key)
+        todo = [prefix]
+        while todo:
+            at = todo.pop()
+            self.new[at] = self.old[at]
+            skips = self.old_skips.get(at)
+            if skips:
+                self.skipped.extend(skips)
+                self.new_skips[at] = skips
+            todo.extend(self._children.get(at, ()))
+        return self.old[prefix]
 
     def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
         for entry in entries:
@@ -206,7 +280,7 @@ class _Walk:
         ``files`` are cache hits if every one is a hit or ignored, else ``None``
         (and nothing is recorded). One ``lstat`` per file, no tuple kept."""
         cached = old.entries
-        mark = len(self.skipped)
+        mark, dmark = len(self.skipped), len(self.direct)
         hits = 0
         for entry in files:
             hit = cached.get(entry.name)
@@ -225,6 +299,7 @@ class _Walk:
         else:
             return hits
         del self.skipped[mark:]
+        del self.direct[dmark:]
         return None
 
     def _files(
@@ -260,6 +335,25 @@ class _Walk:
         return new_entries, size, files
 
     def directory(
+        self, path: str, prefix: str, rules: IgnoreRules, fp: str
+    ) -> tuple[str, int, int, bool] | None:
+        """Record one directory (see :meth:`_directory`), watched before it is
+        listed, and remember the paths skipped directly in it."""
+        if self.watcher is not None:
+            self.watcher.watch(path, prefix)
+        outer, self.direct = self.direct, []
+        try:
+            got = self._directory(path, prefix, rules, fp)
+        finally:
+            mine, self.direct = self.direct, outer
+        if mine:
+            if got is None:
+                outer.extend(mine)  # an unrecorded directory's skips are its parent's
+            else:
+                self.new_skips[prefix] = mine
+        return got
+
+    def _directory(
         self, path: str, prefix: str, rules: IgnoreRules, fp: str
     ) -> tuple[str, int, int, bool] | None:
         """Record one directory: (tree digest, bytes, files, clean), or ``None`` if
@@ -298,6 +392,12 @@ class _Walk:
                 continue
             rel = prefix + name
             sub = rel + "/"
+            if same_rules and self.reusable(sub):
+                kept = self.reuse(sub)
+                rows.append((name, "dir", kept.tree, kept.size, False))
+                size += kept.size
+                files += kept.files
+                continue
             known = same_rules and sub in self.old
             if rules.active and not known and rules.ignored(rel, True):
                 self.skip(sub, "ignored")
@@ -333,7 +433,10 @@ class Snapshotter:
     Keep one per working directory for the life of a process (it holds the stat
     cache in memory; another process's snapshots of the same directory are fine,
     each cache is only a cache). ``home`` is the store's home, where the stat
-    cache file lives; ``None`` keeps the cache in memory only.
+    cache file lives; ``None`` keeps the cache in memory only. ``watch``: keep a
+    change :class:`~.watch.Watcher` (one inotify instance, closed by
+    :meth:`close`), so snapshots after the first re-examine only directories
+    with changes.
     """
 
     def __init__(
@@ -344,6 +447,7 @@ class Snapshotter:
         home: str | Path | None = None,
         size_cap: int = DEFAULT_SIZE_CAP,
         clock: Callable[[], int] = time.time_ns,
+        watch: bool = True,
     ) -> None:
         self.objects = objects
         self.workdir = os.path.abspath(os.fspath(workdir))
@@ -356,6 +460,39 @@ class Snapshotter:
         self._saved_at = -SAVE_INTERVAL_S
         if not self._persist:
             self.cache.load(-1)
+        self.watcher = Watcher() if watch else None
+        #: a full walk watched every directory it entered: events now say what changed
+        self._armed = False
+        self._skips: dict[str, list[tuple[str, str]]] = {}
+
+    def close(self) -> None:
+        """Write the stat cache and stop watching (idempotent)."""
+        self.flush()
+        if self.watcher is not None:
+            self.watcher.close()
+        self._armed = False
+
+    def __del__(self) -> None:
+        # an inotify instance is a scarce per-user resource (128 by default)
+        watcher = getattr(self, "watcher", None)
+        if watcher is not None:
+            watcher.close()
+
+    def _needs(self) -> set[str] | None:
+        """What the watcher says to re-examine (``None``: everything)."""
+        if self.watcher is None:
+            return None
+        dirty = self.watcher.drain()
+        if dirty is None:
+            self.watcher.forget_all()
+            self._armed = False
+        if dirty is None or not self._armed:
+            return None
+        # A directory with racy files (not in the stat cache) and no event since
+        # it was read keeps its tree: the watch predates the read, so a rewrite
+        # in the same clock tick would have queued an event. With one, the walk
+        # finds those files missing from the cache and hashes them again.
+        return with_ancestors(dirty)
 
     def flush(self) -> None:
         """Write the stat cache to its file if it changed since the last write.
@@ -373,15 +510,35 @@ class Snapshotter:
     def snapshot(self, previous: str | None = None) -> SnapshotResult:
         """Record the working directory now; ``previous`` (a root tree) is what
         ``changed`` is counted against."""
+        needs = self._needs()
         for attempt in (0, 1):
             generation = self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
             with ExitStack() as stack:
-                walk = _Walk(_LazyBatch(self.objects, stack), old, self.size_cap, self._clock())
-                got = walk.directory(self.workdir, "", IgnoreRules(), "")
+                walk = _Walk(
+                    _LazyBatch(self.objects, stack),
+                    old,
+                    self.size_cap,
+                    self._clock(),
+                    self.watcher,
+                    needs,
+                    self._skips,
+                )
+                if walk.reusable(""):
+                    root = walk.reuse("")
+                    got: tuple[str, int, int, bool] | None = (
+                        root.tree,
+                        root.size,
+                        root.files,
+                        True,
+                    )
+                else:
+                    got = walk.directory(self.workdir, "", IgnoreRules(), "")
             if self.objects.generation() == generation:
                 break
         assert got is not None  # the root always yields a tree
+        self._skips = walk.new_skips
+        self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
             self.cache.dirs, self.cache.generation = walk.new, generation

@@ -1,7 +1,12 @@
-"""The directory store's objects: one SQLite database, ``<home>/objects/objects.sqlite``.
+"""The directory store's objects: one SQLite database, ``<home>/objects/objects.sqlite``,
+and pack files beside it for large contents.
 
 Model, in prose (the contract is :mod:`infai.store.objects`): a table of
-``(digest, size, data)`` rows keyed by digest, a narrow ``puts`` table of when
+``(digest, size, data, pack, pos)`` rows keyed by digest — the bytes inline for
+objects under :data:`~.packs.PACK_MIN` and for a batch's first
+:data:`BATCH_INLINE` bytes of larger ones, else the pack and offset where they
+are (:mod:`.packs`: one append-only file per batch, synced before the batch
+commits) — a ``packs`` table naming the packs, a narrow ``puts`` table of when
 each digest was last put (POSIX seconds; garbage collection's grace period),
 plus a one-row ``generation`` counter that every removal bumps. SQLite rather
 than one file per object because a workspace snapshot adds thousands of small
@@ -13,7 +18,13 @@ cache: it is never rebuilt, and a damaged one is reported, not replaced.
 Several processes share it safely (SQLite's own locking, with a busy timeout);
 a writer of a batch holds the write lock only while its transaction commits.
 Rows are verified on read: bytes that do not hash to their digest raise
-:class:`~infai.store.errors.BlobDigestError` naming the database and digest.
+:class:`~infai.store.errors.BlobDigestError` naming the database (or pack and
+offset) and digest. Removal deletes rows, then drops packs no row names and
+rewrites packs that are more than half garbage (their live objects copied into
+the removing transaction's own pack), deleting the old files after the commit.
+Schema version 3 (packs, a rowid objects table: SQLite advises against
+``WITHOUT ROWID`` for large rows) migrates versions 1 and 2 in place, their
+inline bytes staying inline.
 """
 
 from __future__ import annotations
@@ -29,19 +40,28 @@ from types import TracebackType
 from ..codec import PREFIX, digest_of
 from ..errors import BlobDigestError, CorruptionError, ObjectNotFound, StoreIOError
 from ..objects import check_digest
+from .packs import PACK_MIN, PackReader, PackWriter, pack_path
 
-#: the database's schema version (``PRAGMA user_version``; 2 added ``puts``)
-SCHEMA_VERSION = 2
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS objects (
-    digest TEXT PRIMARY KEY,
-    size INTEGER NOT NULL,
-    data BLOB NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
-CREATE TABLE IF NOT EXISTS puts (digest TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
-"""
+#: the database's schema version (``PRAGMA user_version``; 2 added ``puts``,
+#: 3 packs and a rowid ``objects`` table)
+SCHEMA_VERSION = 3
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS objects (
+        digest TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        data BLOB,
+        pack INTEGER,
+        pos INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack) WHERE pack IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS packs (
+        id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL
+    )""",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0)",
+    "CREATE TABLE IF NOT EXISTS puts (digest TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID",
+)
+
 #: a put refreshes its time: a narrow row, so putting an existing object again
 #: never rewrites the object's bytes
 _PUT_TIME = "INSERT INTO puts (digest, at) VALUES (?, ?) ON CONFLICT (digest) DO UPDATE SET at = ?"
@@ -49,28 +69,86 @@ _PUT_TIME = "INSERT INTO puts (digest, at) VALUES (?, ?) ON CONFLICT (digest) DO
 BUSY_MS = 30_000
 #: digests per query in :meth:`FileObjects.missing` (SQLite's variable limit is 32766)
 _CHUNK = 500
+#: puts a batch keeps before inserting them with one ``executemany``
+_PENDING = 1000
+#: a batch's first bytes of large objects stay inline: a snapshot after a small
+#: change then costs one sync (the database's) and makes no pack file
+BATCH_INLINE = 1 << 20
 
 
 class _Batch:
     """Puts collected in memory-light form: each is inserted at once inside the
-    open transaction, so a batch of 200 MB does not sit in a Python list."""
+    open transaction (large ones appended to the batch's pack), so a batch of
+    200 MB does not sit in a Python list."""
 
     def __init__(self, owner: FileObjects) -> None:
         self._owner = owner
         self._conn = owner._connect()
         self._seen: set[str] = set()
+        self._pack: PackWriter | None = None
+        self._pack_id = 0
+        self._inline = 0
+        #: rows waiting for one ``executemany`` (at most :data:`_PENDING` of them)
+        self._rows: list[tuple[str, int, bytes | None, int | None, int | None]] = []
+        self._times: list[tuple[str, float, float]] = []
 
     def put(self, data: bytes) -> str:
         digest = PREFIX + hashlib.sha256(data).hexdigest()
         if digest not in self._seen:
             self._seen.add(digest)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO objects (digest, size, data) VALUES (?, ?, ?)",
-                (digest, len(data), data),
-            )
+            if len(data) < PACK_MIN:
+                self._rows.append((digest, len(data), data, None, None))
+            elif (
+                self._conn.execute("SELECT 1 FROM objects WHERE digest = ?", (digest,)).fetchone()
+                is None
+            ):
+                if self._pack is None and self._inline + len(data) <= BATCH_INLINE:
+                    self._inline += len(data)  # a small batch: one sync, no pack file
+                    self._rows.append((digest, len(data), data, None, None))
+                else:
+                    pack, pos = self._append(data)
+                    self._rows.append((digest, len(data), None, pack, pos))
             now = time.time()
-            self._conn.execute(_PUT_TIME, (digest, now, now))
+            self._times.append((digest, now, now))
+            if len(self._times) >= _PENDING:
+                self._flush()
         return digest
+
+    def _flush(self) -> None:
+        """Insert the waiting rows (within the batch's transaction)."""
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO objects (digest, size, data, pack, pos) VALUES (?, ?, ?, ?, ?)",
+            self._rows,
+        )
+        self._conn.executemany(_PUT_TIME, self._times)
+        self._rows.clear()
+        self._times.clear()
+
+    def _append(self, data: bytes) -> tuple[int, int]:
+        """Append to this batch's pack (created on first use): (pack id, offset)."""
+        try:
+            if self._pack is None:
+                self._pack = PackWriter(self._owner.packs)
+                cur = self._conn.execute(
+                    "INSERT INTO packs (name, size) VALUES (?, 0)", (self._pack.name,)
+                )
+                self._pack_id = int(cur.lastrowid or 0)
+            return self._pack_id, self._pack.append(data)
+        except OSError as exc:
+            raise StoreIOError(f"{self._owner.packs}: could not write a pack: {exc}") from exc
+
+    def repack(self, digest: str, data: bytes) -> None:
+        """Move a live object into this batch's pack (gc rewriting a sparse pack)."""
+        pack, pos = self._append(data)
+        self._conn.execute(
+            "UPDATE objects SET pack = ?, pos = ?, data = NULL WHERE digest = ?",
+            (pack, pos, digest),
+        )
+
+    def _discard(self) -> None:
+        if self._pack is not None:
+            self._pack.discard()
+            self._pack = None
 
     def __enter__(self) -> _Batch:
         self._owner._lock.acquire()
@@ -90,14 +168,58 @@ class _Batch:
         try:
             if kind is None:
                 try:
+                    self._flush()
+                    if self._pack is not None:
+                        self._pack.sync()  # the bytes are durable before any row names them
+                        self._conn.execute(
+                            "UPDATE packs SET size = ? WHERE id = ?",
+                            (self._pack.size, self._pack_id),
+                        )
                     self._conn.execute("COMMIT")
-                except sqlite3.Error as error:
+                except (sqlite3.Error, OSError) as error:
                     self._conn.execute("ROLLBACK")
+                    self._discard()
+                    if isinstance(error, OSError):
+                        raise StoreIOError(
+                            f"{self._owner.packs}: could not sync a pack: {error}"
+                        ) from error
                     raise self._owner._io_error("commit a batch", error) from error
             else:
                 self._conn.execute("ROLLBACK")
+                self._discard()
         finally:
             self._owner._lock.release()
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Create the schema, or bring version 1 or 2 to the current one: the
+    ``WITHOUT ROWID`` objects table is copied into the rowid one (its bytes stay
+    inline). One transaction; a second process finds the work done."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found < SCHEMA_VERSION:
+            old = (
+                found < 3
+                and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'"
+                ).fetchone()
+            )
+            if old:
+                conn.execute("ALTER TABLE objects RENAME TO objects_v2")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            if old:
+                conn.execute(
+                    "INSERT INTO objects (digest, size, data) "
+                    "SELECT digest, size, data FROM objects_v2"
+                )
+                conn.execute("DROP TABLE objects_v2")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class FileObjects:
@@ -105,6 +227,8 @@ class FileObjects:
 
     def __init__(self, home: Path) -> None:
         self.path = home / "objects" / "objects.sqlite"
+        self.packs = home / "objects" / "packs"
+        self._reader = PackReader(self.packs)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
 
@@ -127,10 +251,7 @@ class FileObjects:
                             self.path, 0, f"schema version {found} is newer than this infai"
                         )
                     if found < SCHEMA_VERSION:
-                        conn.executescript(
-                            f"BEGIN IMMEDIATE; {_SCHEMA}; "
-                            f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-                        )
+                        _migrate(conn)
                 except sqlite3.DatabaseError as exc:
                     raise CorruptionError(self.path, 0, f"not a readable database: {exc}") from exc
                 self._conn = conn
@@ -151,20 +272,43 @@ class FileObjects:
     def get(self, digest: str) -> bytes:
         """The object's bytes, verified against ``digest``."""
         check_digest(digest)
-        row = None
-        if self._exists():
-            with self._lock:
-                row = (
-                    self._connect()
-                    .execute("SELECT data FROM objects WHERE digest = ?", (digest,))
-                    .fetchone()
+        for attempt in (0, 1):
+            row = self._row(digest)
+            if row is None:
+                raise ObjectNotFound(digest)
+            data, size, pos, name = row
+            if data is not None:
+                where, at, got = self.path, 0, bytes(data)
+                break
+            where, at = pack_path(self.packs, name), int(pos or 0)
+            try:
+                got = self._reader.read(name, at, int(size))
+                break
+            except FileNotFoundError:
+                if attempt:  # not a pack gc rewrote meanwhile: gone
+                    raise BlobDigestError(
+                        where, at, f"object {digest}: its pack is missing"
+                    ) from None
+            except OSError as exc:
+                raise StoreIOError(f"{where}: could not read object {digest}: {exc}") from exc
+        if digest_of(got) != digest:
+            raise BlobDigestError(where, at, f"object {digest} does not match its content")
+        return got
+
+    def _row(self, digest: str) -> tuple[bytes | None, int, int | None, str] | None:
+        if not self._exists():
+            return None
+        with self._lock:
+            row = (
+                self._connect()
+                .execute(
+                    "SELECT o.data, o.size, o.pos, p.name FROM objects o"
+                    " LEFT JOIN packs p ON p.id = o.pack WHERE o.digest = ?",
+                    (digest,),
                 )
-        if row is None:
-            raise ObjectNotFound(digest)
-        data = bytes(row[0])
-        if digest_of(data) != digest:
-            raise BlobDigestError(self.path, 0, f"object {digest} does not match its content")
-        return data
+                .fetchone()
+            )
+        return None if row is None else (row[0], row[1], row[2], row[3])
 
     def has(self, digest: str) -> bool:
         """Whether the object is stored."""
@@ -217,10 +361,12 @@ class FileObjects:
         if not self._exists():
             return 0
         freed = 0
-        with self.batch():
+        with self.batch() as batch:
             conn = self._connect()
+            dropped = self._orphans(conn)
             cutoff = time.time() - grace
             keep = "AND NOT EXISTS (SELECT 1 FROM puts p WHERE p.digest = o.digest AND p.at >= ?)"
+            touched: set[int] = set()
             for start in range(0, len(doomed), _CHUNK):
                 part = doomed[start : start + _CHUNK]
                 marks = ",".join("?" * len(part))
@@ -229,12 +375,57 @@ class FileObjects:
                     f"SELECT COALESCE(SUM(size), 0) FROM objects o WHERE {where}", (*part, cutoff)
                 ).fetchone()
                 freed += int(row[0])
+                touched.update(
+                    r[0]
+                    for r in conn.execute(
+                        f"SELECT DISTINCT pack FROM objects o WHERE {where} AND pack IS NOT NULL",
+                        (*part, cutoff),
+                    )
+                )
                 conn.execute(f"DELETE FROM objects AS o WHERE {where}", (*part, cutoff))
                 conn.execute(
                     f"DELETE FROM puts WHERE digest IN ({marks}) AND at < ?", (*part, cutoff)
                 )
             conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+            dropped += self._tidy(conn, batch, sorted(touched))
+        for name in dropped:  # after the commit: no row names them any more
+            self._reader.forget(name)
+            pack_path(self.packs, name).unlink(missing_ok=True)
         return freed
+
+    def _orphans(self, conn: sqlite3.Connection) -> list[str]:
+        """Pack files no row names: left by a batch that failed or was killed.
+        Called under the write lock, which every batch holds while its pack is
+        being written, so none of these is in use."""
+        try:
+            names = [p.name[: -len(".pack")] for p in self.packs.glob("*.pack")]
+        except OSError:
+            return []
+        known = {row[0] for row in conn.execute("SELECT name FROM packs")}
+        return [name for name in names if name not in known]
+
+    def _tidy(self, conn: sqlite3.Connection, batch: _Batch, packs: list[int]) -> list[str]:
+        """Drop packs no object lives in any more and rewrite those more than half
+        garbage (live objects into ``batch``'s pack); the names to delete."""
+        dropped: list[str] = []
+        for pack in packs:
+            name, total = conn.execute(
+                "SELECT name, size FROM packs WHERE id = ?", (pack,)
+            ).fetchone()
+            live = conn.execute(
+                "SELECT digest, size, pos FROM objects WHERE pack = ?", (pack,)
+            ).fetchall()
+            if sum(int(r[1]) for r in live) * 2 >= int(total):
+                continue
+            for digest, size, pos in live:
+                data = self._reader.read(name, int(pos), int(size))
+                if digest_of(data) != digest:
+                    where = pack_path(self.packs, name)
+                    raise BlobDigestError(where, int(pos), f"object {digest} is damaged")
+                batch.repack(digest, data)
+            conn.execute("DELETE FROM packs WHERE id = ?", (pack,))
+            dropped.append(name)
+        return dropped
 
     def recent(self, seconds: float) -> set[str]:
         """Digests put (or put again) within the last ``seconds``."""
@@ -275,6 +466,7 @@ class FileObjects:
     def close(self) -> None:
         """Close the database connection (idempotent)."""
         with self._lock:
+            self._reader.close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
