@@ -20,6 +20,7 @@ from .prompt import system_prompt
 from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
 from .wire import event_to_obj, settled_obj
+from .workfiles import OnRestore, Restored, RestoreRefused, WorkFiles
 from .workspace import Workspace
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
     "Lagged",
     "Narrowed",
     "NotInFlight",
+    "OnRestore",
+    "RestoreRefused",
+    "Restored",
     "Saved",
     "SlotConflict",
     "Streamed",
@@ -43,6 +47,7 @@ __all__ = [
     "Turn",
     "TurnEnded",
     "UnsendableEvent",
+    "WorkFiles",
     "Workspace",
     "describe_models",
     "event_to_obj",
