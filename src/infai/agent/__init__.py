@@ -20,7 +20,7 @@ from .prompt import system_prompt
 from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
 from .wire import event_to_obj, settled_obj
-from .workfiles import OnRestore, Restored, RestoreRefused, WorkFiles
+from .workfiles import OnRestore, Restored, RestoreRefused, WorkFiles, checkout, diff_at, files_at
 from .workspace import Workspace
 
 __all__ = [
@@ -49,8 +49,11 @@ __all__ = [
     "UnsendableEvent",
     "WorkFiles",
     "Workspace",
+    "checkout",
     "describe_models",
+    "diff_at",
     "event_to_obj",
+    "files_at",
     "load_config",
     "load_manifest",
     "manifest_of",

@@ -30,6 +30,7 @@ from typing import Any
 
 from infai.store import (
     WORKSPACE_KINDS,
+    InvalidInput,
     RestoreRecord,
     SessionLog,
     SessionStore,
@@ -256,6 +257,86 @@ class WorkFiles:
             pass
 
 
+# -- what the commands and the server ask ----------------------------------------
+
+
+def _workdir(store: SessionStore, session_id: str) -> str:
+    return os.path.abspath(store.info(session_id).working_dir or ".")
+
+
+def _settings(workdir: str) -> CheckpointSettings:
+    from .config import load_config
+
+    return load_config(Path(workdir)).checkpoints
+
+
+def _at(view: SessionView, session_id: str, event_id: str | None) -> tuple[str, Any]:
+    found = nearest(view, event_id)
+    if found is None:
+        where = f"event {event_id}" if event_id else "HEAD"
+        raise InvalidInput(f"session {session_id}: no files were recorded at or before {where}")
+    return found
+
+
+def files_at(store: SessionStore, session_id: str, event_id: str | None = None) -> dict[str, Any]:
+    """The files recorded at ``event_id`` (None: HEAD): the snapshot's event, its
+    tree, every file (path, type, size, digest, executable) and what was skipped."""
+    with store.open_reader(session_id) as view:
+        found_id, record = _at(view, session_id, event_id)
+    cp = Checkpoints(store.objects, _workdir(store, session_id), getattr(store, "home", "."))
+    listed = cp.files(record.tree)
+    skipped = record.skipped if isinstance(record, SnapshotRecord) else {}
+    return {
+        "event": event_id,
+        "snapshot": found_id,
+        "tree": record.tree,
+        "files": [listed[p].to_obj() for p in sorted(listed)],
+        "skipped": dict(skipped),
+    }
+
+
+def diff_at(
+    store: SessionStore, session_id: str, old: str, new: str | None = None
+) -> dict[str, Any]:
+    """What changed from the files at event ``old`` to those at ``new`` (None: the
+    working directory now): ``changes``, unified ``text`` diffs, ``binary`` paths."""
+    with store.open_reader(session_id) as view:
+        old_tree = _at(view, session_id, old)[1].tree
+        new_tree = _at(view, session_id, new)[1].tree if new is not None else None
+    workdir = _workdir(store, session_id)
+    cp = Checkpoints(
+        store.objects, workdir, getattr(store, "home", "."), size_cap=_settings(workdir).size_cap
+    )
+    try:
+        report = cp.diff(old_tree, new_tree).to_obj()
+    finally:
+        cp.close()
+    return {"from": old, "to": new, **report}
+
+
+def checkout(
+    store: SessionStore,
+    session_id: str,
+    event_id: str,
+    choice: OnRestore | None = None,
+    *,
+    dry_run: bool = False,
+) -> Restored:
+    """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
+    ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed."""
+    workdir = _workdir(store, session_id)
+    files = WorkFiles(store, workdir, _settings(workdir))
+    try:
+        with store.open_writer(session_id) as writer:
+            notices = [n for n in [files.recover(writer)] if n]
+            writer.seq_of(event_id)  # an unknown event is bad input, before anything
+            done = files.restore(writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run)
+    finally:
+        files.close()
+    done.notices[:0] = notices
+    return done
+
+
 def _others_notice(others: list[str]) -> list[str]:
     if not others:
         return []
@@ -278,6 +359,9 @@ __all__ = [
     "Restored",
     "WorkFiles",
     "changes_files",
+    "checkout",
+    "diff_at",
+    "files_at",
     "nearest",
     "other_writers",
 ]

@@ -187,3 +187,38 @@ def test_records_name_their_trees(home: Path, work: Path, tmp_path: Path) -> Non
     trees = [r.tree for r in records if isinstance(r, SnapshotRecord | RestoreRecord)]
     assert len(trees) == len(set(trees)) == 5
     assert os.path.isdir(home / "objects") or True
+
+
+def test_session_files_diff_and_checkout(home: Path, work: Path, tmp_path: Path) -> None:
+    sid, end_one, end_two = two_turns(home, work, tmp_path)
+    (work / "build").mkdir()
+    (work / "build" / "out.o").write_bytes(b"\0")
+    listed = json.loads(infai(home, "session", "files", sid, end_one, "--json").stdout)
+    paths = {f["path"]: f for f in listed["files"]}
+    assert set(paths) == {".gitignore", "a.txt", "new.txt"} and paths["new.txt"]["size"] == 3
+    assert paths["new.txt"]["digest"].startswith("sha256:") or len(paths["new.txt"]["digest"]) >= 64
+    text = infai(home, "session", "files", sid, end_one).stdout
+    assert "new.txt" in text and "a.txt" in text
+    diff = json.loads(infai(home, "session", "diff", sid, end_one, end_two, "--json").stdout)
+    assert {c["path"] for c in diff["changes"]} == {"a.txt", "new.txt", "src/gen.py"}
+    plain = infai(home, "session", "diff", sid, end_one, end_two).stdout
+    assert "-v1" in plain and "+v2" in plain
+    (work / "new.txt").write_text("edited now\n")
+    to_disk = infai(home, "session", "diff", sid, end_two).stdout  # TO: the disk now
+    assert "+edited now" in to_disk and "build" not in to_disk
+    (work / "new.txt").write_text("v2\n")
+    before = files(work)
+    dry = json.loads(
+        infai(home, "session", "checkout", sid, end_one, "--dry-run", "--json").stdout
+    )
+    assert {a["path"] for a in dry["plan"]["actions"]} == {"a.txt", "new.txt", "src/gen.py"}
+    assert files(work) == before and dry["restore"] is None
+    count = len(list(Store(home).open_reader(sid).entries()))
+    assert "nothing changed" in infai(home, "session", "checkout", sid, end_one, "--dry-run").stdout
+    assert len(list(Store(home).open_reader(sid).entries())) == count
+    done = json.loads(infai(home, "session", "checkout", sid, end_one, "--json").stdout)
+    assert files(work)["new.txt"] == "v1\n" and "src/gen.py" not in files(work)
+    assert (work / "build" / "out.o").read_bytes() == b"\0"  # ignored: untouched
+    with Store(home).open_reader(sid) as reader:
+        assert reader.head == done["restore"]
+        assert reader.event(done["restore"]).parent_id == end_two  # recorded at HEAD
