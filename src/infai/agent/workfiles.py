@@ -221,7 +221,7 @@ class WorkFiles:
             notices.append(f"no files were recorded at or before event {event_id}: none restored")
             return Restored(None, plan.to_obj(), notices=notices)
         if choice.keep:
-            plan = plan.without([p for p in choice.keep if p in plan.touched()])
+            plan = plan.without(choice.keep)
         others = other_writers(self.store, writer.session_id, self.workdir)
         if dry_run:
             return Restored(None, plan.to_obj(), notices=_others_notice(others))

@@ -50,6 +50,7 @@ from infai.store import Event, SessionStore
 from infai.tools import Rule
 
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
+from .workfiles import FILE_OPERATIONS
 from .auth import BearerAuth, check_token
 from .channel import InertJSON
 from .errors import LOGGED, ApiError, message_of, status_of
@@ -265,7 +266,7 @@ def create_app(
     app_config = AppConfig((working_dir or space.working_dir).resolve(), _version())
     routes = [
         Route(op.path, _endpoint(op, HANDLERS[op.id], sessions, app_config), methods=[op.method])
-        for op in OPERATIONS
+        for op in (*OPERATIONS, *FILE_OPERATIONS)
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:
