@@ -118,9 +118,7 @@ def parse_checkpoints(
             enabled = value if not project else enabled and value
         elif key == "size_cap_mb":
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(
-                    f"{path}: checkpoints.size_cap_mb must be a positive number"
-                )
+                raise ConfigError(f"{path}: checkpoints.size_cap_mb must be a positive number")
             wanted = int(value * 1024 * 1024)
             cap = min(cap, wanted) if project else wanted
         else:
@@ -279,7 +277,9 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         read.append(path)
         sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
-        checkpoints = parse_checkpoints(path, data.pop("checkpoints", None), checkpoints, path == project)
+        checkpoints = parse_checkpoints(
+            path, data.pop("checkpoints", None), checkpoints, path == project
+        )
         _mcp(path, data.pop("mcp", None), servers, untrusted, warnings)
         for key, value in data.items():
             if key == "model":

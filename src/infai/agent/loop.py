@@ -345,8 +345,8 @@ class _Turn:
             for item in await self.append(result, "tool"):
                 yield item
             if self.after_tool is not None:
-                async for item in self.tool_ran(call.name):
-                    yield item
+                async for after in self.tool_ran(call.name):
+                    yield after
 
     async def tool_ran(self, name: str) -> AsyncIterator[AgentEvent]:
         """Tell :attr:`after_tool` a call of ``name`` ran; append what it hands back

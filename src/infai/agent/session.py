@@ -434,7 +434,9 @@ class AgentSession:
             return
         picked = self.writer.pending_parent
         if picked is not None and not self.on_restore.keep_files:
-            done = await off_loop(files.restore, self.writer, picked, self.on_restore, attach=picked)
+            done = await off_loop(
+                files.restore, self.writer, picked, self.on_restore, attach=picked
+            )
             for event in self._published_restore(done):
                 yield event
         said = await self._snapshot("turn start")
@@ -517,8 +519,12 @@ class AgentSession:
         await self._hold("restoring files")
         try:
             done = await off_loop(
-                self.files.restore, self.writer, event_id, choice or OnRestore(),
-                attach=None, dry_run=dry_run,
+                self.files.restore,
+                self.writer,
+                event_id,
+                choice or OnRestore(),
+                attach=None,
+                dry_run=dry_run,
             )
             self._published_restore(done)
             return done

@@ -22,6 +22,7 @@ blocks on the disk: async callers run them in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from dataclasses import dataclass, field
@@ -176,7 +177,9 @@ class WorkFiles:
 
     # -- snapshots ---------------------------------------------------------------
 
-    def snapshot_record(self, view: SessionView, at: str | None, reason: str) -> SnapshotRecord | None:
+    def snapshot_record(
+        self, view: SessionView, at: str | None, reason: str
+    ) -> SnapshotRecord | None:
         """The snapshot to record after ``at`` (None: HEAD), or None if the files
         are those of the nearest snapshot on its path."""
         last = nearest(view, at)
@@ -251,10 +254,8 @@ class WorkFiles:
 
     def close(self) -> None:
         """Save the stat cache (best effort: it only spares hashing next time)."""
-        try:
+        with contextlib.suppress(OSError):
             self.cp.close()
-        except OSError:
-            pass
 
 
 # -- what the commands and the server ask ----------------------------------------
@@ -330,7 +331,9 @@ def checkout(
         with store.open_writer(session_id) as writer:
             notices = [n for n in [files.recover(writer)] if n]
             writer.seq_of(event_id)  # an unknown event is bad input, before anything
-            done = files.restore(writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run)
+            done = files.restore(
+                writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
+            )
     finally:
         files.close()
     done.notices[:0] = notices

@@ -23,6 +23,12 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+@pytest.fixture(autouse=True)
+def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test-wide config turns snapshots off; these tests are about them."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+
+
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "work"
@@ -50,7 +56,10 @@ def script(tmp: Path, name: str, *replies: object) -> str:
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"content": "", "tool_calls": [{"id": f"c-{name}", "name": name, "arguments": arguments}]}
+    return {
+        "content": "",
+        "tool_calls": [{"id": f"c-{name}", "name": name, "arguments": arguments}],
+    }
 
 
 def git_state(root: Path) -> dict[str, str]:
@@ -117,7 +126,7 @@ def test_from_restores_older_files_and_back_again(home: Path, work: Path, tmp_pa
     assert files(work) == {".gitignore": "build/\n", "a.txt": "changed\n", "new.txt": "v1\n"}
     restore = saved(back, "restore")[0]
     assert restore["parent_id"] == end_one
-    prompt = [e for e in saved(back, "message") if e["role"] == "user"][0]
+    prompt = next(e for e in saved(back, "message") if e["role"] == "user")
     assert prompt["parent_id"] == restore["id"]
     run_json(home, "--session", sid, "--from", end_two, "forward")
     assert files(work) == newest  # nothing lost
@@ -139,7 +148,9 @@ def test_external_edit_refuses_then_force_keeps_it_recoverable(
     assert (work / "new.txt").read_text() == "v1\n"
     restore = saved(forced, "restore")[0]
     kept = saved(forced, "snapshot")[0]
-    assert kept["record"]["reason"] == "before restore" and restore["record"]["before"] == kept["id"]
+    assert (
+        kept["record"]["reason"] == "before restore" and restore["record"]["before"] == kept["id"]
+    )
     # the edit comes back with a checkout of the "before restore" snapshot
     infai(home, "session", "checkout", sid, kept["id"])
     assert (work / "new.txt").read_text() == "mine\n"
@@ -208,9 +219,7 @@ def test_session_files_diff_and_checkout(home: Path, work: Path, tmp_path: Path)
     assert "+edited now" in to_disk and "build" not in to_disk
     (work / "new.txt").write_text("v2\n")
     before = files(work)
-    dry = json.loads(
-        infai(home, "session", "checkout", sid, end_one, "--dry-run", "--json").stdout
-    )
+    dry = json.loads(infai(home, "session", "checkout", sid, end_one, "--dry-run", "--json").stdout)
     assert {a["path"] for a in dry["plan"]["actions"]} == {"a.txt", "new.txt", "src/gen.py"}
     assert files(work) == before and dry["restore"] is None
     count = len(list(Store(home).open_reader(sid).entries()))

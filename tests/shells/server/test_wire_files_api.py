@@ -16,6 +16,12 @@ from infai.shells.server.openapi import openapi
 from infai.shells.server.workfiles import FILE_COMPONENTS
 
 
+@pytest.fixture(autouse=True)
+def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test-wide config turns snapshots off; these tests are about them."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+
+
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     root = tmp_path / "work"
@@ -37,9 +43,7 @@ def turn(h: Harness, sid: str, text: str, **more: Any) -> list[dict[str, Any]]:
     return [e.data for e in seen if e.name == "settled"]
 
 
-def test_files_diff_checkout_and_the_409_question(
-    make: Callable[..., Harness], work: Path
-) -> None:
+def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], work: Path) -> None:
     h = make(lambda name: ScriptedModel(["ok"] * 10))
     sid = h.new_session()
     first = turn(h, sid, "one")
@@ -65,9 +69,7 @@ def test_files_diff_checkout_and_the_409_question(
 
     # an edit outside the agent: the next continue is a question, nothing changed
     (work / "a.txt").write_text("mine\n")
-    asked = h.client.post(
-        f"/v1/sessions/{sid}/prompt", json={"text": "forward", "from": end_two}
-    )
+    asked = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "forward", "from": end_two})
     assert asked.status_code == 409, asked.text
     body = asked.json()
     assert validate(body, FILE_COMPONENTS["RestoreRefused"]) is None
@@ -78,9 +80,7 @@ def test_files_diff_checkout_and_the_409_question(
     assert kept[0]["kind"] == "snapshot" and kept[0]["record"]["reason"] == "before restore"
 
     # checkout: dry run changes nothing; 409 over a conflict; force takes it
-    dry = h.client.post(
-        f"/v1/sessions/{sid}/checkout", json={"event": end_two, "dry_run": True}
-    )
+    dry = h.client.post(f"/v1/sessions/{sid}/checkout", json={"event": end_two, "dry_run": True})
     assert dry.status_code == 200 and dry.json()["restore"] is None
     assert [a["path"] for a in dry.json()["plan"]["actions"]] == ["a.txt"]
     assert (work / "a.txt").read_text() == "mine\n"

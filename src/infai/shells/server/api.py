@@ -366,7 +366,10 @@ PROMPT: Schema = {
     "properties": {
         "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROMPT},
         "from": {**_ID, "description": "Branch: continue from this older event."},
-        "force": {"type": "boolean", "description": "Restore over files changed outside the agent."},
+        "force": {
+            "type": "boolean",
+            "description": "Restore over files changed outside the agent.",
+        },
         "keep": {
             "type": "array",
             "items": {"type": "string", "minLength": 1, "maxLength": 4096},

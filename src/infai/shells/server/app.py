@@ -50,13 +50,13 @@ from infai.store import Event, SessionStore
 from infai.tools import Rule
 
 from .api import MAX_BODY, OPERATIONS, Operation, Param, validate
-from .workfiles import FILE_OPERATIONS
 from .auth import BearerAuth, check_token
 from .channel import InertJSON
 from .errors import LOGGED, ApiError, message_of, status_of
 from .hosts import LOOPBACK_HOSTS, HostCheck
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
+from .workfiles import FILE_OPERATIONS
 
 log = logging.getLogger("infai.server")
 

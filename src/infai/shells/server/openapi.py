@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document, generated from the API's one table.
 
 :mod:`.api` describes every route (:data:`~.api.OPERATIONS`) and schema
-(:data:`~.api.COMPONENTS`), the files routes theirs (:mod:`.workfiles`); this module turns that table into the document
+(:data:`~.api.COMPONENTS`), :mod:`.workfiles` the files routes; this module
+turns that table into the document
 served at ``GET /v1/openapi.json``, with the SSE events a stream may send, so
 the document cannot drift from the routes the app builds from the same table.
 """

@@ -115,7 +115,6 @@ FILE_OPERATIONS: tuple[Operation, ...] = (
 )  # fmt: skip
 
 
-
 def choice_of(body: dict[str, Any]) -> OnRestore:
     """The restore choice a request body carries."""
     return OnRestore(
@@ -171,7 +170,9 @@ async def checkout_files(call: Call) -> Response:
     )
 
 
-async def restore_first(served: Served, body: dict[str, Any], from_event: str | None) -> Response | None:
+async def restore_first(
+    served: Served, body: dict[str, Any], from_event: str | None
+) -> Response | None:
     """Before a prompt: pick ``from_event`` (if given) and restore the picked event's
     files; a 409 answer if refused (nothing changed), else None (start the turn)."""
     agent = served.agent
