@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm import Model, close_model
+from infai.llm import Model, Notice, close_model
 from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
@@ -57,7 +57,7 @@ from infai.tools.offload import off_loop
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
-from .loop import AgentEvent, Saved, TurnEnded, run_turn
+from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
 from .workfiles import OnRestore, Restored, WorkFiles, changes_files
 
@@ -447,25 +447,19 @@ class AgentSession:
                 yield saved
 
     def _notice(self, text: str) -> AgentEvent:
-        from infai.llm import Notice
-
-        from .loop import Streamed
-
         event = Streamed(Notice(text))
         self.hub.publish(event)
         return event
 
     def _published_restore(self, done: Restored) -> list[AgentEvent]:
-        """Publish what a restore appended (read back) and its notices."""
+        """Publish what a restore appended and its notices."""
         self.cache.invalidate()
         out: list[AgentEvent] = []
         for text in done.notices:
             out.append(self._notice(text))
-        for event_id in (done.before_id, done.event_id):
-            if event_id is not None:
-                event = self.writer.event(event_id, resolve=True)
-                self._saved(event)
-                out.append(Saved(event))
+        for event in done.events:
+            self._saved(event)
+            out.append(Saved(event))
         return out
 
     async def _append_system(self, record: Any) -> list[Saved]:
@@ -492,22 +486,10 @@ class AgentSession:
         return await self._snapshot(f"after {tool.spec.name}")
 
     async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
-        """Restore the picked event's files now (None: no event is picked), as
+        """Restore the picked event's files now (None: none picked, or keep_files), as
         the next prompt would; raises :class:`~.workfiles.RestoreRefused` with
         nothing changed. A shell that asks about conflicts calls this first."""
-        if self.files is None:
-            return None
-        choice = choice or self.on_restore
-        await self._hold("restoring files")
-        try:
-            picked = self.writer.pending_parent
-            if picked is None or choice.keep_files:
-                return None
-            done = await off_loop(self.files.restore, self.writer, picked, choice, attach=picked)
-            self._published_restore(done)
-            return done
-        finally:
-            await self._free()
+        return await self._restore(None, choice or self.on_restore, dry_run=False)
 
     async def checkout(
         self, event_id: str, choice: OnRestore | None = None, *, dry_run: bool = False
@@ -516,15 +498,23 @@ class AgentSession:
         restore is recorded there); ``dry_run``: only the plan."""
         if self.files is None:
             raise InvalidInput("checkpoints are disabled ([checkpoints] enabled = false)")
+        done = await self._restore(event_id, choice or OnRestore(), dry_run=dry_run)
+        assert done is not None
+        return done
+
+    async def _restore(self, to: str | None, choice: OnRestore, dry_run: bool) -> Restored | None:
+        """``to``'s files recorded at HEAD (None: the picked event's, after it)."""
+        if self.files is None:
+            return None
         await self._hold("restoring files")
         try:
+            picked = self.writer.pending_parent
+            event, attach = (to, None) if to is not None else (picked, picked)
+            if event is None or (to is None and choice.keep_files):
+                return None
+            restore = self.files.restore
             done = await off_loop(
-                self.files.restore,
-                self.writer,
-                event_id,
-                choice or OnRestore(),
-                attach=None,
-                dry_run=dry_run,
+                restore, self.writer, event, choice, attach=attach, dry_run=dry_run
             )
             self._published_restore(done)
             return done

@@ -31,6 +31,7 @@ from typing import Any
 
 from infai.store import (
     WORKSPACE_KINDS,
+    Event,
     InvalidInput,
     RestoreRecord,
     SessionLog,
@@ -82,6 +83,8 @@ class Restored:
     notices: list[str] = field(default_factory=list)
     #: the "before restore" snapshot recorded on the branch left (None: none needed)
     before_id: str | None = None
+    #: the events appended (the "before restore" snapshot, the restore), oldest first
+    events: list[Event] = field(default_factory=list)
 
 
 def changes_files(tool: object) -> bool:
@@ -232,11 +235,12 @@ class WorkFiles:
             raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
         notices += _others_notice(others)
         head = writer.head
-        before = None
+        before, appended = None, []
         if now.tree != last_tree:
-            before = writer.append(now.record("before restore"), "system", parent=head).id
+            appended.append(writer.append(now.record("before restore"), "system", parent=head))
+            before = appended[0].id
         if not plan.actions:  # the files are the picked event's already
-            return Restored(None, plan.to_obj(), [], notices, before)
+            return Restored(None, plan.to_obj(), [], notices, before, appended)
         metadata = {"source": event_id, "before": before, "session": writer.session_id}
         metadata["parent"] = attach or writer.head
         touched = self.cp.apply(plan, metadata=metadata)
@@ -250,7 +254,7 @@ class WorkFiles:
                 f"{len(plan.not_restorable)} path(s) cannot be restored (not recorded): "
                 + ", ".join(sorted(plan.not_restorable)[:10])
             )
-        return Restored(event.id, plan.to_obj(), touched, notices, before)
+        return Restored(event.id, plan.to_obj(), touched, notices, before, [*appended, event])
 
     def close(self) -> None:
         """Save the stat cache (best effort: it only spares hashing next time)."""
