@@ -11,7 +11,7 @@ store or a model directly.
 """
 
 from .compaction import CompactionFailed
-from .config import Config, ConfigError, describe_models, load_config
+from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
@@ -28,6 +28,7 @@ __all__ = [
     "AgentEvent",
     "AgentSession",
     "Busy",
+    "CheckpointSettings",
     "CompactionFailed",
     "Config",
     "ConfigError",

@@ -17,9 +17,12 @@ from infai.shells.server.workfiles import FILE_COMPONENTS
 
 
 @pytest.fixture(autouse=True)
-def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test-wide config turns snapshots off; these tests are about them."""
-    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+def checkpoints_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An app built without a workspace takes no snapshots; these tests are about them."""
+    from infai.agent import CheckpointSettings
+    from infai.shells.server import app
+
+    monkeypatch.setattr(app, "EMBEDDED_CHECKPOINTS", CheckpointSettings())
 
 
 @pytest.fixture
@@ -60,6 +63,8 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
     assert [f["path"] for f in files.json()["files"]] == ["a.txt"]
     diff = h.client.get(f"/v1/sessions/{sid}/diff", params={"from": end_one, "to": end_two})
     assert diff.status_code == 200 and "+two" in diff.json()["text"][0]["diff"]
+    missing = h.client.get(f"/v1/sessions/{sid}/diff")  # from is required
+    assert missing.status_code == 400 and "from" in missing.json()["error"]
 
     # continuing from the first turn's end restores its files
     back = turn(h, sid, "again", **{"from": end_one})

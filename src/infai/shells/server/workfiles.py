@@ -28,6 +28,7 @@ from infai.agent import OnRestore, RestoreRefused, checkout, diff_at, files_at
 
 from .api import _ID, PROMPT, SESSION, Operation, Param, Schema
 from .channel import InertJSON
+from .errors import ApiError
 
 if TYPE_CHECKING:
     from .routes import Call
@@ -137,10 +138,11 @@ async def get_files(call: Call) -> Response:
 
 
 async def get_diff(call: Call) -> Response:
+    old = call.query.get("from")
+    if old is None:
+        raise ApiError(400, "query parameter from: required (the older event)")
     store = call.sessions.store
-    got = await asyncio.to_thread(
-        diff_at, store, call.session_id, call.query["from"], call.query.get("to")
-    )
+    got = await asyncio.to_thread(diff_at, store, call.session_id, old, call.query.get("to"))
     return InertJSON(got)
 
 
