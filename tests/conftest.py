@@ -5,8 +5,9 @@ Every test runs with the provider environment variables removed and
 keys and config never change a result. That file says only ``[checkpoints]
 enabled = false``: a turn's files snapshots add events to the timeline, which
 tests of other things would have to step over; the tests of files on the
-timeline point ``INFAI_CONFIG`` elsewhere (or build their ``Config`` directly). Sockets may connect to loopback only:
-a test that would reach a real provider fails loudly instead.
+timeline point ``INFAI_CONFIG`` elsewhere (or build their ``Config`` directly).
+Sockets may connect to loopback only: a test that would reach a real provider
+fails loudly instead.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ from starlette.routing import Route
 from test_server import AUTH, TOKEN, Harness, harnesses
 
 from infai.shells.server.api import COMPONENTS, MAX_BODY, OPERATIONS, validate
+from infai.shells.server.auth import TokenError, load_token
 from infai.shells.server.workfiles import FILE_COMPONENTS, FILE_OPERATIONS
 
 # the files routes' operations and schemas are described beside the API's table
 ALL_OPERATIONS = (*OPERATIONS, *FILE_OPERATIONS)
 ALL_COMPONENTS = {**COMPONENTS, **FILE_COMPONENTS}
-from infai.shells.server.auth import TokenError, load_token
 
 
 @pytest.fixture
