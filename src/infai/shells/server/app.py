@@ -261,9 +261,7 @@ def create_app(
     """
     if workspace is None:
         here = (working_dir or Path.cwd()).resolve()
-        config = Config(
-            compact_at=compact_at, rules=tuple(rules), checkpoints=EMBEDDED_CHECKPOINTS
-        )
+        config = Config(compact_at=compact_at, rules=tuple(rules), checkpoints=EMBEDDED_CHECKPOINTS)
         if model_factory is None:
             workspace = Workspace(store, here, config=config)
         else:
