@@ -50,7 +50,7 @@ from typing import Any
 
 from infai.errors import InfaiError
 from infai.llm import Model, Notice, close_model
-from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
+from infai.store import Event, HeadConflict, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
@@ -463,7 +463,11 @@ class AgentSession:
         return out
 
     async def _append_system(self, record: Any) -> list[Saved]:
-        event = await off_loop(self.writer.append, record, "system")
+        try:
+            event = await off_loop(self.writer.append, record, "system")
+        except HeadConflict:  # another writer appended (a shared store): the next
+            self.cache.invalidate()  # snapshot records these files instead
+            return []
         self.cache.appended([event])
         self._saved(event)
         return [Saved(event)]
