@@ -1,9 +1,13 @@
 """Test-wide guards: no real network, no user configuration, no real API keys.
 
 Every test runs with the provider environment variables removed and
-``INFAI_CONFIG`` pointing at a file that does not exist, so a developer's own
-keys and config never change a result. Sockets may connect to loopback only:
-a test that would reach a real provider fails loudly instead.
+``INFAI_CONFIG`` pointing at a file of the test's own, so a developer's own
+keys and config never change a result. That file says only ``[checkpoints]
+enabled = false``: a turn's files snapshots add events to the timeline, which
+tests of other things would have to step over; the tests of files on the
+timeline point ``INFAI_CONFIG`` elsewhere (or build their ``Config`` directly).
+Sockets may connect to loopback only: a test that would reach a real provider
+fails loudly instead.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def _isolated(
     for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     config = tmp_path_factory.mktemp("no-config") / "config.toml"
+    config.write_text("[checkpoints]\nenabled = false\n")
     monkeypatch.setenv("INFAI_CONFIG", str(config))
     real_connect = socket.socket.connect
 

@@ -35,6 +35,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     │   └── NotInFlight            no such turn is running (nothing to cancel)
     ├── RestoreError               infai.agent: files could not be restored (names path, why)
     │   ├── RestorePending         an interrupted restore must be recovered first
+    │   ├── RestoreRefused         conflicts or another open session; nothing changed
     │   └── PlanStale              files changed since the restore was planned; plan again
     ├── BadInput                   infai.shells.cli: the command line's bad input (exit 2)
     ├── ApiError                   infai.shells.server: a request the API refuses (4xx)

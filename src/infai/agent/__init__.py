@@ -11,7 +11,7 @@ store or a model directly.
 """
 
 from .compaction import CompactionFailed, context_tokens, event_tokens
-from .config import Config, ConfigError, describe_models, load_config
+from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
@@ -20,6 +20,7 @@ from .prompt import system_prompt
 from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
 from .wire import event_to_obj, settled_obj
+from .workfiles import OnRestore, Restored, RestoreRefused, WorkFiles, checkout, diff_at, files_at
 from .workspace import Workspace
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "AgentEvent",
     "AgentSession",
     "Busy",
+    "CheckpointSettings",
     "CompactionFailed",
     "Config",
     "ConfigError",
@@ -35,6 +37,9 @@ __all__ = [
     "Lagged",
     "Narrowed",
     "NotInFlight",
+    "OnRestore",
+    "RestoreRefused",
+    "Restored",
     "Saved",
     "SlotConflict",
     "Streamed",
@@ -43,11 +48,15 @@ __all__ = [
     "Turn",
     "TurnEnded",
     "UnsendableEvent",
+    "WorkFiles",
     "Workspace",
+    "checkout",
     "context_tokens",
     "describe_models",
+    "diff_at",
     "event_to_obj",
     "event_tokens",
+    "files_at",
     "load_config",
     "load_manifest",
     "manifest_of",

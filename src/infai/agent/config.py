@@ -65,6 +65,7 @@ from infai.tools import Rule, SandboxSettings, parse_sandbox
 from infai.tools.mcp import ServerConfig
 from infai.tools.policy import RuleError
 
+from .checkpoints import DEFAULT_SIZE_CAP
 from .compaction import DEFAULT_THRESHOLD
 from .mcp_config import parse_mcp
 
@@ -93,6 +94,41 @@ class ConfigError(InfaiError):
 
 
 @dataclass(frozen=True)
+class CheckpointSettings:
+    """``[checkpoints]``: whether snapshots are taken, and the size cap of a file."""
+
+    enabled: bool = True
+    size_cap: int = DEFAULT_SIZE_CAP
+
+
+def parse_checkpoints(
+    path: Path, table: Any, current: CheckpointSettings, project: bool
+) -> CheckpointSettings:
+    """``current`` updated by ``path``'s ``[checkpoints]`` table. A project's file
+    may only lower the cap or disable (it comes with the repository)."""
+    if table is None:
+        return current
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: checkpoints must be a table")
+    enabled, cap = current.enabled, current.size_cap
+    for key, value in table.items():
+        if key == "enabled":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: checkpoints.enabled must be true or false")
+            enabled = value if not project else enabled and value
+        elif key == "size_cap_mb":
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"{path}: checkpoints.size_cap_mb must be a positive number")
+            wanted = int(value * 1024 * 1024)
+            cap = min(cap, wanted) if project else wanted
+        else:
+            raise ConfigError(
+                f"{path}: unknown key checkpoints.{key} (known: enabled, size_cap_mb)"
+            )
+    return CheckpointSettings(enabled, cap)
+
+
+@dataclass(frozen=True)
 class Config:
     """The merged configuration; ``sources`` lists the files it came from."""
 
@@ -109,6 +145,8 @@ class Config:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     #: the ``[mcp.servers.NAME]`` tables (:mod:`.mcp_config`; a project's only if trusted)
     mcp_servers: tuple[ServerConfig, ...] = ()
+    #: ``[checkpoints]`` (:mod:`.workfiles`; a project's file may only lower or disable)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
 
 
 def user_config_path() -> Path:
@@ -231,6 +269,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     trusted = False
     left_out: set[str] = set()  # names only an untrusted project's refused tables define
     servers: dict[str, ServerConfig] = {}
+    checkpoints = CheckpointSettings()
     for path in (user, project):
         if not path.is_file():
             continue
@@ -238,6 +277,9 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         read.append(path)
         sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
+        checkpoints = parse_checkpoints(
+            path, data.pop("checkpoints", None), checkpoints, path == project
+        )
         _mcp(path, data.pop("mcp", None), servers, untrusted, warnings)
         for key, value in data.items():
             if key == "model":
@@ -269,7 +311,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions, sandbox, mcp" + (
+                known = "model, compact_at, models, permissions, sandbox, mcp, checkpoints" + (
                     ", trusted_projects" if path == user else ""
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
@@ -285,6 +327,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         tuple(warnings),
         sandbox,
         tuple(servers.values()),
+        checkpoints,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,6 +45,7 @@ from infai.store import (
     HeadConflict,
     InvalidInput,
     MessageRecord,
+    Record,
     SessionLog,
     ToolCallRecord,
     ToolResultRecord,
@@ -69,6 +70,10 @@ if TYPE_CHECKING:
     from infai.store.objects import ObjectStore
 
 log = logging.getLogger("infai.agent")
+
+#: awaited after each tool call with the tool (None: unknown); hands back a record to
+#: append after the result (a files snapshot), a notice to say, or None
+AfterTool = Callable[[Any], Awaitable["Record | str | None"]]
 
 INTERRUPTED_TURN = "[turn interrupted]"
 
@@ -177,8 +182,11 @@ class _Turn:
         cache: ContextCache,
         on_saved: Callable[[Event], None] | None,
         objects: ObjectStore | None = None,
+        after_tool: AfterTool | None = None,
     ) -> None:
         self.writer = writer
+        #: told of each tool call run (see :data:`AfterTool`): the files snapshot
+        self.after_tool = after_tool
         #: where the tool manifest of each request is kept (None: not recorded)
         self.objects = objects
         self.offered: tuple[ToolSpec, ...] = ()  # the tools the last request offered
@@ -205,7 +213,7 @@ class _Turn:
                 self.on_saved(event)
         return [Saved(e) for e in events]
 
-    async def append(self, record: MessageRecord | ToolResultRecord, role: str) -> list[Saved]:
+    async def append(self, record: Record, role: str) -> list[Saved]:
         """Append one record (in a worker thread) and report it saved."""
         return self._settled([await off_loop(self.writer.append, record, role)])
 
@@ -336,6 +344,20 @@ class _Turn:
             )
             for item in await self.append(result, "tool"):
                 yield item
+            if self.after_tool is not None:
+                async for after in self.tool_ran(call.name):
+                    yield after
+
+    async def tool_ran(self, name: str) -> AsyncIterator[AgentEvent]:
+        """Tell :attr:`after_tool` a call of ``name`` ran; append what it hands back
+        (a snapshot) or say its notice."""
+        assert self.after_tool is not None
+        got = await self.after_tool(self.toolbox.get(name))
+        if isinstance(got, str):
+            yield Streamed(Notice(got))
+        elif got is not None:
+            for item in await self.append(got, "system"):
+                yield item
 
     async def step(self) -> AsyncIterator[AgentEvent]:
         """One model call and the tools it called; ends with TurnEnded when the turn is over."""
@@ -404,6 +426,7 @@ async def run_turn(
     cache: ContextCache | None = None,
     on_saved: Callable[[Event], None] | None = None,
     objects: ObjectStore | None = None,
+    after_tool: AfterTool | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
 
@@ -420,7 +443,8 @@ async def run_turn(
     :mod:`~infai.agent.offload`), and ``on_saved`` is told of each event appended,
     the interruption marker included (which is never yielded: the cancellation
     is raised instead). With ``objects``, each stored reply names the tool
-    manifest its request offered (:mod:`.manifest`). A cancel always propagates:
+    manifest its request offered (:mod:`.manifest`). ``after_tool`` is awaited
+    after each tool call's result is stored (see :data:`AfterTool`). A cancel always propagates:
     if the marker cannot be written, the :class:`asyncio.CancelledError` is raised
     from that failure.
     """
@@ -435,6 +459,7 @@ async def run_turn(
         cache=cache or ContextCache(writer),
         on_saved=on_saved,
         objects=objects,
+        after_tool=after_tool,
     )
     asked: Event | None = None
     async for item in turn.store_prompt(prompt):

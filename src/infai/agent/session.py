@@ -49,16 +49,17 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm import Model, close_model
-from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
+from infai.llm import Model, Notice, close_model
+from infai.store import Event, HeadConflict, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
-from .loop import AgentEvent, Saved, TurnEnded, run_turn
+from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
+from .workfiles import OnRestore, Restored, WorkFiles, changes_files
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
 KEPT_RULES = "allowed"
@@ -118,6 +119,7 @@ class AgentSession:
         instructions: str = "",
         compact_at: float | None = DEFAULT_THRESHOLD,
         owns_model: bool = True,
+        files: WorkFiles | None = None,
     ) -> None:
         self.store = store
         #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
@@ -153,12 +155,29 @@ class AgentSession:
         #: while parked: the reader that serves :attr:`view`, and the picked event
         self._parked: SessionView | None = None
         self._pending: str | None = None
-        if info.model != model.name:
-            try:
+        #: the working directory's files on the timeline (None: not recorded)
+        self.files = files
+        #: what a continue from an older event does with the files (see
+        #: :class:`~.workfiles.OnRestore`): a shell sets it before the prompt
+        self.on_restore = OnRestore()
+        #: what opening had to say (an interrupted restore rolled back), for the shell
+        self.notices: list[str] = []
+        try:
+            if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
-            except BaseException:
-                self.writer.close()  # never leave the lock held by a session nobody has
-                raise
+            if files is not None:
+                self._recover(files)
+        except BaseException:
+            self.writer.close()  # never leave the lock held by a session nobody has
+            raise
+
+    def _recover(self, files: WorkFiles) -> None:
+        try:
+            said = files.recover(self.writer)
+        except InfaiError as exc:  # the conversation can go on; restores cannot yet
+            said = f"files: an interrupted restore could not be recovered: {exc}"
+        if said:
+            self.notices.append(said)
 
     @property
     def view(self) -> SessionView:
@@ -370,6 +389,8 @@ class AgentSession:
         as it is yielded, and a turn cut short ends on the hub too (even before
         the loop began: its system prompt could not be read)."""
         try:
+            async for event in self._files_first():
+                yield event
             system = await off_loop(system_prompt, self.working_dir, self.instructions)
             async for event in run_turn(
                 self.writer,
@@ -390,6 +411,7 @@ class AgentSession:
                 compact_at=self.compact_at,
                 on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
+                after_tool=self._after_tool if self.files is not None else None,
             ):
                 if not isinstance(event, Saved):  # a Saved was published when appended
                     self.hub.publish(event)
@@ -400,6 +422,108 @@ class AgentSession:
         except Exception as exc:
             self.hub.publish(TurnEnded("error", f"{type(exc).__name__}: {exc}"))
             raise
+
+    # -- files -----------------------------------------------------------------
+
+    async def _files_first(self) -> AsyncIterator[AgentEvent]:
+        """Before the prompt: a continue from an older event restores its files
+        (:meth:`restore_files`; a refusal raises, nothing stored), then the files
+        now are snapshotted if they changed."""
+        files = self.files
+        if files is None:
+            return
+        picked = self.writer.pending_parent
+        if picked is not None and not self.on_restore.keep_files:
+            done = await off_loop(
+                files.restore, self.writer, picked, self.on_restore, attach=picked
+            )
+            for event in self._published_restore(done):
+                yield event
+        said = await self._snapshot("turn start")
+        if isinstance(said, str):
+            yield self._notice(said)
+        elif said is not None:
+            for saved in await self._append_system(said):
+                yield saved
+
+    def _notice(self, text: str) -> AgentEvent:
+        event = Streamed(Notice(text))
+        self.hub.publish(event)
+        return event
+
+    def _published_restore(self, done: Restored) -> list[AgentEvent]:
+        """Publish what a restore appended and its notices."""
+        self.cache.invalidate()
+        out: list[AgentEvent] = []
+        for text in done.notices:
+            out.append(self._notice(text))
+        for event in done.events:
+            self._saved(event)
+            out.append(Saved(event))
+        return out
+
+    async def _append_system(self, record: Any) -> list[Saved]:
+        try:
+            event = await off_loop(self.writer.append, record, "system")
+        except HeadConflict:  # another writer appended (a shared store): the next
+            self.cache.invalidate()  # snapshot records these files instead
+            return []
+        self.cache.appended([event])
+        self._saved(event)
+        return [Saved(event)]
+
+    async def _snapshot(self, reason: str) -> Any:
+        """The snapshot record to append (None: files unchanged), or a notice
+        saying why none could be taken: a failed snapshot never fails a turn."""
+        files = self.files
+        assert files is not None
+        try:
+            return await off_loop(
+                files.snapshot_record, self.writer, self.writer.pending_parent, reason
+            )
+        except Exception as exc:
+            return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"
+
+    async def _after_tool(self, tool: Any) -> Any:
+        if tool is None or not changes_files(tool):
+            return None
+        return await self._snapshot(f"after {tool.spec.name}")
+
+    async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
+        """Restore the picked event's files now (None: none picked, or keep_files), as
+        the next prompt would; raises :class:`~.workfiles.RestoreRefused` with
+        nothing changed. A shell that asks about conflicts calls this first."""
+        return await self._restore(None, choice or self.on_restore, dry_run=False)
+
+    async def checkout(
+        self, event_id: str, choice: OnRestore | None = None, *, dry_run: bool = False
+    ) -> Restored:
+        """Put ``event_id``'s files on disk, the conversation staying at HEAD (the
+        restore is recorded there); ``dry_run``: only the plan."""
+        if self.files is None:
+            raise InvalidInput("checkpoints are disabled ([checkpoints] enabled = false)")
+        done = await self._restore(event_id, choice or OnRestore(), dry_run=dry_run)
+        assert done is not None
+        return done
+
+    async def _restore(self, to: str | None, choice: OnRestore, dry_run: bool) -> Restored | None:
+        """``to``'s files recorded at HEAD (None: the picked event's, after it)."""
+        if self.files is None:
+            return None
+        await self._hold("restoring files")
+        try:
+            picked = self.writer.pending_parent
+            event, attach = (to, None) if to is not None else (picked, picked)
+            if event is None or (to is None and choice.keep_files):
+                return None
+            restore = self.files.restore
+            done = await off_loop(
+                restore, self.writer, event, choice, attach=attach, dry_run=dry_run
+            )
+            self._published_restore(done)
+            return done
+        finally:
+            await self._free()
 
     # -- compaction and branches ----------------------------------------------
 
@@ -449,6 +573,8 @@ class AgentSession:
             self._held = 0
             lease, self._lease = self._lease, None
             lease.release()
+        if self.files is not None:
+            self.files.close()
         parked, self._parked = self._parked, None
         if parked is not None:
             parked.close()  # the writer was closed when it was parked

@@ -47,6 +47,7 @@ from infai.tools.policy import Approver
 from .config import Config, load_config, user_config_path
 from .session import AgentSession
 from .subagent import TaskTool
+from .workfiles import WorkFiles
 
 
 class Workspace:
@@ -293,6 +294,13 @@ class Workspace:
                 hub = self._hubs[here] = McpHub(servers, self.sandbox, here)
             return hub
 
+    def files_for(self, config: Config, working_dir: str | None) -> WorkFiles | None:
+        """The session's files on its timeline (None: ``[checkpoints] enabled =
+        false``, or a store without objects)."""
+        if not config.checkpoints.enabled or getattr(self.store, "objects", None) is None:
+            return None
+        return WorkFiles(self.store, working_dir or self.working_dir, config.checkpoints)
+
     def open(
         self,
         session_id: str | None = None,
@@ -332,6 +340,7 @@ class Workspace:
                 permissions=policy,
                 compact_at=config.compact_at,
                 owns_model=own,
+                files=self.files_for(config, config_dir),
             )
         except BaseException:
             if own:

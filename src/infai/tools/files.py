@@ -44,6 +44,8 @@ class ReadFile:
     where to read on when cut; the file is read only as far as needed, and only
     if it is a regular file."""
 
+    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    changes_files = False
     spec = ToolSpec(
         "read_file",
         "Read a text file, optionally only lines start_line..end_line (1-based, inclusive).",

@@ -115,6 +115,8 @@ class ListFiles:
     :data:`MAX_MATCHES`; a glob may not climb out of the directory, and what it
     matches is named only if it leads into it and the read policy allows it."""
 
+    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    changes_files = False
     spec = ToolSpec(
         "list_files",
         "List files matching a glob pattern (e.g. '**/*.py') under a directory.",
@@ -195,6 +197,8 @@ class Grep:
     and binary files skipped, links leading out not followed, files the read
     policy denies left out, at most :data:`MAX_MATCHES`, within a time limit."""
 
+    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    changes_files = False
     spec = ToolSpec(
         "grep",
         "Search files under a directory for a regular expression; lines as path:line:text.",

@@ -25,6 +25,11 @@ from test_server import AUTH, TOKEN, Harness, harnesses
 
 from infai.shells.server.api import COMPONENTS, MAX_BODY, OPERATIONS, validate
 from infai.shells.server.auth import TokenError, load_token
+from infai.shells.server.workfiles import FILE_COMPONENTS, FILE_OPERATIONS
+
+# the files routes' operations and schemas are described beside the API's table
+ALL_OPERATIONS = (*OPERATIONS, *FILE_OPERATIONS)
+ALL_COMPONENTS = {**COMPONENTS, **FILE_COMPONENTS}
 
 
 @pytest.fixture
@@ -159,7 +164,7 @@ def test_the_document_lists_exactly_the_routes(make: Callable[..., Harness]) -> 
     routed = {(m, r.path) for r in h.app.routes if isinstance(r, Route) for m in r.methods or ()}
     assert documented == routed - {("HEAD", p) for _, p in routed}
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
-    assert len(ids) == len(set(ids)) == len(OPERATIONS)
+    assert len(ids) == len(set(ids)) == len(ALL_OPERATIONS)
     for item in doc["paths"].values():
         for op in item.values():
             assert ("401" in op["responses"]) == (op.get("security") != [])
@@ -167,12 +172,12 @@ def test_the_document_lists_exactly_the_routes(make: Callable[..., Harness]) -> 
                 ref = answer.get("content", {}).get("application/json", {}).get("schema", {})
                 if "$ref" in ref:
                     assert ref["$ref"].rsplit("/", 1)[-1] in doc["components"]["schemas"]
-    assert doc["components"]["schemas"] == COMPONENTS
+    assert doc["components"]["schemas"] == ALL_COMPONENTS
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in schema:
-        schema = COMPONENTS[schema["$ref"].rsplit("/", 1)[-1]]
+        schema = ALL_COMPONENTS[schema["$ref"].rsplit("/", 1)[-1]]
     return schema
 
 

@@ -211,6 +211,7 @@ def test_in_a_real_terminal_the_title_and_clipboard_stay_untouched(tmp_path: Pat
 
     infai = Path(sys.executable).parent / "infai"
     command = f"exec {infai} --session {sid}"
+    (tmp_path / "no").write_text("[checkpoints]\nenabled = false\n")  # no snapshot lines
     try:
         tmux_run("-f", str(conf), "new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
                  "-e", f"INFAI_HOME={tmp_path / 'home'}", "-e", f"INFAI_CONFIG={tmp_path / 'no'}",

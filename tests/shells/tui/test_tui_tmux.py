@@ -55,7 +55,9 @@ class Terminal:
         self.tmux = ""  # found by start(), in the test itself: a missing tmux fails it
         self.socket = f"infai-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.home = tmp_path / "home"
-        self.config = tmp_path / "none.toml"  # does not exist: no user configuration
+        # no user configuration but for file snapshots off (they add timeline events)
+        self.config = tmp_path / "none.toml"
+        self.config.write_text("[checkpoints]\nenabled = false\n")
         self.work = tmp_path / "work"
         self.work.mkdir()
         self.conf = tmp_path / "tmux.conf"

@@ -127,6 +127,8 @@ def open_session(
     for notice in space.take_notices():  # its own directory's file, if not this one
         echo(f"infai: {notice}", err=True)
     report_recovery(store, session.session_id)
+    for notice in session.notices:  # an interrupted restore of files, recovered
+        echo(f"infai: {notice}", err=True)
     return space, session
 
 
@@ -302,6 +304,15 @@ def _prompt_text(prompt: str | None) -> str:
 @session_option
 @continue_option
 @click.option("--from", "from_event", help="Branch: continue from this older event.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --from: restore the event's files even over files changed outside the "
+    "agent (they stay recoverable from the 'before restore' snapshot).",
+)
+@click.option(
+    "--keep-files", is_flag=True, help="With --from: continue without touching the files."
+)
 @model_option
 @allow_option
 @click.option(
@@ -318,18 +329,27 @@ def run(
     session_id: str | None,
     resume: bool,
     from_event: str | None,
+    force: bool,
+    keep_files: bool,
     model_name: str | None,
     allow: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run one prompt to completion and print the answer.
 
-    PROMPT may be left out (or be '-') to read it from standard input.
+    PROMPT may be left out (or be '-') to read it from standard input. With
+    --from, the event's files are put back first (after the files now are
+    recorded); files changed outside the agent make it refuse (exit 2, nothing
+    changed) unless --force.
     """
+    from infai.agent import OnRestore
+
     text = _prompt_text(prompt)
     space, session = open_session(
         store, session_id, resume, model_name, allow, Path(os.getcwd()), from_event
     )
+
+    session.on_restore = OnRestore(force=force, keep_files=keep_files)
 
     async def turn() -> str:
         if from_event:

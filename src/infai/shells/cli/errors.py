@@ -50,7 +50,7 @@ class BadInput(click.ClickException, InfaiError):
 
 def exit_table() -> list[tuple[type[BaseException], int, str]]:
     """(error class, exit code, prefix of the message), most specific first."""
-    from infai.agent import CompactionFailed, ConfigError
+    from infai.agent import CompactionFailed, ConfigError, RestoreRefused
     from infai.llm import ModelUnavailable
     from infai.store import (
         CorruptionError,
@@ -70,6 +70,7 @@ def exit_table() -> list[tuple[type[BaseException], int, str]]:
         (ModelUnavailable, BAD_INPUT, ""),
         (ConfigError, BAD_INPUT, ""),
         (RuleError, BAD_INPUT, ""),
+        (RestoreRefused, BAD_INPUT, ""),
         (CorruptionError, FAILURE, "corruption: "),
         (CompactionFailed, FAILURE, "compaction failed, nothing changed: "),
         (StoreError, FAILURE, ""),

@@ -22,6 +22,7 @@ from .serve import serve_command
 from .session import session
 from .store import store_group
 from .tui import tui
+from .workfiles import checkout_command, diff_command, files_command
 
 COMMANDS: tuple[click.Command, ...] = (
     session,
@@ -41,6 +42,8 @@ COMMANDS: tuple[click.Command, ...] = (
 
 for _command in COMMANDS:
     root.add_command(_command)
+for _command in (files_command, diff_command, checkout_command):  # files on the timeline
+    session.add_command(_command)
 
 #: the assembled command line (``infai``)
 main = root

@@ -366,6 +366,17 @@ PROMPT: Schema = {
     "properties": {
         "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROMPT},
         "from": {**_ID, "description": "Branch: continue from this older event."},
+        "force": {
+            "type": "boolean",
+            "description": "Restore over files changed outside the agent.",
+        },
+        "keep": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+            "maxItems": 10000,
+            "description": "Conflicting paths to keep as they are on disk.",
+        },
+        "keep_files": {"type": "boolean", "description": "Continue without touching files."},
         "stream": {
             "type": "boolean",
             "description": "Answer with this turn's frames as Server-Sent Events, ending "

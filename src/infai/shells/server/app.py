@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from infai.agent import Config, Workspace
+from infai.agent import CheckpointSettings, Config, Workspace
 from infai.llm import Model
 from infai.store import Event, SessionStore
 from infai.tools import Rule
@@ -56,6 +56,7 @@ from .errors import LOGGED, ApiError, message_of, status_of
 from .hosts import LOOPBACK_HOSTS, HostCheck
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
+from .workfiles import FILE_OPERATIONS
 
 log = logging.getLogger("infai.server")
 
@@ -207,6 +208,10 @@ def _release_pool(pool: ThreadPoolExecutor) -> None:
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
 
 
+#: files on the timeline for an app built without a workspace (off; see create_app)
+EMBEDDED_CHECKPOINTS = CheckpointSettings(enabled=False)
+
+
 class _Given(Workspace):
     """A workspace whose models come from the caller's factory (tests, embedding)."""
 
@@ -241,8 +246,11 @@ def create_app(
     assembled; the app owns it from now on and closes it when it stops. Without
     one, the app builds a workspace over ``store`` in ``working_dir`` with no
     configuration file: ``rules`` start every session's policy, ``compact_at``
-    is the auto-compaction threshold (None: off), and ``model_factory`` (tests,
-    embedding) builds models by name instead of the model registry.
+    is the auto-compaction threshold (None: off), ``model_factory`` (tests,
+    embedding) builds models by name instead of the model registry, and the
+    sessions' files are not snapshotted (:data:`EMBEDDED_CHECKPOINTS`: an
+    embedder's working directory may be anything; ``infai serve`` passes a
+    workspace whose configuration decides).
 
     A question unanswered after ``approval_timeout`` seconds is denied;
     ``observe`` sees each settled event as it is fanned out; a session idle
@@ -253,7 +261,7 @@ def create_app(
     """
     if workspace is None:
         here = (working_dir or Path.cwd()).resolve()
-        config = Config(compact_at=compact_at, rules=tuple(rules))
+        config = Config(compact_at=compact_at, rules=tuple(rules), checkpoints=EMBEDDED_CHECKPOINTS)
         if model_factory is None:
             workspace = Workspace(store, here, config=config)
         else:
@@ -265,7 +273,7 @@ def create_app(
     app_config = AppConfig((working_dir or space.working_dir).resolve(), _version())
     routes = [
         Route(op.path, _endpoint(op, HANDLERS[op.id], sessions, app_config), methods=[op.method])
-        for op in OPERATIONS
+        for op in (*OPERATIONS, *FILE_OPERATIONS)
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document, generated from the API's one table.
 
 :mod:`.api` describes every route (:data:`~.api.OPERATIONS`) and schema
-(:data:`~.api.COMPONENTS`); this module turns that table into the document
+(:data:`~.api.COMPONENTS`), :mod:`.workfiles` the files routes; this module
+turns that table into the document
 served at ``GET /v1/openapi.json``, with the SSE events a stream may send, so
 the document cannot drift from the routes the app builds from the same table.
 """
@@ -9,6 +10,7 @@ the document cannot drift from the routes the app builds from the same table.
 from __future__ import annotations
 
 from .api import COMPONENTS, OPERATIONS, Operation, Param, Schema, _ref
+from .workfiles import FILE_COMPONENTS, FILE_OPERATIONS
 
 SSE_EVENTS = {
     "settled": "A durable event (data: Event; the SSE id is the event id).",
@@ -61,7 +63,7 @@ def _operation(op: Operation) -> Schema:
 def openapi(version: str) -> Schema:
     """The OpenAPI 3.1 document of :data:`OPERATIONS`."""
     paths: dict[str, Schema] = {}
-    for op in OPERATIONS:
+    for op in (*OPERATIONS, *FILE_OPERATIONS):
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
     return {
         "openapi": "3.1.0",
@@ -73,7 +75,7 @@ def openapi(version: str) -> Schema:
         },
         "paths": paths,
         "components": {
-            "schemas": COMPONENTS,
+            "schemas": {**COMPONENTS, **FILE_COMPONENTS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -35,6 +35,7 @@ from .openapi import openapi
 from .search import search
 from .served import Running, Served
 from .sessions import MODEL_ERRORS, Sessions
+from .workfiles import checkout_files, get_diff, get_files, restore_first
 
 log = logging.getLogger("infai.server")
 
@@ -223,6 +224,10 @@ async def prompt(call: Call) -> Response:
     from_event = None if given is None else given.lower()
     await call.known_event(from_event)
     served = await call.sessions.serve(call.session_id)
+    answer = await restore_first(served, call.body, from_event)  # the picked event's files
+    if answer is not None:
+        return answer
+    from_event = None  # picked (and its files restored) by restore_first
     if not call.body.get("stream"):
         turn = await served.start(call.body["text"], from_event)
         return ok({"turn": turn.id, "session": served.session_id}, 202)
@@ -379,4 +384,7 @@ HANDLERS: dict[str, Handler] = {
     "answer_approval": answer_approval,
     "stream": stream,
     "search": search,
+    "get_files": get_files,
+    "get_diff": get_diff,
+    "checkout": checkout_files,
 }

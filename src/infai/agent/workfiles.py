@@ -1,0 +1,374 @@
+"""The session's files on its timeline: when to snapshot, how a continue restores.
+
+Model, in prose: the checkpoint engine (:mod:`.checkpoints`) knows how to take
+a snapshot and put one back; this module decides *when*, and records each on
+the session's timeline. A session's files at an event are those of the nearest
+``snapshot`` or ``restore`` event at or before it on its path. Snapshots are
+taken at the start of every turn and after every tool call that may change
+files (a tool says it does not with a ``changes_files = False`` attribute; any
+other tool, an MCP tool or the ``task`` tool included, may), and recorded only
+when the tree differs from that nearest one (the first of a session always).
+
+Continuing from an older event E first puts E's files back: the files now are
+snapshotted and, if they differ from the timeline's last word, recorded on the
+branch being left ("before restore"), so going back there gives them again;
+the restore is planned, its conflicts (paths changed outside the agent since
+the last snapshot) refuse it unless the caller forces or keeps them
+(:class:`OnRestore`), and only then applied and recorded as a ``restore`` event
+after E, which the prompt then follows. ``checkout`` does the same with the
+restore recorded at HEAD (files only, the conversation stays). Every call here
+blocks on the disk: async callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infai.store import (
+    WORKSPACE_KINDS,
+    Event,
+    InvalidInput,
+    RestoreRecord,
+    SessionLog,
+    SessionStore,
+    SessionView,
+    SnapshotRecord,
+)
+
+from .checkpoints import Checkpoints, RestoreError, RestorePlan
+from .config import CheckpointSettings
+
+
+class RestoreRefused(RestoreError):
+    """A restore was not done (nothing on disk or in the session changed): files
+    changed outside the agent, or another session may be writing in the directory.
+
+    ``plan`` is the plan as data, ``conflicts`` the paths, ``others`` the other
+    sessions whose writers are open in the same directory.
+    """
+
+    def __init__(self, message: str, plan: dict[str, Any], others: list[str]) -> None:
+        super().__init__(message)
+        self.plan = plan
+        self.conflicts: list[str] = list(plan.get("conflicts", []))
+        self.others = others
+
+    def to_obj(self) -> dict[str, Any]:
+        """The refusal as data (the server's 409, ``--json``)."""
+        return {"error": str(self), "plan": self.plan, "others": self.others}
+
+
+@dataclass(frozen=True)
+class OnRestore:
+    """What to do with conflicts: ``force`` takes the snapshot's files, ``keep``
+    leaves those paths as they are on disk, ``keep_files`` skips the restore."""
+
+    force: bool = False
+    keep: tuple[str, ...] = ()
+    keep_files: bool = False
+
+
+@dataclass
+class Restored:
+    """A restore done: its event, the plan as data, and warnings to show."""
+
+    event_id: str | None
+    plan: dict[str, Any]
+    touched: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    #: the "before restore" snapshot recorded on the branch left (None: none needed)
+    before_id: str | None = None
+    #: the events appended (the "before restore" snapshot, the restore), oldest first
+    events: list[Event] = field(default_factory=list)
+
+
+def changes_files(tool: object) -> bool:
+    """Whether a call of ``tool`` may change files (only a tool that says
+    ``changes_files = False`` may not)."""
+    return getattr(tool, "changes_files", True) is not False
+
+
+def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | RestoreRecord] | None:
+    """The nearest snapshot or restore event at or before ``at`` (None: HEAD) on its path."""
+    if at is None and view.head is None:
+        return None
+    for entry in reversed(view.path(at, to_boundary=False)):
+        if entry.kind in WORKSPACE_KINDS:
+            record = view.event(entry.id, resolve=True).record
+            assert isinstance(record, SnapshotRecord | RestoreRecord)
+            return entry.id, record
+    return None
+
+
+def _lock_held(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock we may have taken
+    return False
+
+
+def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
+    """Other sessions of ``workdir`` whose writer lock is held now (the directory
+    store only: a database store has no lock file to look at)."""
+    paths = getattr(store, "paths", None)
+    if paths is None:
+        return []
+    found = []
+    for info in store.list_sessions():
+        if info.id == session_id or not info.working_dir:
+            continue
+        if os.path.abspath(info.working_dir) != workdir:
+            continue
+        if _lock_held(paths(info.id).lock):
+            found.append(info.id)
+    return found
+
+
+class WorkFiles:
+    """One session directory's checkpoints, recorded on a session's timeline."""
+
+    def __init__(
+        self, store: SessionStore, workdir: str | Path, settings: CheckpointSettings | None = None
+    ) -> None:
+        self.store = store
+        self.settings = settings or CheckpointSettings()
+        self.cp = Checkpoints(
+            store.objects, workdir, getattr(store, "home", workdir), size_cap=self.settings.size_cap
+        )
+        self.workdir = self.cp.workdir
+
+    # -- opening ---------------------------------------------------------------
+
+    def recover(self, writer: SessionLog) -> str | None:
+        """Finish or roll back a restore a kill interrupted; what to tell the user."""
+        rec = self.cp.recover()
+        if rec is None:
+            return None
+        if rec.action == "rolled back":
+            return f"an interrupted restore of files in {self.workdir} was rolled back"
+        source = rec.metadata.get("source")
+        if rec.metadata.get("session") == writer.session_id and isinstance(source, str):
+            parent = rec.metadata.get("parent")
+            last = nearest(writer, None)
+            if last is None or last[1].tree != rec.target:
+                writer.append(
+                    RestoreRecord(
+                        tree=rec.target,
+                        source=source,
+                        before=rec.metadata.get("before"),
+                        touched=rec.touched,
+                    ),
+                    "system",
+                    parent=parent if isinstance(parent, str) else None,
+                )
+        self.cp.finish()
+        return f"an interrupted restore of files in {self.workdir} was completed"
+
+    # -- snapshots ---------------------------------------------------------------
+
+    def snapshot_record(
+        self, view: SessionView, at: str | None, reason: str
+    ) -> SnapshotRecord | None:
+        """The snapshot to record after ``at`` (None: HEAD), or None if the files
+        are those of the nearest snapshot on its path."""
+        last = nearest(view, at)
+        previous = last[1].tree if last else None
+        result = self.cp.snapshot(previous=previous)
+        if result.tree == previous:
+            return None
+        return result.record(reason)
+
+    # -- restores ----------------------------------------------------------------
+
+    def plan(
+        self, view: SessionView, event_id: str
+    ) -> tuple[Any, RestorePlan, str | None, str | None]:
+        """(the snapshot now, the plan to ``event_id``'s files, HEAD's last tree,
+        the target's event); a plan of nothing when no snapshot is at or before it."""
+        target = nearest(view, event_id)
+        last = nearest(view, None)
+        last_tree = last[1].tree if last else None
+        if target is None:
+            now = self.cp.snapshot(previous=last_tree)
+            empty = RestorePlan(self.workdir, now.tree, now.tree, ())
+            return now, empty, last_tree, None
+        skipped = target[1].skipped if isinstance(target[1], SnapshotRecord) else None
+        now, plan = self.cp.plan(target[1].tree, last=last_tree, target_skipped=skipped)
+        return now, plan, last_tree, target[0]
+
+    def restore(
+        self,
+        writer: SessionLog,
+        event_id: str,
+        choice: OnRestore,
+        *,
+        attach: str | None,
+        dry_run: bool = False,
+    ) -> Restored:
+        """Put ``event_id``'s files back; the restore event follows ``attach``
+        (None: HEAD). Raises :class:`RestoreRefused` with nothing changed."""
+        now, plan, last_tree, target = self.plan(writer, event_id)
+        notices = []
+        if target is None:
+            notices.append(f"no files were recorded at or before event {event_id}: none restored")
+            return Restored(None, plan.to_obj(), notices=notices)
+        if choice.keep:
+            plan = plan.without(choice.keep)
+        others = other_writers(self.store, writer.session_id, self.workdir)
+        if dry_run:
+            return Restored(None, plan.to_obj(), notices=_others_notice(others))
+        if (plan.conflicts or others) and not choice.force:
+            raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
+        notices += _others_notice(others)
+        head = writer.head
+        before, appended = None, []
+        if now.tree != last_tree:
+            appended.append(writer.append(now.record("before restore"), "system", parent=head))
+            before = appended[0].id
+        if not plan.actions:  # the files are the picked event's already
+            return Restored(None, plan.to_obj(), [], notices, before, appended)
+        metadata = {"source": event_id, "before": before, "session": writer.session_id}
+        metadata["parent"] = attach or writer.head
+        touched = self.cp.apply(plan, metadata=metadata)
+        record = RestoreRecord(
+            tree=plan.target, source=event_id, before=before, touched=touched, kept=list(plan.kept)
+        )
+        event = writer.append(record, "system", parent=metadata["parent"])
+        self.cp.finish()
+        if plan.not_restorable:
+            notices.append(
+                f"{len(plan.not_restorable)} path(s) cannot be restored (not recorded): "
+                + ", ".join(sorted(plan.not_restorable)[:10])
+            )
+        return Restored(event.id, plan.to_obj(), touched, notices, before, [*appended, event])
+
+    def close(self) -> None:
+        """Save the stat cache (best effort: it only spares hashing next time)."""
+        with contextlib.suppress(OSError):
+            self.cp.close()
+
+
+# -- what the commands and the server ask ----------------------------------------
+
+
+def _workdir(store: SessionStore, session_id: str) -> str:
+    return os.path.abspath(store.info(session_id).working_dir or ".")
+
+
+def _settings(workdir: str) -> CheckpointSettings:
+    from .config import load_config
+
+    return load_config(Path(workdir)).checkpoints
+
+
+def _at(view: SessionView, session_id: str, event_id: str | None) -> tuple[str, Any]:
+    found = nearest(view, event_id)
+    if found is None:
+        where = f"event {event_id}" if event_id else "HEAD"
+        raise InvalidInput(f"session {session_id}: no files were recorded at or before {where}")
+    return found
+
+
+def files_at(store: SessionStore, session_id: str, event_id: str | None = None) -> dict[str, Any]:
+    """The files recorded at ``event_id`` (None: HEAD): the snapshot's event, its
+    tree, every file (path, type, size, digest, executable) and what was skipped."""
+    with store.open_reader(session_id) as view:
+        found_id, record = _at(view, session_id, event_id)
+    cp = Checkpoints(store.objects, _workdir(store, session_id), getattr(store, "home", "."))
+    listed = cp.files(record.tree)
+    skipped = record.skipped if isinstance(record, SnapshotRecord) else {}
+    return {
+        "event": event_id,
+        "snapshot": found_id,
+        "tree": record.tree,
+        "files": [listed[p].to_obj() for p in sorted(listed)],
+        "skipped": dict(skipped),
+    }
+
+
+def diff_at(
+    store: SessionStore, session_id: str, old: str, new: str | None = None
+) -> dict[str, Any]:
+    """What changed from the files at event ``old`` to those at ``new`` (None: the
+    working directory now): ``changes``, unified ``text`` diffs, ``binary`` paths."""
+    with store.open_reader(session_id) as view:
+        old_tree = _at(view, session_id, old)[1].tree
+        new_tree = _at(view, session_id, new)[1].tree if new is not None else None
+    workdir = _workdir(store, session_id)
+    cp = Checkpoints(
+        store.objects, workdir, getattr(store, "home", "."), size_cap=_settings(workdir).size_cap
+    )
+    try:
+        report = cp.diff(old_tree, new_tree).to_obj()
+    finally:
+        cp.close()
+    return {"from": old, "to": new, **report}
+
+
+def checkout(
+    store: SessionStore,
+    session_id: str,
+    event_id: str,
+    choice: OnRestore | None = None,
+    *,
+    dry_run: bool = False,
+) -> Restored:
+    """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
+    ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed."""
+    workdir = _workdir(store, session_id)
+    files = WorkFiles(store, workdir, _settings(workdir))
+    try:
+        with store.open_writer(session_id) as writer:
+            notices = [n for n in [files.recover(writer)] if n]
+            writer.seq_of(event_id)  # an unknown event is bad input, before anything
+            done = files.restore(
+                writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
+            )
+    finally:
+        files.close()
+    done.notices[:0] = notices
+    return done
+
+
+def _others_notice(others: list[str]) -> list[str]:
+    if not others:
+        return []
+    return [f"other open sessions may be writing in this directory: {', '.join(others)}"]
+
+
+def _refusal(plan: RestorePlan, others: list[str]) -> str:
+    parts = []
+    if plan.conflicts:
+        listed = "\n  ".join(plan.conflicts)
+        parts.append(f"files changed outside the agent since its last snapshot:\n  {listed}")
+    if others:
+        parts.append(f"other open sessions may be writing here: {', '.join(others)}")
+    return "restore refused (nothing changed); " + "; ".join(parts)
+
+
+__all__ = [
+    "OnRestore",
+    "RestoreRefused",
+    "Restored",
+    "WorkFiles",
+    "changes_files",
+    "checkout",
+    "diff_at",
+    "files_at",
+    "nearest",
+    "other_writers",
+]

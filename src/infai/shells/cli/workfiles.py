@@ -1,0 +1,118 @@
+"""``infai session files | diff | checkout``: the working directory's files on the timeline.
+
+A session's files at an event are those of the nearest snapshot (or restore)
+at or before it on its path (:mod:`infai.agent.workfiles`). ``files`` lists
+them (paths, sizes, digests, and what the snapshot skipped), ``diff`` compares
+two events' files (or one event's with the working directory now), and
+``checkout`` puts an event's files back on disk, recorded on the timeline as a
+restore at HEAD (the conversation stays where it is); ``--dry-run`` prints the
+plan and changes nothing. Files changed outside the agent since its last
+snapshot make ``checkout`` refuse (exit 2, nothing changed) unless ``--force``.
+Everything a file holds is printed through the inert helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from infai.store import SessionStore
+
+from .common import echo, emit_json, json_option, pass_store
+from .errors import mapped_errors
+
+
+@click.command("files")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("event_id", metavar="EVENT", required=False)
+@json_option
+@mapped_errors
+@pass_store
+def files_command(
+    store: SessionStore, session_id: str, event_id: str | None, as_json: bool
+) -> None:
+    """The files recorded at EVENT (default: HEAD): paths, sizes, digests, skipped."""
+    from infai.agent import files_at
+
+    got = files_at(store, session_id, event_id)
+    if as_json:
+        emit_json(got)
+        return
+    echo(f"files at snapshot {got['snapshot']} (tree {got['tree']}):")
+    for info in got["files"]:
+        mode = "x" if info.get("executable") else "-"
+        echo(f"  {info['size']:>10} {mode} {info['digest'][:19]}  {info['path']}")
+    for path, why in sorted(got["skipped"].items()):
+        echo(f"  skipped: {path} ({why})")
+
+
+@click.command("diff")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("from_event", metavar="FROM")
+@click.argument("to_event", metavar="TO", required=False)
+@json_option
+@mapped_errors
+@pass_store
+def diff_command(
+    store: SessionStore, session_id: str, from_event: str, to_event: str | None, as_json: bool
+) -> None:
+    """What changed in the files from FROM to TO (default: the working directory now)."""
+    from infai.agent import diff_at
+
+    got = diff_at(store, session_id, from_event, to_event)
+    if as_json:
+        emit_json(got)
+        return
+    for item in got["text"]:
+        echo(item["diff"], nl=not item["diff"].endswith("\n"))
+    for path in got["binary"]:
+        echo(f"binary: {path}")
+    if not got["changes"]:
+        echo("no changes")
+
+
+@click.command("checkout")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("event_id", metavar="EVENT")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option(
+    "--force", is_flag=True, help="Overwrite files changed outside the agent (snapshotted first)."
+)
+@json_option
+@mapped_errors
+@pass_store
+def checkout_command(
+    store: SessionStore, session_id: str, event_id: str, dry_run: bool, force: bool, as_json: bool
+) -> None:
+    """Put EVENT's files back on disk (the conversation stays at HEAD)."""
+    from infai.agent import OnRestore, checkout
+
+    done = checkout(store, session_id, event_id, OnRestore(force=force), dry_run=dry_run)
+    for notice in done.notices:
+        echo(f"infai: {notice}", err=True)
+    if as_json:
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "plan": done.plan,
+                "restore": done.event_id,
+                "before": done.before_id,
+                "touched": done.touched,
+            }
+        )
+        return
+    _say_plan(done.plan, dry_run, len(done.touched))
+
+
+def _say_plan(plan: dict[str, Any], dry_run: bool, touched: int) -> None:
+    actions: list[Any] = list(plan.get("actions", []))
+    for action in actions:
+        if isinstance(action, dict):
+            echo(f"  {action.get('op', '?')} {action.get('path', '')}")
+    for path, why in sorted(dict(plan.get("not_restorable", {})).items()):
+        echo(f"  cannot restore: {path} ({why})")
+    if dry_run:
+        echo(f"dry run: {len(actions)} path(s) would change; nothing changed")
+    else:
+        echo(f"restored: {touched} path(s) changed")

@@ -1,0 +1,127 @@
+"""The session's files on its timeline, at the agent layer: which tools snapshot,
+sessions sharing a directory, the [checkpoints] configuration (issue 14)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from infai.agent import OnRestore, RestoreRefused, Workspace
+from infai.agent.config import Config, ConfigError, load_config
+from infai.agent.workfiles import changes_files
+from infai.store import Store
+
+
+def test_only_tools_that_say_so_are_read_only(tmp_path: Path) -> None:
+    space = Workspace(Store(tmp_path / "home"), tmp_path, config=Config(default_model="offline"))
+    try:
+        box = space.toolbox(space.model, space.policy())
+        says = {spec.name: changes_files(box.get(spec.name)) for spec in box.specs()}
+    finally:
+        asyncio.run(space.aclose())
+    assert says["read_file"] is False and says["grep"] is False and says["list_files"] is False
+    assert says["write_file"] and says["edit_file"] and says["bash"] and says["task"]
+    assert changes_files(object())  # an unknown (MCP) tool may change files
+
+
+def test_project_config_may_only_lower_the_cap_or_disable(tmp_path: Path) -> None:
+    user = tmp_path / "user.toml"
+    user.write_text("[checkpoints]\nsize_cap_mb = 4\n")
+    work = tmp_path / "w"
+    (work / ".infai").mkdir(parents=True)
+    project = work / ".infai" / "config.toml"
+    project.write_text("[checkpoints]\nsize_cap_mb = 100\nenabled = true\n")
+    got = load_config(work, user).checkpoints
+    assert got.size_cap == 4 * 1024 * 1024 and got.enabled
+    project.write_text("[checkpoints]\nsize_cap_mb = 1\nenabled = false\n")
+    got = load_config(work, user).checkpoints
+    assert got.size_cap == 1024 * 1024 and not got.enabled
+    user.write_text("[checkpoints]\nenabled = false\n")
+    project.write_text("[checkpoints]\nenabled = true\n")
+    assert not load_config(work, user).checkpoints.enabled
+    project.write_text("[checkpoints]\nsize = 1\n")
+    with pytest.raises(ConfigError, match=r"checkpoints\.size"):
+        load_config(work, user)
+
+
+def test_a_restore_warns_of_another_open_session_in_the_directory(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    space = Workspace(store, work, config=Config(default_model="offline"))
+
+    async def main() -> None:
+        session = space.open()
+        async for _ in session.prompt("one"):
+            pass
+        first = session.view.head
+        assert first is not None
+        (work / "a.txt").write_text("two\n")
+        async for _ in session.prompt("two"):
+            pass
+        other = store.open_writer(store.create_session(working_dir=str(work)).id)
+        try:
+            with pytest.raises(RestoreRefused) as refused:
+                await session.checkout(first)
+            assert refused.value.others == [other.session_id]
+            assert (work / "a.txt").read_text() == "two\n"  # nothing changed
+            done = await session.checkout(first, OnRestore(force=True))
+            assert (work / "a.txt").read_text() == "one\n"
+            assert any(other.session_id in n for n in done.notices)
+        finally:
+            other.close()
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        asyncio.run(space.aclose())
+
+
+def test_a_restore_applied_but_not_recorded_is_recorded_when_the_session_opens(
+    tmp_path: Path,
+) -> None:
+    from infai.agent import WorkFiles
+    from infai.store import RestoreRecord
+
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    space = Workspace(store, work, config=Config(default_model="offline"))
+
+    async def turns() -> tuple[str, str]:
+        session = space.open()
+        async for _ in session.prompt("one"):
+            pass
+        first = session.view.head
+        (work / "a.txt").write_text("two\n")
+        async for _ in session.prompt("two"):
+            pass
+        await session.aclose()
+        assert first is not None
+        return session.session_id, first
+
+    sid, first = asyncio.run(turns())
+    files = WorkFiles(store, work)
+    with store.open_writer(sid) as writer:  # a process killed after apply, before recording
+        _now, plan, _last, _target = files.plan(writer, first)
+        meta = {"source": first, "before": None, "session": sid, "parent": first}
+        files.cp.apply(plan, metadata=meta)
+    assert (work / "a.txt").read_text() == "one\n"
+
+    async def reopen() -> None:
+        session = space.open(sid)
+        assert any("was completed" in n for n in session.notices)
+        head = session.view.event(session.view.head or "", resolve=True)
+        assert isinstance(head.record, RestoreRecord) and head.record.source == first
+        assert head.parent_id == first
+        await session.aclose()
+
+    try:
+        asyncio.run(reopen())
+    finally:
+        asyncio.run(space.aclose())

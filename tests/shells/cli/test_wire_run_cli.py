@@ -1,0 +1,231 @@
+"""Files on the timeline through `infai run`: snapshots after tools, restore on --from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infai.shells.cli import main
+from infai.store import RestoreRecord, SnapshotRecord, Store
+
+ALLOW = ("--allow", "write_file *", "--allow", "bash *", "--allow", "edit_file *")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture(autouse=True)
+def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test-wide config turns snapshots off; these tests are about them."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_text("original\n")
+    (root / ".gitignore").write_text("build/\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    monkeypatch.chdir(root)
+    return root
+
+
+def infai(home: Path, *args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def script(tmp: Path, name: str, *replies: object) -> str:
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(list(replies)))
+    return f"scripted:{path}"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "content": "",
+        "tool_calls": [{"id": f"c-{name}", "name": name, "arguments": arguments}],
+    }
+
+
+def git_state(root: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted((root / ".git").rglob("*")):
+        st = path.lstat()
+        data = path.read_bytes() if path.is_file() else b""
+        out[str(path)] = f"{hashlib.sha256(data).hexdigest()} {st.st_mode} {st.st_mtime_ns}"
+    return out
+
+
+def files(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+def run_json(home: Path, *args: str, code: int = 0) -> list[dict[str, Any]]:
+    out = infai(home, "run", "--json", *args, code=code)
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def saved(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [x["event"] for x in lines if x["type"] == "saved" and x["event"]["kind"] == kind]
+
+
+def two_turns(home: Path, work: Path, tmp: Path) -> tuple[str, str, str]:
+    """Turn 1 writes new.txt and changes a.txt by bash; turn 2 changes both again.
+    Returns (session, the end of turn 1, the end of turn 2)."""
+    one = script(
+        tmp,
+        "one",
+        call("write_file", path="new.txt", content="v1\n"),
+        call("bash", command="echo changed > a.txt"),
+        "done one",
+    )
+    first = run_json(home, "--model", one, *ALLOW, "first")
+    snaps = saved(first, "snapshot")
+    reasons = [e["record"]["reason"] for e in snaps]
+    assert reasons == ["turn start", "after write_file", "after bash"], reasons
+    sid = first[0]["session"]
+    end_one = saved(first, "message")[-1]["id"]
+    two = script(
+        tmp,
+        "two",
+        call("write_file", path="new.txt", content="v2\n"),
+        call("bash", command="rm a.txt && mkdir -p src && echo x > src/gen.py"),
+        "done two",
+    )
+    second = run_json(home, "--model", two, *ALLOW, "--session", sid, "second")
+    assert len(saved(second, "snapshot")) == 2  # turn start unchanged: not recorded
+    end_two = saved(second, "message")[-1]["id"]
+    return sid, end_one, end_two
+
+
+def test_from_restores_older_files_and_back_again(home: Path, work: Path, tmp_path: Path) -> None:
+    git_before = git_state(work)
+    sid, end_one, end_two = two_turns(home, work, tmp_path)
+    newest = files(work)
+    assert newest == {".gitignore": "build/\n", "new.txt": "v2\n", "src/gen.py": "x\n"}
+    back = run_json(home, "--session", sid, "--from", end_one, "again")
+    assert files(work) == {".gitignore": "build/\n", "a.txt": "changed\n", "new.txt": "v1\n"}
+    restore = saved(back, "restore")[0]
+    assert restore["parent_id"] == end_one
+    prompt = next(e for e in saved(back, "message") if e["role"] == "user")
+    assert prompt["parent_id"] == restore["id"]
+    run_json(home, "--session", sid, "--from", end_two, "forward")
+    assert files(work) == newest  # nothing lost
+    assert git_state(work) == git_before  # the user's repository untouched
+
+
+def test_external_edit_refuses_then_force_keeps_it_recoverable(
+    home: Path, work: Path, tmp_path: Path
+) -> None:
+    sid, end_one, _ = two_turns(home, work, tmp_path)
+    (work / "new.txt").write_text("mine\n")  # outside the agent
+    before = files(work)
+    count = len(list(Store(home).open_reader(sid).entries()))
+    out = infai(home, "run", "--session", sid, "--from", end_one, "again", code=2)
+    assert "new.txt" in out.stderr and "restore refused" in out.stderr
+    assert files(work) == before
+    assert len(list(Store(home).open_reader(sid).entries())) == count  # nothing recorded
+    forced = run_json(home, "--session", sid, "--from", end_one, "--force", "again")
+    assert (work / "new.txt").read_text() == "v1\n"
+    restore = saved(forced, "restore")[0]
+    kept = saved(forced, "snapshot")[0]
+    assert (
+        kept["record"]["reason"] == "before restore" and restore["record"]["before"] == kept["id"]
+    )
+    # the edit comes back with a checkout of the "before restore" snapshot
+    infai(home, "session", "checkout", sid, kept["id"])
+    assert (work / "new.txt").read_text() == "mine\n"
+
+
+def test_keep_files_leaves_disk_alone(home: Path, work: Path, tmp_path: Path) -> None:
+    sid, end_one, _ = two_turns(home, work, tmp_path)
+    before = files(work)
+    out = run_json(home, "--session", sid, "--from", end_one, "--keep-files", "again")
+    assert files(work) == before and not saved(out, "restore")
+    snap = saved(out, "snapshot")[0]  # the files now, recorded on the new branch
+    assert snap["parent_id"] == end_one
+
+
+def test_snapshot_failure_is_a_notice(
+    home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent.checkpoints import Checkpoints
+
+    def broken(self: Checkpoints, previous: str | None = None) -> Any:
+        raise OSError(30, "Read-only file system", "objects.sqlite")
+
+    monkeypatch.setattr(Checkpoints, "snapshot", broken)
+    one = script(tmp_path, "one", call("write_file", path="n.txt", content="x"), "ok")
+    out = infai(home, "run", "--model", one, *ALLOW, "go")
+    assert "files: snapshot (turn start) failed" in out.stderr
+    assert "files: snapshot (after write_file) failed" in out.stderr
+    assert out.stdout.strip().endswith("ok") and (work / "n.txt").read_text() == "x"
+
+
+def test_disabled_in_config_takes_none(
+    home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "user.toml"
+    config.write_text("[checkpoints]\nenabled = false\n")
+    monkeypatch.setenv("INFAI_CONFIG", str(config))
+    lines = run_json(home, "hi")
+    assert not saved(lines, "snapshot")
+
+
+def test_records_name_their_trees(home: Path, work: Path, tmp_path: Path) -> None:
+    sid, _, _ = two_turns(home, work, tmp_path)
+    with Store(home).open_reader(sid) as reader:
+        records = [reader.event(e.id, resolve=True).record for e in reader.entries()]
+    trees = [r.tree for r in records if isinstance(r, SnapshotRecord | RestoreRecord)]
+    assert len(trees) == len(set(trees)) == 5
+
+
+def test_session_files_diff_and_checkout(home: Path, work: Path, tmp_path: Path) -> None:
+    sid, end_one, end_two = two_turns(home, work, tmp_path)
+    (work / "build").mkdir()
+    (work / "build" / "out.o").write_bytes(b"\0")
+    listed = json.loads(infai(home, "session", "files", sid, end_one, "--json").stdout)
+    paths = {f["path"]: f for f in listed["files"]}
+    assert set(paths) == {".gitignore", "a.txt", "new.txt"} and paths["new.txt"]["size"] == 3
+    assert paths["new.txt"]["digest"].startswith("sha256:") or len(paths["new.txt"]["digest"]) >= 64
+    text = infai(home, "session", "files", sid, end_one).stdout
+    assert "new.txt" in text and "a.txt" in text
+    diff = json.loads(infai(home, "session", "diff", sid, end_one, end_two, "--json").stdout)
+    assert {c["path"] for c in diff["changes"]} == {"a.txt", "new.txt", "src/gen.py"}
+    plain = infai(home, "session", "diff", sid, end_one, end_two).stdout
+    assert "-v1" in plain and "+v2" in plain
+    (work / "new.txt").write_text("edited now\n")
+    to_disk = infai(home, "session", "diff", sid, end_two).stdout  # TO: the disk now
+    assert "+edited now" in to_disk and "build" not in to_disk
+    (work / "new.txt").write_text("v2\n")
+    before = files(work)
+    dry = json.loads(infai(home, "session", "checkout", sid, end_one, "--dry-run", "--json").stdout)
+    assert {a["path"] for a in dry["plan"]["actions"]} == {"a.txt", "new.txt", "src/gen.py"}
+    assert files(work) == before and dry["restore"] is None
+    count = len(list(Store(home).open_reader(sid).entries()))
+    assert "nothing changed" in infai(home, "session", "checkout", sid, end_one, "--dry-run").stdout
+    assert len(list(Store(home).open_reader(sid).entries())) == count
+    done = json.loads(infai(home, "session", "checkout", sid, end_one, "--json").stdout)
+    assert files(work)["new.txt"] == "v1\n" and "src/gen.py" not in files(work)
+    assert (work / "build" / "out.o").read_bytes() == b"\0"  # ignored: untouched
+    with Store(home).open_reader(sid) as reader:
+        assert reader.head == done["restore"]
+        assert reader.event(done["restore"]).parent_id == end_two  # recorded at HEAD
