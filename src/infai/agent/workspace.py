@@ -31,6 +31,7 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -299,7 +300,15 @@ class Workspace:
         false``, or a store without objects)."""
         if not config.checkpoints.enabled or getattr(self.store, "objects", None) is None:
             return None
-        return WorkFiles(self.store, working_dir or self.working_dir, config.checkpoints)
+        here = Path(working_dir or self.working_dir).resolve()
+        if here in _too_wide():  # a first snapshot would hash everything the user has
+            with self._hubs_lock:
+                self._notices.append(
+                    f"files are not snapshotted in {here} (your home directory or /): "
+                    "start infai in a project's directory to have files on the timeline"
+                )
+            return None
+        return WorkFiles(self.store, here, config.checkpoints)
 
     def open(
         self,
@@ -364,3 +373,12 @@ def _close_quietly(model: Model) -> None:
 
 
 __all__ = ["Workspace"]
+
+
+def _too_wide() -> set[Path]:
+    """Directories whose files are never snapshotted: ``/`` and the user's home (a
+    session started there would read every file the user has, on its first turn)."""
+    wide = {Path("/")}
+    with contextlib.suppress(RuntimeError):  # no home directory known: / only
+        wide.add(Path.home().resolve())
+    return wide
