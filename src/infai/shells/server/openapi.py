@@ -9,7 +9,8 @@ the document cannot drift from the routes the app builds from the same table.
 
 from __future__ import annotations
 
-from .api import COMPONENTS, OPERATIONS, Operation, Param, Schema, _ref
+from .api import COMPONENTS, OPERATIONS, Operation, Param, _ref
+from .validate import Schema
 from .workfiles import FILE_COMPONENTS, FILE_OPERATIONS
 
 SSE_EVENTS = {

@@ -26,9 +26,10 @@ from starlette.responses import Response
 
 from infai.agent import OnRestore, RestoreRefused, checkout, diff_at, files_at
 
-from .api import _ID, PROMPT, SESSION, Operation, Param, Schema
+from .api import _ID, PROMPT, SESSION, Operation, Param
 from .channel import InertJSON
 from .errors import ApiError
+from .validate import Schema
 
 if TYPE_CHECKING:
     from .routes import Call
