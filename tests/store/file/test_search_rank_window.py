@@ -38,9 +38,7 @@ def test_a_common_word_ranks_the_newest_matches(tmp_path: Path, small_window: No
     assert store.search('"ember ember ember"', limit=3)[0].event_id in old
 
 
-def test_a_filter_widens_the_window_until_it_finds_hits(
-    tmp_path: Path, small_window: None
-) -> None:
+def test_a_filter_widens_the_window_until_it_finds_hits(tmp_path: Path, small_window: None) -> None:
     store = Store(tmp_path / "home")
     sid = store.create_session().id
     with store.open_writer(sid) as w:

@@ -46,7 +46,7 @@ from .derived import DerivedDB, is_damage, now_ns, signature
 from .format import INDEX_WIDTH, decode_head, decode_index_entry
 from .meta import decode_info, id_time
 
-VERSION = 2  # 2: first_prompt and events
+VERSION = 3  # 2: first_prompt and events; 3: the covering index listing_shown
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS listing (
     id TEXT PRIMARY KEY,
@@ -66,7 +66,13 @@ CREATE TABLE IF NOT EXISTS listing (
     first_prompt TEXT,
     events INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS listing_active ON listing (active DESC, id DESC);
+-- Covers what a listing reads, in its order: a listing scans this index alone, not
+-- one table row per session (a newly opened store's listing of 5,000 sessions
+-- spent half its time in those lookups).
+CREATE INDEX IF NOT EXISTS listing_shown ON listing (
+    active DESC, id DESC, format, name, working_dir, model, created_at, parent_session,
+    parent_event, extra, first_prompt, events
+);
 CREATE TABLE IF NOT EXISTS checked (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS unreadable (id TEXT PRIMARY KEY)
 """
