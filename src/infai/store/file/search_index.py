@@ -24,6 +24,24 @@ session whose indexed prefix no longer matches is indexed again. So appends by
 other processes (an older infai too) are found, and the index file may be
 deleted at any time: the next search builds it again, and a damaged one is
 deleted and built again with a note (:attr:`Store.index_notes`).
+
+Ranking is bm25, over a bounded window. FTS5 scores every document a ranked
+query matches before it keeps the best few, so a word found in a fifth of a
+million events would cost most of a second. Documents are numbered in the order
+they were indexed (a rebuild indexes the least recently active sessions first),
+so the most recently indexed matches (nearly always the newest: appends are
+indexed as they come; an import of old sessions is the exception) are the
+highest numbers, which FTS5 walks backwards without scoring: a query matching
+more than :data:`RANK_WINDOW` documents ranks only the newest
+:data:`RANK_WINDOW` of them (blob documents, numbered negatively, likewise).
+For a rare word nothing changes; for a very common one the hits are the best
+among its most recent matches, which is also what a person searching for it
+most likely wants. Filters (kind, session, directory) apply after ranking: when
+they leave fewer than ``limit`` hits, the window grows (eightfold each time)
+until they are found or every match was looked at. A session filter first
+narrows the query to that session's range of document numbers, so it looks at
+that session's matches, not the store's. What matches is never changed by the
+window, only which matches are ranked.
 """
 
 from __future__ import annotations
