@@ -435,7 +435,8 @@ class SearchIndex:
             ids = ", ".join("?" * len(wanted))
             found_sids = conn.execute(f"SELECT sid FROM sessions WHERE id IN ({ids})", wanted)
             sids = [r[0] for r in found_sids]
-        found = self._best(conn, query.to_fts5(), cond, args, limit, sids)
+        windowed = not any(t.prefix for t in query.positive_terms())
+        found = self._best(conn, query.to_fts5(), cond, args, limit, sids, windowed)
         names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
         hits = []
@@ -471,6 +472,7 @@ class SearchIndex:
         args: list[str],
         limit: int,
         sids: list[int] | None,
+        windowed: bool,
     ) -> list[tuple[Any, ...]]:
         """The best ``limit`` events matching, filtered by ``cond``.
 
@@ -480,32 +482,66 @@ class SearchIndex:
         :data:`RANK_WINDOW` documents ranks only the most recently indexed ones
         (:meth:`_window`), which FTS5 finds by walking its document list backwards
         without scoring. A session filter bounds the documents to that session's
-        range of document numbers first. When the filters leave fewer than
-        ``limit`` hits in the window, the window grows until they are found or
-        every match was looked at.
+        range of document numbers first. Only the best few ranked documents are
+        joined with their events; when the filters leave fewer than ``limit`` hits,
+        every ranked one is, and then the window grows until they are found or every
+        match was looked at. A prefix query (``windowed`` false) is not windowed:
+        FTS5 merges every matching word's document list for each query, so one
+        ranking of all its matches is cheaper than a walk and a ranking.
         """
-        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
         pos_lo, pos_hi, neg_lo, neg_hi = self._ranges(conn, sids)
-        window = RANK_WINDOW
+        window = RANK_WINDOW if windowed else 0
+        wanted = limit * 2 if not cond else limit * 8
         while True:
-            lo, pos_cut = self._window(conn, match, pos_lo, pos_hi, window, newest_high=True)
-            hi, neg_cut = self._window(conn, match, neg_lo, neg_hi, window, newest_high=False)
-            sql = (
-                "WITH m AS MATERIALIZED (SELECT rowid AS doc, rank FROM fts"
-                " WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
-                " UNION ALL SELECT rowid, rank FROM fts"
-                " WHERE fts MATCH ? AND rowid BETWEEN ? AND ?)"
-                f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
-                f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
-                f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
-                f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
-                " ORDER BY 7, 6 DESC LIMIT ?"
-            )
-            params = (match, lo, pos_hi, match, neg_lo, hi, *args, *args, limit)
-            found = conn.execute(sql, params).fetchall()
+            if window:
+                lo, pos_cut = self._window(conn, match, pos_lo, pos_hi, window, newest_high=True)
+                hi, neg_cut = self._window(conn, match, neg_lo, neg_hi, window, newest_high=False)
+            else:
+                lo, hi, pos_cut, neg_cut = pos_lo, neg_hi, False, False
+            bounds = (lo, pos_hi, neg_lo, hi)
+            found = self._ranked(conn, match, cond, args, limit, wanted, bounds, sids is None)
+            if len(found) >= limit:
+                return found
+            if wanted > 0:
+                found = self._ranked(conn, match, cond, args, limit, -1, bounds, sids is None)
             if len(found) >= limit or not (pos_cut or neg_cut):
                 return found
             window *= 8
+
+    @staticmethod
+    def _ranked(
+        conn: sqlite3.Connection,
+        match: str,
+        cond: str,
+        args: list[str],
+        limit: int,
+        wanted: int,
+        bounds: tuple[int, int, int, int],
+        whole: bool,
+    ) -> list[tuple[Any, ...]]:
+        """The best ``wanted`` (-1: all) documents matching within ``bounds`` (events'
+        ``lo, hi`` and blobs' ``lo, hi``) joined with their events, filtered by
+        ``cond``, best first; ``whole``: the bounds span every document, asked in one
+        FTS5 query."""
+        lo, hi, blo, bhi = bounds
+        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
+        ranked = "SELECT rowid AS doc, rank FROM fts WHERE fts MATCH ?"
+        if whole and lo <= 1 and bhi >= -1:
+            docs = f"{ranked} AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?"
+            params: tuple[Any, ...] = (match, blo, hi, wanted)
+        else:
+            part = f"SELECT * FROM ({ranked} AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?)"
+            docs = f"{part} UNION ALL {part}"
+            params = (match, lo, hi, wanted, match, blo, bhi, wanted)
+        sql = (
+            f"WITH m AS MATERIALIZED ({docs})"
+            f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
+            f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
+            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
+            " ORDER BY 7, 6 DESC LIMIT ?"
+        )
+        return conn.execute(sql, (*params, *args, *args, limit)).fetchall()
 
     @staticmethod
     def _window(
