@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from .listing import Shown as Row
     from .reader import SessionReader
 
-VERSION = 1
+VERSION = 2  # 2: documents numbered least recently active session first (the rank window)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     sid INTEGER PRIMARY KEY,
