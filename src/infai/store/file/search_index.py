@@ -34,9 +34,10 @@ indexed as they come; an import of old sessions is the exception) are the
 highest numbers, which FTS5 walks backwards without scoring: a query matching
 more than :data:`RANK_WINDOW` documents ranks only the newest
 :data:`RANK_WINDOW` of them (blob documents, numbered negatively, likewise).
-For a rare word nothing changes; for a very common one the hits are the best
-among its most recent matches, which is also what a person searching for it
-most likely wants. Filters (kind, session, directory) apply after ranking: when
+For a rare word nothing changes; a very common one (its window cut) gives its
+newest matches, newest first and unscored (bm25 would also walk the word's
+whole document list for its IDF), which is also what a person searching for
+it most likely wants. Filters (kind, session, directory) apply after ranking: when
 they leave fewer than ``limit`` hits, the window grows (eightfold each time)
 until they are found or every match was looked at. A session filter first
 narrows the query to that session's range of document numbers, so it looks at
@@ -499,11 +500,12 @@ class SearchIndex:
             else:
                 lo, hi, pos_cut, neg_cut = pos_lo, neg_hi, False, False
             bounds = (lo, pos_hi, neg_lo, hi)
-            found = self._ranked(conn, match, cond, args, limit, wanted, bounds, sids is None)
+            recent = pos_cut or neg_cut  # a common word: its newest matches, unscored
+            found = self._ranked(conn, match, cond, args, limit, wanted, bounds, recent)
             if len(found) >= limit:
                 return found
             if wanted > 0:
-                found = self._ranked(conn, match, cond, args, limit, -1, bounds, sids is None)
+                found = self._ranked(conn, match, cond, args, limit, -1, bounds, recent)
             if len(found) >= limit or not (pos_cut or neg_cut):
                 return found
             window *= 8
@@ -517,22 +519,31 @@ class SearchIndex:
         limit: int,
         wanted: int,
         bounds: tuple[int, int, int, int],
-        whole: bool,
+        recent: bool,
     ) -> list[tuple[Any, ...]]:
         """The best ``wanted`` (-1: all) documents matching within ``bounds`` (events'
         ``lo, hi`` and blobs' ``lo, hi``) joined with their events, filtered by
-        ``cond``, best first; ``whole``: the bounds span every document, asked in one
-        FTS5 query."""
+        ``cond``, best first. ``recent``: the window was cut (a very common word), so
+        the newest documents are taken unscored and the hits ordered newest first:
+        bm25 would score the whole window and walk the word's entire document list
+        for its IDF, most of the remaining cost at 1M events."""
         lo, hi, blo, bhi = bounds
         cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
-        ranked = "SELECT rowid AS doc, rank FROM fts WHERE fts MATCH ?"
-        if whole and lo <= 1 and bhi >= -1:
-            docs = f"{ranked} AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?"
-            params: tuple[Any, ...] = (match, blo, hi, wanted)
+        if recent:
+            part = "SELECT * FROM (SELECT rowid AS doc, 0.0 AS rank FROM fts WHERE fts MATCH ?"
+            docs = (
+                f"{part} AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?)"
+                f" UNION ALL {part} AND rowid BETWEEN ? AND ? ORDER BY rowid ASC LIMIT ?)"
+            )
         else:
-            part = f"SELECT * FROM ({ranked} AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?)"
+            part = (
+                "SELECT * FROM (SELECT rowid AS doc, rank FROM fts WHERE fts MATCH ?"
+                " AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?)"
+            )
             docs = f"{part} UNION ALL {part}"
-            params = (match, lo, hi, wanted, match, blo, bhi, wanted)
+        params: tuple[Any, ...] = (match, lo, hi, wanted, match, blo, bhi, wanted)
+        if not recent and lo <= 1 and hi >= 1 << 62 and blo <= -(1 << 62) and bhi >= -1:
+            docs, params = part, (match, blo, hi, wanted)  # every document: one query
         sql = (
             f"WITH m AS MATERIALIZED ({docs})"
             f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
