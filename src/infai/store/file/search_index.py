@@ -24,6 +24,25 @@ session whose indexed prefix no longer matches is indexed again. So appends by
 other processes (an older infai too) are found, and the index file may be
 deleted at any time: the next search builds it again, and a damaged one is
 deleted and built again with a note (:attr:`Store.index_notes`).
+
+Ranking is bm25, over a bounded window. FTS5 scores every document a ranked
+query matches before it keeps the best few, so a word found in a fifth of a
+million events would cost most of a second. Documents are numbered in the order
+they were indexed (a rebuild indexes the least recently active sessions first),
+so the most recently indexed matches (nearly always the newest: appends are
+indexed as they come; an import of old sessions is the exception) are the
+highest numbers, which FTS5 walks backwards without scoring: a query matching
+more than :data:`RANK_WINDOW` documents ranks only the newest
+:data:`RANK_WINDOW` of them (blob documents, numbered negatively, likewise).
+For a rare word nothing changes; a very common one (its window cut) gives its
+newest matches, newest first and unscored (bm25 would also walk the word's
+whole document list for its IDF), which is also what a person searching for
+it most likely wants. Filters (kind, session, directory) apply after ranking: when
+they leave fewer than ``limit`` hits, the window grows (eightfold each time)
+until they are found or every match was looked at. A session filter first
+narrows the query to that session's range of document numbers, so it looks at
+that session's matches, not the store's. What matches is never changed by the
+window, only which matches are ranked.
 """
 
 from __future__ import annotations
@@ -55,7 +74,7 @@ if TYPE_CHECKING:
     from .listing import Shown as Row
     from .reader import SessionReader
 
-VERSION = 1
+VERSION = 2  # 2: documents numbered least recently active session first (the rank window)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     sid INTEGER PRIMARY KEY,
@@ -85,6 +104,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
 );
 INSERT INTO fts (fts, rank) VALUES ('automerge', 8)
 """
+#: a query matching more documents than this ranks only the most recently indexed ones
+RANK_WINDOW = 4096
 #: events read and indexed per transaction while catching up
 BATCH = 2000
 #: a writer's appended events are indexed in one transaction once this many are queued
@@ -312,7 +333,9 @@ class SearchIndex:
                     self._drop(conn, sid)
         now, base = now_ns(), str(self.sessions_dir)
         todo = []
-        for row in rows:
+        # Least recently active first: documents are numbered in indexing order, and a
+        # common word's results are the newest documents (see _best).
+        for row in reversed(rows):
             sig = signature(f"{base}/{row[0]}/HEAD", now)
             if not (sig and known.get(row[0], (0, ""))[1] == sig):
                 todo.append((row[0], sig))
@@ -407,7 +430,14 @@ class SearchIndex:
             where.append("e.kind = ?")
             args.append(kind)
         cond = "".join(f" AND {w}" for w in where)
-        found = self._best(conn, query.to_fts5(), cond, args, limit)
+        wanted = [session] if session is not None else sorted(sessions or ())
+        sids = None
+        if session is not None or sessions is not None:
+            ids = ", ".join("?" * len(wanted))
+            found_sids = conn.execute(f"SELECT sid FROM sessions WHERE id IN ({ids})", wanted)
+            sids = [r[0] for r in found_sids]
+        windowed = not any(t.prefix for t in query.positive_terms())
+        found = self._best(conn, query.to_fts5(), cond, args, limit, sids, windowed)
         names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
         hits = []
@@ -435,40 +465,131 @@ class SearchIndex:
             )
         return hits
 
-    @staticmethod
     def _best(
-        conn: sqlite3.Connection, match: str, cond: str, args: list[str], limit: int
+        self,
+        conn: sqlite3.Connection,
+        match: str,
+        cond: str,
+        args: list[str],
+        limit: int,
+        sids: list[int] | None,
+        windowed: bool,
     ) -> list[tuple[Any, ...]]:
         """The best ``limit`` events matching, filtered by ``cond``.
 
-        FTS5 ranks the matching documents and hands back only the best few; joining
-        every match with its events first would cost a lookup per match (a common
-        word matches a good part of a large store). A document may stand for
-        several events (a blob) and filters drop some, so when the best few give
-        fewer than ``limit`` hits, more are asked for, up to all of them.
+        bm25 is computed for every document a ranked FTS5 query matches before the
+        best few are kept, so a common word would cost time in proportion to the
+        store's size. The work is bounded instead: a query matching more than
+        :data:`RANK_WINDOW` documents ranks only the most recently indexed ones
+        (:meth:`_window`), which FTS5 finds by walking its document list backwards
+        without scoring. A session filter bounds the documents to that session's
+        range of document numbers first. Only the best few ranked documents are
+        joined with their events; when the filters leave fewer than ``limit`` hits,
+        every ranked one is, and then the window grows until they are found or every
+        match was looked at. A prefix query (``windowed`` false) is not windowed:
+        FTS5 merges every matching word's document list for each query, so one
+        ranking of all its matches is cheaper than a walk and a ranking.
         """
+        pos_lo, pos_hi, neg_lo, neg_hi = self._ranges(conn, sids)
+        window = RANK_WINDOW if windowed else 0
+        wanted = limit * 2 if not cond else limit * 8
+        while True:
+            if window:
+                lo, pos_cut = self._window(conn, match, pos_lo, pos_hi, window, newest_high=True)
+                hi, neg_cut = self._window(conn, match, neg_lo, neg_hi, window, newest_high=False)
+            else:
+                lo, hi, pos_cut, neg_cut = pos_lo, neg_hi, False, False
+            bounds = (lo, pos_hi, neg_lo, hi)
+            recent = pos_cut or neg_cut  # a common word: its newest matches, unscored
+            found = self._ranked(conn, match, cond, args, limit, wanted, bounds, recent)
+            if len(found) >= limit:
+                return found
+            if wanted > 0:
+                found = self._ranked(conn, match, cond, args, limit, -1, bounds, recent)
+            if len(found) >= limit or not (pos_cut or neg_cut):
+                return found
+            window *= 8
+
+    @staticmethod
+    def _ranked(
+        conn: sqlite3.Connection,
+        match: str,
+        cond: str,
+        args: list[str],
+        limit: int,
+        wanted: int,
+        bounds: tuple[int, int, int, int],
+        recent: bool,
+    ) -> list[tuple[Any, ...]]:
+        """The best ``wanted`` (-1: all) documents matching within ``bounds`` (events'
+        ``lo, hi`` and blobs' ``lo, hi``) joined with their events, filtered by
+        ``cond``, best first. ``recent``: the window was cut (a very common word), so
+        the newest documents are taken unscored and the hits ordered newest first:
+        bm25 would score the whole window and walk the word's entire document list
+        for its IDF, most of the remaining cost at 1M events."""
+        lo, hi, blo, bhi = bounds
         cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
+        if recent:
+            part = "SELECT * FROM (SELECT rowid AS doc, 0.0 AS rank FROM fts WHERE fts MATCH ?"
+            docs = (
+                f"{part} AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?)"
+                f" UNION ALL {part} AND rowid BETWEEN ? AND ? ORDER BY rowid ASC LIMIT ?)"
+            )
+        else:
+            part = (
+                "SELECT * FROM (SELECT rowid AS doc, rank FROM fts WHERE fts MATCH ?"
+                " AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?)"
+            )
+            docs = f"{part} UNION ALL {part}"
+        params: tuple[Any, ...] = (match, lo, hi, wanted, match, blo, bhi, wanted)
+        if not recent and lo <= 1 and hi >= 1 << 62 and blo <= -(1 << 62) and bhi >= -1:
+            docs, params = part, (match, blo, hi, wanted)  # every document: one query
         sql = (
-            "WITH m AS MATERIALIZED (SELECT rowid AS doc, rank FROM fts"
-            " WHERE fts MATCH ? ORDER BY rank LIMIT ?)"
+            f"WITH m AS MATERIALIZED ({docs})"
             f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
             f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
             f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
             f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
             " ORDER BY 7, 6 DESC LIMIT ?"
         )
-        wanted = limit * 2 if not cond else limit * 8
-        while True:
-            found = conn.execute(sql, (match, wanted, *args, *args, limit)).fetchall()
-            if len(found) >= limit or wanted < 0:
-                return found
-            (matching,) = conn.execute(
-                "SELECT count(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
-                (match, wanted),
-            ).fetchone()
-            if matching < wanted:
-                return found  # every match was looked at
-            wanted = wanted * 16 if wanted < 1 << 20 else -1  # -1: no limit
+        return conn.execute(sql, (*params, *args, *args, limit)).fetchall()
+
+    @staticmethod
+    def _window(
+        conn: sqlite3.Connection, match: str, lo: int, hi: int, size: int, *, newest_high: bool
+    ) -> tuple[int, bool]:
+        """The bound that keeps the ``size`` newest matching documents in ``[lo, hi]``
+        (event documents: the highest numbers; blob documents, numbered ``-bid``: the
+        lowest), and whether it cut anything off."""
+        if lo > hi:
+            return (lo if newest_high else hi), False
+        order = "DESC" if newest_high else "ASC"
+        row = conn.execute(
+            f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+            f" ORDER BY rowid {order} LIMIT 1 OFFSET ?",
+            (match, lo, hi, size),
+        ).fetchone()
+        if row is None:
+            return (lo if newest_high else hi), False
+        return (row[0] + 1 if newest_high else row[0] - 1), True
+
+    @staticmethod
+    def _ranges(conn: sqlite3.Connection, sids: list[int] | None) -> tuple[int, int, int, int]:
+        """Document numbers that can hold a hit: ``(lo, hi)`` of events' documents and
+        of blobs' (negative), narrowed to the sessions ``sids`` when given."""
+        if sids is None:
+            return 1, 1 << 62, -(1 << 62), -1
+        marks = ", ".join("?" * len(sids))
+        lo, hi = conn.execute(
+            f"SELECT min(doc), max(doc) FROM events WHERE sid IN ({marks})", sids
+        ).fetchone()
+        blo, bhi = conn.execute(
+            f"SELECT min(blob), max(blob) FROM events WHERE sid IN ({marks}) AND blob IS NOT NULL",
+            sids,
+        ).fetchone()
+        pos = (lo, hi) if lo is not None else (1, 0)
+        neg = (-bhi, -blo) if blo is not None else (0, -1)
+        return (*pos, *neg)
 
     def close(self) -> None:
         """Index what is queued, then close the SQLite connection."""
