@@ -313,10 +313,17 @@ def test_a_blocked_thread_is_not_left_waiting_on_a_cancelled_turn(
         turn = h.prompt(sid, "read")
         h.wait(lambda: _reading(h, sid))
         h.client.post(f"/v1/sessions/{sid}/cancel", json={"turn": turn})
-        again, took = timed(
-            lambda: h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "go", "stream": True})
-        )
-        assert again.status_code == 200 and took < PROMPT
+        # the slot is free within moments (CI once answered one 409 right after the
+        # cancel, not reproduced since: the release runs in a worker thread), never
+        # held by the thread still blocked in the read
+        began = time.monotonic()
+        while True:
+            again = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "go", "stream": True})
+            took = time.monotonic() - began
+            if again.status_code != 409 or took >= PROMPT:
+                break
+            time.sleep(0.1)
+        assert again.status_code == 200 and took < PROMPT, (again.text, took)
     finally:
         unblock(fifo)
 
