@@ -125,3 +125,33 @@ def test_a_restore_applied_but_not_recorded_is_recorded_when_the_session_opens(
         asyncio.run(reopen())
     finally:
         asyncio.run(space.aclose())
+
+
+def test_files_state_says_when_the_disk_is_not_heads(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    space = Workspace(store, work, config=Config(default_model="offline"))
+
+    async def main() -> None:
+        session = space.open()
+        before = await session.files_state()
+        assert before is not None and before.head_tree is None and before.differs
+        async for _ in session.prompt("one"):
+            pass
+        same = await session.files_state()
+        assert same is not None and not same.differs and same.changed == 0
+        (work / "a.txt").write_text("two\n")
+        (work / "b.txt").write_text("new\n")
+        head = session.view.head
+        other = await session.files_state()
+        assert other is not None and other.differs and other.changed == 2
+        assert other.head_tree == same.head_tree
+        assert session.view.head == head  # asking records nothing
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        asyncio.run(space.aclose())

@@ -20,7 +20,16 @@ from .prompt import system_prompt
 from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
 from .subagent import Narrowed, TaskTool
 from .wire import event_to_obj, settled_obj
-from .workfiles import OnRestore, Restored, RestoreRefused, WorkFiles, checkout, diff_at, files_at
+from .workfiles import (
+    FilesState,
+    OnRestore,
+    Restored,
+    RestoreRefused,
+    WorkFiles,
+    checkout,
+    diff_at,
+    files_at,
+)
 from .workspace import Workspace
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "EventHub",
+    "FilesState",
     "Hub",
     "Lagged",
     "Narrowed",

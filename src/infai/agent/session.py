@@ -59,7 +59,7 @@ from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import system_prompt
-from .workfiles import OnRestore, Restored, WorkFiles, changes_files
+from .workfiles import FilesState, OnRestore, Restored, WorkFiles, changes_files
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
 KEPT_RULES = "allowed"
@@ -488,6 +488,13 @@ class AgentSession:
         if tool is None or not changes_files(tool):
             return None
         return await self._snapshot(f"after {tool.spec.name}")
+
+    async def files_state(self) -> FilesState | None:
+        """Whether the files on disk are HEAD's (None: checkpoints off). Safe
+        beside a turn: checkpoint work is serialised, nothing is recorded."""
+        if self.files is None:
+            return None
+        return await off_loop(self.files.state, self.view)
 
     async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
         """Restore the picked event's files now (None: none picked, or keep_files), as

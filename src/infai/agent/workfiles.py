@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,22 @@ class Restored:
     before_id: str | None = None
     #: the events appended (the "before restore" snapshot, the restore), oldest first
     events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FilesState:
+    """Whether the files on disk are those of HEAD (the nearest snapshot or
+    restore on HEAD's path): what a status bar shows. ``head_tree`` is None when
+    nothing was recorded yet; ``changed`` counts paths that differ."""
+
+    head_tree: str | None
+    disk_tree: str
+    changed: int
+
+    @property
+    def differs(self) -> bool:
+        """The files on disk are not HEAD's."""
+        return self.disk_tree != self.head_tree
 
 
 def changes_files(tool: object) -> bool:
@@ -150,6 +167,9 @@ class WorkFiles:
             store.objects, workdir, getattr(store, "home", workdir), size_cap=self.settings.size_cap
         )
         self.workdir = self.cp.workdir
+        #: one checkpoint operation at a time (a turn's snapshot, a restore, a
+        #: shell's :meth:`state` check may run in different worker threads)
+        self.lock = threading.RLock()
 
     # -- opening ---------------------------------------------------------------
 
@@ -187,10 +207,20 @@ class WorkFiles:
         are those of the nearest snapshot on its path."""
         last = nearest(view, at)
         previous = last[1].tree if last else None
-        result = self.cp.snapshot(previous=previous)
+        with self.lock:
+            result = self.cp.snapshot(previous=previous)
         if result.tree == previous:
             return None
         return result.record(reason)
+
+    def state(self, view: SessionView) -> FilesState:
+        """Compare the files now with HEAD's (takes a snapshot; records nothing)."""
+        last = nearest(view, None)
+        head_tree = last[1].tree if last else None
+        with self.lock:
+            now = self.cp.snapshot(previous=head_tree)
+        changed = now.changed if now.changed is not None else now.files
+        return FilesState(head_tree, now.tree, changed)
 
     # -- restores ----------------------------------------------------------------
 
@@ -221,6 +251,18 @@ class WorkFiles:
     ) -> Restored:
         """Put ``event_id``'s files back; the restore event follows ``attach``
         (None: HEAD). Raises :class:`RestoreRefused` with nothing changed."""
+        with self.lock:
+            return self._restore(writer, event_id, choice, attach=attach, dry_run=dry_run)
+
+    def _restore(
+        self,
+        writer: SessionLog,
+        event_id: str,
+        choice: OnRestore,
+        *,
+        attach: str | None,
+        dry_run: bool,
+    ) -> Restored:
         now, plan, last_tree, target = self.plan(writer, event_id)
         notices = []
         if target is None:
