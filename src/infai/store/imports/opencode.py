@@ -106,6 +106,8 @@ class _Converter:
         self.kept_tail: str | None = None
         self.part_reverted = False
         self.replaying = False
+        #: tool results whose output OpenCode pruned: event key -> when (``time.compacted``)
+        self.pruned: dict[str, object] = {}
 
     def add(self, key: str, role: str, record: Record, when: object = None) -> None:
         self.clock = to_rfc3339(when, self.clock) or self.clock
@@ -279,6 +281,12 @@ class _Converter:
             error = state.get("status") == "error"
             content = state.get("error") if error else state.get("output")
             meta = {k: state[k] for k in ("title", "metadata", "time") if state.get(k) is not None}
+            pruned = _time(state, "compacted")
+            times = meta.get("time")
+            if isinstance(times, dict) and "compacted" in times:
+                # the prune is recorded on the session: OpenCode sets it on old parts later,
+                # and an event imported before must not change under it (see PRUNED)
+                meta["time"] = {k: v for k, v in times.items() if k != "compacted"}
             result = ToolResultRecord(
                 call_id=call_id,
                 name=name,
@@ -287,6 +295,8 @@ class _Converter:
                 metadata={"opencode": meta},
             )
             self.add(f"{key}/result", "tool", result, _time(state, "end"))
+            if pruned is not None and (self.previous or "").split("~")[0] == f"{key}/result":
+                self.pruned[self.previous or ""] = pruned
 
     def note_task(self, key: str, state: dict[str, Any]) -> None:
         """Remember which child session a ``task`` call ran (newer versions name it in
@@ -347,6 +357,36 @@ def _guess_role(parts: list[dict[str, Any]]) -> str:
     return "assistant" if kinds & {"step-start", "step-finish", "tool", "reasoning"} else "user"
 
 
+#: what OpenCode's model is sent instead of a pruned tool output (``message-v2.ts``)
+PRUNED = "[Old tool result content cleared]"
+
+
+def _pruned(conv: _Converter, report: ImportReport) -> dict[str, Any]:
+    """The tool outputs OpenCode pruned (``state.time.compacted``), for the session's
+    import metadata, with a warning saying what that means for a resumed session.
+
+    OpenCode's prune keeps the output in its storage and sends :data:`PRUNED` to
+    the model in its place. infai's context has no such marker: the output is
+    imported whole (so it is searchable and shown), and the prune is recorded on
+    the session rather than on the event, since OpenCode prunes old parts after
+    they were written and an event imported before cannot change.
+    """
+    events = {}
+    for key, when in conv.pruned.items():
+        event = conv.tree.id_of(key)
+        if event is not None:
+            events[event] = to_rfc3339(when) or str(when)
+    if not events:
+        return {}
+    report.warn(
+        None,
+        f"{len(events)} tool outputs were pruned by OpenCode (its model is sent {PRUNED!r} "
+        "in their place): imported whole, and listed under 'pruned' in the session's import "
+        "metadata; a resumed session sends them in full (infai's own compaction bounds it)",
+    )
+    return {"placeholder": PRUNED, "events": events}
+
+
 def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSession, _Converter]:
     """One OpenCode session as a :class:`ForeignSession` (children not attached)."""
     conv = _Converter(raw, report)
@@ -366,6 +406,9 @@ def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSe
         extra["info"] = "no session info in the source (a capture of parts)"
     if info.get("revert") is not None:
         extra["revert"] = info["revert"]
+    pruned = _pruned(conv, report)
+    if pruned:
+        extra["pruned"] = pruned
     directory = info.get("directory")
     title = info.get("title")
     foreign = ForeignSession(
