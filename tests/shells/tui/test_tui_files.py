@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual import events
@@ -359,5 +361,66 @@ def test_a_continue_to_files_already_on_disk_still_follows_the_picked_event(
         ]
         assert "before restore" in reasons
         assert (work / "a.txt").read_text() == "one\n"
+
+    run_app(app, scenario, (60, 20))
+
+
+def test_ctrl_c_during_a_restore_lets_it_finish_and_gives_the_prompt_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    work = space.working_dir
+    app = InfaiApp(space)
+    started, release = threading.Event(), threading.Event()
+    real = WorkFiles.restore
+
+    def held(self: WorkFiles, *args: Any, **kwargs: Any) -> Any:
+        started.set()
+        assert release.wait(30), "never released"
+        return real(self, *args, **kwargs)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        picked = await two_turns(pilot, app, work)
+        await app.pick(picked)
+        monkeypatch.setattr(WorkFiles, "restore", held)
+        await send(pilot, "again")
+        await until(pilot, started.is_set, "the restore under way")
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+        assert app.busy and not app.prompt.value  # the restore runs on: not half-watched
+        release.set()
+        await until(pilot, lambda: not app.busy, "the cancel")
+        await until(pilot, lambda: app.prompt.value == "again", "the prompt given back")
+        assert (work / "a.txt").read_text() == "one\n"  # the restore ran to its end
+        assert "again" not in [e.preview for e in all_entries(app)]  # not sent
+        await until(pilot, lambda: app.head.id == all_entries(app)[-1].id, "shown as stored")
+        assert all_entries(app)[-1].kind == "restore"
+
+    run_app(app, scenario, (80, 24))
+
+
+def test_another_open_session_in_the_directory_is_asked_about(tmp_path: Path) -> None:
+    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    work = space.working_dir
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        picked = await two_turns(pilot, app, work)
+        await app.pick(picked)
+        store = space.store
+        other = store.open_writer(store.create_session(working_dir=str(work)).id)
+        try:
+            await send(pilot, "again")
+            await until(pilot, lambda: isinstance(app.screen, RestoreScreen), "the question")
+            question = shown(app.screen.query_one("#conflicts", Static))
+            assert other.session_id in question and "Other open sessions" in question
+            assert (work / "a.txt").read_text() == "two\n"  # nothing done while asking
+            await pilot.pause(GRACE + 0.05)
+            await pilot.press("k")  # no conflicting file: go on, told of the other
+            await until(pilot, lambda: not app.busy, "the turn")
+        finally:
+            other.close()
+        assert (work / "a.txt").read_text() == "one\n"
+        assert prompt_parent(app, "again").kind == "restore"
 
     run_app(app, scenario, (60, 20))

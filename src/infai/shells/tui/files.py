@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from textual import events
 from textual.worker import Worker
@@ -37,6 +37,8 @@ from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
 from .prompting import Prompting
 from .store_io import off_loop
+
+T = TypeVar("T")
 
 #: seconds between two looks at the files while the app sits idle (the terminal's
 #: focus and each turn's end look at once)
@@ -71,6 +73,19 @@ def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> Eve
     return EventDiff(f"files at {at} against #{old.seq}", report=report)
 
 
+async def _to_its_end(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work``; if the caller is cancelled meanwhile, ``work`` still runs to
+    its end first (a restore is not left half-watched: what it did is known)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller's cancel is what is raised
+        raise
+
+
 class Files(Prompting):
     """Restores asked about, the files' state in the status bar, an event's diff."""
 
@@ -82,39 +97,50 @@ class Files(Prompting):
 
     async def _files_first(self, session: AgentSession, text: str) -> bool:
         """Restore the picked event's files before ``text`` is sent, asking about
-        conflicts; False: not sent (cancelled or failed; it is back in the box)."""
+        conflicts; False: not sent (cancelled or failed; it is back in the box).
+        Either way the turn is then told not to restore (``keep_files``)."""
         session.on_restore = OnRestore()
         picked = session.pending_parent
         if picked is None:
             return True
+        try:
+            sent, done = await self._restore_asking(session)
+        except asyncio.CancelledError:  # Ctrl-C, the app ending: the prompt is not sent
+            if not self._ending:
+                self.give_back([text])
+                self._stale = True  # a restore that finished meanwhile is shown after
+            raise
+        if not sent:
+            self.give_back([text])
+            return False
+        session.on_restore = OnRestore(keep_files=True)
+        await self._restored(session, picked, done)
+        return True
+
+    async def _restore_asking(self, session: AgentSession) -> tuple[bool, Restored | None]:
+        """(whether to send the prompt, the restore done): a refusal is asked
+        about and tried again as answered, until it is done or the user gives up."""
         choice = OnRestore()
         while True:
             try:
-                done = await session.restore_files(choice)
-                break
+                return True, await _to_its_end(session.restore_files(choice))
             except RestoreRefused as refused:
-                answer = await self._ask_restore(refused, text)
+                answer = await self._ask_restore(refused)
                 if answer is None:
-                    self.give_back([text])
                     self.notify("not sent, nothing changed: the prompt is back in the box")
-                    return False
+                    return False, None
                 choice = restore_choice(answer, refused.conflicts, refused.others)
             except InfaiError as exc:  # a store or disk failure: nothing was sent
                 said = f"the files could not be restored, the prompt was not sent: {exc}"
                 await self.query_one(ChatView).notice(said, error=True)
                 self.notify(said, severity="error", timeout=10)
-                self.give_back([text])
-                return False
+                return False, None
             if choice.keep_files:  # the conversation continues, the files stay
-                session.on_restore = choice
-                return True
-        await self._restored(session, picked, done)
-        session.on_restore = OnRestore(keep_files=True)  # done: the turn does not restore
-        return True
+                return True, None
 
-    async def _ask_restore(self, refused: RestoreRefused, text: str) -> str | None:
-        """The question, answered by the user (None: cancel). Cancelling the
-        worker (Ctrl-C, the app ending) closes it and gives the prompt back."""
+    async def _ask_restore(self, refused: RestoreRefused) -> str | None:
+        """The question, answered by the user (None: cancel); closed if the worker
+        is cancelled meanwhile."""
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         screen = RestoreScreen(refused.conflicts, refused.others)
 
@@ -125,10 +151,6 @@ class Files(Prompting):
         self.push_screen(screen, callback=answered)
         try:
             return await future
-        except asyncio.CancelledError:
-            if not self._ending:
-                self.give_back([text])
-            raise
         finally:
             if screen.is_active:
                 screen.dismiss(None)
@@ -154,6 +176,7 @@ class Files(Prompting):
     async def _files_opened(self, session: AgentSession) -> None:
         """What opening the session had to say (an interrupted restore finished or
         rolled back), then a look at the files."""
+        self.state.files = ""  # the last session's
         chat = self.query_one(ChatView)
         for notice in session.notices:
             await chat.notice(notice)
