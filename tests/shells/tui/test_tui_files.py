@@ -253,6 +253,7 @@ def test_the_status_bar_says_when_the_files_on_disk_are_not_heads(
         (work / "new.txt").write_text("new\n")
         app.post_message(events.AppFocus())  # back in the terminal
         await until(pilot, lambda: "files ≠ HEAD (2 changed)" in bar(), "the files' state")
+        await until(pilot, lambda: "files ≠ HEAD (2 changed)" in drawn(app), "drawn in the bar")
         await turn(pilot, app, "second")  # the turn records them: HEAD's again
         await until(pilot, lambda: "files ≠ HEAD" not in bar(), "the state cleared")
 
