@@ -33,7 +33,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +92,11 @@ class SnapshotResult:
         )
 
 
+#: told (files seen, bytes read and hashed) while a snapshot runs
+Progress = Callable[[int, int], None]
+#: a snapshot's progress callback is called at most this often
+PROGRESS_INTERVAL_S = 0.25
+
 #: a tree entry before it becomes a TreeEntry: (name, type, digest, size, executable)
 _Row = tuple[str, EntryType, str, int, bool]
 
@@ -99,14 +104,15 @@ _Row = tuple[str, EntryType, str, int, bool]
 class _LazyBatch:
     """An object batch opened on the first put (an unchanged tree opens none)."""
 
-    def __init__(self, objects: ObjectStore, stack: ExitStack) -> None:
+    def __init__(self, objects: ObjectStore, stack: ExitStack, durable: bool = True) -> None:
         self._objects = objects
         self._stack = stack
+        self._durable = durable
         self._batch: ObjectBatch | None = None
 
     def put(self, data: bytes) -> str:
         if self._batch is None:
-            self._batch = self._stack.enter_context(self._objects.batch())
+            self._batch = self._stack.enter_context(self._objects.batch(durable=self._durable))
         return self._batch.put(data)
 
 
@@ -151,6 +157,7 @@ class _Walk:
         watcher: Watcher | None = None,
         needs: set[str] | None = None,
         old_skips: dict[str, list[tuple[str, str]]] | None = None,
+        old_children: dict[str, Sequence[str]] | None = None,
     ) -> None:
         self.batch = batch
         self.old = old
@@ -167,7 +174,22 @@ class _Walk:
         #: per directory, the paths skipped by looking at its own entries
         self.new_skips: dict[str, list[tuple[str, str]]] = {}
         self.direct: list[tuple[str, str]] = []
-        self._children: dict[str, list[str]] | None = None
+        #: the cached directories below each cached one (built on first need,
+        #: or handed over from the last walk, whose ``new_children`` it was)
+        self._children: dict[str, Sequence[str]] | None = old_children
+        self.new_children: dict[str, Sequence[str]] = {}
+        self.progress: Progress | None = None
+        self.seen = 0
+        self._report_at = time.monotonic() + PROGRESS_INTERVAL_S
+
+    def tick(self, files: int) -> None:
+        """Count ``files`` seen; tell ``progress`` if it is time to."""
+        self.seen += files
+        if self.progress is not None:
+            now = time.monotonic()
+            if now >= self._report_at:
+                self._report_at = now + PROGRESS_INTERVAL_S
+                self.progress(self.seen, self.hashed_bytes)
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append((path, reason))
@@ -186,10 +208,11 @@ class _Walk:
     def reuse(self, prefix: str) -> DirEntry:
         """Carry ``prefix``'s cached subtree (entries and skipped paths) over."""
         if self._children is None:
-            self._children = {}
+            built: dict[str, list[str]] = {}
             for key in self.old:
                 if key:
-                    self._children.setdefault(_parent(key), []).append(key)
+                    built.setdefault(_parent(key), []).append(key)
+            self._children = dict(built)
         todo = [prefix]
         while todo:
             at = todo.pop()
@@ -198,7 +221,10 @@ class _Walk:
             if skips:
                 self.skipped.extend(skips)
                 self.new_skips[at] = skips
-            todo.extend(self._children.get(at, ()))
+            subs = self._children.get(at, ())
+            self.new_children[at] = subs
+            todo.extend(subs)
+        self.tick(self.old[prefix].files)
         return self.old[prefix]
 
     def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
@@ -297,6 +323,7 @@ class _Walk:
                 break
             hits += 1
         else:
+            self.tick(hits)
             return hits
         del self.skipped[mark:]
         del self.direct[dmark:]
@@ -327,6 +354,7 @@ class _Walk:
             if done is None:
                 continue
             row, cached, _ = done
+            self.tick(1)
             if cached is not None:
                 new_entries[name] = cached
             rows.append(row)
@@ -409,6 +437,7 @@ class _Walk:
                 rows.append((name, "dir", tree, dsize, False))
                 size += dsize
                 files += dfiles
+        self.new_children[prefix] = [prefix + row[0] + "/" for row in rows]
         if clean and old is not None:
             hits = self._unchanged(plain, prefix, old, rules)
             if hits is not None and hits + len(rows) == old.count:
@@ -464,6 +493,8 @@ class Snapshotter:
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
         self._skips: dict[str, list[tuple[str, str]]] = {}
+        #: the last walk's directory children, valid for the cache dict it made
+        self._children: tuple[object, dict[str, Sequence[str]]] | None = None
 
     def close(self) -> None:
         """Write the stat cache and stop watching (idempotent)."""
@@ -507,23 +538,42 @@ class Snapshotter:
         self._unsaved = False
         self._saved_at = time.monotonic()
 
-    def snapshot(self, previous: str | None = None) -> SnapshotResult:
+    def snapshot(
+        self,
+        previous: str | None = None,
+        *,
+        durable: bool = True,
+        progress: Progress | None = None,
+    ) -> SnapshotResult:
         """Record the working directory now; ``previous`` (a root tree) is what
-        ``changed`` is counted against."""
+        ``changed`` is counted against.
+
+        ``durable=False`` returns once the new objects are committed (safe
+        against a killed process) without waiting for the disk: the caller
+        must call ``objects.sync()`` before it records the tree anywhere
+        durable (a snapshot nobody records never pays for that sync).
+        ``progress`` is called with (files seen, bytes read and hashed) at most
+        every :data:`PROGRESS_INTERVAL_S` seconds while the walk runs.
+        """
         needs = self._needs()
         for attempt in (0, 1):
             generation = self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
+            children = None
+            if self._children is not None and self._children[0] is old:
+                children = self._children[1]
             with ExitStack() as stack:
                 walk = _Walk(
-                    _LazyBatch(self.objects, stack),
+                    _LazyBatch(self.objects, stack, durable),
                     old,
                     self.size_cap,
                     self._clock(),
                     self.watcher,
                     needs,
                     self._skips,
+                    children,
                 )
+                walk.progress = progress
                 if walk.reusable(""):
                     root = walk.reuse("")
                     got: tuple[str, int, int, bool] | None = (
@@ -542,6 +592,7 @@ class Snapshotter:
         tree, size, files, clean = got
         if not clean:
             self.cache.dirs, self.cache.generation = walk.new, generation
+            self._children = (walk.new, walk.new_children)
             self._unsaved = True
             if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
                 self.flush()
