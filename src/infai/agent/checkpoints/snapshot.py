@@ -40,7 +40,7 @@ from pathlib import Path
 
 from infai.store.objects import ObjectBatch, ObjectStore
 from infai.store.records import SnapshotRecord
-from infai.store.trees import EntryType, TreeEntry, encode_tree
+from infai.store.trees import EntryType, encode_rows
 
 from .ignore import IGNORE_FILE, IgnoreRules
 from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
@@ -138,6 +138,23 @@ def with_ancestors(dirty: set[str]) -> set[str]:
                 break
             prefix = _parent(prefix)
     return out
+
+
+def _read_file(path: str, size: int) -> tuple[bytes, os.stat_result]:
+    """A regular file's bytes (``size``: its length by ``lstat``, a hint) and its
+    ``fstat`` after the read: the caller compares that with the ``lstat`` taken
+    before, so a file changed or replaced meanwhile is never cached."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # it grew or shrank, or a short read: read to the end
+            parts = [data]
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+            data = b"".join(parts)
+        return data, os.fstat(fd)
+    finally:
+        os.close(fd)
 
 
 class _Walk:
@@ -246,14 +263,14 @@ class _Walk:
             self.skip(rel, f"over the size cap ({st.st_size} > {self.size_cap} bytes)")
             return None
         else:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, "rb", buffering=0) as f:
-                before = os.fstat(fd)
-                data = f.read()
-                after = os.fstat(fd)
+            data, after = _read_file(entry.path, st.st_size)
             key = (after.st_mode, after.st_size, after.st_mtime_ns, after.st_ino, after.st_ctime_ns)
-            if before.st_mtime_ns != after.st_mtime_ns or len(data) != after.st_size:
-                key = (0, -1, 0, 0, 0)  # changed while read: never a hit
+            if (
+                st.st_mtime_ns != after.st_mtime_ns
+                or st.st_ino != after.st_ino
+                or len(data) != after.st_size
+            ):
+                key = (0, -1, 0, 0, 0)  # changed while read (or replaced): never a hit
         digest = self.batch.put(data)
         self.hashed += 1
         self.hashed_bytes += len(data)
@@ -341,11 +358,32 @@ class _Walk:
         """The slow path: every file of a changed directory, appended to
         ``rows``; the directory's new cache entries, bytes and file count."""
         new_entries: dict[str, FileEntry] = {}
-        size = files = 0
+        size = files = hits = 0
         for entry in plain:
             name = entry.name
-            rel = prefix + name
             hit = old_entries.get(name)
+            if hit is not None and same_rules:
+                # the common case of a changed directory: this file is a cache hit
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    st = None
+                if st is not None and hit[0] == (
+                    st.st_mode,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ino,
+                    st.st_ctime_ns,
+                ):
+                    link = stat.S_ISLNK(st.st_mode)
+                    executable = not link and bool(st.st_mode & 0o100)
+                    rows.append((name, "link" if link else "file", hit[1], hit[2], executable))
+                    new_entries[name] = hit
+                    size += hit[2]
+                    files += 1
+                    hits += 1
+                    continue
+            rel = prefix + name
             try:
                 done = self._file(entry, rel, rules, hit, same_rules and hit is not None)
             except OSError as exc:
@@ -360,6 +398,7 @@ class _Walk:
             rows.append(row)
             size += row[3]
             files += 1
+        self.tick(hits)  # (the others were counted one by one)
         return new_entries, size, files
 
     def directory(
@@ -451,7 +490,7 @@ class _Walk:
         files += nfiles
         if not rows and prefix:
             return None
-        tree = self.batch.put(encode_tree(TreeEntry(*row) for row in rows))
+        tree = self.batch.put(encode_rows(rows))
         self.new[prefix] = DirEntry(fp, tree, size, files, len(rows), new_entries)
         return tree, size, files, False
 
