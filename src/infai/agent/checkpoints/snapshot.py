@@ -42,7 +42,7 @@ from infai.store.objects import ObjectBatch, ObjectStore
 from infai.store.records import SnapshotRecord
 from infai.store.trees import EntryType, encode_rows
 
-from .ignore import IGNORE_FILE, IgnoreRules
+from .ignore import IGNORE_FILE, IgnoreRules, exclude_files, read_excludes
 from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
 from .watch import Watcher
 
@@ -532,6 +532,10 @@ class Snapshotter:
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
         self._skips: dict[str, list[tuple[str, str]]] = {}
+        #: the whole-tree pattern files (found on the first snapshot) and the
+        #: fingerprint of what they held at the last one
+        self._exclude_files: list[Path] | None = None
+        self._base = ""
         #: the last walk's directory children, valid for the cache dict it made
         self._children: tuple[object, dict[str, Sequence[str]]] | None = None
 
@@ -547,6 +551,19 @@ class Snapshotter:
         watcher = getattr(self, "watcher", None)
         if watcher is not None:
             watcher.close()
+
+    def _base_rules(self) -> tuple[IgnoreRules, str]:
+        """The root's rules before its ``.gitignore``: the global excludes file
+        and ``info/exclude`` (read at every snapshot: no watcher sees them
+        change), and their fingerprint (``""`` when both are empty)."""
+        if self._exclude_files is None:
+            self._exclude_files = exclude_files(self.workdir)
+        rules, fp = IgnoreRules(), ""
+        for n, data in enumerate(read_excludes(self._exclude_files)):
+            if data:
+                rules = rules.enter("", data)
+                fp = _fingerprint(fp, f"exclude{n}", data)
+        return rules, fp
 
     def _needs(self) -> set[str] | None:
         """What the watcher says to re-examine (``None``: everything)."""
@@ -595,6 +612,10 @@ class Snapshotter:
         every :data:`PROGRESS_INTERVAL_S` seconds while the walk runs.
         """
         needs = self._needs()
+        rules, base = self._base_rules()
+        if base != self._base:
+            needs = None  # the whole-tree patterns changed: no cached tree stands
+            self._base = base
         for attempt in (0, 1):
             generation = self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
@@ -622,7 +643,7 @@ class Snapshotter:
                         True,
                     )
                 else:
-                    got = walk.directory(self.workdir, "", IgnoreRules(), "")
+                    got = walk.directory(self.workdir, "", rules, base)
             if self.objects.generation() == generation:
                 break
         assert got is not None  # the root always yields a tree
