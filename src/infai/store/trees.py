@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .codec import digest_of
 from .errors import InvalidInput
 from .objects import check_digest
 
@@ -89,6 +90,10 @@ def encode_rows(rows: list[tuple[str, EntryType, str, int, bool]]) -> bytes:
     return json.dumps({"v": TREE_VERSION, "entries": entries}, separators=(",", ":")).encode(
         "ascii"
     )
+
+
+#: the digest of the tree with no entries: an empty directory's entry names it
+EMPTY_TREE = digest_of(encode_tree(()))
 
 
 def _entry(row: object, where: str) -> TreeEntry:

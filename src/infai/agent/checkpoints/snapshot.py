@@ -13,8 +13,10 @@ file or link a content object; all of them go into the store in one
 What makes it cheap is the :mod:`.statcache`: a file whose ``lstat`` key is the
 one cached is not read, and a directory whose entries are all such hits keeps
 its cached tree digest, so a snapshot of an unchanged tree is a walk of
-``lstat`` calls that writes nothing. Empty directories are not recorded (as in
-git): a directory exists in a snapshot because something in it does.
+``lstat`` calls that writes nothing. An empty directory is recorded (unlike
+git) as an entry naming the empty tree, so a restore recreates or removes it;
+one whose every entry is left out (ignored, over the cap) is not: its skipped
+paths say it is there, and a restore leaves it alone.
 
 What makes it cheap when little changed is the :mod:`.watch`er: once a walk
 has watched every directory it entered, the next snapshot re-examines only the
@@ -488,8 +490,8 @@ class _Walk:
         )
         size += fsize
         files += nfiles
-        if not rows and prefix:
-            return None
+        if not rows and prefix and entries:
+            return None  # everything in it is left out: the skips say it is there
         tree = self.batch.put(encode_rows(rows))
         self.new[prefix] = DirEntry(fp, tree, size, files, len(rows), new_entries)
         return tree, size, files, False
