@@ -13,7 +13,7 @@ from ckpt_support import later
 from infai.agent import Streamed, Workspace
 from infai.agent.checkpoints import SnapshotNotices, Snapshotter, progress_text
 from infai.agent.checkpoints import progress as progress_module
-from infai.agent.checkpoints import snapshot as snapshot_module
+from infai.agent.checkpoints import walk as walk_module
 from infai.agent.config import Config
 from infai.agent.workfiles import WorkFiles
 from infai.llm import Notice
@@ -31,7 +31,7 @@ def _tree(root: Path, files: int, size: int = 1000) -> None:
 def test_the_progress_callback_counts_files_and_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(snapshot_module, "PROGRESS_INTERVAL_S", 0.0)  # every file
+    monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)  # every file
     work = tmp_path / "w"
     _tree(work, 12)
     told: list[tuple[int, int]] = []
@@ -104,7 +104,7 @@ def test_snapshot_record_syncs_the_objects_only_when_it_records(
 def test_a_long_first_snapshot_says_where_it_is_through_the_hub(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(snapshot_module, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(progress_module, "QUIET_S", 0.0)  # every snapshot is "long"
     monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
     work = tmp_path / "w"
