@@ -133,6 +133,7 @@ class Snapshotter:
         #: fingerprint of what they held at the last one
         self._exclude_files: list[Path] | None = None
         self._base = ""
+        self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
         #: the last walk's directory children, valid for the cache dict it made
         self._children: tuple[object, dict[str, Sequence[str]]] | None = None
 
@@ -155,11 +156,15 @@ class Snapshotter:
         change), and their fingerprint (``""`` when both are empty)."""
         if self._exclude_files is None:
             self._exclude_files = exclude_files(self.workdir)
+        found = read_excludes(self._exclude_files)
+        if self._base_compiled is not None and self._base_compiled[0] == found:
+            return self._base_compiled[1], self._base_compiled[2]  # compiled once
         rules, fp = IgnoreRules(), ""
-        for n, data in enumerate(read_excludes(self._exclude_files)):
+        for n, data in enumerate(found):
             if data:
                 rules = rules.enter("", data)
                 fp = _fingerprint(fp, f"exclude{n}", data)
+        self._base_compiled = (found, rules, fp)
         return rules, fp
 
     def _needs(self) -> set[str] | None:

@@ -292,9 +292,10 @@ class _Walk:
         old_entries: dict[str, FileEntry],
         same_rules: bool,
         rows: list[_Row],
-    ) -> tuple[dict[str, FileEntry], int, int]:
+    ) -> tuple[dict[str, FileEntry], int, int, int]:
         """The slow path: every file of a changed directory, appended to
-        ``rows``; the directory's new cache entries, bytes and file count."""
+        ``rows``; the directory's new cache entries, bytes, file count and how
+        many of those files were cache hits."""
         new_entries: dict[str, FileEntry] = {}
         size = files = hits = 0
         for entry in plain:
@@ -337,7 +338,7 @@ class _Walk:
             size += row[3]
             files += 1
         self.tick(hits)  # (the others were counted one by one)
-        return new_entries, size, files
+        return new_entries, size, files, hits
 
     def directory(
         self, path: str, prefix: str, rules: IgnoreRules, fp: str
@@ -415,15 +416,22 @@ class _Walk:
                 size += dsize
                 files += dfiles
         self.new_children[prefix] = [prefix + row[0] + "/" for row in rows]
-        if clean and old is not None:
+        # A full walk tries the cheap all-hits check first; a walk the watcher
+        # sent here (something changed in it) goes straight to the rows, and
+        # keeps the cached tree if they turn out to be all hits after all.
+        if clean and old is not None and self.needs is None:
             hits = self._unchanged(plain, prefix, old, rules)
             if hits is not None and hits + len(rows) == old.count:
                 self.new[prefix] = old
                 return old.tree, old.size, old.files, True
         old_entries = old.entries if old is not None else {}
-        new_entries, fsize, nfiles = self._files(
+        dirs = len(rows)
+        new_entries, fsize, nfiles, hits = self._files(
             plain, prefix, rules, old_entries, same_rules, rows
         )
+        if clean and old is not None and hits == nfiles and hits + dirs == old.count:
+            self.new[prefix] = old
+            return old.tree, old.size, old.files, True
         size += fsize
         files += nfiles
         if not rows and prefix and entries:
