@@ -5,12 +5,19 @@ A tree of 10,000 files, about 200 MB of random bytes (20 top directories x 10
 subdirectories x 50 files, ~20 KB each, inside a git repository), is generated
 under a temporary directory. Then:
 
-1. the first snapshot (cold stat cache): MB/s, target >= 200;
+1. the first snapshot (cold stat cache; the generated tree flushed to disk
+   first, as a checked-out repository would be): MB/s, target >= 200, its
+   objects synced (``durable=True``, the default);
 2. one file changed, then a snapshot with the stat cache warm, alternating with
    ``git add -A && git write-tree`` into a shadow repository (``GIT_DIR``
    elsewhere, ``GIT_WORK_TREE`` the tree, its index kept between runs, as those
    tools do) after the same kind of change: median ms, target <= 30, and the
-   ratio to git, target <= 1/20;
+   ratio to git, target <= 1/20. Two figures for ours: *committed*
+   (``snapshot(durable=False)``: the new objects are in the store and survive
+   a killed process, as git's do; git makes no ``fsync`` at all here, by its
+   default ``core.fsync``), and *synced* (that plus ``objects.sync()``, the
+   fsync that makes them survive a power cut, which the agent waits for before
+   it records the snapshot on the timeline). Each gets its own verdict;
 3. 100 snapshots each after a one-file change: the object database's growth
    (checkpointed to its main file) against 1.2 x the changed bytes + 2 MB;
 4. a restore between two snapshots that differ in 10 files: how many files on
@@ -112,6 +119,10 @@ def measure(files: int, rounds: int, growth_rounds: int) -> dict[str, Any]:
         root, home, shadow = base / "tree", base / "home", base / "shadow.git"
         paths = _layout(files)
         total = _generate(root, paths, rng)
+        # A repository being snapshotted was not written a second ago: flush the
+        # generator's 200 MB now, or the first snapshot's one fsync (ext4 commits
+        # its journal, writing out other files' pending data first) pays for it.
+        os.sync()
         time.sleep(2.1)  # past the racy window: the generated files are all cacheable
         objects = FileObjects(home)
         checkpoints = Checkpoints(objects, root, home)
@@ -128,14 +139,19 @@ def measure(files: int, rounds: int, growth_rounds: int) -> dict[str, Any]:
         git_first_s = time.perf_counter() - t0
 
         ours: list[float] = []
+        synced: list[float] = []
         theirs: list[float] = []
         hashed: list[int] = []
         previous = first.tree
         for _ in range(rounds):
             _change(root, paths, rng)
             t0 = time.perf_counter()
-            result = checkpoints.snapshot()
-            ours.append((time.perf_counter() - t0) * 1000)
+            result = checkpoints.snapshot(durable=False)
+            t1 = time.perf_counter()
+            checkpoints.sync()
+            t2 = time.perf_counter()
+            ours.append((t1 - t0) * 1000)
+            synced.append((t2 - t0) * 1000)
             hashed.append(result.hashed)
             previous = result.tree
             _change(root, paths, rng)
@@ -177,6 +193,9 @@ def measure(files: int, rounds: int, growth_rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "snapshot_ms": statistics.median(ours),
         "snapshot_ms_all": ours,
+        "synced_ms": statistics.median(synced),
+        "synced_ms_all": synced,
+        "synced_ratio": statistics.median(synced) / statistics.median(theirs),
         "hashed_per_snapshot": statistics.median(hashed),
         "reload_ms": reload_ms,
         "git_ms": statistics.median(theirs),
@@ -195,10 +214,13 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def _fraction(ratio: float) -> str:
+    return f" (1/{1 / ratio:.0f})" if 0 < ratio < 1 else ""
+
+
 def report(r: dict[str, Any]) -> list[str]:
     """The printed lines, one target each."""
     mb = r["bytes"] / 1e6
-    fraction = f" (1/{1 / r['ratio']:.0f})" if r["ratio"] < 1 else ""
     exact = r["restore_changed_on_disk"] == r["restore_touched"] == 10 and r["restore_exact"]
     return [
         f"tree: {r['files']} files, {mb:.0f} MB (git's shadow repository measured alike)",
@@ -206,12 +228,16 @@ def report(r: dict[str, Any]) -> list[str]:
         f"(git add -A && write-tree: {r['git_first_s']:.2f} s); "
         f"target >= {FIRST_MBPS:g} MB/s: {_verdict(r['first_mbps'] >= FIRST_MBPS)}",
         f"snapshot after a one-file change, warm stat cache: median {r['snapshot_ms']:.1f} ms "
-        f"over {r['rounds']} (files hashed: {r['hashed_per_snapshot']:g}; "
+        f"committed, {r['synced_ms']:.1f} ms synced, over {r['rounds']} "
+        f"(files hashed: {r['hashed_per_snapshot']:g}; "
         f"a new process reading the cache file: {r['reload_ms']:.1f} ms); "
-        f"target <= {SNAPSHOT_MS:g} ms: {_verdict(r['snapshot_ms'] <= SNAPSHOT_MS)}",
-        f"git add -A && git write-tree (shadow repository): median {r['git_ms']:.1f} ms; "
-        f"ratio ours/git {r['ratio']:.3f}{fraction}; "
-        f"target <= 1/20: {_verdict(r['ratio'] <= GIT_RATIO)}",
+        f"target <= {SNAPSHOT_MS:g} ms: committed {_verdict(r['snapshot_ms'] <= SNAPSHOT_MS)}, "
+        f"synced {_verdict(r['synced_ms'] <= SNAPSHOT_MS)}",
+        f"git add -A && git write-tree (shadow repository, no fsync): median {r['git_ms']:.1f} ms; "
+        f"ratio ours/git committed {r['ratio']:.3f}{_fraction(r['ratio'])}, "
+        f"synced {r['synced_ratio']:.3f}{_fraction(r['synced_ratio'])}; "
+        f"target <= 1/20: committed {_verdict(r['ratio'] <= GIT_RATIO)}, "
+        f"synced {_verdict(r['synced_ratio'] <= GIT_RATIO)}",
         f"{r['growth_rounds']} snapshots after one-file changes: store grew "
         f"{r['growth'] / 1e6:.2f} MB for {r['changed_bytes'] / 1e6:.2f} MB changed; "
         f"limit 1.2 x changed + 2 MiB = {r['growth_limit'] / 1e6:.2f} MB: "

@@ -109,9 +109,9 @@ class CountingObjects(FileObjects):
         self.batches = 0
         self.puts = 0
 
-    def batch(self) -> AbstractContextManager[ObjectBatch]:  # type: ignore[override]
+    def batch(self, *, durable: bool = True) -> AbstractContextManager[ObjectBatch]:  # type: ignore[override]
         self.batches += 1
-        return self._counted(super().batch())
+        return self._counted(super().batch(durable=durable))
 
     @contextmanager
     def _counted(self, inner: AbstractContextManager[ObjectBatch]) -> Iterator[ObjectBatch]:

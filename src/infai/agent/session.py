@@ -54,6 +54,7 @@ from infai.store import Event, HeadConflict, InvalidInput, SessionInfo, SessionS
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
+from .checkpoints import SnapshotNotices
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
@@ -500,9 +501,14 @@ class AgentSession:
         saying why none could be taken: a failed snapshot never fails a turn."""
         files = self.files
         assert files is not None
+        loop = asyncio.get_running_loop()
+        # a long (first) snapshot says where it is; it runs in a worker thread
+        progress = SnapshotNotices(
+            files.workdir, lambda text: loop.call_soon_threadsafe(self._notice, text)
+        )
         try:
             return await off_loop(
-                files.snapshot_record, self.writer, self.writer.pending_parent, reason
+                files.snapshot_record, self.writer, self.writer.pending_parent, reason, progress
             )
         except Exception as exc:
             return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"

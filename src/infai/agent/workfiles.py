@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,16 +202,23 @@ class WorkFiles:
     # -- snapshots ---------------------------------------------------------------
 
     def snapshot_record(
-        self, view: SessionView, at: str | None, reason: str
+        self,
+        view: SessionView,
+        at: str | None,
+        reason: str,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SnapshotRecord | None:
         """The snapshot to record after ``at`` (None: HEAD), or None if the files
-        are those of the nearest snapshot on its path."""
+        are those of the nearest snapshot on its path. Its objects are durable
+        when a record is returned (synced only then: an unchanged tree waits for
+        no disk). ``progress``: (files seen, bytes hashed), a few times a second."""
         last = nearest(view, at)
         previous = last[1].tree if last else None
         with self.lock:
-            result = self.cp.snapshot(previous=previous)
-        if result.tree == previous:
-            return None
+            result = self.cp.snapshot(previous=previous, durable=False, progress=progress)
+            if result.tree == previous:
+                return None
+            self.cp.sync()
         return result.record(reason)
 
     def state(self, view: SessionView) -> FilesState:

@@ -15,8 +15,14 @@ them, except that :mod:`.trees` knows how to walk a tree for gc.
 Writes come in batches (:meth:`ObjectStore.batch`): a snapshot of ten thousand
 files is one transaction and one sync, not ten thousand. A batch's objects are
 durable when the ``with`` block exits without an exception; on an exception none
-of them is kept. Reads verify the digest: bytes that do not hash to their name
-raise :class:`~.errors.BlobDigestError`, never a silent wrong answer.
+of them is kept. ``batch(durable=False)`` commits without waiting for the disk:
+the objects survive a killed process at once, and a power cut only after
+:meth:`ObjectStore.sync`, which the caller must call before anything durable
+names them (a snapshot's record on a timeline): so a recorded snapshot never
+names an object a crash could lose, and a snapshot nobody records (a status
+check, a diff against the disk) never waits for a sync. Reads verify the
+digest: bytes that do not hash to their name raise
+:class:`~.errors.BlobDigestError`, never a silent wrong answer.
 
 Each removal bumps :meth:`ObjectStore.generation`, so a cache that remembers
 which digests exist (the snapshot stat cache) can tell that its memory may be
@@ -47,8 +53,13 @@ class ObjectBatch(Protocol):
 class ObjectStore(Protocol):
     """The store's content-addressed objects (both backends offer one)."""
 
-    def batch(self) -> AbstractContextManager[ObjectBatch]:
-        """A batch of puts, durable together when the ``with`` block exits."""
+    def batch(self, *, durable: bool = True) -> AbstractContextManager[ObjectBatch]:
+        """A batch of puts, committed together when the ``with`` block exits, and
+        durable then too unless ``durable`` is false (then :meth:`sync` later)."""
+
+    def sync(self) -> None:
+        """Make every batch committed here with ``durable=False`` durable (a
+        no-op when there is none, or when commits are durable anyway)."""
 
     def put(self, data: bytes) -> str:
         """Add one object durably (a batch of one); its digest."""

@@ -119,6 +119,7 @@ from pathlib import Path
 from infai.store.file import objects as objects_module
 from infai.store.file.objects import FileObjects
 objects_module.BATCH_INLINE = 0
+objects_module.GROUP_BYTES = 0  # each large put goes to the pack at once
 objects = FileObjects(Path(sys.argv[1]))
 with objects.batch() as batch:
     for i in range(20):

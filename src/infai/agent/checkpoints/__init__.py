@@ -11,6 +11,7 @@ part works: :mod:`.snapshot`, :mod:`.statcache`, :mod:`.ignore`, :mod:`.diff`,
 
 from .diff import Change, DiffReport, FileInfo, diff_trees, render_diff, tree_files
 from .facade import Checkpoints
+from .progress import SnapshotNotices, progress_text
 from .restore import (
     Action,
     PlanStale,
@@ -21,7 +22,7 @@ from .restore import (
     Restorer,
     plan_restore,
 )
-from .snapshot import DEFAULT_SIZE_CAP, SnapshotResult, Snapshotter
+from .snapshot import DEFAULT_SIZE_CAP, Progress, SnapshotResult, Snapshotter
 
 __all__ = [
     "DEFAULT_SIZE_CAP",
@@ -31,15 +32,18 @@ __all__ = [
     "DiffReport",
     "FileInfo",
     "PlanStale",
+    "Progress",
     "Recovery",
     "RestoreError",
     "RestorePending",
     "RestorePlan",
     "Restorer",
+    "SnapshotNotices",
     "SnapshotResult",
     "Snapshotter",
     "diff_trees",
     "plan_restore",
+    "progress_text",
     "render_diff",
     "tree_files",
 ]

@@ -7,7 +7,10 @@ two snapshots of a big repository costs what changed between them. A change is
 one path: ``added``, ``removed``, ``modified`` (other bytes, perhaps another
 mode too), ``mode`` (only the executable bit) or ``type`` (a file became a
 symlink or back). A file that became a directory is the file ``removed`` and
-the files below ``added``. For people, :func:`render_diff` turns changes into
+the files below ``added``. An empty directory is a path of its own (type
+``dir``, the empty tree's digest): it is ``added`` or ``removed`` like a file,
+and a directory that became empty or stopped being so is its files' changes
+plus the empty directory's. For people, :func:`render_diff` turns changes into
 unified diffs of text files (:mod:`difflib`) and a list of binary changes.
 """
 
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from infai.store.objects import ObjectStore
-from infai.store.trees import TreeEntry, decode_tree
+from infai.store.trees import EMPTY_TREE, TreeEntry, decode_tree
 
 ChangeKind = Literal["added", "removed", "modified", "mode", "type"]
 #: text diffs of files larger than this are not computed (listed as binary changes)
@@ -27,10 +30,10 @@ DIFF_SIZE_CAP = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
-    """One file or symlink of a snapshot."""
+    """One file, symlink or empty directory of a snapshot."""
 
     path: str
-    type: Literal["file", "link"]
+    type: Literal["file", "link", "dir"]
     digest: str
     size: int
     executable: bool = False
@@ -81,18 +84,22 @@ def _entries(objects: ObjectStore, tree: str | None) -> dict[str, TreeEntry]:
 
 
 def _info(path: str, entry: TreeEntry) -> FileInfo:
-    kind: Literal["file", "link"] = "link" if entry.type == "link" else "file"
-    return FileInfo(path, kind, entry.digest, entry.size, entry.executable)
+    return FileInfo(path, entry.type, entry.digest, entry.size, entry.executable)
+
+
+def _empty_dir(entry: TreeEntry) -> bool:
+    return entry.type == "dir" and entry.digest == EMPTY_TREE
 
 
 def tree_files(objects: ObjectStore, tree: str, under: str = "") -> dict[str, FileInfo]:
-    """Every file and symlink of ``tree`` by path (``under`` prefixes the paths)."""
+    """Every file, symlink and empty directory of ``tree`` by path (``under``
+    prefixes the paths)."""
     out: dict[str, FileInfo] = {}
     pending = [(under, tree)]
     while pending:
         prefix, digest = pending.pop()
         for entry in _entries(objects, digest).values():
-            if entry.type == "dir":
+            if entry.type == "dir" and not _empty_dir(entry):
                 pending.append((prefix + entry.name + "/", entry.digest))
             else:
                 out[prefix + entry.name] = _info(prefix + entry.name, entry)
@@ -103,7 +110,7 @@ def _one_side(
     objects: ObjectStore, prefix: str, entry: TreeEntry, kind: ChangeKind, out: list[Change]
 ) -> None:
     path = prefix + entry.name
-    if entry.type == "dir":
+    if entry.type == "dir" and not _empty_dir(entry):
         for info in tree_files(objects, entry.digest, path + "/").values():
             out.append(
                 Change(info.path, kind, None, info)
@@ -132,6 +139,10 @@ def _compare(
             continue
         path = prefix + name
         if old is not None and new is not None and old.type == "dir" and new.type == "dir":
+            if _empty_dir(old):  # it was empty, it holds something now
+                out.append(Change(path, "removed", _info(path, old), None))
+            if _empty_dir(new):
+                out.append(Change(path, "added", None, _info(path, new)))
             _compare(objects, path + "/", old.digest, new.digest, out)
         elif old is not None and new is not None and "dir" not in (old.type, new.type):
             kind: ChangeKind = "modified"
@@ -197,6 +208,11 @@ def render_diff(objects: ObjectStore, changes: list[Change], context: int = 3) -
     """Unified diffs of the text files among ``changes``; the rest as binary changes."""
     report = DiffReport(changes=list(changes))
     for change in changes:
+        side = change.new if change.new is not None else change.old
+        if side is not None and side.type == "dir":
+            said = "new empty directory\n" if change.new else "deleted empty directory\n"
+            report.text.append((change.path, said))
+            continue
         if change.kind == "mode":
             old_x = change.old.executable if change.old else False
             mode = f"mode {'755' if old_x else '644'} -> {'644' if old_x else '755'}\n"

@@ -22,7 +22,7 @@ from infai.store.objects import ObjectStore
 
 from .diff import DiffReport, FileInfo, diff_trees, render_diff, tree_files
 from .restore import PlanStale, Recovery, RestorePending, RestorePlan, Restorer, plan_restore
-from .snapshot import DEFAULT_SIZE_CAP, SnapshotResult, Snapshotter
+from .snapshot import DEFAULT_SIZE_CAP, Progress, SnapshotResult, Snapshotter
 
 
 class Checkpoints:
@@ -54,9 +54,23 @@ class Checkpoints:
         """Roll back (or report complete) a restore a kill interrupted; ``None`` if none."""
         return self.restorer.recover()
 
-    def snapshot(self, previous: str | None = None) -> SnapshotResult:
-        """The files now, as a root tree (``previous``: the tree ``changed`` counts from)."""
-        return self.snapshotter.snapshot(previous)
+    def snapshot(
+        self,
+        previous: str | None = None,
+        *,
+        durable: bool = True,
+        progress: Progress | None = None,
+    ) -> SnapshotResult:
+        """The files now, as a root tree (``previous``: the tree ``changed`` counts
+        from). ``durable=False``: committed but not yet synced, so call
+        :meth:`sync` before recording the tree; ``progress``: see
+        :meth:`.Snapshotter.snapshot`."""
+        return self.snapshotter.snapshot(previous, durable=durable, progress=progress)
+
+    def sync(self) -> None:
+        """Make the objects of every ``durable=False`` snapshot durable (before
+        an event names their tree)."""
+        self.objects.sync()
 
     def files(self, tree: str) -> dict[str, FileInfo]:
         """Every file and link of a snapshot, by path."""
@@ -66,7 +80,7 @@ class Checkpoints:
         """What changed from tree ``old`` to tree ``new`` (``None``: the files now,
         which takes a snapshot: its objects stay in the store until gc)."""
         if new is None:
-            new = self.snapshot().tree
+            new = self.snapshot(durable=False).tree  # named by nothing durable
         return render_diff(self.objects, diff_trees(self.objects, old, new), context)
 
     def plan(
@@ -105,6 +119,7 @@ class Checkpoints:
         self._no_pending()
         if plan.actions and self.snapshot().tree != plan.current:
             raise PlanStale(f"{self.workdir}: files changed since the restore was planned")
+        self.sync()  # whatever a restore overwrites is durable in the store first
         return self.restorer.apply(plan, metadata)
 
     def close(self) -> None:

@@ -10,18 +10,99 @@ implements git's pattern language for one file; the stacking across directories
 is done here, as git does it) and is asked about one entry at a time while the
 snapshot walks the tree: the walk itself never enters an ignored directory.
 
-Not read: ``.git/info/exclude`` (infai never reads the user's ``.git``) and the
-user's global excludes file; a path ignored only there is snapshotted.
+Git also reads two files of patterns for the whole working tree, below every
+``.gitignore`` in precedence: the repository's ``info/exclude`` and, lowest,
+the user's global excludes file (``core.excludesFile``, by default
+``$XDG_CONFIG_HOME/git/ignore`` or ``~/.config/git/ignore``). So do snapshots:
+:func:`exclude_files` finds them (``info/exclude`` through the working
+directory's ``.git``, a directory or a worktree's ``gitdir:`` file: read, never
+written; the global one's path asked of ``git config`` once, when git is
+installed), and they become the bottom levels of the root's stack, relative to
+the working directory. Only a working directory at the top of its repository
+has its ``info/exclude`` read (a subdirectory's walk would need the patterns
+re-rooted; not done).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
 #: the name git reads in every directory
 IGNORE_FILE = ".gitignore"
+#: how long ``git config`` may take to say where the global excludes file is
+_GIT_TIMEOUT_S = 5.0
+
+
+def _default_global() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "git" / "ignore"
+
+
+def global_excludes(workdir: str) -> Path:
+    """The user's global excludes file: ``core.excludesFile`` as git resolves it
+    for ``workdir`` (``~`` expanded), else git's default path (also when git is
+    not installed)."""
+    try:
+        done = subprocess.run(
+            ["git", "config", "--path", "--get", "core.excludesFile"],
+            cwd=workdir,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return _default_global()
+    value = os.fsdecode(done.stdout.rstrip(b"\n"))
+    if done.returncode != 0 or not value:
+        return _default_global()
+    return Path(workdir, value) if not os.path.isabs(value) else Path(value)
+
+
+def info_exclude(workdir: str) -> Path | None:
+    """``<git dir>/info/exclude`` of the repository whose top is ``workdir``
+    (``.git`` a directory, or a file ``gitdir: …`` with perhaps a ``commondir``),
+    or ``None`` if ``workdir`` has no ``.git``."""
+    dotgit = Path(workdir, ".git")
+    try:
+        if dotgit.is_dir():
+            return dotgit / "info" / "exclude"
+        text = dotgit.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = Path(workdir, text[len("gitdir:") :].strip())
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return gitdir / "info" / "exclude"
+    return Path(gitdir, common) / "info" / "exclude"
+
+
+def exclude_files(workdir: str) -> list[Path]:
+    """The whole-tree pattern files, lowest precedence first (see the module)."""
+    found = [global_excludes(workdir)]
+    local = info_exclude(workdir)
+    if local is not None:
+        found.append(local)
+    return found
+
+
+def read_excludes(paths: list[Path]) -> list[bytes]:
+    """Their bytes (``b""`` for a missing or unreadable one: git skips it too)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(path.read_bytes())
+        except OSError:
+            out.append(b"")
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from infai.store.objects import ObjectStore
 from .diff import FileInfo, diff_trees
 from .snapshot import GIT_DIR
 
-Op = Literal["write", "link", "remove", "chmod"]
+Op = Literal["write", "link", "remove", "chmod", "mkdir"]
 JOURNAL_VERSION = 1
 
 
@@ -144,6 +144,8 @@ def _under(path: str, skipped: Mapping[str, str]) -> str | None:
 def _op(before: FileInfo | None, after: FileInfo | None) -> Op:
     if after is None:
         return "remove"
+    if after.type == "dir":
+        return "mkdir"
     if before is not None and before.type == after.type == "file" and before.digest == after.digest:
         return "chmod"
     return "link" if after.type == "link" else "write"
@@ -185,7 +187,7 @@ def plan_restore(
         actions.append(Action(path, _op(change.old, change.new), change.old, change.new))
     for path, why in target_skipped.items():
         blocked.setdefault(path, f"not in the snapshot ({why})")
-    written = {a.path for a in actions if a.after is not None}
+    written = {a.path for a in actions if a.after is not None and a.after.type != "dir"}
     for path in list(written):
         # a file written where a directory holds files the restore leaves alone
         prefix = path + "/"
@@ -374,6 +376,38 @@ class _Disk:
         finally:
             os.close(pfd)
 
+    def mkdir(self, path: str) -> None:
+        """Make the empty directory ``path`` (and its parents); one there is fine."""
+        pfd = self._parent(path, create=True)
+        assert pfd is not None
+        name = path.rsplit("/", 1)[-1]
+        try:
+            try:
+                os.mkdir(name, 0o777, dir_fd=pfd)
+                self.dirty.add(path.rpartition("/")[0])
+            except FileExistsError:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise RestoreError(
+                        f"{self.root}: {path!r}: something that is not a directory is in the way"
+                    ) from None
+        finally:
+            os.close(pfd)
+
+    def rmdir(self, path: str) -> None:
+        """Remove the directory ``path`` if it is empty (one holding something,
+        or gone, is left as it is)."""
+        pfd = self._parent(path, create=False)
+        if pfd is None:
+            return
+        try:
+            os.rmdir(path.rsplit("/", 1)[-1], dir_fd=pfd)
+            self.dirty.add(path.rpartition("/")[0])
+        except OSError:
+            pass
+        finally:
+            os.close(pfd)
+
     def drop_tmp(self, path: str) -> None:
         """Remove a temporary file a killed write may have left beside ``path``."""
         try:
@@ -411,18 +445,26 @@ class _Disk:
 def converge(disk: _Disk, states: list[tuple[str, FileInfo | None, FileInfo | None]]) -> None:
     """Make each path hold its wanted state: ``(path, now, wanted)``, ``None`` for
     absent. Removals first and empty directories pruned, so a file may replace a
-    directory and back; every step is idempotent."""
+    directory and back; then writes and recorded empty directories made, in
+    path order; every step is idempotent."""
     for path, _, _ in states:
         disk.drop_tmp(path)
-    gone = [path for path, _, wanted in states if wanted is None]
+    gone = {path: now for path, now, wanted in states if wanted is None}
     for path in sorted(gone, reverse=True):
-        disk.remove(path)
+        now = gone[path]
+        if now is not None and now.type == "dir":
+            disk.rmdir(path)
+        else:
+            disk.remove(path)
     disk.prune(gone)
     for _, now, wanted in sorted(states, key=lambda s: s[0]):
         if wanted is None:
             continue
-        if _op(now, wanted) == "chmod":
+        op = _op(now, wanted)
+        if op == "chmod":
             disk.chmod(wanted)
+        elif op == "mkdir":
+            disk.mkdir(wanted.path)
         else:
             disk.put(wanted)
     disk.sync()

@@ -13,8 +13,10 @@ file or link a content object; all of them go into the store in one
 What makes it cheap is the :mod:`.statcache`: a file whose ``lstat`` key is the
 one cached is not read, and a directory whose entries are all such hits keeps
 its cached tree digest, so a snapshot of an unchanged tree is a walk of
-``lstat`` calls that writes nothing. Empty directories are not recorded (as in
-git): a directory exists in a snapshot because something in it does.
+``lstat`` calls that writes nothing. An empty directory is recorded (unlike
+git) as an entry naming the empty tree, so a restore recreates or removes it;
+one whose every entry is left out (ignored, over the cap) is not: its skipped
+paths say it is there, and a restore leaves it alone.
 
 What makes it cheap when little changed is the :mod:`.watch`er: once a walk
 has watched every directory it entered, the next snapshot re-examines only the
@@ -29,22 +31,22 @@ for this snapshot: it is taken again with the cache dropped.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infai.store.objects import ObjectBatch, ObjectStore
+from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
-from infai.store.trees import EntryType, TreeEntry, encode_tree
 
-from .ignore import IGNORE_FILE, IgnoreRules
-from .statcache import RACY_NS, DirEntry, FileEntry, StatCache, cache_path
+from .ignore import IgnoreRules, exclude_files, read_excludes
+from .statcache import StatCache, cache_path
+from .walk import GIT_DIR, Progress, _fingerprint, _LazyBatch, _Walk, with_ancestors
 from .watch import Watcher
+
+__all__ = ["DEFAULT_SIZE_CAP", "GIT_DIR", "Progress", "SnapshotResult", "Snapshotter"]
 
 #: files larger than this are left out of snapshots unless configured otherwise
 DEFAULT_SIZE_CAP = 10 * 1024 * 1024
@@ -52,8 +54,6 @@ DEFAULT_SIZE_CAP = 10 * 1024 * 1024
 SKIPPED_LIST_CAP = 1000
 #: the stat cache file is rewritten at most this often by snapshots (see ``flush``)
 SAVE_INTERVAL_S = 5.0
-#: the directory name a snapshot never enters and a restore never touches
-GIT_DIR = ".git"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,341 +90,6 @@ class SnapshotResult:
             skipped=dict(self.skipped),
             metadata=metadata,
         )
-
-
-#: a tree entry before it becomes a TreeEntry: (name, type, digest, size, executable)
-_Row = tuple[str, EntryType, str, int, bool]
-
-
-class _LazyBatch:
-    """An object batch opened on the first put (an unchanged tree opens none)."""
-
-    def __init__(self, objects: ObjectStore, stack: ExitStack) -> None:
-        self._objects = objects
-        self._stack = stack
-        self._batch: ObjectBatch | None = None
-
-    def put(self, data: bytes) -> str:
-        if self._batch is None:
-            self._batch = self._stack.enter_context(self._objects.batch())
-        return self._batch.put(data)
-
-
-def _fingerprint(parent: str, prefix: str, gitignore: bytes) -> str:
-    h = hashlib.sha256(parent.encode())
-    h.update(os.fsencode(prefix) + b"\0" + gitignore)
-    return h.hexdigest()[:32]
-
-
-def _parent(prefix: str) -> str:
-    """``"a/b/"`` → ``"a/"``, ``"a/"`` → ``""``."""
-    return prefix[: prefix.rfind("/", 0, len(prefix) - 1) + 1]
-
-
-def with_ancestors(dirty: set[str]) -> set[str]:
-    """The directories to re-examine: those with events and every ancestor
-    (a parent's tree embeds its children's digests)."""
-    out: set[str] = set()
-    for prefix in dirty:
-        while prefix not in out:
-            out.add(prefix)
-            if not prefix:
-                break
-            prefix = _parent(prefix)
-    return out
-
-
-class _Walk:
-    """One walk of the working directory (state of a single snapshot).
-
-    ``needs`` is ``None`` for a full walk; otherwise the prefixes to
-    re-examine, and any other directory in ``trusted`` (watched since its
-    cache entry was made) keeps its cached subtree unvisited.
-    """
-
-    def __init__(
-        self,
-        batch: _LazyBatch,
-        old: dict[str, DirEntry],
-        size_cap: int,
-        now_ns: int,
-        watcher: Watcher | None = None,
-        needs: set[str] | None = None,
-        old_skips: dict[str, list[tuple[str, str]]] | None = None,
-    ) -> None:
-        self.batch = batch
-        self.old = old
-        self.new: dict[str, DirEntry] = {}
-        self.size_cap = size_cap
-        self.racy_after = now_ns - RACY_NS
-        self.skipped: list[tuple[str, str]] = []
-        self.hashed = 0
-        self.hashed_bytes = 0
-        self.watcher = watcher if watcher is not None and watcher.ok else None
-        self.needs = needs if self.watcher is not None else None
-        self.trusted = frozenset(self.watcher.watched) if self.watcher is not None else frozenset()
-        self.old_skips = old_skips or {}
-        #: per directory, the paths skipped by looking at its own entries
-        self.new_skips: dict[str, list[tuple[str, str]]] = {}
-        self.direct: list[tuple[str, str]] = []
-        self._children: dict[str, list[str]] | None = None
-
-    def skip(self, path: str, reason: str) -> None:
-        self.skipped.append((path, reason))
-        self.direct.append((path, reason))
-
-    def reusable(self, prefix: str) -> bool:
-        """Whether ``prefix``'s cached subtree stands without a look: no event in
-        it or below it, and watched since its cache entry was made."""
-        return (
-            self.needs is not None
-            and prefix not in self.needs
-            and prefix in self.trusted
-            and prefix in self.old
-        )
-
-    def reuse(self, prefix: str) -> DirEntry:
-        """Carry ``prefix``'s cached subtree (entries and skipped paths) over."""
-        if self._children is None:
-            self._children = {}
-            for key in self.old:
-                if key:
-                    self._children.setdefault(_parent(key), []).append(key)
-        todo = [prefix]
-        while todo:
-            at = todo.pop()
-            self.new[at] = self.old[at]
-            skips = self.old_skips.get(at)
-            if skips:
-                self.skipped.extend(skips)
-                self.new_skips[at] = skips
-            todo.extend(self._children.get(at, ()))
-        return self.old[prefix]
-
-    def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
-        for entry in entries:
-            if entry.name == IGNORE_FILE and entry.is_file(follow_symlinks=False):
-                try:
-                    with open(entry.path, "rb") as f:
-                        return f.read()
-                except OSError:
-                    return None
-        return None
-
-    def _read(self, entry: os.DirEntry[str], st: os.stat_result, rel: str) -> FileEntry | None:
-        """Read and store one file or link; its cache entry (stat key of what was read)."""
-        key = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-        if stat.S_ISLNK(st.st_mode):
-            data = os.readlink(os.fsencode(entry.path))
-        elif st.st_size > self.size_cap:
-            self.skip(rel, f"over the size cap ({st.st_size} > {self.size_cap} bytes)")
-            return None
-        else:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, "rb", buffering=0) as f:
-                before = os.fstat(fd)
-                data = f.read()
-                after = os.fstat(fd)
-            key = (after.st_mode, after.st_size, after.st_mtime_ns, after.st_ino, after.st_ctime_ns)
-            if before.st_mtime_ns != after.st_mtime_ns or len(data) != after.st_size:
-                key = (0, -1, 0, 0, 0)  # changed while read: never a hit
-        digest = self.batch.put(data)
-        self.hashed += 1
-        self.hashed_bytes += len(data)
-        return key, digest, len(data)
-
-    def _file(
-        self,
-        entry: os.DirEntry[str],
-        rel: str,
-        rules: IgnoreRules,
-        hit: FileEntry | None,
-        known: bool,
-    ) -> tuple[_Row, FileEntry | None, bool] | None:
-        """One file or link: its row, its new cache entry (``None``: racy, not
-        cached) and whether it was a cache hit; ``None`` if it is left out."""
-        st = entry.stat(follow_symlinks=False)
-        if rules.active and not known and rules.ignored(rel, False):
-            self.skip(rel, "ignored")
-            return None
-        mode = st.st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-            self.skip(rel, "not a regular file, directory or symlink")
-            return None
-        key = (mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-        was_hit = hit is not None and hit[0] == key
-        cached: FileEntry | None = hit
-        if not was_hit:
-            cached = self._read(entry, st, rel)
-            if cached is None:
-                return None
-            hit = cached
-            if max(cached[0][2], cached[0][4]) >= self.racy_after:
-                cached = None
-        assert hit is not None
-        link = stat.S_ISLNK(mode)
-        kind: EntryType = "link" if link else "file"
-        row: _Row = (
-            entry.name,
-            kind,
-            hit[1],
-            hit[2],
-            not link and bool(mode & 0o100),
-        )
-        return row, cached, was_hit
-
-    def _unchanged(
-        self, files: list[os.DirEntry[str]], prefix: str, old: DirEntry, rules: IgnoreRules
-    ) -> int | None:
-        """The fast path of a directory whose rules did not change: how many of
-        ``files`` are cache hits if every one is a hit or ignored, else ``None``
-        (and nothing is recorded). One ``lstat`` per file, no tuple kept."""
-        cached = old.entries
-        mark, dmark = len(self.skipped), len(self.direct)
-        hits = 0
-        for entry in files:
-            hit = cached.get(entry.name)
-            if hit is None:
-                if rules.active and rules.ignored(prefix + entry.name, False):
-                    self.skip(prefix + entry.name, "ignored")
-                    continue
-                break
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                break
-            if hit[0] != (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns):
-                break
-            hits += 1
-        else:
-            return hits
-        del self.skipped[mark:]
-        del self.direct[dmark:]
-        return None
-
-    def _files(
-        self,
-        plain: list[os.DirEntry[str]],
-        prefix: str,
-        rules: IgnoreRules,
-        old_entries: dict[str, FileEntry],
-        same_rules: bool,
-        rows: list[_Row],
-    ) -> tuple[dict[str, FileEntry], int, int]:
-        """The slow path: every file of a changed directory, appended to
-        ``rows``; the directory's new cache entries, bytes and file count."""
-        new_entries: dict[str, FileEntry] = {}
-        size = files = 0
-        for entry in plain:
-            name = entry.name
-            rel = prefix + name
-            hit = old_entries.get(name)
-            try:
-                done = self._file(entry, rel, rules, hit, same_rules and hit is not None)
-            except OSError as exc:
-                self.skip(rel, f"unreadable: {exc.strerror}")
-                continue
-            if done is None:
-                continue
-            row, cached, _ = done
-            if cached is not None:
-                new_entries[name] = cached
-            rows.append(row)
-            size += row[3]
-            files += 1
-        return new_entries, size, files
-
-    def directory(
-        self, path: str, prefix: str, rules: IgnoreRules, fp: str
-    ) -> tuple[str, int, int, bool] | None:
-        """Record one directory (see :meth:`_directory`), watched before it is
-        listed, and remember the paths skipped directly in it."""
-        if self.watcher is not None:
-            self.watcher.watch(path, prefix)
-        outer, self.direct = self.direct, []
-        try:
-            got = self._directory(path, prefix, rules, fp)
-        finally:
-            mine, self.direct = self.direct, outer
-        if mine:
-            if got is None:
-                outer.extend(mine)  # an unrecorded directory's skips are its parent's
-            else:
-                self.new_skips[prefix] = mine
-        return got
-
-    def _directory(
-        self, path: str, prefix: str, rules: IgnoreRules, fp: str
-    ) -> tuple[str, int, int, bool] | None:
-        """Record one directory: (tree digest, bytes, files, clean), or ``None`` if
-        nothing in it is recorded. ``clean`` means the cached tree was reused.
-
-        Subdirectories first; then, if the ``.gitignore`` rules here are the
-        cached ones, the files' fast path (:meth:`_unchanged`): a directory where
-        nothing changed reuses its cached tree and cache entry as they are.
-        """
-        try:
-            with os.scandir(path) as it:
-                entries = list(it)
-        except OSError as exc:
-            self.skip(prefix or "./", f"unreadable: {exc.strerror}")
-            return None
-        gitignore = self._gitignore(entries)
-        if gitignore:
-            rules = rules.enter(prefix, gitignore)
-            fp = _fingerprint(fp, prefix, gitignore)
-        old = self.old.get(prefix)
-        same_rules = old is not None and old.fingerprint == fp
-        rows: list[_Row] = []
-        clean = same_rules
-        size = files = 0
-        plain: list[os.DirEntry[str]] = []
-        for entry in entries:
-            name = entry.name
-            if name == GIT_DIR:
-                continue
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if not is_dir:
-                plain.append(entry)
-                continue
-            rel = prefix + name
-            sub = rel + "/"
-            if same_rules and self.reusable(sub):
-                kept = self.reuse(sub)
-                rows.append((name, "dir", kept.tree, kept.size, False))
-                size += kept.size
-                files += kept.files
-                continue
-            known = same_rules and sub in self.old
-            if rules.active and not known and rules.ignored(rel, True):
-                self.skip(sub, "ignored")
-                continue
-            got = self.directory(entry.path, sub, rules, fp)
-            if got is not None:
-                tree, dsize, dfiles, dclean = got
-                clean = clean and dclean
-                rows.append((name, "dir", tree, dsize, False))
-                size += dsize
-                files += dfiles
-        if clean and old is not None:
-            hits = self._unchanged(plain, prefix, old, rules)
-            if hits is not None and hits + len(rows) == old.count:
-                self.new[prefix] = old
-                return old.tree, old.size, old.files, True
-        old_entries = old.entries if old is not None else {}
-        new_entries, fsize, nfiles = self._files(
-            plain, prefix, rules, old_entries, same_rules, rows
-        )
-        size += fsize
-        files += nfiles
-        if not rows and prefix:
-            return None
-        tree = self.batch.put(encode_tree(TreeEntry(*row) for row in rows))
-        self.new[prefix] = DirEntry(fp, tree, size, files, len(rows), new_entries)
-        return tree, size, files, False
 
 
 class Snapshotter:
@@ -464,6 +129,13 @@ class Snapshotter:
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
         self._skips: dict[str, list[tuple[str, str]]] = {}
+        #: the whole-tree pattern files (found on the first snapshot) and the
+        #: fingerprint of what they held at the last one
+        self._exclude_files: list[Path] | None = None
+        self._base = ""
+        self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
+        #: the last walk's directory children, valid for the cache dict it made
+        self._children: tuple[object, dict[str, Sequence[str]]] | None = None
 
     def close(self) -> None:
         """Write the stat cache and stop watching (idempotent)."""
@@ -477,6 +149,23 @@ class Snapshotter:
         watcher = getattr(self, "watcher", None)
         if watcher is not None:
             watcher.close()
+
+    def _base_rules(self) -> tuple[IgnoreRules, str]:
+        """The root's rules before its ``.gitignore``: the global excludes file
+        and ``info/exclude`` (read at every snapshot: no watcher sees them
+        change), and their fingerprint (``""`` when both are empty)."""
+        if self._exclude_files is None:
+            self._exclude_files = exclude_files(self.workdir)
+        found = read_excludes(self._exclude_files)
+        if self._base_compiled is not None and self._base_compiled[0] == found:
+            return self._base_compiled[1], self._base_compiled[2]  # compiled once
+        rules, fp = IgnoreRules(), ""
+        for n, data in enumerate(found):
+            if data:
+                rules = rules.enter("", data)
+                fp = _fingerprint(fp, f"exclude{n}", data)
+        self._base_compiled = (found, rules, fp)
+        return rules, fp
 
     def _needs(self) -> set[str] | None:
         """What the watcher says to re-examine (``None``: everything)."""
@@ -507,23 +196,46 @@ class Snapshotter:
         self._unsaved = False
         self._saved_at = time.monotonic()
 
-    def snapshot(self, previous: str | None = None) -> SnapshotResult:
+    def snapshot(
+        self,
+        previous: str | None = None,
+        *,
+        durable: bool = True,
+        progress: Progress | None = None,
+    ) -> SnapshotResult:
         """Record the working directory now; ``previous`` (a root tree) is what
-        ``changed`` is counted against."""
+        ``changed`` is counted against.
+
+        ``durable=False`` returns once the new objects are committed (safe
+        against a killed process) without waiting for the disk: the caller
+        must call ``objects.sync()`` before it records the tree anywhere
+        durable (a snapshot nobody records never pays for that sync).
+        ``progress`` is called with (files seen, bytes read and hashed) at most
+        every :data:`PROGRESS_INTERVAL_S` seconds while the walk runs.
+        """
         needs = self._needs()
+        rules, base = self._base_rules()
+        if base != self._base:
+            needs = None  # the whole-tree patterns changed: no cached tree stands
+            self._base = base
         for attempt in (0, 1):
             generation = self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
+            children = None
+            if self._children is not None and self._children[0] is old:
+                children = self._children[1]
             with ExitStack() as stack:
                 walk = _Walk(
-                    _LazyBatch(self.objects, stack),
+                    _LazyBatch(self.objects, stack, durable),
                     old,
                     self.size_cap,
                     self._clock(),
                     self.watcher,
                     needs,
                     self._skips,
+                    children,
                 )
+                walk.progress = progress
                 if walk.reusable(""):
                     root = walk.reuse("")
                     got: tuple[str, int, int, bool] | None = (
@@ -533,7 +245,7 @@ class Snapshotter:
                         True,
                     )
                 else:
-                    got = walk.directory(self.workdir, "", IgnoreRules(), "")
+                    got = walk.directory(self.workdir, "", rules, base)
             if self.objects.generation() == generation:
                 break
         assert got is not None  # the root always yields a tree
@@ -542,6 +254,7 @@ class Snapshotter:
         tree, size, files, clean = got
         if not clean:
             self.cache.dirs, self.cache.generation = walk.new, generation
+            self._children = (walk.new, walk.new_children)
             self._unsaved = True
             if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
                 self.flush()

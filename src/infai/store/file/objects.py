@@ -11,7 +11,13 @@ each digest was last put (POSIX seconds; garbage collection's grace period),
 plus a one-row ``generation`` counter that every removal bumps. SQLite rather
 than one file per object because a workspace snapshot adds thousands of small
 objects at once and must make them durable together: one transaction, one sync
-(``synchronous = FULL`` in WAL mode), where loose files would need an fsync each. Unlike the listing
+in WAL mode), where loose files would need an fsync each. The database runs
+with ``synchronous = NORMAL``: a commit is safe against a process kill at once
+(the write-ahead log is in the kernel's hands) and :meth:`FileObjects.sync`
+makes it safe against a power cut (an ``fsync`` of the log). A batch does that
+before it returns unless opened with ``durable=False``, for a caller that
+syncs later but before anything durable names the objects (a snapshot that
+will be recorded on a timeline: see :mod:`infai.store.objects`). Unlike the listing
 and search indexes under ``<home>/index/``, this database is *truth*, not a
 cache: it is never rebuilt, and a damaged one is reported, not replaced.
 
@@ -30,6 +36,7 @@ inline bytes staying inline.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 import time
@@ -40,7 +47,7 @@ from types import TracebackType
 from ..codec import PREFIX, digest_of
 from ..errors import BlobDigestError, CorruptionError, ObjectNotFound, StoreIOError
 from ..objects import check_digest
-from .packs import PACK_MIN, PackReader, PackWriter, pack_path
+from .packs import PACK_MIN, PackReader, PackWriter, pack_path, sync_dir
 
 #: the database's schema version (``PRAGMA user_version``; 2 added ``puts``,
 #: 3 packs and a rowid ``objects`` table)
@@ -74,15 +81,21 @@ _PENDING = 1000
 #: a batch's first bytes of large objects stay inline: a snapshot after a small
 #: change then costs one sync (the database's) and makes no pack file
 BATCH_INLINE = 1 << 20
+#: large objects a batch keeps before one lookup and one hand-over to its pack
+GROUP_BYTES = 4 << 20
 
 
 class _Batch:
-    """Puts collected in memory-light form: each is inserted at once inside the
-    open transaction (large ones appended to the batch's pack), so a batch of
-    200 MB does not sit in a Python list."""
+    """Puts collected in memory-light form: small objects wait as rows for one
+    ``executemany``; large ones wait in a group of at most :data:`GROUP_BYTES`
+    whose digests are looked up with one query, the new ones then handed to
+    the batch's pack in one go (or kept inline while the batch is small). So a
+    batch of 200 MB neither sits in a Python list nor costs a query and a
+    thread hand-over per object."""
 
-    def __init__(self, owner: FileObjects) -> None:
+    def __init__(self, owner: FileObjects, durable: bool = True) -> None:
         self._owner = owner
+        self._durable = durable
         self._conn = owner._connect()
         self._seen: set[str] = set()
         self._pack: PackWriter | None = None
@@ -91,31 +104,63 @@ class _Batch:
         #: rows waiting for one ``executemany`` (at most :data:`_PENDING` of them)
         self._rows: list[tuple[str, int, bytes | None, int | None, int | None]] = []
         self._times: list[tuple[str, float, float]] = []
+        #: large objects waiting for their lookup (see :meth:`_place`)
+        self._large: list[tuple[str, bytes]] = []
+        self._large_bytes = 0
 
     def put(self, data: bytes) -> str:
-        digest = PREFIX + hashlib.sha256(data).hexdigest()
+        return self.put_known(PREFIX + hashlib.sha256(data).hexdigest(), data)
+
+    def put_known(self, digest: str, data: bytes) -> str:
+        """Add ``data`` whose digest the caller computed (it is the caller's word:
+        a snapshot hashes while it reads); ``digest``."""
         if digest not in self._seen:
             self._seen.add(digest)
             if len(data) < PACK_MIN:
                 self._rows.append((digest, len(data), data, None, None))
-            elif (
-                self._conn.execute("SELECT 1 FROM objects WHERE digest = ?", (digest,)).fetchone()
-                is None
-            ):
-                if self._pack is None and self._inline + len(data) <= BATCH_INLINE:
-                    self._inline += len(data)  # a small batch: one sync, no pack file
-                    self._rows.append((digest, len(data), data, None, None))
-                else:
-                    pack, pos = self._append(data)
-                    self._rows.append((digest, len(data), None, pack, pos))
+            else:
+                self._large.append((digest, data))
+                self._large_bytes += len(data)
+                if self._large_bytes >= GROUP_BYTES or len(self._large) >= _CHUNK:
+                    self._place()
             now = time.time()
             self._times.append((digest, now, now))
             if len(self._times) >= _PENDING:
                 self._flush()
         return digest
 
+    def _place(self) -> None:
+        """Find where the waiting large objects go: nowhere if stored already,
+        inline while the batch is under :data:`BATCH_INLINE`, else the pack."""
+        if not self._large:
+            return
+        marks = ",".join("?" * len(self._large))
+        found = {
+            row[0]
+            for row in self._conn.execute(
+                f"SELECT digest FROM objects WHERE digest IN ({marks})",
+                [d for d, _ in self._large],
+            )
+        }
+        packed: list[tuple[str, bytes]] = []
+        for digest, data in self._large:
+            if digest in found:
+                continue
+            if self._pack is None and self._inline + len(data) <= BATCH_INLINE:
+                self._inline += len(data)  # a small batch: one sync, no pack file
+                self._rows.append((digest, len(data), data, None, None))
+            else:
+                packed.append((digest, data))
+        self._large.clear()
+        self._large_bytes = 0
+        if packed:
+            pack, offsets = self._append([data for _, data in packed])
+            for (digest, data), pos in zip(packed, offsets, strict=True):
+                self._rows.append((digest, len(data), None, pack, pos))
+
     def _flush(self) -> None:
         """Insert the waiting rows (within the batch's transaction)."""
+        self._place()
         self._conn.executemany(
             "INSERT OR IGNORE INTO objects (digest, size, data, pack, pos) VALUES (?, ?, ?, ?, ?)",
             self._rows,
@@ -124,8 +169,8 @@ class _Batch:
         self._rows.clear()
         self._times.clear()
 
-    def _append(self, data: bytes) -> tuple[int, int]:
-        """Append to this batch's pack (created on first use): (pack id, offset)."""
+    def _append(self, datas: list[bytes]) -> tuple[int, list[int]]:
+        """Append to this batch's pack (created on first use): (pack id, offsets)."""
         try:
             if self._pack is None:
                 self._pack = PackWriter(self._owner.packs)
@@ -133,13 +178,13 @@ class _Batch:
                     "INSERT INTO packs (name, size) VALUES (?, 0)", (self._pack.name,)
                 )
                 self._pack_id = int(cur.lastrowid or 0)
-            return self._pack_id, self._pack.append(data)
+            return self._pack_id, self._pack.append_many(datas)
         except OSError as exc:
             raise StoreIOError(f"{self._owner.packs}: could not write a pack: {exc}") from exc
 
     def repack(self, digest: str, data: bytes) -> None:
         """Move a live object into this batch's pack (gc rewriting a sparse pack)."""
-        pack, pos = self._append(data)
+        pack, (pos,) = self._append([data])
         self._conn.execute(
             "UPDATE objects SET pack = ?, pos = ?, data = NULL WHERE digest = ?",
             (pack, pos, digest),
@@ -176,6 +221,7 @@ class _Batch:
                             (self._pack.size, self._pack_id),
                         )
                     self._conn.execute("COMMIT")
+                    self._owner._committed(self._durable)
                 except (sqlite3.Error, OSError) as error:
                     self._conn.execute("ROLLBACK")
                     self._discard()
@@ -231,6 +277,9 @@ class FileObjects:
         self._reader = PackReader(self.packs)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        #: a batch committed without a sync since the last one (see :meth:`sync`)
+        self._unsynced = False
+        self._wal_ino = -1
 
     def _io_error(self, what: str, exc: sqlite3.Error) -> StoreIOError:
         return StoreIOError(f"{self.path}: could not {what}: {exc}")
@@ -243,7 +292,7 @@ class FileObjects:
                     conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
                     conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA synchronous = FULL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
                     found = conn.execute("PRAGMA user_version").fetchone()[0]
                     if found > SCHEMA_VERSION:
                         conn.close()
@@ -260,9 +309,49 @@ class FileObjects:
     def _exists(self) -> bool:
         return self._conn is not None or self.path.exists()
 
-    def batch(self) -> _Batch:
-        """A batch of puts, durable together when the ``with`` block exits."""
-        return _Batch(self)
+    def batch(self, *, durable: bool = True) -> _Batch:
+        """A batch of puts, committed together when the ``with`` block exits, and
+        synced to disk then too unless ``durable`` is false (see :meth:`sync`)."""
+        return _Batch(self, durable)
+
+    def _committed(self, durable: bool) -> None:
+        """A batch committed (under the lock): sync now, or remember to."""
+        self._unsynced = True
+        if durable:
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every batch this object committed durable across a power cut.
+
+        An ``fsync`` of the write-ahead log, opened by name: a commit's frames
+        are either still in the log (synced here) or were copied into the
+        database by a checkpoint, which SQLite syncs itself (before copying the
+        log, and the database after it) with ``synchronous = NORMAL``. A log
+        file not synced before (a new inode) has its directory synced too. A
+        no-op when nothing was committed since the last sync."""
+        with self._lock:
+            if not self._unsynced:
+                return
+            wal = self.path.with_name(self.path.name + "-wal")
+            try:
+                fd = os.open(wal, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                fd = -1  # checkpointed and removed: in the synced database
+            except OSError as exc:
+                raise StoreIOError(f"{wal}: could not open to sync: {exc}") from exc
+            try:
+                if fd >= 0:
+                    os.fsync(fd)
+                    ino = os.fstat(fd).st_ino
+                    if ino != self._wal_ino:
+                        sync_dir(self.path.parent)
+                        self._wal_ino = ino
+            except OSError as exc:
+                raise StoreIOError(f"{wal}: could not sync: {exc}") from exc
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+            self._unsynced = False
 
     def put(self, data: bytes) -> str:
         """Add one object durably; its digest."""

@@ -39,6 +39,8 @@ _OPEN_MAX = 32
 EARLY_SYNC = 16 << 20
 #: bytes a writer lets wait for its thread before ``append`` blocks
 BUDGET = 32 << 20
+#: buffers per ``writev`` (Linux's IOV_MAX is 1024)
+_IOV = 512
 
 
 def new_name() -> str:
@@ -63,12 +65,14 @@ def sync_dir(folder: Path) -> None:
 class PackWriter:
     """One batch's pack, appended to as the batch puts large objects.
 
-    The bytes are written by a thread of the writer's own (``os.write``
+    The bytes are written by a thread of the writer's own (``os.writev``
     releases the GIL), so the disk takes them while the batch goes on reading
-    and hashing; at most :data:`BUDGET` bytes wait for it. Every
-    :data:`EARLY_SYNC` bytes it runs ``fdatasync``, so the final sync, which
-    the commit waits for, has little left to do. A write error is raised by the
-    next :meth:`append` or by :meth:`sync`.
+    and hashing; at most :data:`BUDGET` bytes wait for it. The batch hands over
+    objects in groups (:meth:`append_many`): a hand-over per object made the
+    two threads trade the GIL ten thousand times a snapshot, which cost more
+    than the writing. Every :data:`EARLY_SYNC` bytes the thread runs
+    ``fdatasync``, so the final sync, which the commit waits for, has little
+    left to do. A write error is raised by the next append or by :meth:`sync`.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -79,7 +83,7 @@ class PackWriter:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         self._fd = os.open(self.path, flags, 0o644)
         self.size = 0
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._room = threading.Condition()
         self._waiting = 0
         self._error: OSError | None = None
@@ -90,33 +94,52 @@ class PackWriter:
 
     def append(self, data: bytes) -> int:
         """Queue ``data`` for writing; the offset it starts at."""
+        return self.append_many([data])[0]
+
+    def append_many(self, datas: list[bytes]) -> list[int]:
+        """Queue ``datas`` for writing, back to back; the offset each starts at."""
         if self._error is not None:
             raise self._error
+        total = sum(len(d) for d in datas)
         with self._room:
             while self._waiting > BUDGET and self._error is None:
                 self._room.wait()
-            self._waiting += len(data)
-        self._queue.put(data)
+            self._waiting += total
+        self._queue.put(datas)
+        offsets = []
         at = self.size
-        self.size += len(data)
-        return at
+        for data in datas:
+            offsets.append(at)
+            at += len(data)
+        self.size = at
+        return offsets
+
+    def _write(self, datas: list[bytes]) -> None:
+        for start in range(0, len(datas), _IOV):
+            views = [memoryview(d) for d in datas[start : start + _IOV] if d]
+            while views:
+                done = os.writev(self._fd, views)
+                while views and done >= len(views[0]):
+                    done -= len(views[0])
+                    views.pop(0)
+                if views and done:
+                    views[0] = views[0][done:]
 
     def _run(self) -> None:
         written = synced = 0
-        while (data := self._queue.get()) is not None:
+        while (datas := self._queue.get()) is not None:
+            total = sum(len(d) for d in datas)
             if self._error is None:
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(self._fd, view) :]
-                    written += len(data)
+                    self._write(datas)
+                    written += total
                     if written - synced >= EARLY_SYNC:
                         os.fdatasync(self._fd)
                         synced = written
                 except OSError as exc:
                     self._error = exc
             with self._room:
-                self._waiting -= len(data)
+                self._waiting -= total
                 self._room.notify()
 
     def _stop(self) -> None:

@@ -80,9 +80,13 @@ class PgObjects:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def batch(self) -> _Batch:
-        """A batch of puts: one transaction, committed when the ``with`` block exits."""
+    def batch(self, *, durable: bool = True) -> _Batch:
+        """A batch of puts: one transaction, committed when the ``with`` block exits.
+        PostgreSQL's commit is durable when it returns, ``durable`` or not."""
         return _Batch(self._db)
+
+    def sync(self) -> None:
+        """Nothing to do: every batch's commit was durable already."""
 
     def put(self, data: bytes) -> str:
         """Add one object durably; its digest."""
