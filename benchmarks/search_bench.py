@@ -109,7 +109,9 @@ def vocabulary(rng: random.Random, size: int) -> list[str]:
     words: set[str] = set()
     while len(words) < size:
         words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
-    return sorted(words, key=lambda w: (rng.random(), w))
+    # Sorted first: a set's order depends on the hash seed, and the random keys are drawn
+    # in iteration order, so runs would draw different vocabularies.
+    return sorted(sorted(words), key=lambda w: (rng.random(), w))
 
 
 #: the Zipf table has 2**TABLE_BITS slots: the rarest word (p ~ 3e-6) still gets ~13

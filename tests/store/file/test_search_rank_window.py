@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from infai.store import MessageRecord, Store, ToolResultRecord
-from infai.store.file import search_index
+from infai.store.file import search_rank
 
 
 @pytest.fixture
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search_index, "RANK_WINDOW", 4, raising=False)
+    monkeypatch.setattr(search_rank, "RANK_WINDOW", 4)
 
 
 def test_a_common_word_ranks_the_newest_matches(tmp_path: Path, small_window: None) -> None:
