@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from .imports import commit as commit_import
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
-    from .search import SearchHit
+    from .search import SearchHit, SearchResults
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -106,6 +106,7 @@ _LAZY = {
     "PgStore": ("pg", "PgStore"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
     "SearchHit": ("search", "SearchHit"),
+    "SearchResults": ("search", "SearchResults"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
@@ -167,6 +168,7 @@ __all__ = [
     "RestoreRecord",
     "SalvageReport",
     "SearchHit",
+    "SearchResults",
     "SessionBusy",
     "SessionExists",
     "SessionInfo",

@@ -11,11 +11,11 @@ an import of old sessions is the exception) are the highest numbers, which
 FTS5 walks backwards without scoring (blob documents, numbered negatively: the
 lowest).
 
-So every query first walks its matches newest first,
-at most :data:`RANK_WINDOW` + 1 of them, in one pass over event and blob
-documents (a second for the blobs' newest when that pass finds more; two, one
-each, when a session filter narrows the numbers to that session's range). The
-walk gives the candidates themselves, not only a count:
+So every query first walks its matches newest first, at most
+:data:`RANK_WINDOW` + 1 of them, in one pass over event and blob documents (a
+second for the blobs' newest when that pass finds more; two, one each, when a
+session filter narrows the numbers to that session's range). The walk gives
+the candidates themselves, not only a count:
 
 * at most :data:`RANK_WINDOW` matches: every match is known, and they are
   ranked by bm25 in one query over their span of document numbers. Words a
