@@ -49,6 +49,10 @@ def test_the_store_says_when_the_window_was_cut(tmp_path: Path, small_window: No
     rare = store.search("egret")
     assert rare.window is None and rare.window_note() is None and len(rare) == 1
     assert store.search("heron", limit=50).window is None  # grew until every match was seen
+    prefix = store.search("her*", limit=3)  # a prefix is windowed like a word
+    assert prefix.window == 4 and [h.event_id for h in prefix] == ids[-1:-4:-1]
+    both = store.search("heron -egret number", limit=3)  # an exclusion, several words
+    assert both.window == 4 and [h.event_id for h in both] == ids[-1:-4:-1]
 
 
 def test_the_cli_says_so_in_json_and_in_one_line(tmp_path: Path, small_window: None) -> None:
