@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
     from .salvage import SalvageReport, salvage_session
-    from .search import SearchHit
+    from .search import SearchHit, SearchResults
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -107,6 +107,7 @@ _LAZY = {
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
     "SalvageReport": ("salvage", "SalvageReport"),
     "SearchHit": ("search", "SearchHit"),
+    "SearchResults": ("search", "SearchResults"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
@@ -169,6 +170,7 @@ __all__ = [
     "RestoreRecord",
     "SalvageReport",
     "SearchHit",
+    "SearchResults",
     "SessionBusy",
     "SessionExists",
     "SessionInfo",

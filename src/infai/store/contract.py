@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
-    from .search import Progress, SearchHit
+    from .search import Progress, SearchResults
 
 #: what a store's ``watch`` callback gets as ``seq`` when the session was removed
 REMOVED = -2
@@ -214,7 +214,7 @@ class SessionStore(Protocol):
         working_dir: str | None = None,
         kind: str | None = None,
         limit: int = 20,
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         """Full-text search over every event on every branch of every session, best
         first (:mod:`infai.store.search` has the query syntax and the hit's fields).
 
@@ -224,6 +224,8 @@ class SessionStore(Protocol):
         first, so events appended by any process are found. Bad syntax, an unknown
         kind or a limit below 1 raise ``InvalidInput`` naming them. Ranking differs
         between backends (FTS5's bm25, PostgreSQL's ts_rank); what matches does not.
+        A hit list (a list) whose ``window`` says when only the newest matches were
+        looked at (the directory store, for a very common word).
         """
 
     def rebuild_search_index(self, progress: Progress | None = None) -> None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .errors import InvalidInput
@@ -136,6 +136,36 @@ class SearchHit:
 
     def __repr__(self) -> str:
         return f"SearchHit({self.session_id}, {self.event_id}, {self.marked()!r})"
+
+
+class SearchResults(list[SearchHit]):
+    """The hits of one search, best first, and whether older matches were left out.
+
+    A word found in very many events is answered from its newest matches
+    (ranking all of them would cost time in proportion to the store's size):
+    :attr:`window` is then how many of the newest matches were looked at, and the
+    hits are those newest first; None when every match was looked at. A plain list
+    otherwise, so code that only wants the hits iterates it as one.
+    """
+
+    def __init__(self, hits: Iterable[SearchHit] = (), window: int | None = None) -> None:
+        super().__init__(hits)
+        #: None: every match was ranked; a number: only the newest this many were looked at
+        self.window = window
+
+    def to_obj(self, query: str) -> dict[str, Any]:
+        """The answer as JSON-ready data: ``{"query", "window", "hits"}`` (the CLI's
+        ``--json`` and the server's body agree)."""
+        return {"query": query, "window": self.window, "hits": [h.to_obj() for h in self]}
+
+    def window_note(self) -> str | None:
+        """One line for people when older matches were left out, else None."""
+        if self.window is None:
+            return None
+        return (
+            f"more than {self.window:,} events match: these hits are the newest of them,"
+            " newest first (add words or filters to reach older ones)"
+        )
 
 
 # -- the text of a record ---------------------------------------------------------------

@@ -51,19 +51,30 @@ def test_hits_show_session_event_branch_time_and_snippet(tmp_path: Path) -> None
 
 def test_filters_limit_and_json(tmp_path: Path) -> None:
     ids = fixture(tmp_path / "home")
-    hits = json.loads(run(tmp_path / "home", "wombat", "--json").stdout)
+    answer = json.loads(run(tmp_path / "home", "wombat", "--json").stdout)
+    assert answer["query"] == "wombat" and answer["window"] is None  # every match looked at
+    hits = answer["hits"]
     assert {h["event_id"] for h in hits} == {ids["root"], ids["gone"], ids["tool"]}
     gone = next(h for h in hits if h["event_id"] == ids["gone"])
     assert gone["on_head_path"] is False and gone["session_name"] == "alpha"
     start, end = gone["marks"][0]
     assert gone["snippet"][start:end] == "wombat"
-    only = json.loads(run(tmp_path / "home", "wombat", "--json", "--session", ids["two"]).stdout)
+    only = json.loads(run(tmp_path / "home", "wombat", "--json", "--session", ids["two"]).stdout)[
+        "hits"
+    ]
     assert [h["event_id"] for h in only] == [ids["tool"]]
-    in_dir = json.loads(run(tmp_path / "home", "wombat", "--json", "--dir", "/proj/a").stdout)
+    in_dir = json.loads(run(tmp_path / "home", "wombat", "--json", "--dir", "/proj/a").stdout)[
+        "hits"
+    ]
     assert {h["session_id"] for h in in_dir} == {ids["one"]}
-    kind = json.loads(run(tmp_path / "home", "wombat", "--json", "--kind", "tool_result").stdout)
+    kind = json.loads(run(tmp_path / "home", "wombat", "--json", "--kind", "tool_result").stdout)[
+        "hits"
+    ]
     assert [h["event_id"] for h in kind] == [ids["tool"]]
-    assert len(json.loads(run(tmp_path / "home", "wombat", "--json", "--limit", "1").stdout)) == 1
+    assert (
+        len(json.loads(run(tmp_path / "home", "wombat", "--json", "--limit", "1").stdout)["hits"])
+        == 1
+    )
 
 
 def test_rebuild_and_no_matches(tmp_path: Path) -> None:
@@ -90,4 +101,4 @@ def test_a_damaged_index_is_named_on_stderr(tmp_path: Path) -> None:
     index.write_bytes(b"damaged" * 1000)
     result = run(tmp_path / "home", "wombat", "--json")
     assert "repaired" in result.stderr and "search.sqlite" in result.stderr
-    assert len(json.loads(result.stdout)) == 3 and ids
+    assert len(json.loads(result.stdout)["hits"]) == 3 and ids

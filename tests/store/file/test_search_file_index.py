@@ -96,7 +96,13 @@ def test_damage_found_mid_search_rebuilds(tmp_path: Path) -> None:
     assert "malformed" in store.index_notes[0] and len(calls) == 2
 
 
-def test_the_writers_process_indexes_its_appends(tmp_path: Path) -> None:
+@pytest.fixture
+def small_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer's queue is indexed after 8 events (fewer appends to make)."""
+    monkeypatch.setattr(search_index, "FLUSH_EVENTS", 8)
+
+
+def test_the_writers_process_indexes_its_appends(tmp_path: Path, small_queue: None) -> None:
     store = Store(tmp_path / "home")
     sid = store.create_session().id
     store.search("anything")  # the index is in use from now on
@@ -165,7 +171,7 @@ def test_a_session_replaced_under_the_same_id_is_indexed_again(tmp_path: Path) -
     ]
 
 
-def test_a_busy_index_never_fails_an_append(tmp_path: Path) -> None:
+def test_a_busy_index_never_fails_an_append(tmp_path: Path, small_queue: None) -> None:
     store = Store(tmp_path / "home")
     sid = store.create_session().id
     store.search("anything")

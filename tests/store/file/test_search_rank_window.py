@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from infai.store import MessageRecord, Store, ToolResultRecord
-from infai.store.file import search_index
+from infai.store.file import search_rank
 
 
 @pytest.fixture
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search_index, "RANK_WINDOW", 4, raising=False)
+    monkeypatch.setattr(search_rank, "RANK_WINDOW", 4)
 
 
 def test_a_common_word_ranks_the_newest_matches(tmp_path: Path, small_window: None) -> None:
@@ -76,3 +76,18 @@ def test_blob_documents_are_windowed_and_found(tmp_path: Path, small_window: Non
     hits = store.search("granite", kind="tool_result")
     assert [h.event_id for h in hits] == [blob_event.id]
     assert blob_event.id in {h.event_id for h in store.search("granite", limit=20)}
+
+
+def test_an_excluded_word_is_kept_out_of_hits_not_only_out_of_ranking(tmp_path: Path) -> None:
+    # The ranking query leaves the excluded word out (bm25 would walk its document
+    # list for nothing); the walk's candidates keep the exclusion exact.
+    store = Store(tmp_path / "home")
+    sid = store.create_session().id
+    with store.open_writer(sid) as w:
+        best = w.append(MessageRecord(content="kiwi kiwi kiwi"), "user").id
+        w.append(MessageRecord(content="kiwi kiwi kiwi kiwi apple"), "user")  # better, excluded
+        plain = w.append(MessageRecord(content="kiwi and a long tail of other words"), "user").id
+        w.append(MessageRecord(content="apple alone"), "user")
+    hits = store.search("kiwi -apple")
+    assert [h.event_id for h in hits] == [best, plain] and hits.window is None
+    assert hits[0].score > hits[1].score  # ranked, not merely listed

@@ -6,9 +6,11 @@ this command only renders. Each hit is one line of facts (session, event, a
 and kind) and one line of snippet with the matched words highlighted; rich
 draws the highlight, and text from the sessions is printed as text (rich
 markup and control characters in it are not interpreted). ``--json`` prints the
-hits as the store gives them (``SearchHit.to_obj``). ``--rebuild`` builds the
-index again first, with a progress bar on stderr; a damaged index the store had
-to rebuild by itself is named on stderr too.
+answer as the store gives it (``SearchResults.to_obj``: the query, the window,
+the hits), the same object the server answers. When only a very common word's
+newest matches were looked at, a line on stderr says so (``window`` in JSON).
+``--rebuild`` builds the index again first, with a progress bar on stderr; a
+damaged index the store had to rebuild by itself is named on stderr too.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def search_command(
     for note in store.index_notes:
         echo(f"infai: repaired: {note}", err=True)
     if as_json:
-        emit_json([h.to_obj() for h in hits])
+        emit_json(hits.to_obj(query))
         return
     if not hits:
         echo("no matches", err=True)
@@ -103,3 +105,5 @@ def search_command(
     console = Console(highlight=False, soft_wrap=True)
     for hit in hits:
         console.print(hit_text(hit))
+    if (cut := hits.window_note()) is not None:
+        echo(f"infai: {cut}", err=True)

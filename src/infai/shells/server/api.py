@@ -248,8 +248,16 @@ COMPONENTS: dict[str, Schema] = {
     },
     "SearchResults": {
         "type": "object",
-        "required": ["query", "hits"],
-        "properties": {"query": _TEXT, "hits": {"type": "array", "items": _ref("SearchHit")}},
+        "required": ["query", "window", "hits"],
+        "properties": {
+            "query": _TEXT,
+            "window": _nullable(
+                "integer",
+                description="Set when more events matched than were looked at: the hits are"
+                " the newest of this many matches, newest first.",
+            ),
+            "hits": {"type": "array", "items": _ref("SearchHit")},
+        },
     },
 }
 

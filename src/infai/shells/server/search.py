@@ -8,7 +8,9 @@ which reads the disk or the database), and its errors go through the one
 table (:mod:`.errors`): a query the grammar refuses, an unknown kind, a limit
 out of range is 400 naming it; a lost database 503.
 
-The answer is ``{"query", "hits": [SearchHit…]}``, best first, each hit as
+The answer is ``{"query", "window", "hits": [SearchHit…]}``, best first
+(:meth:`~infai.store.SearchResults.to_obj`; ``window`` is a number when only
+that many of the newest matches were looked at, else null), each hit as
 :meth:`~infai.store.SearchHit.to_obj` gives it (the snippet plus the character
 offsets of the matched words, for the client to mark its own way), encoded
 inert like every body (:class:`.channel.InertJSON`).
@@ -45,15 +47,15 @@ async def search(call: Call) -> Response:
     store = call.sessions.store
     session, working_dir, kind = (call.query.get(k) for k in ("session", "dir", "kind"))
 
-    def run() -> list[dict[str, object]]:
+    def run() -> dict[str, object]:
         hits = store.search(query, session=session, working_dir=working_dir, kind=kind, limit=limit)
-        return [hit.to_obj() for hit in hits]
+        return hits.to_obj(query)
 
     try:
         found = await asyncio.to_thread(run)
     except SessionNotFound as exc:  # a filter that names nothing: the request is wrong
         raise ApiError(400, f"query parameter session: {exc}") from None
-    return InertJSON({"query": query, "hits": found})
+    return InertJSON(found)
 
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "search"]

@@ -3,10 +3,11 @@
 Model, in prose: ``<home>/index/search.sqlite`` is derived from the sessions and
 never the only copy of anything. It holds one row per indexed event (session,
 sequence number, id, parent, kind, role, time), the event's searchable text
-(:func:`infai.store.search.searchable_text`) zlib-compressed and an FTS5
-inverted index over it without a second copy of the text (``content=''``;
-segments are merged less eagerly than FTS5's default, ``automerge`` 8, which
-keeps a writer's small transactions cheap once the index is large).
+(:func:`infai.store.search.searchable_text`; zlib-compressed when it is large)
+and an FTS5 inverted index over it without a second copy of the text
+(``content=''``; segments are merged less eagerly than FTS5's default,
+:data:`AUTOMERGE` at a time, which keeps indexing an append cheap once the
+index is large; the file is read through a memory map).
 A record that lives in a blob is indexed once per digest, whatever number of
 events (in whichever sessions) name it: its text is a document of its own,
 numbered negatively, and the events point at it. Per session it keeps how
@@ -25,49 +26,36 @@ other processes (an older infai too) are found, and the index file may be
 deleted at any time: the next search builds it again, and a damaged one is
 deleted and built again with a note (:attr:`Store.index_notes`).
 
-Ranking is bm25, over a bounded window. FTS5 scores every document a ranked
-query matches before it keeps the best few, so a word found in a fifth of a
-million events would cost most of a second. Documents are numbered in the order
-they were indexed (a rebuild indexes the least recently active sessions first),
-so the most recently indexed matches (nearly always the newest: appends are
-indexed as they come; an import of old sessions is the exception) are the
-highest numbers, which FTS5 walks backwards without scoring: a query matching
-more than :data:`RANK_WINDOW` documents ranks only the newest
-:data:`RANK_WINDOW` of them (blob documents, numbered negatively, likewise).
-For a rare word nothing changes; a very common one (its window cut) gives its
-newest matches, newest first and unscored (bm25 would also walk the word's
-whole document list for its IDF), which is also what a person searching for
-it most likely wants. Filters (kind, session, directory) apply after ranking: when
-they leave fewer than ``limit`` hits, the window grows (eightfold each time)
-until they are found or every match was looked at. A session filter first
-narrows the query to that session's range of document numbers, so it looks at
-that session's matches, not the store's. What matches is never changed by the
-window, only which matches are ranked.
+Which matches a query returns, and in what order, is :mod:`.search_rank`'s
+business: bm25 over a bounded window of the newest matches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from ..errors import StoreError
 from ..events import Event
 from ..records import record_to_obj
 from ..search import (
+    SNIPPET_CHARS,
     Progress,
     Query,
     SearchHit,
+    SearchResults,
     advance_path,
     make_snippet,
     on_path,
     searchable_text,
 )
 from .derived import DerivedDB, is_damage, now_ns, signature
+from .search_rank import best
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,24 +90,39 @@ CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, z BLOB NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     text, content='', tokenize='unicode61 remove_diacritics 2'
 );
-INSERT INTO fts (fts, rank) VALUES ('automerge', 8)
 """
-#: a query matching more documents than this ranks only the most recently indexed ones
-RANK_WINDOW = 4096
 #: events read and indexed per transaction while catching up
 BATCH = 2000
 #: a writer's appended events are indexed in one transaction once this many are queued
-FLUSH_EVENTS = 64
+FLUSH_EVENTS = 256
+#: the index file is read through a memory map of up to this many bytes (SQLite's own
+#: limit, 2 GB in most builds, applies too)
+MMAP_BYTES = 1 << 32
+#: the connection's page cache, KiB
+CACHE_KIB = 16384
 #: … or once the oldest queued one waited this long (seconds), or when the writer closes
 FLUSH_SECONDS = 1.0
+#: a stored text longer than this (bytes) is compressed
+PACK_BYTES = 1024
+#: FTS5 merges this many segments of one level into one (its ``automerge``): fewer
+#: levels, so less merging per indexed page than 8, for more segments to look in
+AUTOMERGE = 16
+#: compressed bytes of a stored text decompressed at a time for a snippet
+_PIECE = 4096
 
+#: ``session id -> (sid, HEAD signature)`` of the indexed sessions
+_Known = dict[str, tuple[int, str]]
 #: opens a session for reading (the store's ``open_reader``)
 OpenReader = Callable[[str], "SessionReader"]
 
 
 def _pack(text: str) -> bytes:
+    """A text as stored: compressed (``z``) when it is large, else raw (``r``). Most
+    events' texts are a few hundred bytes, which zlib halves at about 30 µs each, a
+    fifth of the cost of indexing an event; stored raw they make the index about a
+    quarter larger (1.2 x the text at 1M events), well within its budget."""
     data = text.encode()
-    if len(data) > 96:
+    if len(data) > PACK_BYTES:
         packed = zlib.compress(data, 1)
         if len(packed) < len(data):
             return b"z" + packed
@@ -128,6 +131,26 @@ def _pack(text: str) -> bytes:
 
 def _unpack(data: bytes) -> str:
     return (zlib.decompress(data[1:]) if data[:1] == b"z" else data[1:]).decode()
+
+
+def _unpack_head(data: bytes, needles: list[bytes]) -> str:
+    """As much of a stored text as a snippet needs: decompressed a piece at a time
+    until one of ``needles`` (lower-case words) has turned up with a snippet's width
+    of text after it, else whole. A blob's text may be megabytes; its first match is
+    usually near the start. The snippet is the same as from the whole text: the
+    earliest match seen in a prefix is the earliest overall, and the text cut off
+    lies past the snippet's end (which still gets its ellipsis)."""
+    if data[:1] != b"z" or len(data) <= _PIECE:
+        return _unpack(data)
+    inflate = zlib.decompressobj()
+    out = b""
+    for at in range(1, len(data), _PIECE):
+        out += inflate.decompress(data[at : at + _PIECE])
+        lowered = out.lower()
+        found = [i for i in (lowered.find(n) for n in needles) if i >= 0]
+        if found and len(out) > min(found) + 4 * SNIPPET_CHARS:
+            return out.decode(errors="ignore")  # a character cut at the end is dropped
+    return (out + inflate.flush()).decode()
 
 
 def _uuid_bytes(value: str) -> bytes:
@@ -149,6 +172,26 @@ class SearchIndex:
         self._pending: dict[str, list[Event]] = {}
         self._since: dict[str, float] = {}
         self._queue_lock = threading.Lock()
+        self._tuned: sqlite3.Connection | None = None
+        #: the sessions table as last read: (connection, its change stamp, rows)
+        self._known_cache: tuple[sqlite3.Connection, tuple[int, int], _Known] | None = None
+
+    def _connect(self, busy_ms: int = 5000) -> sqlite3.Connection:
+        """The index's connection, tuned once per connection for a file that is large
+        and mostly read: reads through a memory map (no read call and copy per page,
+        which FTS5's merges and walks do many of; about half the cost of indexing an
+        append at 1M events) and a larger page cache."""
+        conn = self.db.connect(busy_ms)
+        if conn is not self._tuned:
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            self._tuned = conn
+            found = conn.execute("SELECT v FROM fts_config WHERE k = 'automerge'").fetchone()
+            if found is None or found[0] != AUTOMERGE:  # a new file, or an older infai's
+                with contextlib.suppress(sqlite3.OperationalError):  # busy: the next time
+                    set_merge = "INSERT INTO fts (fts, rank) VALUES ('automerge', ?)"
+                    conn.execute(set_merge, (AUTOMERGE,))
+        return conn
 
     # -- writing ------------------------------------------------------------------
 
@@ -285,7 +328,7 @@ class SearchIndex:
         """Index events this process appended, if the session's indexed prefix ends where
         they begin (else the catch-up reads them from the session)."""
         try:
-            conn = self.db.connect(busy_ms=50)
+            conn = self._connect(busy_ms=50)
             with DerivedDB.transaction(conn):
                 sid, indexed, _last, path = self._session(conn, session_id)
                 fresh = [e for e in events if e.seq >= indexed]
@@ -302,7 +345,7 @@ class SearchIndex:
             return
         with self.db.lock:
             try:
-                conn = self.db.connect(busy_ms=100)
+                conn = self._connect(busy_ms=100)
                 with DerivedDB.transaction(conn):
                     row = conn.execute(
                         "SELECT sid FROM sessions WHERE id = ?", (session_id,)
@@ -320,11 +363,8 @@ class SearchIndex:
         """Bring the index up to the sessions listed in ``rows`` (listing rows): a
         session whose HEAD's signature changed since it was indexed is caught up (the
         signature is taken before anything is read)."""
-        conn = self.db.connect()
-        known = {
-            r[0]: (r[1], r[2])
-            for r in conn.execute("SELECT id, sid, head_sig FROM sessions").fetchall()
-        }
+        conn = self._connect()
+        known = self._known(conn)
         live = {r[0] for r in rows}
         gone = [sid for text, (sid, _) in known.items() if text not in live]
         if gone:
@@ -334,7 +374,7 @@ class SearchIndex:
         now, base = now_ns(), str(self.sessions_dir)
         todo = []
         # Least recently active first: documents are numbered in indexing order, and a
-        # common word's results are the newest documents (see _best).
+        # common word's results are the newest documents (see .search_rank).
         for row in reversed(rows):
             sig = signature(f"{base}/{row[0]}/HEAD", now)
             if not (sig and known.get(row[0], (0, ""))[1] == sig):
@@ -343,6 +383,17 @@ class SearchIndex:
             self._catch_up(conn, session_id, sig, open_reader)
             if progress is not None:
                 progress(done + 1, len(todo))
+
+    def _known(self, conn: sqlite3.Connection) -> _Known:
+        """``session id -> (sid, head signature)`` of every indexed session. Kept
+        between searches while the file is unchanged: ``data_version`` moves when
+        another connection commits, ``total_changes`` when this one writes."""
+        stamp = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        cached = self._known_cache
+        if cached is None or cached[0] is not conn or cached[1] != stamp:
+            rows = conn.execute("SELECT id, sid, head_sig FROM sessions").fetchall()
+            cached = self._known_cache = (conn, stamp, {r[0]: (r[1], r[2]) for r in rows})
+        return cached[2]
 
     def _catch_up(
         self, conn: sqlite3.Connection, session_id: str, head_sig: str, open_reader: OpenReader
@@ -395,7 +446,7 @@ class SearchIndex:
         sessions: set[str] | None,
         kind: str | None,
         limit: int,
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         """Catch up, then the best ``limit`` hits (``sessions``: only these ids)."""
         with self.db.lock:
             try:
@@ -415,10 +466,10 @@ class SearchIndex:
         sessions: set[str] | None,
         kind: str | None,
         limit: int,
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         self.flush()
         self.sync(rows, open_reader)
-        conn = self.db.connect()
+        conn = self._connect()
         where, args = [], []
         if session is not None:
             where.append("s.id = ?")
@@ -436,15 +487,15 @@ class SearchIndex:
             ids = ", ".join("?" * len(wanted))
             found_sids = conn.execute(f"SELECT sid FROM sessions WHERE id IN ({ids})", wanted)
             sids = [r[0] for r in found_sids]
-        windowed = not any(t.prefix for t in query.positive_terms())
-        found = self._best(conn, query.to_fts5(), cond, args, limit, sids, windowed)
+        found, window = best(conn, query, cond, args, limit, sids)
         names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
+        needles = [t.words[0].encode() for t in query.positive_terms()]
         hits = []
         for sess, seq, event_id, ev_kind, role, ts, rank, doc, path in found:
             if doc not in texts:
                 z = conn.execute("SELECT z FROM texts WHERE doc = ?", (doc,)).fetchone()
-                texts[doc] = _unpack(z[0]) if z else ""
+                texts[doc] = _unpack_head(z[0], needles) if z else ""
             snippet, marks = make_snippet(texts[doc], query)
             name, wd = names.get(sess, (None, None))
             hits.append(
@@ -463,133 +514,7 @@ class SearchIndex:
                     working_dir=wd,
                 )
             )
-        return hits
-
-    def _best(
-        self,
-        conn: sqlite3.Connection,
-        match: str,
-        cond: str,
-        args: list[str],
-        limit: int,
-        sids: list[int] | None,
-        windowed: bool,
-    ) -> list[tuple[Any, ...]]:
-        """The best ``limit`` events matching, filtered by ``cond``.
-
-        bm25 is computed for every document a ranked FTS5 query matches before the
-        best few are kept, so a common word would cost time in proportion to the
-        store's size. The work is bounded instead: a query matching more than
-        :data:`RANK_WINDOW` documents ranks only the most recently indexed ones
-        (:meth:`_window`), which FTS5 finds by walking its document list backwards
-        without scoring. A session filter bounds the documents to that session's
-        range of document numbers first. Only the best few ranked documents are
-        joined with their events; when the filters leave fewer than ``limit`` hits,
-        every ranked one is, and then the window grows until they are found or every
-        match was looked at. A prefix query (``windowed`` false) is not windowed:
-        FTS5 merges every matching word's document list for each query, so one
-        ranking of all its matches is cheaper than a walk and a ranking.
-        """
-        pos_lo, pos_hi, neg_lo, neg_hi = self._ranges(conn, sids)
-        window = RANK_WINDOW if windowed else 0
-        wanted = limit * 2 if not cond else limit * 8
-        while True:
-            if window:
-                lo, pos_cut = self._window(conn, match, pos_lo, pos_hi, window, newest_high=True)
-                hi, neg_cut = self._window(conn, match, neg_lo, neg_hi, window, newest_high=False)
-            else:
-                lo, hi, pos_cut, neg_cut = pos_lo, neg_hi, False, False
-            bounds = (lo, pos_hi, neg_lo, hi)
-            recent = pos_cut or neg_cut  # a common word: its newest matches, unscored
-            found = self._ranked(conn, match, cond, args, limit, wanted, bounds, recent)
-            if len(found) >= limit:
-                return found
-            if wanted > 0:
-                found = self._ranked(conn, match, cond, args, limit, -1, bounds, recent)
-            if len(found) >= limit or not (pos_cut or neg_cut):
-                return found
-            window *= 8
-
-    @staticmethod
-    def _ranked(
-        conn: sqlite3.Connection,
-        match: str,
-        cond: str,
-        args: list[str],
-        limit: int,
-        wanted: int,
-        bounds: tuple[int, int, int, int],
-        recent: bool,
-    ) -> list[tuple[Any, ...]]:
-        """The best ``wanted`` (-1: all) documents matching within ``bounds`` (events'
-        ``lo, hi`` and blobs' ``lo, hi``) joined with their events, filtered by
-        ``cond``, best first. ``recent``: the window was cut (a very common word), so
-        the newest documents are taken unscored and the hits ordered newest first:
-        bm25 would score the whole window and walk the word's entire document list
-        for its IDF, most of the remaining cost at 1M events."""
-        lo, hi, blo, bhi = bounds
-        cols = "s.id, e.seq, e.id, e.kind, e.role, e.ts, m.rank, m.doc, s.head_path"
-        if recent:
-            part = "SELECT * FROM (SELECT rowid AS doc, 0.0 AS rank FROM fts WHERE fts MATCH ?"
-            docs = (
-                f"{part} AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?)"
-                f" UNION ALL {part} AND rowid BETWEEN ? AND ? ORDER BY rowid ASC LIMIT ?)"
-            )
-        else:
-            part = (
-                "SELECT * FROM (SELECT rowid AS doc, rank FROM fts WHERE fts MATCH ?"
-                " AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?)"
-            )
-            docs = f"{part} UNION ALL {part}"
-        params: tuple[Any, ...] = (match, lo, hi, wanted, match, blo, bhi, wanted)
-        if not recent and lo <= 1 and hi >= 1 << 62 and blo <= -(1 << 62) and bhi >= -1:
-            docs, params = part, (match, blo, hi, wanted)  # every document: one query
-        sql = (
-            f"WITH m AS MATERIALIZED ({docs})"
-            f" SELECT {cols} FROM m JOIN events e ON e.doc = m.doc"
-            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc > 0{cond}"
-            f" UNION ALL SELECT {cols} FROM m JOIN events e ON e.blob = -m.doc"
-            f" JOIN sessions s ON s.sid = e.sid WHERE m.doc < 0{cond}"
-            " ORDER BY 7, 6 DESC LIMIT ?"
-        )
-        return conn.execute(sql, (*params, *args, *args, limit)).fetchall()
-
-    @staticmethod
-    def _window(
-        conn: sqlite3.Connection, match: str, lo: int, hi: int, size: int, *, newest_high: bool
-    ) -> tuple[int, bool]:
-        """The bound that keeps the ``size`` newest matching documents in ``[lo, hi]``
-        (event documents: the highest numbers; blob documents, numbered ``-bid``: the
-        lowest), and whether it cut anything off."""
-        if lo > hi:
-            return (lo if newest_high else hi), False
-        order = "DESC" if newest_high else "ASC"
-        row = conn.execute(
-            f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
-            f" ORDER BY rowid {order} LIMIT 1 OFFSET ?",
-            (match, lo, hi, size),
-        ).fetchone()
-        if row is None:
-            return (lo if newest_high else hi), False
-        return (row[0] + 1 if newest_high else row[0] - 1), True
-
-    @staticmethod
-    def _ranges(conn: sqlite3.Connection, sids: list[int] | None) -> tuple[int, int, int, int]:
-        """Document numbers that can hold a hit: ``(lo, hi)`` of events' documents and
-        of blobs' (negative), narrowed to the sessions ``sids`` when given."""
-        if sids is None:
-            return 1, 1 << 62, -(1 << 62), -1
-        marks = ", ".join("?" * len(sids))
-        lo, hi = conn.execute(
-            f"SELECT min(doc), max(doc) FROM events WHERE sid IN ({marks})", sids
-        ).fetchone()
-        blo, bhi = conn.execute(
-            f"SELECT min(blob), max(blob) FROM events WHERE sid IN ({marks}) AND blob IS NOT NULL",
-            sids,
-        ).fetchone()
-        pos = (lo, hi) if lo is not None else (1, 0)
-        neg = (-bhi, -blo) if blo is not None else (0, -1)
-        return (*pos, *neg)
+        return SearchResults(hits, window)
 
     def close(self) -> None:
         """Index what is queued, then close the SQLite connection."""

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..info import Changed
     from ..report import FsckReport
-    from ..search import Progress, SearchHit
+    from ..search import Progress, SearchResults
     from .listing import ListingIndex
     from .lock import WriterLock
     from .objects import FileObjects
@@ -146,7 +146,7 @@ class Store:
         working_dir: str | None = None,
         kind: str | None = None,
         limit: int = 20,
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         """Full-text search over every event of every session, best hits first.
 
         Catches the index up first (sessions appended to, made or removed by any

@@ -73,7 +73,7 @@ from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
 if TYPE_CHECKING:
     from ..info import Changed
-    from ..search import Progress, SearchHit
+    from ..search import Progress, SearchResults
 
 #: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
 LEASE_PREFIX = "infai-turn:"
@@ -283,7 +283,7 @@ class PgStore:
         working_dir: str | None = None,
         kind: str | None = None,
         limit: int = 20,
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         """Full-text search over every event of every session (:mod:`.search`): catches
         the index up first, then ranks by ``ts_rank``."""
         from ..search import check_kind, check_limit, parse_query

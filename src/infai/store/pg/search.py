@@ -33,6 +33,7 @@ from ..search import (
     Progress,
     Query,
     SearchHit,
+    SearchResults,
     advance_path,
     dir_matches,
     index_text,
@@ -168,12 +169,13 @@ def search(
     working_dir: str | None,
     kind: str | None,
     limit: int,
-) -> list[SearchHit]:
-    """Catch up, then the best ``limit`` hits (see :mod:`infai.store.search`)."""
+) -> SearchResults:
+    """Catch up, then the best ``limit`` hits (see :mod:`infai.store.search`); every
+    match is ranked (no window)."""
     catch_up(db)
     cond, args = _filters(db, session, working_dir, kind)
     if cond is None:
-        return []
+        return SearchResults()
     sql = (
         "WITH q AS (SELECT to_tsquery('simple', %s) AS q), m AS ("
         " SELECT s.session_id, s.seq, ts_rank(s.tsv, q.q) AS score"
@@ -191,7 +193,7 @@ def search(
     with db.conn() as conn:
         found = conn.execute(sql, (query.to_tsquery(), *args, limit)).fetchall()
         blobs = _blob_data(conn, {r[8] for r in found if r[8] is not None})
-    return [_hit(row, blobs, query) for row in found]
+    return SearchResults(_hit(row, blobs, query) for row in found)
 
 
 def _filters(
