@@ -444,23 +444,31 @@ class AgentSession(SessionFiles):
 
     # -- compaction and branches ----------------------------------------------
 
-    async def switch(self, event_id: str, *, summarize: bool = True) -> Event | None:
+    async def switch(
+        self, event_id: str, *, summarize: bool = True, choice: OnRestore | None = None
+    ) -> Event | None:
         """Move to another branch at ``event_id``.
 
         With ``summarize``, the abandoned branch is summarised into a
-        ``branch_summary`` event after ``event_id`` (HEAD moves there now);
-        without, this is :meth:`select` (HEAD moves with the next prompt).
+        ``branch_summary`` event after ``event_id`` (HEAD moves there now) and
+        ``event_id``'s files are restored as a continue restores them (``choice``,
+        default :attr:`on_restore`; a refusal raises before anything is stored);
+        without, this is :meth:`select` (HEAD moves, and the files are restored,
+        with the next prompt).
         """
         if not summarize:
             self.select(event_id)
             return None
+        choice = choice or self.on_restore
         await self._hold("switching branches")
         try:
+            left = await self._before_switch(event_id, choice)
             summary = await summarize_branch(self.writer, self.model, event_id)
+            self.cache.invalidate()
+            self._saved(summary)
+            await self._after_switch(event_id, summary.id, left, choice)
         finally:
             await self._free()
-        self.cache.invalidate()
-        self._saved(summary)
         return summary
 
     async def compact(self) -> Event:

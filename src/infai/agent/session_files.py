@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from infai.errors import InfaiError
 from infai.llm import Notice
 from infai.store import Event, HeadConflict, InvalidInput, SessionLog, SessionView
 from infai.tools.offload import off_loop
@@ -104,6 +105,40 @@ class SessionFiles:
         if tool is None or not changes_files(tool):
             return None
         return await self._snapshot(f"after {tool.spec.name}")
+
+    async def _before_switch(self, event_id: str, choice: OnRestore) -> str | None:
+        """A summarised switch's first step (the slot held): refuse as the restore
+        would (nothing stored), else record the files now at the tip of the branch
+        left. That tip, after which the restore keeps the branch's files (None: this
+        switch leaves the files alone, or there is nothing to abandon)."""
+        files = self.files
+        if files is None or choice.keep_files:
+            return None
+        if event_id == self.writer.head:
+            return None  # the summary refuses: nothing is abandoned
+        saved = await off_loop(files.before_switch, self.writer, event_id, choice)
+        if saved is not None:
+            self.cache.invalidate()
+            self._saved(saved)
+        return self.writer.head
+
+    async def _after_switch(
+        self, event_id: str, summary_id: str, left: str | None, choice: OnRestore
+    ) -> None:
+        """Restore ``event_id``'s files after the switch's summary. The switch is
+        done by now, so a failure (the files changed while the summary was written)
+        is a notice: the files on disk stay as they were, nothing is lost."""
+        files = self.files
+        if files is None or left is None:
+            return
+        try:
+            done = await off_loop(
+                files.restore, self.writer, event_id, choice, attach=summary_id, left=left
+            )
+        except InfaiError as exc:
+            self._notice(f"files: switched branches, but the files were not restored: {exc}")
+            return
+        self._published_restore(done)
 
     async def files_state(self) -> FilesState | None:
         """Whether the files on disk are HEAD's (None: checkpoints off). Safe

@@ -225,12 +225,13 @@ class WorkFiles:
     # -- restores ----------------------------------------------------------------
 
     def plan(
-        self, view: SessionView, event_id: str
+        self, view: SessionView, event_id: str, left: str | None = None
     ) -> tuple[Any, RestorePlan, str | None, str | None]:
-        """(the snapshot now, the plan to ``event_id``'s files, HEAD's last tree,
-        the target's event); a plan of nothing when no snapshot is at or before it."""
+        """(the snapshot now, the plan to ``event_id``'s files, the last tree on the
+        branch left (``left``'s; None: HEAD's), the target's event); a plan of
+        nothing when no snapshot is at or before it."""
         target = nearest(view, event_id)
-        last = nearest(view, None)
+        last = nearest(view, left)
         last_tree = last[1].tree if last else None
         if target is None:
             now = self.cp.snapshot(previous=last_tree)
@@ -248,38 +249,61 @@ class WorkFiles:
         *,
         attach: str | None,
         dry_run: bool = False,
+        left: str | None = None,
     ) -> Restored:
         """Put ``event_id``'s files back; the restore event follows ``attach``
-        (None: HEAD). Raises :class:`RestoreRefused` with nothing changed."""
+        (None: HEAD). The files now are recorded on the branch left, after ``left``
+        (None: HEAD), if they differ from its last snapshot. Raises
+        :class:`RestoreRefused` with nothing changed."""
         with self.lock:
-            return self._restore(writer, event_id, choice, attach=attach, dry_run=dry_run)
+            return self._restore(writer, event_id, choice, attach, dry_run, left)
+
+    def before_switch(self, writer: SessionLog, event_id: str, choice: OnRestore) -> Event | None:
+        """Before a summarised switch to ``event_id``: refuse as its restore would
+        (:class:`RestoreRefused`, nothing changed), else record the files now at HEAD
+        (the tip of the branch left) if they differ from its last snapshot, so the
+        branch keeps them. The snapshot appended, if any."""
+        with self.lock:
+            now, plan, last_tree, target = self.plan(writer, event_id)
+            if target is None:
+                return None  # nothing will be restored: nothing to keep
+            self._check(writer, plan.without(choice.keep) if choice.keep else plan, choice)
+            if now.tree == last_tree:
+                return None
+            return writer.append(now.record("before switch"), "system", parent=writer.head)
+
+    def _check(self, writer: SessionLog, plan: RestorePlan, choice: OnRestore) -> list[str]:
+        """The other open sessions here; raises :class:`RestoreRefused` if the plan's
+        conflicts or those sessions refuse it (``choice.force`` overrides)."""
+        others = other_writers(self.store, writer.session_id, self.workdir)
+        if (plan.conflicts or others) and not choice.force:
+            raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
+        return others
 
     def _restore(
         self,
         writer: SessionLog,
         event_id: str,
         choice: OnRestore,
-        *,
         attach: str | None,
         dry_run: bool,
+        left: str | None,
     ) -> Restored:
-        now, plan, last_tree, target = self.plan(writer, event_id)
+        now, plan, last_tree, target = self.plan(writer, event_id, left)
         notices = []
         if target is None:
             notices.append(f"no files were recorded at or before event {event_id}: none restored")
             return Restored(None, plan.to_obj(), notices=notices)
         if choice.keep:
             plan = plan.without(choice.keep)
-        others = other_writers(self.store, writer.session_id, self.workdir)
         if dry_run:
+            others = other_writers(self.store, writer.session_id, self.workdir)
             return Restored(None, plan.to_obj(), notices=_others_notice(others))
-        if (plan.conflicts or others) and not choice.force:
-            raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
-        notices += _others_notice(others)
-        head = writer.head
+        notices += _others_notice(self._check(writer, plan, choice))
         before, appended = None, []
         if now.tree != last_tree:
-            appended.append(writer.append(now.record("before restore"), "system", parent=head))
+            parent = left or writer.head
+            appended.append(writer.append(now.record("before restore"), "system", parent=parent))
             before = appended[0].id
         if not plan.actions:  # the files are the picked event's already
             return Restored(None, plan.to_obj(), [], notices, before, appended)
