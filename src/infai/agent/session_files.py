@@ -91,12 +91,19 @@ class SessionFiles:
             out.append(Saved(event))
         return out
 
-    async def _append_system(self, record: Any) -> list[Saved]:
+    async def _append_system(self, record: Any) -> list[AgentEvent]:
+        """Append a turn-start snapshot; if another writer appended first (a shared
+        store's :class:`HeadConflict`), say so: the next snapshot records the files."""
         try:
             event = await off_loop(self.writer.append, record, "system")
-        except HeadConflict:  # another writer appended (a shared store): the next
-            self.cache.invalidate()  # snapshot records these files instead
-            return []
+        except HeadConflict as exc:  # the writer has re-read HEAD: the turn goes on
+            self.cache.invalidate()
+            return [
+                self._notice(
+                    "files: the turn-start snapshot was not recorded: another process "
+                    f"appended to the session first ({exc}); the next snapshot records them"
+                )
+            ]
         self.cache.appended([event])
         self._saved(event)
         return [Saved(event)]
