@@ -6,13 +6,18 @@ store's lock files. A real PostgreSQL server, real directories."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, Streamed, WorkFiles
+from infai.agent import AgentSession, OnRestore, RestoreRefused, Streamed, WorkFiles
+from infai.agent.workfiles import other_writers
 from infai.llm import Notice, ScriptedModel
 from infai.store import MessageRecord, SnapshotRecord
 from infai.store.pg import PgStore
@@ -78,3 +83,96 @@ def test_a_turn_start_snapshot_that_meets_another_writer_says_so(
         asyncio.run(turn())
         last = [session.view.event(e.id, resolve=True) for e in session.view.path()]
         assert any(isinstance(e.record, SnapshotRecord) for e in last)
+
+
+def two_turns(session: AgentSession, work: Path) -> str:
+    """Two turns with the user's edit between; the first turn's end."""
+
+    async def turn(text: str) -> None:
+        async for _ in session.prompt(text):
+            pass
+
+    asyncio.run(turn("one"))
+    first = session.view.head
+    (work / "a.txt").write_text("two\n")
+    asyncio.run(turn("two"))
+    assert first is not None
+    return first
+
+
+def test_a_restore_asks_about_another_open_session_in_the_directory(
+    store: PgStore, work: Path, tmp_path: Path
+) -> None:
+    session = agent(store, work, ["ok", "ok"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with session:
+        first = two_turns(session, work)
+        unrelated = agent(store, elsewhere, [])  # open, but in another directory
+        other = agent(store, work, [])
+        try:
+            with pytest.raises(RestoreRefused) as refused:
+                asyncio.run(session.checkout(first))
+            assert refused.value.others == [other.session_id]
+            assert (work / "a.txt").read_text() == "two\n"  # nothing changed
+            # a session's own mark never counts; the other's is seen from any process
+            assert store.marked_open([session.session_id, other.session_id]) == [
+                session.session_id,
+                other.session_id,
+            ]
+        finally:
+            other.close()
+            unrelated.close()
+        assert store.marked_open([other.session_id]) == []  # closing released it
+        done = asyncio.run(session.checkout(first))
+        assert (work / "a.txt").read_text() == "one\n" and done.notices == []
+        assert other_writers(store, session.session_id, str(work)) == []
+
+
+CHILD = """
+import sys, time
+from infai.store.pg import PgStore
+store = PgStore(sys.argv[1], home=sys.argv[2])
+mark = store.open_mark(sys.argv[3])
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_process_open_mark_goes_with_it(
+    store: PgStore, work: Path, tmp_path: Path, pg_url: str
+) -> None:
+    sid = store.create_session(working_dir=str(work)).id
+    mine = store.create_session(working_dir=str(work)).id
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, pg_url, str(tmp_path / "home"), sid],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+        assert other_writers(store, mine, str(work)) == [sid]
+        with store.open_writer(sid):  # a bare writer marks nothing: the child's mark is seen
+            assert store.marked_open([sid]) == [sid]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    deadline = time.monotonic() + 60  # the server notices the dropped connection
+    while store.marked_open([sid]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.marked_open([sid]) == []
+
+
+def test_force_restores_beside_another_open_session_and_says_so(store: PgStore, work: Path) -> None:
+    session = agent(store, work, ["ok", "ok"])
+    with session:
+        first = two_turns(session, work)
+        other = agent(store, work, [])
+        try:
+            done = asyncio.run(session.checkout(first, OnRestore(force=True)))
+        finally:
+            other.close()
+    assert (work / "a.txt").read_text() == "one\n"
+    assert any(other.session_id in notice for notice in done.notices)

@@ -167,13 +167,21 @@ class AgentSession(SessionFiles):
         self.on_restore = OnRestore()
         #: what opening had to say (an interrupted restore rolled back), for the shell
         self.notices: list[str] = []
+        #: a shared store's mark that this session is open here (see
+        #: :func:`~.workfiles.other_writers`; the directory store's lock says it)
+        self._open_mark: Any = None
         try:
+            mark = getattr(store, "open_mark", None)
+            if mark is not None:
+                self._open_mark = mark(self.session_id)
             if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
             if files is not None:
                 self._recover(files)
         except BaseException:
             self.writer.close()  # never leave the lock held by a session nobody has
+            if self._open_mark is not None:
+                self._open_mark.release()
             raise
 
     def _recover(self, files: WorkFiles) -> None:
@@ -500,6 +508,9 @@ class AgentSession(SessionFiles):
             lease.release()
         if self.files is not None:
             self.files.close()
+        mark, self._open_mark = self._open_mark, None
+        if mark is not None:
+            mark.release()
         parked, self._parked = self._parked, None
         if parked is not None:
             parked.close()  # the writer was closed when it was parked

@@ -139,20 +139,26 @@ def _lock_held(lock: Path) -> bool:
 
 
 def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
-    """Other sessions of ``workdir`` whose writer lock is held now (the directory
-    store only: a database store has no lock file to look at)."""
+    """Other sessions of ``workdir`` open now: the store's own answer where it has
+    one (``marked_open``: a database store's open marks), else the directory
+    store's writer lock files."""
+    found = [
+        info.id
+        for info in store.list_sessions()
+        if info.id != session_id
+        and info.working_dir
+        and os.path.abspath(info.working_dir) == workdir
+    ]
+    if not found:
+        return []
+    marked = getattr(store, "marked_open", None)
+    if marked is not None:
+        held = set(marked(found))
+        return [sid for sid in found if sid in held]
     paths = getattr(store, "paths", None)
     if paths is None:
         return []
-    found = []
-    for info in store.list_sessions():
-        if info.id == session_id or not info.working_dir:
-            continue
-        if os.path.abspath(info.working_dir) != workdir:
-            continue
-        if _lock_held(paths(info.id).lock):
-            found.append(info.id)
-    return found
+    return [sid for sid in found if _lock_held(paths(sid).lock)]
 
 
 class WorkFiles:
