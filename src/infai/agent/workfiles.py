@@ -165,12 +165,24 @@ class WorkFiles:
     """One session directory's checkpoints, recorded on a session's timeline."""
 
     def __init__(
-        self, store: SessionStore, workdir: str | Path, settings: CheckpointSettings | None = None
+        self,
+        store: SessionStore,
+        workdir: str | Path,
+        settings: CheckpointSettings | None = None,
+        *,
+        watch: bool = True,
     ) -> None:
+        """``watch``: keep an inotify change watcher (a session's snapshots after
+        the first look only where something changed); a one-off command that takes
+        one snapshot has no use for one."""
         self.store = store
         self.settings = settings or CheckpointSettings()
         self.cp = Checkpoints(
-            store.objects, workdir, getattr(store, "home", workdir), size_cap=self.settings.size_cap
+            store.objects,
+            workdir,
+            getattr(store, "home", workdir),
+            size_cap=self.settings.size_cap,
+            watch=watch,
         )
         self.workdir = self.cp.workdir
         #: one checkpoint operation at a time (a turn's snapshot, a restore, a
@@ -360,8 +372,12 @@ def files_at(store: SessionStore, session_id: str, event_id: str | None = None) 
     tree, every file (path, type, size, digest, executable) and what was skipped."""
     with store.open_reader(session_id) as view:
         found_id, record = _at(view, session_id, event_id)
-    cp = Checkpoints(store.objects, _workdir(store, session_id), getattr(store, "home", "."))
-    listed = cp.files(record.tree)
+    home = getattr(store, "home", ".")
+    cp = Checkpoints(store.objects, _workdir(store, session_id), home, watch=False)
+    try:
+        listed = cp.files(record.tree)
+    finally:
+        cp.close()
     skipped = record.skipped if isinstance(record, SnapshotRecord) else {}
     return {
         "event": event_id,
@@ -381,8 +397,12 @@ def diff_at(
         old_tree = _at(view, session_id, old)[1].tree
         new_tree = _at(view, session_id, new)[1].tree if new is not None else None
     workdir = _workdir(store, session_id)
-    cp = Checkpoints(
-        store.objects, workdir, getattr(store, "home", "."), size_cap=_settings(workdir).size_cap
+    cp = Checkpoints(  # one snapshot at most: no change watcher
+        store.objects,
+        workdir,
+        getattr(store, "home", "."),
+        size_cap=_settings(workdir).size_cap,
+        watch=False,
     )
     try:
         report = cp.diff(old_tree, new_tree).to_obj()
@@ -402,7 +422,7 @@ def checkout(
     """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
     ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed."""
     workdir = _workdir(store, session_id)
-    files = WorkFiles(store, workdir, _settings(workdir))
+    files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
     try:
         with store.open_writer(session_id) as writer:
             notices = [n for n in [files.recover(writer)] if n]
