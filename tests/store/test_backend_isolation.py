@@ -87,3 +87,16 @@ def test_a_reader_never_loads_the_write_path() -> None:
     loaded = _loaded_after("from infai.store import Store, SessionReader")
     assert "infai.store.file.store" in loaded
     assert not loaded & {"infai.store.file.writer", "infai.store.file.fsck", "infai.store.pg"}
+
+
+def test_a_reader_never_loads_salvage_or_dataclasses() -> None:
+    """A resume's memory is part of a target (store_bench peak RSS): salvage and the
+    ``dataclasses`` module it needs (with inspect, ast, dis...) load only when used."""
+    code = (
+        "import sys; from infai.store import Store, SessionReader; "
+        "print('dataclasses' in sys.modules, 'infai.store.salvage' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert out == ["False", "False"]

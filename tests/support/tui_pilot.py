@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from infai.agent import Workspace
+from infai.agent import Config, Workspace
 from infai.llm import Done, Message, Request, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import GRACE, ApprovalScreen
@@ -46,6 +46,17 @@ def workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) ->
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     space = Workspace(Store(tmp_path / "home"), work, allow=allow)
+    if model is not None:
+        space.model = model
+    return space
+
+
+def files_workspace(tmp_path: Path, model: Any = None) -> Workspace:
+    """A workspace whose sessions record their files on the timeline (the tests'
+    shared configuration turns checkpoints off; this one's is given, on)."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
     if model is not None:
         space.model = model
     return space

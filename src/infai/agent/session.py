@@ -299,6 +299,9 @@ class AgentSession(SessionFiles):
 
     # -- the slot --------------------------------------------------------------
 
+    #: set while the slot's holder gives it back (see :meth:`_free`); None otherwise
+    _releasing: asyncio.Event | None = None
+
     def _claim(self, what: str) -> None:
         if self._closed:
             raise Busy(f"session {self.session_id} is closed")
@@ -308,7 +311,11 @@ class AgentSession(SessionFiles):
 
     async def _hold(self, what: str) -> None:
         """Claim the slot, then the lease (in a worker thread); the slot is freed
-        again if the lease cannot be had."""
+        again if the lease cannot be had. Work that is over but still giving the
+        slot back (:meth:`_free`) is waited for, not answered :class:`Busy`."""
+        releasing = self._releasing
+        if releasing is not None:
+            await releasing.wait()
         self._claim(what)
         try:
             await off_loop(self.acquire)
@@ -317,10 +324,19 @@ class AgentSession(SessionFiles):
             raise
 
     async def _free(self) -> None:
+        """Give the slot back: the lease released and, between turns, the writer
+        parked, in a worker thread. The slot stays taken until that is done (a
+        claim meanwhile would retake the writer beside the park), but the work that
+        held it is over (a turn has already cleared :attr:`turn`): a claim or a
+        cancel that comes meanwhile waits for :attr:`_releasing` instead of
+        answering Busy or "not in flight" with the slot still taken."""
+        releasing = self._releasing = asyncio.Event()
         try:
             await off_loop(self.release)
         finally:
             self.busy = None
+            self._releasing = None
+            releasing.set()
 
     def select(self, event_id: str | None) -> None:
         """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
@@ -385,9 +401,16 @@ class AgentSession(SessionFiles):
 
     async def cancel(self, turn_id: str | None = None) -> Turn:
         """Cancel the turn in flight (``turn_id``: only if it is that one) and wait
-        until it has stopped and recorded its interruption."""
+        until it has stopped and recorded its interruption, and its slot is free.
+
+        A turn that has just ended by itself is not in flight, but it may still be
+        giving its slot back: that is waited for first, so once this returns (or
+        raises :class:`NotInFlight`) a new turn can start at once."""
         turn = self.turn
         if turn is None or turn.task is None or (turn_id is not None and turn_id != turn.id):
+            releasing = self._releasing
+            if releasing is not None:
+                await releasing.wait()
             what = f"turn {turn_id} is not" if turn_id else "no turn is"
             raise NotInFlight(f"{what} in flight in session {self.session_id}")
         turn.task.cancel()

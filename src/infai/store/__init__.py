@@ -75,7 +75,6 @@ from .records import (
     record_to_obj,
 )
 from .report import FsckReport, Problem
-from .salvage import SalvageReport, salvage_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,6 +87,7 @@ if TYPE_CHECKING:
     from .imports import commit as commit_import
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
+    from .salvage import SalvageReport, salvage_session
     from .search import SearchHit
     from .transfer import export_lines, import_session
 
@@ -105,6 +105,7 @@ _LAZY = {
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
+    "SalvageReport": ("salvage", "SalvageReport"),
     "SearchHit": ("search", "SearchHit"),
     "SessionReader": ("file", "SessionReader"),
     "SessionWriter": ("file", "SessionWriter"),
@@ -114,6 +115,7 @@ _LAZY = {
     "export_lines": ("transfer", "export_lines"),
     "importer_for": ("imports", "importer_for"),
     "objects_reached": ("gc", "objects_reached"),
+    "salvage_session": ("salvage", "salvage_session"),
     "import_session": ("transfer", "import_session"),
 }
 

@@ -56,16 +56,15 @@ command only, and the question's ``note`` says why; an escalation offers no
 a :meth:`Policy.delegate` of its parent's policy: the parent's rules apply,
 the subagent's own "allow always" stays with the subagent, and its questions
 name it and show the call's arguments. Every decision says who made it.
+
+Rules themselves (parsing, subjects, what "allow always" offers) are
+:mod:`~infai.tools.rules`; the names callers use are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import functools
-import json
 import os
-import re
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,15 +72,32 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from infai.errors import InfaiError
-
 from .base import Decision, ToolContext
 from .commands import Analysis, analyse
-from .paths import Resolved, resolve
+from .rules import (
+    DELEGATING,
+    ESCALATED,
+    MCP_PREFIX,
+    PATH_ARGUMENT,
+    READ_ONLY,
+    VERDICTS,
+    WRITING,
+    Rule,
+    RuleError,
+    Target,
+    Verdict,
+    always_rules,
+    escalates,
+    exact_only_reason,
+    guarded,
+    is_exact,
+    matcher,
+    path_of,
+    starts_outside,
+    subject_of,
+    target_of,
+)
 
-Verdict = Literal["allow", "ask", "deny"]
-#: in the order they take precedence
-VERDICTS: tuple[Verdict, ...] = ("deny", "ask", "allow")
 #: "timeout": nobody answered in time (a served session's question expired)
 Answer = Literal["allow", "allow-always", "deny", "timeout"]
 
@@ -125,155 +141,9 @@ Approver = Callable[[Ask], Awaitable[Reply]]
 #: told the rules an "allow always" added, so a shell can keep them with the session
 Remember = Callable[[list["Rule"]], None]
 
-READ_ONLY = {"read_file", "list_files", "grep"}
-#: a ``bash`` call that asks to run outside the sandbox
-ESCALATED = "bash!"
-#: the tools a rule may name (a misspelt name must not make a rule that never matches)
-TOOL_NAMES = READ_ONLY | {"write_file", "edit_file", "bash", ESCALATED, "task"}
-WRITING = {"write_file", "edit_file"}
-#: tools that only start work whose every tool call meets this policy again
-DELEGATING = {"task"}
-PATH_ARGUMENT = {tool: "path" for tool in (*READ_ONLY, *WRITING)}
-#: tools whose path argument may be left out: they search the working directory
-SEARCHING = {"list_files", "grep"}
-#: the tools of MCP servers (:mod:`infai.tools.mcp`): any such name may be ruled on
-MCP_PREFIX = "mcp__"
-#: directories whose files a wildcard allow rule never reaches for writing
-GUARDED = (".git", ".infai")
 #: a command longer than this is ruled on in a worker thread (the event loop stays free)
 LONG_COMMAND = 4096
 NO_SANDBOX = "the sandbox is not available here; shell commands always ask"
-_EXACT_ONLY_GROUPS = {
-    "deletes, changes permissions or stops processes": "rm rmdir shred dd mkfs truncate "
-    "chmod chown chgrp kill pkill killall",
-    "runs with other privileges": "sudo su doas",
-    "runs the command or code given to it": "sh bash zsh fish dash ksh eval exec source "
-    "env xargs nohup timeout nice watch command builtin setsid stdbuf python python3 node "
-    "deno bun perl ruby php lua Rscript osascript",
-    "runs code or writes files through its options or its arguments": "sed awk gawk mawk "
-    "nawk find tar make cmake ninja just rsync vim vi nvim emacs less",
-    "reaches the network": "curl wget ssh scp sftp nc ncat socat telnet ftp",
-    "runs containers or cluster commands": "docker podman kubectl helm",
-    "runs package scripts or project code": "npm npx pnpm yarn pip pip3 pipx uv uvx poetry "
-    "cargo go gem bundle composer mvn gradle dotnet apt apt-get brew conda",
-    "can write files or run configured programs through its options (--output, "
-    "external diff, pager)": "git diff|git log|git show|git grep|git config|git difftool|"
-    "git mergetool|git submodule|git bisect|git filter-branch|git -c|git -C",
-    "rewrites or publishes history": "git push|git reset|git clean|git checkout|git rebase|"
-    "git branch|git am|git apply",
-}
-#: commands whose "allow always" stays the exact command, and why
-EXACT_ONLY: dict[str, str] = {
-    name.strip(): why
-    for why, names in _EXACT_ONLY_GROUPS.items()
-    for name in (names.split("|") if "|" in names else names.split())
-}
-
-
-class RuleError(InfaiError):
-    """A permission rule's text names no tool, or a tool that does not exist."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """``verdict`` for calls of ``tool`` (a glob) whose subject matches ``pattern``."""
-
-    verdict: Verdict
-    tool: str
-    pattern: str = "*"
-
-    @classmethod
-    def parse(cls, verdict: Verdict, text: str) -> Rule:
-        """``"bash git status*"`` -> Rule(verdict, "bash", "git status*"); ``"grep"`` -> any."""
-        tool, _, pattern = text.strip().partition(" ")
-        if not tool:
-            raise RuleError(f"empty {verdict} rule")
-        named = tool in TOOL_NAMES or tool.startswith(MCP_PREFIX)
-        if not any(c in tool for c in "*?[") and not named:
-            known = ", ".join(sorted(TOOL_NAMES))
-            raise RuleError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")
-        if verdict == "allow" and tool == ESCALATED:
-            raise RuleError(
-                f"allow rule {text.strip()!r}: {ESCALATED} (outside the sandbox) always asks; "
-                "no allow rule applies to it"
-            )
-        return cls(verdict, tool, pattern.strip() or "*")
-
-    def matches(self, tool: str, subject: str) -> bool:
-        """Whether tool and subject fit the rule's globs (case-sensitive; ``*`` crosses ``/``)."""
-        return fnmatchcase(tool, self.tool) and fnmatchcase(subject, self.pattern)
-
-    def __str__(self) -> str:
-        return f"{self.verdict} {self.tool} {self.pattern}"
-
-
-def escalates(tool: str, arguments: Mapping[str, Any]) -> bool:
-    """Whether a call asks to run outside the sandbox: ``bash`` with ``outside_sandbox``
-    set to anything but absent or False (a "false" string asks too: better one
-    question too many than a tool reading the value differently)."""
-    flag = arguments.get("outside_sandbox")
-    return tool == "bash" and flag is not None and flag is not False
-
-
-def _path_of(tool: str, arguments: Mapping[str, Any]) -> str:
-    given = str(arguments.get(PATH_ARGUMENT[tool]) or "")
-    return given or ("." if tool in SEARCHING else "")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A path argument as rules see it (the module docstring)."""
-
-    subject: str
-    #: what allow rules match: the subject, and ``../x`` for an outside path
-    allowed_as: tuple[str, ...]
-    #: what deny and ask rules match: those, and the path as given (normalised)
-    denied_as: tuple[str, ...]
-    path: Path | None
-    inside: bool
-
-
-def target_of(
-    tool: str,
-    arguments: Mapping[str, Any],
-    working_dir: Path,
-    resolver: Callable[[str], Resolved] | None = None,
-) -> Target:
-    """Resolve a file tool's path argument against the working directory (with
-    ``resolver``, the call's own: what the policy checks is what the tool uses).
-    A path that cannot be resolved (a NUL byte, a link loop) raises ValueError."""
-    given = _path_of(tool, arguments)
-    if not given:
-        return Target("", ("",), ("",), None, True)
-    try:
-        found = resolver(given) if resolver is not None else resolve(working_dir, given)
-    except (OSError, RuntimeError) as exc:
-        raise ValueError(str(exc)) from exc
-    root = working_dir.resolve()
-    if found.inside:
-        subject = found.shown(root)
-        allowed: tuple[str, ...] = (subject,)
-    else:
-        subject = str(found.path)
-        allowed = (subject, os.path.relpath(found.path, root))
-    denied = (*allowed, os.path.normpath(given))
-    return Target(subject, allowed, tuple(dict.fromkeys(denied)), found.path, found.inside)
-
-
-def subject_of(tool: str, arguments: Mapping[str, Any], working_dir: Path | None = None) -> str:
-    """What a rule's pattern is matched against, for this call (paths resolved
-    against ``working_dir``; without one, only normalised)."""
-    if tool in ("bash", ESCALATED):
-        return str(arguments.get("command", ""))
-    if tool in PATH_ARGUMENT:
-        if working_dir is not None:
-            try:
-                return target_of(tool, arguments, working_dir).subject
-            except ValueError:
-                pass
-        given = _path_of(tool, arguments)
-        return os.path.normpath(given) if given else ""
-    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,76 +153,6 @@ class Ruling:
     verdict: Verdict
     by: str
     reason: str = ""
-
-
-def _literal(text: str) -> str:
-    """A pattern that matches exactly ``text`` (glob characters escaped)."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
-
-
-def _is_exact(pattern: str) -> bool:
-    """Whether ``pattern`` matches one text only (no wildcard outside ``[x]`` escapes)."""
-    return re.fullmatch(r"(?:[^*?\[]|\[[*?\[]\])*", pattern) is not None
-
-
-def _starts_outside(pattern: str) -> bool:
-    return pattern.startswith(("/", ".."))
-
-
-def _guarded(subject: str) -> bool:
-    return any(part in GUARDED for part in Path(subject).parts)
-
-
-def exact_only_reason(tool: str, subject: str) -> str:
-    """Why "allow always" offers only this exact call ("" when it may offer more)."""
-    if tool == ESCALATED:
-        return "running outside the sandbox is asked every time; it is never allowed always"
-    if tool != "bash":
-        return ""
-    found = analyse(subject)
-    if not found.simple:
-        return "this command chains, substitutes or redirects: only this exact text is allowed"
-    command = found.started[0]
-    words = command.written.split()
-    if not command.program or words[0] != command.program:
-        return "the program is named by a path or set up by assignments: exact only"
-    if command.program == "git" and len(words) > 1 and words[1].startswith("-"):
-        return "git's global options (-c, --exec-path, ...) can run configured programs: exact only"
-    for key in (" ".join(words[:2]), words[0]):
-        if key in EXACT_ONLY:
-            return f"{key} {EXACT_ONLY[key]}: only this exact command is allowed"
-    return ""
-
-
-def always_rules(tool: str, subject: str) -> list[Rule]:
-    """The allow rules that "allow always" adds for this call, shown before answering.
-
-    A shell command's first two words and anything after them (``git status`` and
-    ``git status *``), except where :func:`exact_only_reason` says why not;
-    a file's directory (``src/*``; a file at the top, outside the working
-    directory or under ``.git/``/``.infai/`` stays exact); otherwise exactly
-    this call. An escalation (``bash!``) and a call with an empty subject (an
-    empty command, a missing path) offer none.
-    """
-    if tool.startswith(MCP_PREFIX):  # its subject is empty: the rule names the tool
-        return [Rule("allow", tool)]
-    if tool == ESCALATED or (not subject.strip() and tool not in DELEGATING):
-        return []  # nothing to name: "*" would allow every call of the tool
-    if tool == "bash":
-        if exact_only_reason(tool, subject):
-            return [Rule("allow", tool, _literal(subject))]
-        prefix = _literal(" ".join(analyse(subject).started[0].written.split()[:2]))
-        return [Rule("allow", tool, prefix), Rule("allow", tool, f"{prefix} *")]
-    if tool in PATH_ARGUMENT and tool not in SEARCHING and subject and not _starts_outside(subject):
-        parent = os.path.dirname(subject)
-        if parent and not _guarded(subject):
-            return [Rule("allow", tool, f"{_literal(parent)}/*")]
-    return [Rule("allow", tool, _literal(subject) or "*")]
-
-
-def _shown(arguments: Mapping[str, Any], limit: int = 2000) -> str:
-    text = json.dumps(dict(arguments), ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class Policy:
@@ -414,7 +214,7 @@ class Policy:
         for rule in self.all_rules():
             if rule.verdict != verdict or not any(fnmatchcase(t, rule.tool) for t in tools):
                 continue
-            matches = _matcher(rule.pattern)
+            matches = matcher(rule.pattern)
             if any(matches(subject) for subject in subjects):
                 return rule
         return None
@@ -436,7 +236,7 @@ class Policy:
                 target = target_of(tool, arguments, context.working_dir, context.resolve)
             except ValueError as exc:
                 return Ruling("deny", "default", f"the path cannot be resolved: {exc}")
-            return self._rule_on_path(tool, _path_of(tool, arguments), target)
+            return self._rule_on_path(tool, path_of(tool, arguments), target)
         for verdict in VERDICTS:
             if rule := self._first(verdict, (tool,), ("",)):
                 return Ruling(rule.verdict, by=f"rule '{rule}'")
@@ -467,9 +267,9 @@ class Policy:
         for rule in self.all_rules():
             if rule.verdict != "allow" or not any(rule.matches(tool, s) for s in target.allowed_as):
                 continue
-            if not target.inside and not _starts_outside(rule.pattern):
+            if not target.inside and not starts_outside(rule.pattern):
                 passed_over = f"; rule '{rule}' covers the working directory only"
-            elif writing and _guarded(target.subject) and not _is_exact(rule.pattern):
+            elif writing and guarded(target.subject) and not is_exact(rule.pattern):
                 passed_over = f"; rule '{rule}' does not reach .git/ or .infai/ (exact paths only)"
             else:
                 return Ruling("allow", by=f"rule '{rule}'")
@@ -519,7 +319,7 @@ class Policy:
         for rule in self.all_rules():
             if rule.verdict != "allow" or not fnmatchcase("bash", rule.tool):
                 continue
-            whole = rule.pattern == "*" or _is_exact(rule.pattern)
+            whole = rule.pattern == "*" or is_exact(rule.pattern)
             if whole and rule.matches("bash", command):
                 allowed_by = rule
                 break
@@ -615,12 +415,6 @@ class Policy:
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
 
 
-@functools.lru_cache(maxsize=4096)
-def _matcher(pattern: str) -> Callable[[str], re.Match[str] | None]:
-    """``fnmatchcase(text, pattern)`` as one compiled regex (many subjects, one pattern)."""
-    return re.compile(fnmatch.translate(pattern)).match
-
-
 def _hard_links(path: Path | None) -> int:
     """How many names a regular file has (0: none there, or not a regular file)."""
     try:
@@ -628,3 +422,23 @@ def _hard_links(path: Path | None) -> int:
     except OSError:
         return 0
     return found.st_nlink if found is not None and stat.S_ISREG(found.st_mode) else 0
+
+
+#: the policy's own names, and those of :mod:`.rules` its callers import from here
+__all__ = [
+    "LONG_COMMAND",
+    "NO_SANDBOX",
+    "AllowAlways",
+    "Answer",
+    "Approver",
+    "Ask",
+    "DenyWith",
+    "Policy",
+    "Remember",
+    "Reply",
+    "Rule",
+    "RuleError",
+    "Ruling",
+    "Verdict",
+    "always_rules",
+]

@@ -245,6 +245,7 @@ DRAWS = {"Text", "Static", "Markdown", "Input", "Syntax", "Option", "Button", "L
 #: functions that return its result or only characters of their own: a bar, a label)
 SANITIZED = {"inert", "inert_text", "inert_markup", "session_label", "_label", "_title"}
 SANITIZED |= {"edit_diff", "token_bar", "hit_label", "mcp_listing"}
+SANITIZED |= {"restore_question", "event_diff_text"}
 
 
 def _safe(node: ast.expr) -> bool:

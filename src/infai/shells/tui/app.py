@@ -25,9 +25,10 @@ screen never waits on the disk or the database, reading the session through
 its read-only view. The workspace (:class:`~infai.agent.Workspace`) builds
 and switches the models and closes them when the app ends, once.
 
-Two base classes carry the rest: :mod:`.prompting` (what Enter hands over, the
-queue, the history, other processes' appends) and :mod:`.commands` (/compact,
-/model, /rename).
+Three base classes carry the rest: :mod:`.files` (a continue's restore, asked
+about; whether the disk is HEAD's; an event's diff), :mod:`.prompting` (what
+Enter hands over, the queue, the history, other processes' appends) and
+:mod:`.commands` (/compact, /model, /rename).
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ from ..inert import inert
 from . import history, store_io
 from .chat import PAGE, ChatView
 from .commands import COMPACTING
+from .files import Files
 from .modals import ApprovalScreen, HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
 from .prompt import Arrivals, PromptInput
-from .prompting import Prompting
 from .search import SearchScreen
 from .store_io import Head, off_loop
 
@@ -87,7 +88,7 @@ QUIT_WINDOW = 2.0
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
 
-class InfaiApp(Prompting):
+class InfaiApp(Files):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
@@ -148,6 +149,7 @@ class InfaiApp(Prompting):
         self.prompt.arrivals = self.arrivals
         await self.open_session(self._initial)
         self.prompt.focus()
+        self._watch_files()
         home, here = Path(self.workspace.store.home), self.workspace.working_dir
         with suppress(OSError):  # history is a convenience: without it, none is shown
             self.prompt.history = await off_loop(lambda: history.load(home, here))
@@ -212,6 +214,7 @@ class InfaiApp(Prompting):
         for notice in self.workspace.take_notices():
             await self.query_one(ChatView).notice(f"config: {notice}")
             self.notify(notice, severity="warning", timeout=10)
+        await self._files_opened(opened)
         return True
 
     async def _close_session(self, session: AgentSession | None) -> None:
@@ -219,6 +222,7 @@ class InfaiApp(Prompting):
         name) goes away. A failure is shown; the session's lock is released anyway."""
         if session is None:
             return
+        await self._files_settled()  # a look at its files ends before it closes
         created_here = session.session_id in self._created
         store = self.workspace.store
         try:
@@ -272,6 +276,7 @@ class InfaiApp(Prompting):
 
     async def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
         if message.worker is self.turn and message.worker.is_finished and not self._ending:
+            self.check_files()
             await self._after_turn(self._outcome)
 
     async def _turn(self, text: str) -> None:
@@ -280,6 +285,8 @@ class InfaiApp(Prompting):
         session = self.session
         assert session is not None
         self.state.notice = ""
+        if not await self._files_first(session, text):  # a picked event's files first
+            return
         events = session.hub.subscribe()  # before the turn starts: nothing is missed
         turn: Turn | None = None
         try:

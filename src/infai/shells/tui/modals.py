@@ -334,6 +334,9 @@ HELP = """\
   Ctrl-T   timeline: open / close; Enter on
            an event continues from it; Esc
            closes it; typing goes to the prompt
+  d        on the timeline: what changed in
+           the event's files (▣ files changed,
+           ↺ files restored)
   Esc      back to HEAD (forget the pick)
   Tab      to a folded result; Enter or a
            click opens it
@@ -341,6 +344,14 @@ HELP = """\
   Ctrl-F   search every session
   Ctrl-N   new session      F2  rename
   F1       this help
+
+[b]Files[/b]
+  Sending from an older event first puts
+  its files back; if you changed files
+  since, it asks: k keep mine, t take the
+  snapshot's, f don't touch files, c cancel
+  The status bar says "files ≠ HEAD" when
+  the disk is not HEAD's
 
 [b]Commands[/b]
   /compact       summarise the context now

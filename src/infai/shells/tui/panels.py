@@ -8,6 +8,7 @@ a long linear session is a flat list, not a 20,000-deep tree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -66,6 +67,8 @@ class Status:
     branch: str = "-"
     durability: str = "saved"
     notice: str = ""
+    #: the files on disk are not HEAD's: what to say ("" when they are, or unknown)
+    files: str = ""
 
 
 def token_bar(used: int, window: int, width: int = BAR) -> str:
@@ -85,6 +88,9 @@ class StatusBar(Static):
         text = Text(no_wrap=True, overflow="ellipsis")
         if status.notice:
             text.append(f" {inert(status.notice)} ", style="bold reverse")
+            text.append(" ")
+        if status.files:  # the disk is not HEAD's: before the model, so a narrow bar keeps it
+            text.append(f" {inert(status.files)} ", style="bold black on yellow")
             text.append(" ")
         text.append(f" {inert(short_model(status.model))} ", style="bold")
         saved = status.durability == "saved"
@@ -122,10 +128,35 @@ class QueueBar(Static):
             self.update(inert_text("\n".join(lines)))
 
 
+#: the index previews of the workspace's records (:func:`infai.store.records.preview`)
+SNAPSHOT_PREVIEW = re.compile(r"files: (\d+) \((\d+) changed\) ?(.*)")
+RESTORE_PREVIEW = re.compile(r"files restored from \S+: (\d+) touched")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def files_mark(entry: Entry) -> str | None:
+    """What a ``snapshot`` or ``restore`` event did to the files, with a count, from
+    its index preview (the timeline reads no record); None for other events, or
+    a preview of another form."""
+    if entry.kind == "snapshot" and (found := SNAPSHOT_PREVIEW.fullmatch(entry.preview)):
+        files, changed, reason = int(found[1]), int(found[2]), found[3]
+        what = f"{changed} changed" if changed else f"{_plural(files, 'file')} recorded"
+        return f"▣ files: {what}" + (f" · {reason}" if reason else "")
+    if entry.kind == "restore" and (found := RESTORE_PREVIEW.match(entry.preview)):
+        return f"↺ restored {_plural(int(found[1]), 'file')}"
+    return None
+
+
 def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
     preview = entry.preview.replace("\n", " ")[:48]
     style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
+    files = files_mark(entry)
+    if files is not None:
+        return inert_text(f"{mark}#{entry.seq} {files}", style or "cyan")
     return inert_text(f"{mark}#{entry.seq} {entry.role}: {preview}", style)
 
 
@@ -136,12 +167,16 @@ class Timeline(Tree[str]):
     (a turn adds a few), so a long session's tree is not rebuilt at every turn.
 
     It never keeps what was typed: Esc closes it, and a printable key (a prompt,
-    ``/quit``) is handed to the prompt with the focus (:class:`Typed`).
+    ``/quit``) is handed to the prompt with the focus (:class:`Typed`), all but
+    ``d``: the diff of the files at the event under the cursor (:class:`DiffWanted`).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "close the timeline", show=False),
+        Binding("d", "diff", "diff of the files"),
     ]
+    #: printable keys the timeline keeps (its bindings), not handed to the prompt
+    OWN_KEYS = frozenset({"d"})
 
     class Closed(Message):
         """Esc: close the timeline."""
@@ -153,10 +188,23 @@ class Timeline(Tree[str]):
             super().__init__()
             self.character = character
 
+    class DiffWanted(Message):
+        """``d``: show what changed in the files at ``event_id``."""
+
+        def __init__(self, event_id: str | None) -> None:
+            super().__init__()
+            self.event_id = event_id
+
     def action_close(self) -> None:
         self.post_message(self.Closed())
 
+    def action_diff(self) -> None:
+        node = self.cursor_node
+        self.post_message(self.DiffWanted(node.data if node is not None else None))
+
     async def _on_key(self, event: events.Key) -> None:
+        if event.key in self.OWN_KEYS:
+            return  # left to the bindings
         if event.is_printable and event.character and event.key != "space":
             event.stop()
             event.prevent_default()

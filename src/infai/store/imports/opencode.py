@@ -16,8 +16,8 @@ assistant message marked ``summary`` is a compaction: it becomes a
 ``compaction`` event and the user message that asked for it (its ``compaction``
 part) is kept as metadata. Patches, snapshots and part types infai has no kind
 for ride along as metadata of their reply. A pending revert (``session.revert``)
-puts HEAD before the reverted messages, which stay on a branch beside it (see
-:func:`_apply_revert`).
+puts HEAD before the reverted messages and parts, which stay on a branch beside
+it (see :mod:`.opencode_revert`).
 
 Child sessions (``parentID``, made by the ``task`` tool) are imported as child
 sessions hanging from the ``task`` call that names them. Event keys are
@@ -34,7 +34,6 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..records import (
-    BranchSummaryRecord,
     CompactionRecord,
     MessageRecord,
     Record,
@@ -43,6 +42,7 @@ from ..records import (
     Usage,
 )
 from .base import EventTree, ForeignSession, ImportReport, derive_id, label, to_rfc3339
+from .opencode_revert import apply_revert, cut_message, replay_key
 from .opencode_storage import (
     RawSession,
     layout_sessions,
@@ -98,9 +98,25 @@ class _Converter:
         self.task_calls: dict[str, str] = {}  # child session id -> task call's key
         self.compaction_asked = False
         self.first_prompt: str | None = None
+        revert = _obj(raw.info.get("revert"))
+        target, part = revert.get("messageID"), revert.get("partID")
+        #: a pending revert inside a message: (message id, first part undone)
+        self.cut = (target, part) if isinstance(target, str) and isinstance(part, str) else None
+        #: the key of the last event OpenCode keeps of a message reverted from a part on
+        self.kept_tail: str | None = None
+        self.part_reverted = False
+        self.replaying = False
+        #: tool results whose output OpenCode pruned: event key -> when (``time.compacted``)
+        self.pruned: dict[str, object] = {}
 
     def add(self, key: str, role: str, record: Record, when: object = None) -> None:
         self.clock = to_rfc3339(when, self.clock) or self.clock
+        if self.replaying:
+            replayed = replay_key(self.tree, key, self.previous, record)
+            if replayed is None:  # the same event as kept: shared by both branches
+                self.previous = key
+                return
+            key = replayed
         if self.tree.add(key, self.previous, role, self.clock, record) is not None:
             self.previous = key
 
@@ -121,12 +137,21 @@ class _Converter:
             if role == "assistant" and isinstance(parent, str) and parent not in ids:
                 self.report.warn(None, f"message {mid}: parentID {parent!r} is not in the session")
             self.before[mid] = self.previous  # where a revert to this message goes back to
-            if role == "user":
-                self.user(mid, info, parts)
-            elif role == "assistant":
-                self.assistant(mid, info, parts)
+            if self.cut is not None and self.cut[0] == mid:
+                cut_message(self, mid, str(role), info, parts, self.cut[1])
             else:
-                self.report.skip(f"message/{role}", "a message role infai has no kind for")
+                self.message(mid, str(role), info, parts)
+
+    def message(
+        self, mid: str, role: str, info: dict[str, Any], parts: list[dict[str, Any]]
+    ) -> None:
+        """One message's events, by role."""
+        if role == "user":
+            self.user(mid, info, parts)
+        elif role == "assistant":
+            self.assistant(mid, info, parts)
+        else:
+            self.report.skip(f"message/{role}", "a message role infai has no kind for")
 
     def user(self, mid: str, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
         texts, meta = [], []
@@ -256,6 +281,12 @@ class _Converter:
             error = state.get("status") == "error"
             content = state.get("error") if error else state.get("output")
             meta = {k: state[k] for k in ("title", "metadata", "time") if state.get(k) is not None}
+            pruned = _time(state, "compacted")
+            times = meta.get("time")
+            if isinstance(times, dict) and "compacted" in times:
+                # the prune is recorded on the session: OpenCode sets it on old parts later,
+                # and an event imported before must not change under it (see PRUNED)
+                meta["time"] = {k: v for k, v in times.items() if k != "compacted"}
             result = ToolResultRecord(
                 call_id=call_id,
                 name=name,
@@ -264,6 +295,8 @@ class _Converter:
                 metadata={"opencode": meta},
             )
             self.add(f"{key}/result", "tool", result, _time(state, "end"))
+            if pruned is not None and (self.previous or "").split("~")[0] == f"{key}/result":
+                self.pruned[self.previous or ""] = pruned
 
     def note_task(self, key: str, state: dict[str, Any]) -> None:
         """Remember which child session a ``task`` call ran (newer versions name it in
@@ -324,45 +357,34 @@ def _guess_role(parts: list[dict[str, Any]]) -> str:
     return "assistant" if kinds & {"step-start", "step-finish", "tool", "reasoning"} else "user"
 
 
-def _apply_revert(conv: _Converter, revert: object, report: ImportReport) -> str | None:
-    """A pending revert (``session.revert``): the key of the event HEAD should be.
+#: what OpenCode's model is sent instead of a pruned tool output (``message-v2.ts``)
+PRUNED = "[Old tool result content cleared]"
 
-    OpenCode shows a reverted session as it was before ``messageID`` and deletes
-    that message and everything after it at the next prompt. infai's HEAD is
-    always the newest event, so the revert is written as a ``branch_summary``
-    after the last message kept, which leaves the reverted messages as an
-    abandoned branch beside it: resuming goes on from before them, and nothing is
-    lost. A revert inside a message (``partID``) or of a message not in the
-    session is recorded only, and the session imported whole, with a warning.
+
+def _pruned(conv: _Converter, report: ImportReport) -> dict[str, Any]:
+    """The tool outputs OpenCode pruned (``state.time.compacted``), for the session's
+    import metadata, with a warning saying what that means for a resumed session.
+
+    OpenCode's prune keeps the output in its storage and sends :data:`PRUNED` to
+    the model in its place. infai's context has no such marker: the output is
+    imported whole (so it is searchable and shown), and the prune is recorded on
+    the session rather than on the event, since OpenCode prunes old parts after
+    they were written and an event imported before cannot change.
     """
-    fields = _obj(revert)
-    target = fields.get("messageID")
-    if not isinstance(target, str) or target not in conv.before or conv.previous is None:
-        report.warn(None, "the session has a pending revert in OpenCode: imported whole")
-        return None
-    if fields.get("partID") is not None:
-        report.warn(
-            None, "the session has a pending revert inside a message in OpenCode: imported whole"
-        )
-        return None
-    kept = conv.before[target]
-    if kept is None or conv.tree.resolve(conv.previous) == conv.tree.resolve(kept):
-        report.warn(None, "the session has a pending revert in OpenCode: imported whole")
-        return None
-    key = f"revert:{target}"
-    record = BranchSummaryRecord(
-        summary=f"Undone in OpenCode (a pending revert to before message {target}): "
-        "what followed is on the branch left here.",
-        abandoned_tip=conv.tree.id_of(conv.previous),
-        common_ancestor=conv.tree.id_of(kept),
-    )
-    conv.tree.add(key, kept, "assistant", conv.clock, record)
+    events = {}
+    for key, when in conv.pruned.items():
+        event = conv.tree.id_of(key)
+        if event is not None:
+            events[event] = to_rfc3339(when) or str(when)
+    if not events:
+        return {}
     report.warn(
         None,
-        f"the session has a pending revert in OpenCode: the messages from {target} on are "
-        "left on a branch, and HEAD is before them",
+        f"{len(events)} tool outputs were pruned by OpenCode (its model is sent {PRUNED!r} "
+        "in their place): imported whole, and listed under 'pruned' in the session's import "
+        "metadata; a resumed session sends them in full (infai's own compaction bounds it)",
     )
-    return key
+    return {"placeholder": PRUNED, "events": events}
 
 
 def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSession, _Converter]:
@@ -371,7 +393,7 @@ def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSe
     conv.run()
     info = raw.info
     revert = info.get("revert")
-    summary = _apply_revert(conv, revert, report) if revert is not None else None
+    summary = apply_revert(conv, revert, report) if revert is not None else None
     specs, head = conv.tree.finish(summary)
     report.count(specs)
     created = to_rfc3339(_first_time(raw)) or "1970-01-01T00:00:00.000Z"
@@ -384,6 +406,9 @@ def convert(raw: RawSession, path: str, report: ImportReport) -> tuple[ForeignSe
         extra["info"] = "no session info in the source (a capture of parts)"
     if info.get("revert") is not None:
         extra["revert"] = info["revert"]
+    pruned = _pruned(conv, report)
+    if pruned:
+        extra["pruned"] = pruned
     directory = info.get("directory")
     title = info.get("title")
     foreign = ForeignSession(

@@ -28,8 +28,9 @@ event they name; ``session_info`` names the session; settings changes
 become no event and are counted; an extension's ``custom_message`` (sent to the
 model) is a user message. A ``/fork`` file (its header names the file it was
 forked from: ``parentSession``, v1 ``branchedFrom``) is a child session of
-that file's session, hanging from the entry it was forked at (see
-:func:`_fork_link`).
+that file's session, hanging from the entry it was forked at: found by ids
+(v2/v3) or by the content the fork copied (v1), and reported where the source
+cannot tell (see :mod:`.pi_fork`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from .base import (
     read_json_lines,
     to_rfc3339,
 )
+from .pi_fork import fork_point
 
 TOOL = "pi"
 _SETTINGS = "settings change: the model and thinking level are on each reply"
@@ -122,6 +124,9 @@ class _Reader:
         self.last: str | None = None
         self.compactions: list[tuple[str, dict[str, Any], int]] = []
         self.nodes_of: dict[str, list[str]] = {}  # entry key -> its event keys
+        self.entry_of: dict[str, str] = {}  # event key -> its entry's key (copies: the kept one)
+        self.entries: list[dict[str, Any]] = []  # in file order (a fork is matched by them)
+        self.entry_by_key: dict[str, dict[str, Any]] = {}
 
     def links(self, entry: dict[str, Any]) -> tuple[str, str | None]:
         """The entry's key and its parent's key."""
@@ -140,6 +145,8 @@ class _Reader:
         """Add one entry (any type)."""
         key, parent = self.links(entry)
         self.last = key
+        self.entries.append(entry)
+        self.entry_by_key.setdefault(key, entry)
         stamp = to_rfc3339(entry.get("timestamp"))
         if stamp is None:
             self.report.warn(line, "entry without a usable timestamp: the one before is used")
@@ -186,6 +193,7 @@ class _Reader:
         """Add an event of the entry being read (``key`` may be one of several)."""
         if self.tree.add(key, parent, role, self.stamp, record, line=line):
             self.nodes_of.setdefault(self.keys[-1], []).append(key)
+            self.entry_of[key] = self.keys[-1]
 
     def message(self, key: str, parent: str | None, message: dict[str, Any], line: int) -> None:
         """A ``message`` entry, by role."""
@@ -340,6 +348,7 @@ class _Reader:
                     self.tree.add(
                         copy, last, role, stamp, record_from_obj(record.kind, obj), line=line
                     )
+                    self.entry_of[copy] = kept
                     last = copy
             self.tree.aliases[key] = last
 
@@ -383,42 +392,37 @@ def _created(header: dict[str, Any], reader: _Reader) -> str:
     return to_rfc3339(header.get("timestamp")) or reader.stamp
 
 
-def _fork_link(path: Path, header: dict[str, Any], reader: _Reader) -> tuple[str, str | None]:
-    """The session (and event) a ``/fork`` file was forked from, or ("", None).
+def _fork_link(
+    path: Path, header: dict[str, Any], reader: _Reader
+) -> tuple[str, str | None, dict[str, Any] | None]:
+    """The session and event a ``/fork`` file was forked from, and how the event was
+    found (("", None, None): not a fork, or its parent is not found).
 
     The header names the parent file (``parentSession``; v1: ``branchedFrom``),
-    looked for where it says and, if moved, beside this file. The fork starts
-    with a copy of the parent's path up to the fork point, ids kept (v2/v3): the
-    last entry this file shares with the parent, under the same parent, is where
-    it hangs. v1 entries have no ids, so a v1 fork is linked to the session only.
+    looked for where it says and, if moved, beside this file; the fork point is
+    found by :func:`.pi_fork.fork_point` (ids in v2/v3, content in v1).
     """
     named = header.get("parentSession") or header.get("branchedFrom")
     if not isinstance(named, str) or not named:
-        return "", None
+        return "", None, None
     found = next(
         (c for c in (Path(named), path.parent / Path(named).name) if c.is_file() and c != path),
         None,
     )
     if found is None:
         reader.report.warn(None, f"forked from {named}, which is not found: not linked")
-        return "", None
+        return "", None, None
     try:
         parent = _read(found, ImportReport(str(found)))
     except (InvalidInput, OSError) as exc:
         reader.report.warn(None, f"forked from {found}, which cannot be read: {exc}")
-        return "", None
+        return "", None, None
     if parent is None:
-        return "", None
+        return "", None, None
     p_header, p_reader = parent
     session = derive_id(TOOL, f"session:{p_header['id']}", _created(p_header, p_reader))
-    if reader.version < 2 or p_reader.version < 2:
-        return session, None
-    shared = [
-        key
-        for key in reader.keys[1:]
-        if key in p_reader.parent_of and p_reader.parent_of[key] == reader.parent_of[key]
-    ]
-    return session, p_reader.tree.id_of(shared[-1]) if shared else None
+    event, note = fork_point(reader, p_reader, str(found))
+    return session, event, note
 
 
 def load_file(path: Path) -> ForeignSession | None:
@@ -446,7 +450,9 @@ def load_file(path: Path) -> ForeignSession | None:
     if labels:
         extra["labels"] = labels
     model = reader.models[-1] if reader.models else header.get("modelId")
-    parent_session, parent_event = _fork_link(path, header, reader)
+    parent_session, parent_event, fork_note = _fork_link(path, header, reader)
+    if fork_note is not None:
+        extra["fork_point"] = fork_note
     return ForeignSession(
         tool=TOOL,
         source_id=source_id,

@@ -9,8 +9,10 @@ lacks is then created with its derived id, its events are written with
 this call created is removed again. A session the store already has (the same
 derived id) gets only the events whose ids it lacks, in the given order, each
 after a parent it already holds; nothing at all is written when it lacks none,
-so importing an unchanged file twice is a no-op. Only appending is safe in an
-append-only log, so an event whose content changed in the source is handled by
+so importing an unchanged file twice is a no-op (the import metadata alone is
+brought up to date when the source changed without new events: a later prune,
+a label). Only appending is safe in an append-only log, so an event whose
+content changed in the source is handled by
 :class:`_Plan`: a leaf (a reply still being written at the last import) gets its
 complete version appended beside it, anything else is kept and reported. A
 session the user has since continued in infai (its HEAD is not the one the last
@@ -201,7 +203,13 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
     if link:  # the parent came after this session's first import
         info = info.replace(parent_session=parent, parent_event=foreign.parent_event)
     if not new:
-        if link:
+        notes = _mark(foreign, [])  # what the source says now (a prune, a label) ...
+        for kept in ("head", "revisions"):  # ... with what only the store knows
+            if kept in mark:
+                notes[kept] = mark[kept]
+        if notes != mark:
+            info = info.replace(extra={**info.extra, "import": notes})
+        if link or notes != mark:
             store.restore_info(info)
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)

@@ -1,0 +1,256 @@
+"""The app's side of the files on the timeline: a continue's restore, asked about;
+whether the disk is HEAD's; the diff of an event's files; what opening said.
+
+A base class of :class:`~.app.InfaiApp`, kept apart so each module stays
+readable. Sending a prompt after picking an older event first restores that
+event's files (:meth:`~infai.agent.AgentSession.restore_files`), before the
+turn starts: a refusal (files changed outside the agent, another session in
+the directory) opens :class:`~.filescreens.RestoreScreen`, and the answer is
+the restore's :class:`~infai.agent.OnRestore`, or no prompt at all (cancel:
+it goes back to the box, nothing changed). The turn is then told not to
+restore again (``on_restore.keep_files``): its prompt follows the restore.
+
+The status bar says when the files on disk are not HEAD's
+(:meth:`~infai.agent.AgentSession.files_state`, in a thread, one check at a
+time): after a session opens, after each turn, when the terminal regains the
+focus and every :data:`FILES_EVERY` seconds while no turn runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from contextlib import suppress
+from typing import Any, TypeVar
+
+from textual import events
+from textual.worker import Worker
+
+from infai.agent import AgentSession, FilesState, OnRestore, Restored, RestoreRefused, diff_at
+from infai.agent import files_at as files_listed
+from infai.errors import InfaiError
+from infai.store import WORKSPACE_KINDS, SessionStore
+
+from . import store_io
+from .chat import ChatView
+from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
+from .panels import Timeline
+from .prompting import Prompting
+from .store_io import off_loop
+
+T = TypeVar("T")
+
+#: seconds between two looks at the files while the app sits idle (the terminal's
+#: focus and each turn's end look at once)
+FILES_EVERY = 10.0
+
+
+def files_label(state: FilesState | None) -> str:
+    """What the status bar says of the files: nothing when they are HEAD's (or
+    checkpoints are off, or nothing was recorded yet)."""
+    if state is None or state.head_tree is None or not state.differs:
+        return ""
+    return f"files ≠ HEAD ({state.changed} changed)"
+
+
+def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> EventDiff:
+    """The files at ``event_id`` against the snapshot before them on its path
+    (index entries to find both, then :func:`~infai.agent.diff_at`). Blocks on
+    the store and the disk: run it in a thread."""
+    path = session.view.path(event_id, to_boundary=False)
+    marks = [entry for entry in path if entry.kind in WORKSPACE_KINDS]
+    seq = path[-1].seq if path else "?"
+    if not marks:
+        return EventDiff(f"no files were recorded at or before #{seq}")
+    new = marks[-1]
+    at = f"#{new.seq}" + ("" if new.seq == seq else f" (the files of #{seq})")
+    if len(marks) == 1:
+        listed = files_listed(store, session.session_id, new.id)
+        paths = [str(item["path"]) for item in listed["files"]]
+        return EventDiff(f"files at {at}: first recorded, {len(paths)} file(s)", listed=paths)
+    old = marks[-2]
+    report = diff_at(store, session.session_id, old.id, new.id)
+    return EventDiff(f"files at {at} against #{old.seq}", report=report)
+
+
+async def _to_its_end(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work``; if the caller is cancelled meanwhile, ``work`` still runs to
+    its end first (a restore is not left half-watched: what it did is known)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller's cancel is what is raised
+        raise
+
+
+class Files(Prompting):
+    """Restores asked about, the files' state in the status bar, an event's diff."""
+
+    _ending: bool
+    _files_check: asyncio.Task[None] | None = None
+    _files_again = False
+
+    # -- a continue's restore ----------------------------------------------------
+
+    async def _files_first(self, session: AgentSession, text: str) -> bool:
+        """Restore the picked event's files before ``text`` is sent, asking about
+        conflicts; False: not sent (cancelled or failed; it is back in the box).
+        Either way the turn is then told not to restore (``keep_files``)."""
+        session.on_restore = OnRestore()
+        picked = session.pending_parent
+        if picked is None:
+            return True
+        try:
+            sent, done = await self._restore_asking(session)
+        except asyncio.CancelledError:  # Ctrl-C, the app ending: the prompt is not sent
+            if not self._ending:
+                self.give_back([text])
+                self._stale = True  # a restore that finished meanwhile is shown after
+            raise
+        if not sent:
+            self.give_back([text])
+            return False
+        session.on_restore = OnRestore(keep_files=True)
+        await self._restored(session, picked, done)
+        return True
+
+    async def _restore_asking(self, session: AgentSession) -> tuple[bool, Restored | None]:
+        """(whether to send the prompt, the restore done): a refusal is asked
+        about and tried again as answered, until it is done or the user gives up."""
+        choice = OnRestore()
+        while True:
+            try:
+                return True, await _to_its_end(session.restore_files(choice))
+            except RestoreRefused as refused:
+                answer = await self._ask_restore(refused)
+                if answer is None:
+                    self.notify("not sent, nothing changed: the prompt is back in the box")
+                    return False, None
+                choice = restore_choice(answer, refused.conflicts, refused.others)
+            except InfaiError as exc:  # a store or disk failure: nothing was sent
+                said = f"the files could not be restored, the prompt was not sent: {exc}"
+                await self.query_one(ChatView).notice(said, error=True)
+                self.notify(said, severity="error", timeout=10)
+                return False, None
+            if choice.keep_files:  # the conversation continues, the files stay
+                return True, None
+
+    async def _ask_restore(self, refused: RestoreRefused) -> str | None:
+        """The question, answered by the user (None: cancel); closed if the worker
+        is cancelled meanwhile."""
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        screen = RestoreScreen(refused.conflicts, refused.others)
+
+        def answered(answer: str | None) -> None:
+            if not future.done():
+                future.set_result(answer)
+
+        self.push_screen(screen, callback=answered)
+        try:
+            return await future
+        finally:
+            if screen.is_active:
+                screen.dismiss(None)
+
+    async def _restored(self, session: AgentSession, picked: str, done: Restored | None) -> None:
+        """Show the session after a restore: its path (the prompt follows the
+        restore, else still the picked event) and what the restore said."""
+        if done is None:
+            return
+        if done.event_id is None and session.pending_parent is None:
+            # nothing to put back, but a "before restore" snapshot on the branch
+            # left moved HEAD: the prompt still continues from the picked event
+            await off_loop(lambda: store_io.select(session, picked))
+        await self.reload()
+        chat = self.query_one(ChatView)
+        for notice in done.notices:
+            await chat.notice(f"files: {notice}")
+        if done.touched:
+            self.notify(f"restored {len(done.touched)} file(s) of the picked event")
+
+    # -- opening, and the status bar -------------------------------------------------
+
+    async def _files_opened(self, session: AgentSession) -> None:
+        """What opening the session had to say (an interrupted restore finished or
+        rolled back), then a look at the files."""
+        self.state.files = ""  # the last session's
+        chat = self.query_one(ChatView)
+        for notice in session.notices:
+            await chat.notice(notice)
+            self.notify(notice, severity="warning", timeout=10)
+        self.check_files()
+
+    def _watch_files(self) -> None:
+        """Look at the files every :data:`FILES_EVERY` seconds while idle."""
+        self.set_interval(FILES_EVERY, self._files_tick)
+
+    def _files_tick(self) -> None:
+        if not self.busy:
+            self.check_files()
+
+    def on_app_focus(self, event: events.AppFocus) -> None:
+        """Back in the terminal: the user may have edited files meanwhile."""
+        self.check_files()
+
+    def check_files(self) -> None:
+        """Look whether the files on disk are HEAD's (one look at a time; one asked
+        for meanwhile runs after it)."""
+        if self._ending or self.session is None:
+            return
+        running = self._files_check
+        if running is not None and not running.done():
+            self._files_again = True
+            return
+        self._files_check = asyncio.get_running_loop().create_task(self._check_files())
+
+    async def _check_files(self) -> None:
+        again = True
+        while again and not self._ending:
+            self._files_again = False
+            session = self.session
+            if session is None:
+                return
+            try:
+                said = files_label(await session.files_state())
+            except Exception as exc:  # a snapshot failed: said in the bar, the session goes on
+                said = f"files: not checked ({type(exc).__name__})"
+            if session is self.session:
+                self.state.files = said
+                self._refresh_status()
+            again = self._files_again
+
+    async def _files_settled(self) -> None:
+        """Wait for a look at the files to end (before its session closes)."""
+        running = self._files_check
+        if running is not None:
+            with suppress(Exception):
+                await asyncio.wait([running])
+
+    # -- the diff key --------------------------------------------------------------
+
+    def on_timeline_diff_wanted(self, message: Timeline.DiffWanted) -> None:
+        if message.event_id is None:
+            self.notify("move to an event to see the diff of its files", severity="warning")
+            return
+        self._run_quiet(self._show_diff(message.event_id))
+
+    def _run_quiet(self, work: Coroutine[Any, Any, None]) -> Worker[None]:
+        return self.run_worker(work, group="diff", exclusive=True, exit_on_error=False)
+
+    async def _show_diff(self, event_id: str) -> None:
+        session, store = self.session, self.workspace.store
+        if session is None:
+            return
+        try:
+            shown = await off_loop(lambda: event_diff(session, store, event_id))
+        except InfaiError as exc:
+            self.notify(f"no diff: {exc}", severity="error", timeout=10)
+            return
+        if session is self.session:
+            self.push_screen(DiffScreen(shown))
+
+
+__all__ = ["FILES_EVERY", "EventDiff", "Files", "event_diff", "files_label"]
