@@ -1,11 +1,16 @@
 """Test-wide guards: no real network, no user configuration, no real API keys.
 
 Every test runs with the provider environment variables removed and
-``INFAI_CONFIG`` pointing at a file of the test's own, so a developer's own
-keys and config never change a result. That file says only ``[checkpoints]
-enabled = false``: a turn's files snapshots add events to the timeline, which
-tests of other things would have to step over; the tests of files on the
-timeline point ``INFAI_CONFIG`` elsewhere (or build their ``Config`` directly).
+``INFAI_CONFIG`` pointing at an empty file of the test's own, so a developer's
+own keys and config never change a result. Checkpoints are on, as for a user:
+a turn's files snapshots are events on the timeline, and tests that count
+events count them by kind (or expect the snapshot).
+
+The TUI's tests still run with them off (:data:`CHECKPOINTS_OFF`): there a
+turn's snapshot is a timeline row and a status-bar count, so their row counts,
+``HEAD #n of m`` texts, scroll extents and SVG snapshots change, and some wait
+for a number of events that no longer comes out even. Those are the TUI's to
+re-check with checkpoints on, not to paper over here.
 Sockets may connect to loopback only: a test that would reach a real provider
 fails loudly instead.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,14 +47,21 @@ def _loopback(address: Any) -> bool:
         return False
 
 
+#: the tests that still run with checkpoints off (see the module docstring)
+CHECKPOINTS_OFF = Path(__file__).resolve().parent / "shells" / "tui"
+
+
 @pytest.fixture(autouse=True)
 def _isolated(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[None]:
     for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     config = tmp_path_factory.mktemp("no-config") / "config.toml"
-    config.write_text("[checkpoints]\nenabled = false\n")
+    off = request.node.path.resolve().is_relative_to(CHECKPOINTS_OFF)
+    config.write_text("[checkpoints]\nenabled = false\n" if off else "")
     monkeypatch.setenv("INFAI_CONFIG", str(config))
     real_connect = socket.socket.connect
 

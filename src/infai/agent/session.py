@@ -33,6 +33,10 @@ writer, which reads HEAD and everything another process appended meanwhile
 (``infai session append``, ``infai run --session``), so the turn builds on
 them; an event picked to continue from is carried over.
 
+The session's files on the timeline (restores before a continue, snapshots
+after tools, checkout) are the :class:`~.session_files.SessionFiles` half of
+the class, in their own module; :meth:`AgentSession._snapshot` stays here.
+
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
 session is opened, in any shell.
@@ -49,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm import Model, Notice, close_model
-from infai.store import Event, HeadConflict, InvalidInput, SessionInfo, SessionStore, SessionView
+from infai.llm import Model, close_model
+from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
@@ -58,9 +62,10 @@ from .checkpoints import SnapshotNotices
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache
 from .hub import EventHub
-from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
+from .loop import AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
-from .workfiles import FilesState, OnRestore, Restored, WorkFiles, changes_files
+from .session_files import SessionFiles
+from .workfiles import OnRestore, WorkFiles
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
 KEPT_RULES = "allowed"
@@ -106,7 +111,7 @@ def kept_rules(info: SessionInfo) -> list[Rule]:
     return [Rule.parse("allow", text) for text in texts]
 
 
-class AgentSession:
+class AgentSession(SessionFiles):
     """A session opened for an agent: prompt it, branch it, close it."""
 
     def __init__(
@@ -163,13 +168,21 @@ class AgentSession:
         self.on_restore = OnRestore()
         #: what opening had to say (an interrupted restore rolled back), for the shell
         self.notices: list[str] = []
+        #: a shared store's mark that this session is open here (see
+        #: :func:`~.workfiles.other_writers`; the directory store's lock says it)
+        self._open_mark: Any = None
         try:
+            mark = getattr(store, "open_mark", None)
+            if mark is not None:
+                self._open_mark = mark(self.session_id)
             if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
             if files is not None:
                 self._recover(files)
         except BaseException:
             self.writer.close()  # never leave the lock held by a session nobody has
+            if self._open_mark is not None:
+                self._open_mark.release()
             raise
 
     def _recover(self, files: WorkFiles) -> None:
@@ -447,54 +460,7 @@ class AgentSession:
             self.hub.publish(TurnEnded("error", f"{type(exc).__name__}: {exc}"))
             raise
 
-    # -- files -----------------------------------------------------------------
-
-    async def _files_first(self) -> AsyncIterator[AgentEvent]:
-        """Before the prompt: a continue from an older event restores its files
-        (:meth:`restore_files`; a refusal raises, nothing stored), then the files
-        now are snapshotted if they changed."""
-        files = self.files
-        if files is None:
-            return
-        picked = self.writer.pending_parent
-        if picked is not None and not self.on_restore.keep_files:
-            done = await off_loop(
-                files.restore, self.writer, picked, self.on_restore, attach=picked
-            )
-            for event in self._published_restore(done):
-                yield event
-        said = await self._snapshot("turn start")
-        if isinstance(said, str):
-            yield self._notice(said)
-        elif said is not None:
-            for saved in await self._append_system(said):
-                yield saved
-
-    def _notice(self, text: str) -> AgentEvent:
-        event = Streamed(Notice(text))
-        self.hub.publish(event)
-        return event
-
-    def _published_restore(self, done: Restored) -> list[AgentEvent]:
-        """Publish what a restore appended and its notices."""
-        self.cache.invalidate()
-        out: list[AgentEvent] = []
-        for text in done.notices:
-            out.append(self._notice(text))
-        for event in done.events:
-            self._saved(event)
-            out.append(Saved(event))
-        return out
-
-    async def _append_system(self, record: Any) -> list[Saved]:
-        try:
-            event = await off_loop(self.writer.append, record, "system")
-        except HeadConflict:  # another writer appended (a shared store): the next
-            self.cache.invalidate()  # snapshot records these files instead
-            return []
-        self.cache.appended([event])
-        self._saved(event)
-        return [Saved(event)]
+    # -- files (the rest is in .session_files) --------------------------------
 
     async def _snapshot(self, reason: str) -> Any:
         """The snapshot record to append (None: files unchanged), or a notice
@@ -513,73 +479,33 @@ class AgentSession:
         except Exception as exc:
             return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"
 
-    async def _after_tool(self, tool: Any) -> Any:
-        if tool is None or not changes_files(tool):
-            return None
-        return await self._snapshot(f"after {tool.spec.name}")
-
-    async def files_state(self) -> FilesState | None:
-        """Whether the files on disk are HEAD's (None: checkpoints off). Safe
-        beside a turn: checkpoint work is serialised, nothing is recorded."""
-        if self.files is None:
-            return None
-        return await off_loop(self.files.state, self.view)
-
-    async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
-        """Restore the picked event's files now (None: none picked, or keep_files), as
-        the next prompt would; raises :class:`~.workfiles.RestoreRefused` with
-        nothing changed. A shell that asks about conflicts calls this first."""
-        return await self._restore(None, choice or self.on_restore, dry_run=False)
-
-    async def checkout(
-        self, event_id: str, choice: OnRestore | None = None, *, dry_run: bool = False
-    ) -> Restored:
-        """Put ``event_id``'s files on disk, the conversation staying at HEAD (the
-        restore is recorded there); ``dry_run``: only the plan."""
-        if self.files is None:
-            raise InvalidInput("checkpoints are disabled ([checkpoints] enabled = false)")
-        done = await self._restore(event_id, choice or OnRestore(), dry_run=dry_run)
-        assert done is not None
-        return done
-
-    async def _restore(self, to: str | None, choice: OnRestore, dry_run: bool) -> Restored | None:
-        """``to``'s files recorded at HEAD (None: the picked event's, after it)."""
-        if self.files is None:
-            return None
-        await self._hold("restoring files")
-        try:
-            picked = self.writer.pending_parent
-            event, attach = (to, None) if to is not None else (picked, picked)
-            if event is None or (to is None and choice.keep_files):
-                return None
-            restore = self.files.restore
-            done = await off_loop(
-                restore, self.writer, event, choice, attach=attach, dry_run=dry_run
-            )
-            self._published_restore(done)
-            return done
-        finally:
-            await self._free()
-
     # -- compaction and branches ----------------------------------------------
 
-    async def switch(self, event_id: str, *, summarize: bool = True) -> Event | None:
+    async def switch(
+        self, event_id: str, *, summarize: bool = True, choice: OnRestore | None = None
+    ) -> Event | None:
         """Move to another branch at ``event_id``.
 
         With ``summarize``, the abandoned branch is summarised into a
-        ``branch_summary`` event after ``event_id`` (HEAD moves there now);
-        without, this is :meth:`select` (HEAD moves with the next prompt).
+        ``branch_summary`` event after ``event_id`` (HEAD moves there now) and
+        ``event_id``'s files are restored as a continue restores them (``choice``,
+        default :attr:`on_restore`; a refusal raises before anything is stored);
+        without, this is :meth:`select` (HEAD moves, and the files are restored,
+        with the next prompt).
         """
         if not summarize:
             self.select(event_id)
             return None
+        choice = choice or self.on_restore
         await self._hold("switching branches")
         try:
+            left = await self._before_switch(event_id, choice)
             summary = await summarize_branch(self.writer, self.model, event_id)
+            self.cache.invalidate()
+            self._saved(summary)
+            await self._after_switch(event_id, summary.id, left, choice)
         finally:
             await self._free()
-        self.cache.invalidate()
-        self._saved(summary)
         return summary
 
     async def compact(self) -> Event:
@@ -611,6 +537,9 @@ class AgentSession:
             lease.release()
         if self.files is not None:
             self.files.close()
+        mark, self._open_mark = self._open_mark, None
+        if mark is not None:
+            mark.release()
         parked, self._parked = self._parked, None
         if parked is not None:
             parked.close()  # the writer was closed when it was parked

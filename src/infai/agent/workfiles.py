@@ -140,32 +140,50 @@ def _lock_held(lock: Path) -> bool:
 
 
 def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
-    """Other sessions of ``workdir`` whose writer lock is held now (the directory
-    store only: a database store has no lock file to look at)."""
+    """Other sessions of ``workdir`` open now: the store's own answer where it has
+    one (``marked_open``: a database store's open marks), else the directory
+    store's writer lock files."""
+    found = [
+        info.id
+        for info in store.list_sessions()
+        if info.id != session_id
+        and info.working_dir
+        and os.path.abspath(info.working_dir) == workdir
+    ]
+    if not found:
+        return []
+    marked = getattr(store, "marked_open", None)
+    if marked is not None:
+        held = set(marked(found))
+        return [sid for sid in found if sid in held]
     paths = getattr(store, "paths", None)
     if paths is None:
         return []
-    found = []
-    for info in store.list_sessions():
-        if info.id == session_id or not info.working_dir:
-            continue
-        if os.path.abspath(info.working_dir) != workdir:
-            continue
-        if _lock_held(paths(info.id).lock):
-            found.append(info.id)
-    return found
+    return [sid for sid in found if _lock_held(paths(sid).lock)]
 
 
 class WorkFiles:
     """One session directory's checkpoints, recorded on a session's timeline."""
 
     def __init__(
-        self, store: SessionStore, workdir: str | Path, settings: CheckpointSettings | None = None
+        self,
+        store: SessionStore,
+        workdir: str | Path,
+        settings: CheckpointSettings | None = None,
+        *,
+        watch: bool = True,
     ) -> None:
+        """``watch``: keep an inotify change watcher (a session's snapshots after
+        the first look only where something changed); a one-off command that takes
+        one snapshot has no use for one."""
         self.store = store
         self.settings = settings or CheckpointSettings()
         self.cp = Checkpoints(
-            store.objects, workdir, getattr(store, "home", workdir), size_cap=self.settings.size_cap
+            store.objects,
+            workdir,
+            getattr(store, "home", workdir),
+            size_cap=self.settings.size_cap,
+            watch=watch,
         )
         self.workdir = self.cp.workdir
         #: one checkpoint operation at a time (a turn's snapshot, a restore, a
@@ -233,12 +251,13 @@ class WorkFiles:
     # -- restores ----------------------------------------------------------------
 
     def plan(
-        self, view: SessionView, event_id: str
+        self, view: SessionView, event_id: str, left: str | None = None
     ) -> tuple[Any, RestorePlan, str | None, str | None]:
-        """(the snapshot now, the plan to ``event_id``'s files, HEAD's last tree,
-        the target's event); a plan of nothing when no snapshot is at or before it."""
+        """(the snapshot now, the plan to ``event_id``'s files, the last tree on the
+        branch left (``left``'s; None: HEAD's), the target's event); a plan of
+        nothing when no snapshot is at or before it."""
         target = nearest(view, event_id)
-        last = nearest(view, None)
+        last = nearest(view, left)
         last_tree = last[1].tree if last else None
         if target is None:
             now = self.cp.snapshot(previous=last_tree)
@@ -256,38 +275,61 @@ class WorkFiles:
         *,
         attach: str | None,
         dry_run: bool = False,
+        left: str | None = None,
     ) -> Restored:
         """Put ``event_id``'s files back; the restore event follows ``attach``
-        (None: HEAD). Raises :class:`RestoreRefused` with nothing changed."""
+        (None: HEAD). The files now are recorded on the branch left, after ``left``
+        (None: HEAD), if they differ from its last snapshot. Raises
+        :class:`RestoreRefused` with nothing changed."""
         with self.lock:
-            return self._restore(writer, event_id, choice, attach=attach, dry_run=dry_run)
+            return self._restore(writer, event_id, choice, attach, dry_run, left)
+
+    def before_switch(self, writer: SessionLog, event_id: str, choice: OnRestore) -> Event | None:
+        """Before a summarised switch to ``event_id``: refuse as its restore would
+        (:class:`RestoreRefused`, nothing changed), else record the files now at HEAD
+        (the tip of the branch left) if they differ from its last snapshot, so the
+        branch keeps them. The snapshot appended, if any."""
+        with self.lock:
+            now, plan, last_tree, target = self.plan(writer, event_id)
+            if target is None:
+                return None  # nothing will be restored: nothing to keep
+            self._check(writer, plan.without(choice.keep) if choice.keep else plan, choice)
+            if now.tree == last_tree:
+                return None
+            return writer.append(now.record("before switch"), "system", parent=writer.head)
+
+    def _check(self, writer: SessionLog, plan: RestorePlan, choice: OnRestore) -> list[str]:
+        """The other open sessions here; raises :class:`RestoreRefused` if the plan's
+        conflicts or those sessions refuse it (``choice.force`` overrides)."""
+        others = other_writers(self.store, writer.session_id, self.workdir)
+        if (plan.conflicts or others) and not choice.force:
+            raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
+        return others
 
     def _restore(
         self,
         writer: SessionLog,
         event_id: str,
         choice: OnRestore,
-        *,
         attach: str | None,
         dry_run: bool,
+        left: str | None,
     ) -> Restored:
-        now, plan, last_tree, target = self.plan(writer, event_id)
+        now, plan, last_tree, target = self.plan(writer, event_id, left)
         notices = []
         if target is None:
             notices.append(f"no files were recorded at or before event {event_id}: none restored")
             return Restored(None, plan.to_obj(), notices=notices)
         if choice.keep:
             plan = plan.without(choice.keep)
-        others = other_writers(self.store, writer.session_id, self.workdir)
         if dry_run:
+            others = other_writers(self.store, writer.session_id, self.workdir)
             return Restored(None, plan.to_obj(), notices=_others_notice(others))
-        if (plan.conflicts or others) and not choice.force:
-            raise RestoreRefused(_refusal(plan, others), plan.to_obj(), others)
-        notices += _others_notice(others)
-        head = writer.head
+        notices += _others_notice(self._check(writer, plan, choice))
         before, appended = None, []
         if now.tree != last_tree:
-            appended.append(writer.append(now.record("before restore"), "system", parent=head))
+            parent = left or writer.head
+            appended.append(writer.append(now.record("before restore"), "system", parent=parent))
             before = appended[0].id
         if not plan.actions:  # the files are the picked event's already
             return Restored(None, plan.to_obj(), [], notices, before, appended)
@@ -338,8 +380,12 @@ def files_at(store: SessionStore, session_id: str, event_id: str | None = None) 
     tree, every file (path, type, size, digest, executable) and what was skipped."""
     with store.open_reader(session_id) as view:
         found_id, record = _at(view, session_id, event_id)
-    cp = Checkpoints(store.objects, _workdir(store, session_id), getattr(store, "home", "."))
-    listed = cp.files(record.tree)
+    home = getattr(store, "home", ".")
+    cp = Checkpoints(store.objects, _workdir(store, session_id), home, watch=False)
+    try:
+        listed = cp.files(record.tree)
+    finally:
+        cp.close()
     skipped = record.skipped if isinstance(record, SnapshotRecord) else {}
     return {
         "event": event_id,
@@ -359,8 +405,12 @@ def diff_at(
         old_tree = _at(view, session_id, old)[1].tree
         new_tree = _at(view, session_id, new)[1].tree if new is not None else None
     workdir = _workdir(store, session_id)
-    cp = Checkpoints(
-        store.objects, workdir, getattr(store, "home", "."), size_cap=_settings(workdir).size_cap
+    cp = Checkpoints(  # one snapshot at most: no change watcher
+        store.objects,
+        workdir,
+        getattr(store, "home", "."),
+        size_cap=_settings(workdir).size_cap,
+        watch=False,
     )
     try:
         report = cp.diff(old_tree, new_tree).to_obj()
@@ -380,7 +430,7 @@ def checkout(
     """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
     ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed."""
     workdir = _workdir(store, session_id)
-    files = WorkFiles(store, workdir, _settings(workdir))
+    files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
     try:
         with store.open_writer(session_id) as writer:
             notices = [n for n in [files.recover(writer)] if n]

@@ -52,6 +52,8 @@ def test_run_with_the_offline_model(home: Path, work: Path) -> None:
 
 def test_run_json_events(home: Path, work: Path) -> None:
     lines = [json.loads(x) for x in infai(home, "run", "--json", "hi").stdout.splitlines()]
+    files, lines = lines[0]["event"], lines[1:]  # a turn starts by recording the files
+    assert files["kind"] == "snapshot" and files["record"]["reason"] == "turn start"
     assert lines[0]["type"] == "saved" and lines[0]["event"]["record"] == {"content": "hi"}
     assert {x["type"] for x in lines[1:-2]} == {"stream"}
     assert lines[-2]["type"] == "saved" and lines[-2]["event"]["role"] == "assistant"
@@ -99,15 +101,17 @@ def test_run_bad_input_is_exit_2(home: Path, work: Path, args: list[str], messag
 
 
 def test_run_from_an_older_event_branches(home: Path, work: Path) -> None:
-    first = infai(home, "run", "--json", "one").stdout.splitlines()
-    user_event = json.loads(first[0])["event"]["id"]
+    first = [json.loads(line) for line in infai(home, "run", "--json", "one").stdout.splitlines()]
+    user_event = next(
+        x["event"]["id"] for x in first if x.get("event", {}).get("kind") == "message"
+    )
     infai(home, "run", "--continue", "two")
     branch = infai(home, "run", "--continue", "--from", user_event, "--json", "instead")
     saved = json.loads(branch.stdout.splitlines()[0])["event"]
     assert saved["parent_id"] == user_event and saved["branch_from"] == user_event
     sid = Store(home).list_sessions()[0].id
     with Store(home).open_reader(sid) as reader:
-        assert [e.preview for e in reader.path()][:2] == ["one", "instead"]
+        assert [e.preview for e in reader.path() if e.kind == "message"][:2] == ["one", "instead"]
         assert len(reader.leaves()) == 2
 
 
@@ -198,7 +202,7 @@ def test_run_json_lines_are_the_agents_one_json_form(
     assert ("saved", "tool_call") in kinds and ("saved", "tool_result") in kinds
     saved = [x["event"] for x in lines if x["type"] == "saved"]
     assert [e["seq"] for e in saved] == list(range(len(saved)))  # its place in the log
-    assert saved[0]["preview"] == "hi"
+    assert saved[0]["kind"] == "snapshot" and saved[1]["preview"] == "hi"  # files, then the prompt
     text = next(x for x in lines if x["type"] == "stream" and x["kind"] == "text")
     assert set(text) == {"type", "kind", "text", "session"}
 

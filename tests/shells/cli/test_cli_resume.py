@@ -36,8 +36,9 @@ def infai(home: Path, *args: str, code: int = 0, stdin: str | None = None) -> Re
 
 
 def _previews(home: Path, session_id: str) -> list[str]:
+    """The conversation's previews (the files snapshots between turns left out)."""
     with Store(home).open_reader(session_id) as reader:
-        return [entry.preview for entry in reader.entries()]
+        return [entry.preview for entry in reader.entries() if entry.kind == "message"]
 
 
 def test_run_json_lines_name_their_session(home: Path, work: Path) -> None:

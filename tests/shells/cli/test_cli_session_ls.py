@@ -48,7 +48,8 @@ def test_ls_groups_by_directory_this_one_first_with_title_time_and_count(
     assert lines[1] == f"{here} (this directory)"
     mine = lines[2].split(maxsplit=1)
     assert mine[0] == ids[str(here)]
-    assert mine[1].split() == ["just", "now", "4", "fix", "the", "flaky", "listing", "test"]
+    # two turns of two messages, and the first turn's files snapshot (the second's unchanged)
+    assert mine[1].split() == ["just", "now", "5", "fix", "the", "flaky", "listing", "test"]
     assert lines[3] == str(other)
     assert lines[4].split()[0] == ids[str(other)] and lines[4].endswith("a prompt elsewhere")
     assert lines[5] == "(no directory)"
@@ -79,7 +80,7 @@ def test_ls_json_keeps_every_field_and_adds_title_and_count(
         assert set(obj) - set(info.to_obj()) == {"title", "first_prompt", "events"}
     mine = next(s for s in listed if s["working_dir"] == str(here))
     assert (mine["title"], mine["first_prompt"], mine["events"]) == (
-        "fix the flaky listing test", "fix the flaky listing test", 4,
+        "fix the flaky listing test", "fix the flaky listing test", 5,
     )  # fmt: skip
 
 

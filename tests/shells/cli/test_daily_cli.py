@@ -146,8 +146,9 @@ def test_store_copy_and_compact_take_json(home: Path, work: Path, tmp_path: Path
         infai(home, "store", "copy", "--json", "--from", str(home), "--to",
               str(tmp_path / "other"), sid).stdout
     )  # fmt: skip
-    assert copied == [{"session": sid, "outcome": "copied", "detail": copied[0]["detail"],
-                       "events": 2}]  # fmt: skip
+    assert copied == [
+        {"session": sid, "outcome": "copied", "detail": copied[0]["detail"], "events": 3}
+    ]  # fmt: skip  (a files snapshot, the prompt, the answer)
     summary = json.dumps({"summary": "said hello"})
     script = work / "summary.json"
     script.write_text(json.dumps([summary]))

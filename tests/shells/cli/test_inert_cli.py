@@ -97,7 +97,11 @@ def test_run_json_escapes_and_round_trips(home: Path, work: Path) -> None:
     out = infai(home, "run", "--json", "--model", f"scripted:{script}", "hi")
     assert_inert(out.stdout_bytes, shown=False)
     saved = [json.loads(line) for line in out.stdout.splitlines()]
-    replies = [x["event"]["record"]["content"] for x in saved if x["type"] == "saved"]
+    replies = [
+        x["event"]["record"]["content"]
+        for x in saved
+        if x["type"] == "saved" and x["event"]["kind"] == "message"
+    ]
     assert replies[-1] == PAYLOAD  # escaped for the terminal, intact for a parser
 
 

@@ -40,8 +40,10 @@ def test_session_commands_and_a_headless_run_on_postgresql(pg_url: str, tmp_path
     assert ran.returncode == 0, ran.stderr
     assert "offline model: you said 'second'" in ran.stdout
     log = infai("--store", pg_url, "session", "log", sid, "--json")
-    contents = [entry["preview"] for entry in json.loads(log.stdout)]
+    logged = json.loads(log.stdout)
+    contents = [entry["preview"] for entry in logged if entry["kind"] == "message"]
     assert contents[:2] == ["hello", "second"] and len(contents) == 3
+    assert [entry["kind"] for entry in logged].count("snapshot") == 1  # the turn's files
     checked = infai("--store", pg_url, "session", "fsck", sid)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -229,3 +231,41 @@ def test_session_files_diff_and_checkout(home: Path, work: Path, tmp_path: Path)
     with Store(home).open_reader(sid) as reader:
         assert reader.head == done["restore"]
         assert reader.event(done["restore"]).parent_id == end_two  # recorded at HEAD
+
+
+def inotify_fds() -> int:
+    """This process's open inotify instances."""
+    found = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # the directory's own fd, gone by now
+            found += os.readlink(fd) == "anon_inode:inotify"
+    return found
+
+
+def test_one_off_file_commands_start_no_change_watcher(
+    home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent.checkpoints import snapshot
+    from infai.agent.checkpoints.watch import Watcher
+
+    sid, end_one, end_two = two_turns(home, work, tmp_path)
+    made: list[object] = []
+
+    class Counted(Watcher):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(snapshot, "Watcher", Counted)
+    open_before = inotify_fds()
+    infai(home, "session", "files", sid, end_one, "--json")
+    infai(home, "session", "diff", sid, end_one, end_two, "--json")
+    (work / "new.txt").write_text("edited now\n")
+    infai(home, "session", "diff", sid, end_two)  # takes a snapshot of the disk now
+    infai(home, "session", "checkout", sid, end_one, "--dry-run")
+    infai(home, "session", "checkout", sid, end_one, "--force")
+    assert files(work)["new.txt"] == "v1\n"  # the commands did their work
+    assert made == [] and inotify_fds() == open_before
+    # a session that runs turns does keep one (the counter counts)
+    infai(home, "run", "--model", script(tmp_path, "three", "ok"), "--session", sid, "third")
+    assert len(made) == 1

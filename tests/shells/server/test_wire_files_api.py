@@ -95,6 +95,34 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
     assert (work / "a.txt").read_text() == "two\n"
 
 
+def test_a_summarised_select_restores_the_event_files_or_asks(
+    make: Callable[..., Harness], work: Path
+) -> None:
+    h = make(lambda name: ScriptedModel(["ok", "ok", "the branch left: two"]))
+    sid = h.new_session()
+    end_one = turn(h, sid, "one")[-1]["id"]
+    (work / "a.txt").write_text("two\n")
+    turn(h, sid, "two")
+    (work / "a.txt").write_text("mine\n")  # outside the agent: the switch is a question
+    url = f"/v1/sessions/{sid}/select"
+    asked = h.client.post(url, json={"event_id": end_one, "summarize": True})
+    assert asked.status_code == 409, asked.text
+    assert validate(asked.json(), FILE_COMPONENTS["RestoreRefused"]) is None
+    assert asked.json()["plan"]["conflicts"] == ["a.txt"]
+    assert (work / "a.txt").read_text() == "mine\n"
+    with h.watch(sid) as (stream, _):
+        done = h.client.post(url, json={"event_id": end_one, "summarize": True, "force": True})
+        assert done.status_code == 200, done.text
+        summary = done.json()["summary"]
+        assert summary["kind"] == "branch_summary" and summary["parent_id"] == end_one
+        assert (work / "a.txt").read_text() == "one\n"
+        settled = [e.data for e in stream.until("selected") if e.name == "settled"]
+    kinds = [e["kind"] for e in settled]
+    assert kinds == ["snapshot", "branch_summary", "restore"]  # "mine" kept on the branch left
+    assert settled[0]["record"]["reason"] == "before switch"
+    assert done.json()["head"] == settled[-1]["id"]
+
+
 def test_the_files_routes_are_in_the_openapi_document() -> None:
     paths = openapi("test")["paths"]
     assert "get" in paths["/v1/sessions/{session_id}/files"]
@@ -103,4 +131,7 @@ def test_the_files_routes_are_in_the_openapi_document() -> None:
     assert "409" in checkout["responses"]
     prompt = paths["/v1/sessions/{session_id}/prompt"]["post"]
     body = prompt["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert {"force", "keep", "keep_files"} <= set(body)
+    select = paths["/v1/sessions/{session_id}/select"]["post"]
+    body = select["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert {"force", "keep", "keep_files"} <= set(body)

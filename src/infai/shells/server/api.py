@@ -321,8 +321,12 @@ SELECT: Schema = {
         },
         "summarize": {
             "type": "boolean",
-            "description": "Summarise the abandoned branch now; HEAD moves at once.",
+            "description": "Summarise the abandoned branch now; HEAD moves at once and the "
+            "event's files are restored (409 with the plan if refused, nothing changed).",
         },
+        "force": PROMPT["properties"]["force"],
+        "keep": PROMPT["properties"]["keep"],
+        "keep_files": {"type": "boolean", "description": "Switch without touching files."},
     },
 }
 CANCEL: Schema = {

@@ -24,7 +24,14 @@ from typing import Any, TypeVar
 from sse_starlette import EventSourceResponse
 from starlette.responses import JSONResponse, Response
 
-from infai.agent import Lagged, NotInFlight, load_manifest, manifest_of, settled_obj
+from infai.agent import (
+    Lagged,
+    NotInFlight,
+    RestoreRefused,
+    load_manifest,
+    manifest_of,
+    settled_obj,
+)
 from infai.store import ObjectNotFound, SessionView, StoreError
 from infai.tools import AllowAlways, DenyWith, Reply
 
@@ -35,7 +42,7 @@ from .openapi import openapi
 from .search import search
 from .served import Running, Served
 from .sessions import MODEL_ERRORS, Sessions
-from .workfiles import checkout_files, get_diff, get_files, restore_first
+from .workfiles import checkout_files, choice_of, get_diff, get_files, refused, restore_first
 
 log = logging.getLogger("infai.server")
 
@@ -215,7 +222,12 @@ async def select_branch(call: Call) -> Response:
     event_id = None if event_id is None else event_id.lower()
     await call.known_event(event_id)
     served = await call.sessions.serve(call.session_id)
-    summary = await served.select(event_id, bool(call.body.get("summarize")))
+    try:  # a summarised switch restores the event's files first: the 409 question
+        summary = await served.select(
+            event_id, bool(call.body.get("summarize")), choice_of(call.body)
+        )
+    except RestoreRefused as exc:
+        return refused(exc)
     return ok({**served.head(), "summary": settled_obj(summary) if summary else None})
 
 

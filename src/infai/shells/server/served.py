@@ -44,7 +44,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from infai.agent import AgentEvent, AgentSession, Hub, Lagged, Saved, Streamed, Turn, TurnEnded
+from infai.agent import (
+    AgentEvent,
+    AgentSession,
+    Hub,
+    Lagged,
+    OnRestore,
+    Saved,
+    Streamed,
+    Turn,
+    TurnEnded,
+)
 from infai.store import Event, SessionStore, ToolCallRecord, ToolResultRecord
 from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
@@ -385,18 +395,28 @@ class Served:
         await self._published_up_to(summary.seq)
         return summary
 
-    async def select(self, event_id: str | None, summarize: bool) -> Event | None:
-        """Choose the next prompt's parent; with ``summarize``, switch branches now."""
+    async def select(
+        self, event_id: str | None, summarize: bool, choice: OnRestore | None = None
+    ) -> Event | None:
+        """Choose the next prompt's parent; with ``summarize``, switch branches now
+        (restoring the event's files as ``choice`` says: a refusal raises
+        :class:`~infai.agent.RestoreRefused`, nothing changed)."""
         summary = None
         if summarize and event_id is not None:
-            summary = await self._job(self.agent.switch(event_id, summarize=True))
-            if summary is not None:
-                await self._published_up_to(summary.seq)
+            work = self.agent.switch(event_id, summarize=True, choice=choice)
+            summary = await self._job(work)
+            if summary is not None:  # and the restore after it, if one was recorded
+                head = await asyncio.to_thread(self._head_seq)
+                await self._published_up_to(max(summary.seq, head))
         else:
             async with self._hearing:  # no refresh meanwhile
                 await asyncio.to_thread(self.agent.select, event_id)
         self.publish(frame("selected", self.head()))
         return summary
+
+    def _head_seq(self) -> int:
+        view = self.agent.view
+        return -1 if view.head is None else view.seq_of(view.head)
 
     def head(self) -> dict[str, Any]:
         return {"head": self.published_head, "pending_parent": self.agent.pending_parent}

@@ -25,6 +25,12 @@ store's options, taking a lease waits up to that long for a busy one instead.
 Removing a session takes the lease too, and notifies the channel so that other
 nodes close it.
 
+Writers take no lock, so "is this session open somewhere" has no lock file to
+look at: an agent session holds an *open mark* instead (:meth:`PgStore.open_mark`,
+a shared advisory lock on a connection of its own, gone with the process), and
+:meth:`PgStore.marked_open` answers which sessions hold one (a restore asks it
+about the other sessions of its working directory).
+
 Reads follow the same rule as the file store: the active context walks parents
 from the tip to the nearest compaction in one recursive query, reading only
 that path; listing sessions reads the session rows only; blobs are read when a
@@ -33,6 +39,7 @@ record is resolved, and their SHA-256 is checked then.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -79,6 +86,9 @@ if TYPE_CHECKING:
 LEASE_PREFIX = "infai-turn:"
 #: seconds between tries while waiting for a busy lease
 LEASE_POLL = 0.1
+#: an open agent session holds a shared advisory lock on this prefix and its id
+#: (:meth:`PgStore.open_mark`): the database's answer to "is a writer open there"
+OPEN_PREFIX = "infai-open:"
 
 
 class Lease:
@@ -92,7 +102,69 @@ class Lease:
         """Close the lease's connection, which frees the advisory lock (idempotent)."""
         conn, self._conn = self._conn, None
         if conn is not None:
+            # unlocked before closing: a closed connection's backend drops its locks
+            # only once it has exited, which on a loaded machine may come after the
+            # next process's try (seen once as a spurious SessionBusy)
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock_all()")
             conn.close()  # ends the session, and with it the advisory lock
+
+
+class OpenMark:
+    """One open mark (:meth:`PgStore.open_mark`), until released (idempotent)."""
+
+    def __init__(self, marks: _Marks, key: str) -> None:
+        self._marks: _Marks | None = marks
+        self.key = key
+
+    def release(self) -> None:
+        """Drop this mark (others on the same session stay)."""
+        marks, self._marks = self._marks, None
+        if marks is not None:
+            marks.drop(self.key)
+
+
+class _Marks:
+    """The one connection a store holds its open marks on (made when the first is
+    taken). Shared advisory locks stack, so each mark is one lock and one unlock.
+    A dropped connection drops every mark with it: the next is taken on a new one
+    (the question they answer is a warning, never a lock that keeps data safe)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.lock = threading.Lock()
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def take(self, key: str) -> OpenMark:
+        with self.lock:
+            if self.conn is None or self.conn.closed:
+                self.conn = self.db.connect()
+            try:
+                self.conn.execute("SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))", (key,))
+            except psycopg.OperationalError as exc:
+                self._close()
+                raise BackendUnavailable(f"{self.db.safe_url()}: {exc}") from None
+        return OpenMark(self, key)
+
+    def drop(self, key: str) -> None:
+        with self.lock:
+            if self.conn is None or self.conn.closed:
+                return
+            try:
+                self.conn.execute(
+                    "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))", (key,)
+                )
+            except psycopg.Error:
+                self._close()  # gone, and every mark with it
+
+    def close(self) -> None:
+        with self.lock:
+            self._close()
+
+    def _close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
 
 
 class PgStore:
@@ -130,11 +202,14 @@ class PgStore:
         except psycopg.Error as exc:
             raise BackendUnavailable(f"cannot reach {self.db.safe_url()}: {exc}") from None
         self.db.open_pool(pool_size)
+        self._marks = _Marks(self.db)
         #: the store-wide content-addressed objects (see :mod:`infai.store.objects`)
         self.objects = PgObjects(self.db)
 
     def close(self) -> None:
-        """Close the connection pool; open leases keep their own connections."""
+        """Close the connection pool and the open marks' connection; open leases
+        keep their own connections."""
+        self._marks.close()
         self.db.close()
 
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
@@ -325,6 +400,32 @@ class PgStore:
             conn.close()
             raise
         return Lease(conn)
+
+    def open_mark(self, session_id: str) -> OpenMark:
+        """Say that ``session_id`` is open in this process until released (or until
+        the process dies): a shared advisory lock, held on the store's one marks
+        connection. Writers take no lock in this store, so this is what
+        :meth:`marked_open` sees, as a lock file's holder is seen in the directory
+        store; any number of processes may hold one."""
+        return self._marks.take(OPEN_PREFIX + check_uuid(session_id, "session id"))
+
+    def marked_open(self, session_ids: list[str]) -> list[str]:
+        """Those of ``session_ids`` some process holds an :meth:`open_mark` on now.
+
+        Asked by trying each mark's exclusive lock inside a transaction that is
+        rolled back at once (it fails while any holder has it), so nothing stays
+        held; a mark being taken meanwhile waits those few milliseconds."""
+        sids = [check_uuid(sid, "session id") for sid in session_ids]
+        if not sids:
+            return []
+        with self.db.conn() as conn, conn.transaction(force_rollback=True):
+            rows = conn.execute(
+                "SELECT id FROM unnest(%s::text[]) AS s(id)"
+                " WHERE NOT pg_try_advisory_xact_lock(hashtextextended(%s::text || id, 0))",
+                (sids, OPEN_PREFIX),
+            ).fetchall()
+        held = {row[0] for row in rows}
+        return [sid for sid in sids if sid in held]
 
     def remove_session(self, session_id: str) -> None:
         """Delete the session under its turn lease, notify other nodes, and drop the blobs
