@@ -59,11 +59,11 @@ def test_a_turn_start_snapshot_that_meets_another_writer_says_so(
     assert files is not None
     take = files.snapshot_record
 
-    def meanwhile(view: Any, at: str | None, reason: str) -> Any:
+    def meanwhile(view: Any, at: str | None, reason: str, progress: Any = None) -> Any:
         # another process appends after the lease was taken, before the snapshot is
         other.refresh()
         other.append(MessageRecord(content="from elsewhere"), "user")
-        return take(view, at, reason)
+        return take(view, at, reason, progress)
 
     async def turn() -> list[Any]:
         return [event async for event in session.prompt("hello")]
