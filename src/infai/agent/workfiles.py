@@ -332,6 +332,10 @@ class WorkFiles:
             appended.append(writer.append(now.record("before restore"), "system", parent=parent))
             before = appended[0].id
         if not plan.actions:  # the files are the picked event's already
+            if appended and attach is not None:
+                # the snapshot on the branch left moved HEAD there: what follows
+                # still continues from the event picked
+                writer.select(attach)
             return Restored(None, plan.to_obj(), [], notices, before, appended)
         metadata = {"source": event_id, "before": before, "session": writer.session_id}
         metadata["parent"] = attach or writer.head

@@ -157,6 +157,25 @@ def test_external_edit_refuses_then_force_keeps_it_recoverable(
     assert (work / "new.txt").read_text() == "mine\n"
 
 
+def test_from_an_event_whose_files_are_on_disk_already_continues_from_it(
+    home: Path, work: Path, tmp_path: Path
+) -> None:
+    """The disk holds the picked event's files (put back by hand), not HEAD's:
+    nothing is restored, the files now are kept on the branch left, and the
+    prompt still continues from the picked event, not from that snapshot."""
+    sid, end_one, end_two = two_turns(home, work, tmp_path)
+    (work / "src" / "gen.py").unlink()
+    (work / "src").rmdir()
+    (work / "a.txt").write_text("changed\n")
+    (work / "new.txt").write_text("v1\n")
+    back = run_json(home, "--session", sid, "--from", end_one, "again")
+    assert not saved(back, "restore")
+    kept = saved(back, "snapshot")[0]
+    assert kept["record"]["reason"] == "before restore" and kept["parent_id"] == end_two
+    prompt = next(e for e in saved(back, "message") if e["role"] == "user")
+    assert prompt["parent_id"] == end_one
+
+
 def test_keep_files_leaves_disk_alone(home: Path, work: Path, tmp_path: Path) -> None:
     sid, end_one, _ = two_turns(home, work, tmp_path)
     before = files(work)
