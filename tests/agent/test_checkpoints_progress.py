@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import later
-from infai.agent import Streamed, Workspace
+from infai.agent import Saved, Streamed, Workspace
 from infai.agent.checkpoints import SnapshotNotices, Snapshotter, progress_text
 from infai.agent.checkpoints import progress as progress_module
 from infai.agent.checkpoints import walk as walk_module
@@ -132,3 +132,40 @@ def test_a_long_first_snapshot_says_where_it_is_through_the_hub(
     progress = [s for s in said if s.startswith(f"files: snapshot of {work}:")]
     assert progress, said
     assert progress[-1].endswith("30 files, 0 MB read…")
+
+
+def test_a_long_first_snapshot_says_where_it_is_in_the_turns_own_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``prompt()`` yields carries the notices (``infai run`` prints only
+    that), each once, before the prompt's first saved event."""
+    monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_module, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
+    work = tmp_path / "w"
+    _tree(work, 30)
+    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+
+    async def main() -> list[object]:
+        session = space.open()
+        seen: list[object] = [event async for event in session.prompt("hello")]
+        await session.aclose()
+        return seen
+
+    try:
+        seen = asyncio.run(main())
+    finally:
+        asyncio.run(space.aclose())
+    texts = [
+        e.event.message
+        for e in seen
+        if isinstance(e, Streamed)
+        and isinstance(e.event, Notice)
+        and e.event.message.startswith(f"files: snapshot of {work}:")
+    ]
+    assert texts and texts[-1].endswith("30 files, 0 MB read…")
+    first_saved = next(i for i, e in enumerate(seen) if isinstance(e, Saved))
+    last_notice = max(
+        i for i, e in enumerate(seen) if isinstance(e, Streamed) and isinstance(e.event, Notice)
+    )
+    assert last_notice < first_saved  # said while the turn-start snapshot ran

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -462,15 +462,16 @@ class AgentSession(SessionFiles):
 
     # -- files (the rest is in .session_files) --------------------------------
 
-    async def _snapshot(self, reason: str) -> Any:
+    async def _snapshot(self, reason: str, say: Callable[[str], object] | None = None) -> Any:
         """The snapshot record to append (None: files unchanged), or a notice
-        saying why none could be taken: a failed snapshot never fails a turn."""
+        saying why none could be taken: a failed snapshot never fails a turn.
+        A long (first) snapshot says where it is through ``say``, called from
+        its worker thread (default: a notice published on the hub)."""
         files = self.files
         assert files is not None
         loop = asyncio.get_running_loop()
-        # a long (first) snapshot says where it is; it runs in a worker thread
         progress = SnapshotNotices(
-            files.workdir, lambda text: loop.call_soon_threadsafe(self._notice, text)
+            files.workdir, say or (lambda text: loop.call_soon_threadsafe(self._notice, text))
         )
         try:
             return await off_loop(

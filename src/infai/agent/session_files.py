@@ -16,7 +16,10 @@ runs in worker threads, never on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from infai.errors import InfaiError
@@ -52,7 +55,9 @@ class SessionFiles:
 
         def _saved(self, event: Event) -> None: ...
 
-        async def _snapshot(self, reason: str) -> Any: ...
+        async def _snapshot(
+            self, reason: str, say: Callable[[str], object] | None = None
+        ) -> Any: ...
 
     async def _files_first(self) -> AsyncIterator[AgentEvent]:
         """Before the prompt: a continue from an older event restores its files
@@ -68,12 +73,43 @@ class SessionFiles:
             )
             for event in self._published_restore(done):
                 yield event
-        said = await self._snapshot("turn start")
+        out: list[Any] = []
+        async for notice in self._saying(functools.partial(self._snapshot, "turn start"), out):
+            yield notice  # a long first snapshot says where it is, in the turn's events
+        said = out[0]
         if isinstance(said, str):
             yield self._notice(said)
         elif said is not None:
             for saved in await self._append_system(said):
                 yield saved
+
+    async def _saying(
+        self, work: Callable[[Callable[[str], object]], Awaitable[Any]], out: list[Any]
+    ) -> AsyncIterator[AgentEvent]:
+        """Run ``work(say)``, yielding each text it says (from any thread) as a
+        notice while it runs; its result is appended to ``out``."""
+        loop = asyncio.get_running_loop()
+        said: asyncio.Queue[str] = asyncio.Queue()
+        task = asyncio.ensure_future(
+            work(lambda text: loop.call_soon_threadsafe(said.put_nowait, text))
+        )
+        try:
+            while not task.done():
+                heard = asyncio.ensure_future(said.get())
+                await asyncio.wait({task, heard}, return_when=asyncio.FIRST_COMPLETED)
+                if heard.done():
+                    yield self._notice(heard.result())
+                else:
+                    heard.cancel()
+            await asyncio.sleep(0)  # a notice said just before the end is queued by now
+            while not said.empty():
+                yield self._notice(said.get_nowait())
+            out.append(task.result())
+        finally:
+            if not task.done():  # the consumer went away: the work still finishes
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def _notice(self, text: str) -> AgentEvent:
         event = Streamed(Notice(text))

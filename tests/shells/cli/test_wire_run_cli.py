@@ -288,3 +288,14 @@ def test_one_off_file_commands_start_no_change_watcher(
     # a session that runs turns does keep one (the counter counts)
     infai(home, "run", "--model", script(tmp_path, "three", "ok"), "--session", sid, "third")
     assert len(made) == 1
+
+
+def test_run_prints_where_a_long_first_snapshot_is(
+    home: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent.checkpoints import progress, walk
+
+    monkeypatch.setattr(walk, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)  # every snapshot is "long"
+    out = infai(home, "run", "--model", "offline", "hello")
+    assert f"infai: files: snapshot of {work}:" in out.stderr
