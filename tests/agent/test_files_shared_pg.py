@@ -176,3 +176,28 @@ def test_force_restores_beside_another_open_session_and_says_so(store: PgStore, 
             other.close()
     assert (work / "a.txt").read_text() == "one\n"
     assert any(other.session_id in notice for notice in done.notices)
+
+
+def test_a_parked_session_is_not_open_and_its_next_turn_marks_it_again(
+    store: PgStore, work: Path
+) -> None:
+    """Between turns a parked session (the server's, its writer released) writes
+    nothing here: its mark goes, as the directory store's writer lock does, and
+    comes back with the next turn."""
+    session = agent(store, work, ["ok"])
+    mine = store.create_session(working_dir=str(work)).id
+    sid = session.session_id
+    with session:
+        assert other_writers(store, mine, str(work)) == [sid]
+        session.park()
+        assert session.parked and other_writers(store, mine, str(work)) == []
+
+        async def turn() -> list[str]:
+            seen = []
+            async for _ in session.prompt("hello"):
+                seen.append(store.marked_open([sid]))  # during the turn
+            return [s for marks in seen for s in marks]
+
+        assert sid in asyncio.run(turn())
+        assert not session.parked and store.marked_open([sid]) == [sid]
+    assert store.marked_open([sid]) == []

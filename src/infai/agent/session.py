@@ -54,7 +54,7 @@ from typing import Any
 
 from infai.errors import InfaiError
 from infai.llm import Model, close_model
-from infai.store import Event, InvalidInput, SessionInfo, SessionStore, SessionView
+from infai.store import Event, InvalidInput, Lease, SessionInfo, SessionStore, SessionView
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
@@ -168,13 +168,12 @@ class AgentSession(SessionFiles):
         self.on_restore = OnRestore()
         #: what opening had to say (an interrupted restore rolled back), for the shell
         self.notices: list[str] = []
-        #: a shared store's mark that this session is open here (see
-        #: :func:`~.workfiles.other_writers`; the directory store's lock says it)
-        self._open_mark: Any = None
+        #: the store's mark that this session is open here (see
+        #: :func:`~.workfiles.other_writers`), released while parked, as the
+        #: directory store's writer lock is
+        self._open_mark: Lease | None = None
         try:
-            mark = getattr(store, "open_mark", None)
-            if mark is not None:
-                self._open_mark = mark(self.session_id)
+            self._open_mark = store.open_mark(self.session_id)
             if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
             if files is not None:
@@ -222,6 +221,9 @@ class AgentSession(SessionFiles):
         self._pending = self.writer.pending_parent
         self._parked = reader
         self.writer.close()
+        mark, self._open_mark = self._open_mark, None
+        if mark is not None:  # between turns nothing here writes files
+            mark.release()
 
     def _unpark(self) -> None:
         """Take a writer again (it reads HEAD: whatever was appended meanwhile is the
@@ -233,6 +235,7 @@ class AgentSession(SessionFiles):
         try:
             if self._pending is not None:
                 writer.select(self._pending)
+            self._open_mark = self.store.open_mark(self.session_id)
         except BaseException:
             writer.close()
             raise

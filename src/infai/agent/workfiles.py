@@ -23,7 +23,6 @@ blocks on the disk: async callers run them in a worker thread.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
 from collections.abc import Callable
@@ -123,26 +122,9 @@ def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | Re
     return None
 
 
-def _lock_held(lock: Path) -> bool:
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # closing drops a lock we may have taken
-    return False
-
-
 def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
-    """Other sessions of ``workdir`` open now: the store's own answer where it has
-    one (``marked_open``: a database store's open marks), else the directory
-    store's writer lock files."""
+    """Other sessions of ``workdir`` open now (the store's
+    :meth:`~infai.store.SessionStore.marked_open`: writer locks held, or open marks)."""
     found = [
         info.id
         for info in store.list_sessions()
@@ -152,14 +134,8 @@ def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[st
     ]
     if not found:
         return []
-    marked = getattr(store, "marked_open", None)
-    if marked is not None:
-        held = set(marked(found))
-        return [sid for sid in found if sid in held]
-    paths = getattr(store, "paths", None)
-    if paths is None:
-        return []
-    return [sid for sid in found if _lock_held(paths(sid).lock)]
+    held = set(store.marked_open(found))
+    return [sid for sid in found if sid in held]
 
 
 class WorkFiles:

@@ -202,6 +202,17 @@ class SessionStore(Protocol):
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease, or raise ``SessionBusy`` at once."""
 
+    def open_mark(self, session_id: str) -> Lease:
+        """Say that ``session_id`` is open in this process until released (or the
+        process dies), for :meth:`marked_open`: a shared mark any number of
+        processes may hold (PostgreSQL). The file store's writer lock says it
+        already: its mark holds nothing."""
+
+    def marked_open(self, session_ids: list[str]) -> list[str]:
+        """Those of ``session_ids`` some process has open now (file store: their
+        writer lock is held; PostgreSQL: an :meth:`open_mark` is); asked before a
+        restore of files another open session could be writing."""
+
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
         """Call ``callback(session_id, seq)`` for other processes' appends until ``stop``
         (blocking: run it in a thread; returns at once where there are none to hear)."""

@@ -268,6 +268,18 @@ class Store:
         self.paths(session_id)
         return NoLease()
 
+    def open_mark(self, session_id: str) -> NoLease:
+        """Nothing to take: a session open for writing holds its writer lock, which
+        is what :meth:`marked_open` looks at."""
+        self.paths(session_id)
+        return NoLease()
+
+    def marked_open(self, session_ids: list[str]) -> list[str]:
+        """Those of ``session_ids`` whose writer lock some process holds now."""
+        from .lock import lock_held
+
+        return [sid for sid in session_ids if lock_held(self.paths(sid).lock)]
+
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
         """Return at once: a session's one writer is the only process appending to
         it, so there is nothing to hear from others."""
