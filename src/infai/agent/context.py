@@ -11,7 +11,9 @@ is ever sent. A result whose call is not on the path is not sent either.
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from dataclasses import replace
+from typing import Any
 
 from infai.errors import InfaiError
 from infai.llm import Message, ToolCall
@@ -38,6 +40,23 @@ class UnsendableEvent(InfaiError):
 
 
 INTERRUPTED = "interrupted: this tool call did not finish (the session stopped before it did)"
+
+#: what a model is sent in place of a tool output the session's own tool had
+#: pruned before it was imported (OpenCode's words, as its model saw them)
+PRUNED_OUTPUT = "[Old tool result content cleared]"
+
+
+def pruned_outputs(extra: Mapping[str, Any]) -> frozenset[str]:
+    """The tool-result events an imported session's tool had pruned (its import
+    metadata's ``pruned.events``, see :mod:`infai.store.imports.opencode`): they are
+    sent as :data:`PRUNED_OUTPUT`, as that tool would. Metadata of another shape
+    names none (it can only ever hide outputs from the model, never add text)."""
+    imported = extra.get("import")
+    pruned = imported.get("pruned") if isinstance(imported, Mapping) else None
+    events = pruned.get("events") if isinstance(pruned, Mapping) else None
+    if not isinstance(events, Mapping):
+        return frozenset()
+    return frozenset(key for key in events if isinstance(key, str))
 
 
 def _summary(record: CompactionRecord) -> str:
@@ -68,8 +87,10 @@ class ContextCache:
     else (a selected older event, a compaction, another tip) rebuilds it.
     """
 
-    def __init__(self, writer: SessionLog) -> None:
+    def __init__(self, writer: SessionLog, pruned: frozenset[str] = frozenset()) -> None:
         self.writer = writer
+        #: tool results sent as :data:`PRUNED_OUTPUT` (see :func:`pruned_outputs`)
+        self.pruned = pruned
         self._events: list[Event] | None = None
         self._tip: str | None = None
 
@@ -112,9 +133,10 @@ def _sendable_role(event: Event) -> Role:
     )
 
 
-def to_messages(events: list[Event]) -> list[Message]:
+def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> list[Message]:
     """The messages for ``events`` (resolved records, oldest first); an event no
-    model can take raises :class:`UnsendableEvent`."""
+    model can take raises :class:`UnsendableEvent`. The tool results named in
+    ``pruned`` are sent as :data:`PRUNED_OUTPUT`."""
     out: list[Message] = []
     pending: dict[str, ToolCall] = {}  # calls still waiting for their result
 
@@ -150,7 +172,7 @@ def to_messages(events: list[Event]) -> list[Message]:
             out.append(
                 Message(
                     role="tool",
-                    content=record.content,
+                    content=PRUNED_OUTPUT if event.id in pruned else record.content,
                     tool_call_id=record.call_id,
                     tool_name=record.name,
                     is_error=record.is_error,

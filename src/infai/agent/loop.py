@@ -286,7 +286,7 @@ class _Turn:
     async def ask_model(self) -> AsyncIterator[AgentEvent | Message | ProviderError | None]:
         """Stream one model call: its deltas, then (last) its outcome."""
         try:
-            messages = tuple(to_messages(await self.events()))
+            messages = tuple(to_messages(await self.events(), self.cache.pruned))
         except UnsendableEvent as exc:  # said as the turn's error, nothing sent
             yield TurnEnded("error", str(exc))
             return

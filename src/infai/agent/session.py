@@ -60,7 +60,7 @@ from infai.tools.offload import off_loop
 
 from .checkpoints import SnapshotNotices
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
-from .context import ContextCache
+from .context import ContextCache, pruned_outputs
 from .hub import EventHub
 from .loop import AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
@@ -147,7 +147,7 @@ class AgentSession(SessionFiles):
         self.session_id = self.writer.session_id
         self._lease: Any = None
         self._held = 0
-        self.cache = ContextCache(self.writer)
+        self.cache = ContextCache(self.writer, pruned_outputs(info.extra))
         #: every event of this session (each append as it is durable, the turns'
         #: deltas and ends), for any number of watchers
         self.hub = EventHub()
@@ -240,7 +240,7 @@ class AgentSession(SessionFiles):
             writer.close()
             raise
         self.writer, self._parked, self._pending = writer, None, None
-        self.cache = ContextCache(writer)
+        self.cache = ContextCache(writer, self.cache.pruned)
         parked.close()
 
     def _keep(self, rules: list[Rule]) -> None:

@@ -1,9 +1,10 @@
-"""OpenCode's prune (old tool outputs marked ``state.time.compacted``) is recorded.
+"""OpenCode's prune (old tool outputs marked ``state.time.compacted``) is recorded,
+and a resumed session sends what OpenCode's model saw.
 
 OpenCode keeps a pruned output in its storage and sends its model
-``[Old tool result content cleared]`` in its place. infai's context has no such
-marker, so the output is imported whole (searchable, shown) and the prune is
-recorded in the session's import metadata and the report. OpenCode prunes parts
+``[Old tool result content cleared]`` in its place. The output is imported
+whole (searchable, shown), the prune recorded in the session's import metadata
+and the report, and infai's context sends the placeholder in its place. OpenCode prunes parts
 long after they were written: a prune after an import must not make the
 imported event "changed" (a revision would copy the rest of the session), and
 must be recorded even when it brought no new message. A synthetic storage tree
@@ -12,12 +13,16 @@ in OpenCode's JSON-file layout (the corpus holds none, and no prune).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from infai.agent import AgentSession
+from infai.llm import ScriptedModel
 from infai.store import Store, ToolResultRecord
 from infai.store.imports import commit, importer_for
+from infai.tools import AllowAll, Toolbox
 
 SID = "ses_0000000000000000000000000d"
 PLACEHOLDER = "[Old tool result content cleared]"
@@ -116,3 +121,26 @@ def test_a_prune_with_no_new_message_is_still_recorded(tmp_path: Path) -> None:
     assert store.info(sid).extra["import"]["pruned"]["events"] == {
         result.id: "1970-01-01T00:00:05.000Z"
     }
+
+
+def test_a_resumed_session_sends_the_placeholder_for_a_pruned_output(tmp_path: Path) -> None:
+    sent = {}
+    for name, pruned in (("pruned", 5000), ("whole", None)):
+        store = Store(tmp_path / name / "home")
+        _, outcome = _import(store, _storage(tmp_path / name, _chat(pruned=pruned, more=False)))
+        sid = outcome.session_id
+        store.update_info(sid, working_dir=str(tmp_path))
+        model = ScriptedModel(["again"])
+        session = AgentSession(store, sid, model=model, toolbox=Toolbox(), permissions=AllowAll())
+
+        async def turn(session: AgentSession = session) -> None:
+            async for _ in session.prompt("go on"):
+                pass
+            await session.aclose()
+
+        asyncio.run(turn())
+        (request,) = model.requests
+        sent[name] = [m.content for m in request.messages if m.role == "tool"]
+        (kept,) = _results(store, sid)
+        assert kept.record.content.startswith("the whole of a")  # the store keeps it whole
+    assert sent == {"pruned": [PLACEHOLDER], "whole": ["the whole of a, " * 50]}

@@ -366,10 +366,11 @@ def _pruned(conv: _Converter, report: ImportReport) -> dict[str, Any]:
     import metadata, with a warning saying what that means for a resumed session.
 
     OpenCode's prune keeps the output in its storage and sends :data:`PRUNED` to
-    the model in its place. infai's context has no such marker: the output is
-    imported whole (so it is searchable and shown), and the prune is recorded on
-    the session rather than on the event, since OpenCode prunes old parts after
-    they were written and an event imported before cannot change.
+    the model in its place. So does infai: the output is imported whole (so it
+    is searchable and shown), the prune is recorded on the session rather than
+    on the event, since OpenCode prunes old parts after they were written and an
+    event imported before cannot change, and the agent's context sends the
+    placeholder for the events listed (``infai.agent.context.pruned_outputs``).
     """
     events = {}
     for key, when in conv.pruned.items():
@@ -382,7 +383,7 @@ def _pruned(conv: _Converter, report: ImportReport) -> dict[str, Any]:
         None,
         f"{len(events)} tool outputs were pruned by OpenCode (its model is sent {PRUNED!r} "
         "in their place): imported whole, and listed under 'pruned' in the session's import "
-        "metadata; a resumed session sends them in full (infai's own compaction bounds it)",
+        "metadata; a resumed session sends the placeholder in their place, as OpenCode does",
     )
     return {"placeholder": PRUNED, "events": events}
 
