@@ -5,7 +5,8 @@ a worker thread (the lease released and, between turns, the writer parked).
 During that release the turn is over (there is nothing to cancel) but the slot
 is still taken. A cancel that arrives then (the turn ended by itself just as it
 was cancelled) returns only once the slot is free, and a new turn started then
-waits for the release instead of failing :class:`~infai.agent.Busy`.
+waits for the release instead of failing :class:`~infai.agent.Busy`; a close
+waits for it too, never closing the writer under the park.
 
 The release is held open deterministically: the park waits for the test to let
 it go, and the test lets it go only from the event loop, once the call under
@@ -119,3 +120,35 @@ def test_a_turn_started_while_the_last_one_gives_its_slot_back_waits_for_it(
 
     run(held, agent, body)
     assert [e.preview for e in agent.view.path()] == ["hi", "hello", "next", "again"]
+
+
+def test_aclose_while_the_last_turn_gives_its_slot_back_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the fix: the close released everything in one thread while
+    the park still ran in another (the writer closed under it). The park is let
+    go once the close has reached its release, or after a while if it waits."""
+    agent = parked_session(tmp_path, ["hello"])
+    held = HeldPark(monkeypatch)
+    order: list[str] = []
+    closing = threading.Event()
+    real_release_all = agent._release_all
+
+    def release_all() -> None:
+        order.append("close" if held.gate.is_set() else "close during the park")
+        closing.set()
+        real_release_all()
+
+    monkeypatch.setattr(agent, "_release_all", release_all)
+
+    async def body() -> None:
+        turn = await agent.start("hi")
+        await held.releasing(agent, turn)
+        close = asyncio.ensure_future(agent.aclose())
+        await asyncio.to_thread(closing.wait, 1.0)  # a close that does not wait gets there
+        held.gate.set()
+        await close
+        assert turn.task is not None and turn.task.done()
+
+    run(held, agent, body)
+    assert order[0] == "close"  # (the test's own close after it does nothing more)

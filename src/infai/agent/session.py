@@ -557,6 +557,9 @@ class AgentSession(SessionFiles):
         if turn is not None and turn.task is not None and not turn.task.done():
             turn.task.cancel()
             await asyncio.wait([turn.task])
+        releasing = self._releasing
+        if releasing is not None:  # a slot being given back (parking, in a thread)
+            await releasing.wait()
         self._closed = True
         self.hub.close("session closed")  # on the loop: the hub wakes its readers there
         await off_loop(self._release_all)
