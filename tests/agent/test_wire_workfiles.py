@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from infai.agent import OnRestore, RestoreRefused, Workspace
+from infai.agent import AgentSession, OnRestore, RestoreRefused, WorkFiles, Workspace
 from infai.agent.config import Config, ConfigError, load_config
 from infai.agent.workfiles import changes_files
-from infai.store import Store
+from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
+from infai.store import SnapshotRecord, Store
+from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput
 
 
 def test_only_tools_that_say_so_are_read_only(tmp_path: Path) -> None:
@@ -155,3 +158,59 @@ def test_files_state_says_when_the_disk_is_not_heads(tmp_path: Path) -> None:
         asyncio.run(main())
     finally:
         asyncio.run(space.aclose())
+
+
+class _WritesThenHangs:
+    """A tool that changes a file, then never finishes (cancelled mid-run)."""
+
+    spec = ToolSpec("scribble", "Writes, then waits.", {"type": "object", "properties": {}})
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.started = asyncio.Event()
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        (self.work / "half.txt").write_text("written before the cancel\n")
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_tool_cancelled_mid_run_has_its_files_recorded_after_the_marker(
+    tmp_path: Path,
+) -> None:
+    """Fails without the fix: the file it wrote waited for the next turn's start."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    sid = store.create_session(working_dir=str(work)).id
+    tool = _WritesThenHangs(work)
+    call = Message(role="assistant", tool_calls=(ToolCall("c1", "scribble", {}),))
+    session = AgentSession(
+        store,
+        sid,
+        model=ScriptedModel([call]),
+        toolbox=Toolbox([tool]),
+        permissions=AllowAll(),
+        files=WorkFiles(store, work),
+    )
+
+    async def main() -> None:
+        turn = await session.start("go")
+        started = asyncio.ensure_future(tool.started.wait())
+        assert turn.task is not None
+        await asyncio.wait({started, turn.task}, timeout=60, return_when="FIRST_COMPLETED")
+        assert started.done(), turn.outcome
+        await session.cancel(turn.id)
+        await session.aclose()
+
+    asyncio.run(main())
+    with store.open_reader(sid) as reader:
+        path = [reader.event(e.id, resolve=True) for e in reader.path()]
+    kinds = [(e.kind, e.preview) for e in path]
+    assert kinds[-2][1] == "[turn interrupted]", kinds
+    last = path[-1].record
+    assert isinstance(last, SnapshotRecord) and last.reason == "after scribble", kinds
+    files = WorkFiles(store, work, watch=False)
+    assert "half.txt" in files.cp.files(last.tree)

@@ -187,6 +187,9 @@ class _Turn:
         self.writer = writer
         #: told of each tool call run (see :data:`AfterTool`): the files snapshot
         self.after_tool = after_tool
+        #: the tool whose effects on the files are not recorded yet (a cancel
+        #: meanwhile snapshots them after the interruption marker)
+        self.unrecorded: str | None = None
         #: where the tool manifest of each request is kept (None: not recorded)
         self.objects = objects
         self.offered: tuple[ToolSpec, ...] = ()  # the tools the last request offered
@@ -331,6 +334,7 @@ class _Turn:
         """Decide and run each call, appending its result."""
         for call, call_event in zip(message.tool_calls, calls, strict=True):
             here = replace(self.context, call_event_id=call_event.id)
+            self.unrecorded = call.name
             output, decision = await _run_tool(call, self.toolbox, self.permissions, here)
             metadata = dict(output.metadata)
             if decision:
@@ -347,6 +351,7 @@ class _Turn:
             if self.after_tool is not None:
                 async for after in self.tool_ran(call.name):
                     yield after
+            self.unrecorded = None
 
     async def tool_ran(self, name: str) -> AsyncIterator[AgentEvent]:
         """Tell :attr:`after_tool` a call of ``name`` ran; append what it hands back
@@ -409,7 +414,24 @@ class _Turn:
         except Exception as failure:  # the cancel matters more: report this, keep that
             log.warning("the interruption marker was not saved: %s", failure)
             return failure
+        await self.record_interrupted_tool()
         return None
+
+    async def record_interrupted_tool(self) -> None:
+        """A tool cut short may have changed files: snapshot them now, after the
+        marker, rather than at the next turn's start (best effort: a failure is
+        logged, the next snapshot records them)."""
+        name, self.unrecorded = self.unrecorded, None
+        if name is None or self.after_tool is None:
+            return
+        try:
+            got = await self.after_tool(self.toolbox.get(name))
+            if isinstance(got, str):
+                log.warning("%s", got)
+            elif got is not None:
+                await self.append(got, "system")
+        except Exception as failure:
+            log.warning("the files after an interrupted %s were not recorded: %s", name, failure)
 
 
 async def run_turn(
