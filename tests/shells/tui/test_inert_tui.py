@@ -155,7 +155,9 @@ def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: P
     run_app(app, scenario, (80, 24))
     [info] = space.store.list_sessions()
     with space.store.open_reader(info.id) as reader:
-        first = reader.context().events[0].record
+        # the turn's files snapshot comes first; the prompt is the first message
+        kinds = [event.kind for event in reader.context().events]
+        first = reader.context().events[kinds.index("message")].record
         assert isinstance(first, MessageRecord) and first.content == f"look {OSC_ONLY}"
 
 

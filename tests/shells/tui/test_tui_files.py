@@ -260,6 +260,22 @@ def test_the_status_bar_says_when_the_files_on_disk_are_not_heads(
     run_app(app, scenario, size)
 
 
+def test_a_session_whose_directory_is_gone_says_so_in_the_bar(tmp_path: Path) -> None:
+    """Its files cannot be looked at: the bar says the directory is missing, not
+    the name of whatever the failed snapshot raised."""
+    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    gone = tmp_path / "removed-worktree"
+    sid = space.store.create_session(working_dir=str(gone)).id
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app._files_check is not None and app._files_check.done())
+        bar = shown(app.query_one(StatusBar))
+        assert "files: directory missing" in bar and "not checked" not in bar, bar
+
+    run_app(app, scenario, (80, 24))
+
+
 def test_opening_a_session_shows_what_recovering_its_files_said(tmp_path: Path) -> None:
     space = files_workspace(tmp_path, ScriptedModel(REPLIES))
     work, store = space.working_dir, space.store

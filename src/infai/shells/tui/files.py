@@ -216,7 +216,15 @@ class Files(Prompting):
             try:
                 said = files_label(await session.files_state())
             except Exception as exc:  # a snapshot failed: said in the bar, the session goes on
-                said = f"files: not checked ({type(exc).__name__})"
+                # a working directory that is gone (a removed worktree, a session
+                # made elsewhere) is said as such: its snapshot fails with whatever
+                # the walk raised (an AssertionError), which tells the user nothing
+                gone = not await off_loop(session.working_dir.is_dir)
+                said = (
+                    "files: directory missing"
+                    if gone
+                    else f"files: not checked ({type(exc).__name__})"
+                )
             if session is self.session:
                 self.state.files = said
                 self._refresh_status()
