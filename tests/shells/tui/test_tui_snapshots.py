@@ -12,6 +12,9 @@ a snapshot may depend on the clock, on ids or on where the test runs:
   and the SVG's window title is the plain app name (see ``steady``).
 - The prompt's cursor blinks on a timer: blinking is switched off before the
   picture is taken, and any toast is cleared (none is expected in these flows).
+- The status bar says what a look at the files found (``files ≠ HEAD``, a
+  directory missing), and that look runs in a thread after opening and after
+  each turn: the picture waits for it to end.
 
 Regenerate with ``pytest tests/shells/tui/test_tui_snapshots.py --snapshot-update`` and
 look at the SVGs (or the HTML report a failure writes) before committing them.
@@ -90,8 +93,11 @@ def app_of(pilot: Pilot[None]) -> InfaiApp:
 
 
 async def steady(pilot: Pilot[None]) -> None:
-    """Remove what changes with time: the blinking cursor and any toast."""
+    """Remove what changes with time: the blinking cursor and any toast; wait for
+    the look at the files the status bar reports."""
     app = app_of(pilot)
+    looked = lambda: app._files_check is None or app._files_check.done()  # noqa: E731
+    await until(pilot, looked, "the look at the files")
     prompt = app.screen_stack[0].query_one("#prompt", Input)
     prompt.cursor_blink = False  # the cursor is hidden, whatever the blink phase was
     for field in app.screen.query(Input):  # a dialog's field too (the picker's filter)
