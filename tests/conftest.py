@@ -4,13 +4,17 @@ Every test runs with the provider environment variables removed and
 ``INFAI_CONFIG`` pointing at an empty file of the test's own, so a developer's
 own keys and config never change a result. Checkpoints are on, as for a user:
 a turn's files snapshots are events on the timeline, and tests that count
-events count them by kind (or expect the snapshot).
+events count them by kind (or expect the snapshot); in the TUI a snapshot is a
+timeline row, a line in the chat and a step of ``HEAD #n of m``.
 
-The TUI's tests still run with them off (:data:`CHECKPOINTS_OFF`): there a
-turn's snapshot is a timeline row and a status-bar count, so their row counts,
-``HEAD #n of m`` texts, scroll extents and SVG snapshots change, and some wait
-for a number of events that no longer comes out even. Those are the TUI's to
-re-check with checkpoints on, not to paper over here.
+Git reads none of the developer's configuration either: a snapshot leaves out
+what git's global excludes file ignores (``core.excludesFile``, by default
+``$XDG_CONFIG_HOME/git/ignore``) and tests compare with ``git check-ignore``,
+so ``GIT_CONFIG_GLOBAL`` names an empty file of the test's own,
+``GIT_CONFIG_NOSYSTEM`` leaves out the system's, and ``XDG_CONFIG_HOME`` is an
+empty directory (git's default excludes file is under it, whatever
+``GIT_CONFIG_GLOBAL`` says). A test that commits names its own author.
+
 Sockets may connect to loopback only: a test that would reach a real provider
 fails loudly instead.
 """
@@ -20,7 +24,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,22 +50,22 @@ def _loopback(address: Any) -> bool:
         return False
 
 
-#: the tests that still run with checkpoints off (see the module docstring)
-CHECKPOINTS_OFF = Path(__file__).resolve().parent / "shells" / "tui"
-
-
 @pytest.fixture(autouse=True)
 def _isolated(
-    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[None]:
     for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
-    config = tmp_path_factory.mktemp("no-config") / "config.toml"
-    off = request.node.path.resolve().is_relative_to(CHECKPOINTS_OFF)
-    config.write_text("[checkpoints]\nenabled = false\n" if off else "")
+    mine = tmp_path_factory.mktemp("no-config")
+    config = mine / "config.toml"
+    config.write_text("")
     monkeypatch.setenv("INFAI_CONFIG", str(config))
+    (mine / "gitconfig").write_text("")
+    (mine / "xdg").mkdir()
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(mine / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(mine / "xdg"))
     real_connect = socket.socket.connect
 
     def connect(self: socket.socket, address: Any) -> Any:

@@ -52,8 +52,8 @@ def workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) ->
 
 
 def files_workspace(tmp_path: Path, model: Any = None) -> Workspace:
-    """A workspace whose sessions record their files on the timeline (the tests'
-    shared configuration turns checkpoints off; this one's is given, on)."""
+    """A workspace whose sessions record their files on the timeline, by its own
+    configuration (checkpoints on whatever the tests' shared one says)."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))

@@ -155,7 +155,9 @@ def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: P
     run_app(app, scenario, (80, 24))
     [info] = space.store.list_sessions()
     with space.store.open_reader(info.id) as reader:
-        first = reader.context().events[0].record
+        # the turn's files snapshot comes first; the prompt is the first message
+        kinds = [event.kind for event in reader.context().events]
+        first = reader.context().events[kinds.index("message")].record
         assert isinstance(first, MessageRecord) and first.content == f"look {OSC_ONLY}"
 
 
@@ -187,7 +189,9 @@ def test_in_a_real_terminal_the_title_and_clipboard_stay_untouched(tmp_path: Pat
     tmux = shutil.which("tmux")
     assert tmux is not None, "tmux is needed for the real-terminal test"
     store = Store(tmp_path / "home")
-    sid = store.create_session(name=f"name {OSC_ONLY}").id
+    work = tmp_path / "work"  # infai's directory, and the session's: its files are looked at
+    work.mkdir()
+    sid = store.create_session(name=f"name {OSC_ONLY}", working_dir=str(work)).id
     with store.open_writer(sid) as writer:
         writer.append(MessageRecord(content=f"asked {OSC_ONLY}"), "user")
         call = ToolCallRecord(call_id="c1", name="bash", arguments={"command": OSC_ONLY})
@@ -211,9 +215,10 @@ def test_in_a_real_terminal_the_title_and_clipboard_stay_untouched(tmp_path: Pat
 
     infai = Path(sys.executable).parent / "infai"
     command = f"exec {infai} --session {sid}"
-    (tmp_path / "no").write_text("[checkpoints]\nenabled = false\n")  # no snapshot lines
+    (tmp_path / "no").write_text("")  # no user configuration: checkpoints on
     try:
         tmux_run("-f", str(conf), "new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
+                 "-c", str(work),
                  "-e", f"INFAI_HOME={tmp_path / 'home'}", "-e", f"INFAI_CONFIG={tmp_path / 'no'}",
                  "sh", "-c", f"until [ -e {ready} ]; do sleep 0.05; done; {command}")  # fmt: skip
         tmux_run("pipe-pane", "-o", "-t", "t", f"cat >> {raw}")

@@ -87,7 +87,9 @@ def test_enter_opens_the_hits_session_at_its_event(tmp_path: Path, size: tuple[i
     run_app(app, scenario, size)
     with space.store.open_reader(ids["fix"]) as reader:
         [prompt] = [e for e in reader.entries() if e.preview == "go on"]
-        assert prompt.parent_id == ids["left"]
+        # the turn starts by recording the files, on the branch from the hit
+        files = reader.entry(prompt.parent_id)
+        assert files.kind == "snapshot" and files.parent_id == ids["left"]
 
 
 def test_a_hit_at_head_opens_at_head_and_esc_changes_nothing(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
         # the marker the session saved is shown as it is saved, HEAD moved to it
         [marker] = app.query(UserMessage).filter(".interrupted")
         assert str(marker.render()) == "[turn interrupted]"
-        assert "HEAD #2 of 3" in str(app.query_one(StatusBar).render())
+        # after the turn's files snapshot (#0), the prompt and the kept reply
+        assert "HEAD #3 of 4" in str(app.query_one(StatusBar).render())
         await pilot.press("ctrl+c")
         await until(pilot, lambda: app.session is None, "the app to quit")
 
@@ -47,7 +48,7 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
     assert space.store.fsck(info.id).ok
     with space.store.open_reader(info.id) as reader:
         contents = [getattr(e.record, "content", e.kind) for e in reader.context().events]
-    assert contents == ["hi", "Hello ", "[turn interrupted]"]
+    assert contents == ["snapshot", "hi", "Hello ", "[turn interrupted]"]
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -260,6 +260,69 @@ def test_the_status_bar_says_when_the_files_on_disk_are_not_heads(
     run_app(app, scenario, size)
 
 
+def test_a_long_snapshots_progress_is_in_the_bar_while_it_runs_and_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long first snapshot says where it is every second: the status bar shows
+    the latest, in place (not a chat line and a toast each), and it leaves the bar
+    once the snapshot is over (it stayed there, hiding HEAD, until the next turn)."""
+    from infai.agent.checkpoints import progress as progress_module
+    from infai.agent.checkpoints import walk as walk_module
+
+    monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_module, "QUIET_S", 0.0)  # every snapshot is "long"
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
+    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    for n in range(30):
+        (space.working_dir / f"f{n}.txt").write_text(f"{n}\n")
+    app = InfaiApp(space)
+    in_bar: list[str] = []
+    toasts: list[str] = []
+    real_show, real_notify = StatusBar.show, app.notify
+
+    def show(bar: StatusBar, status: Any) -> None:
+        in_bar.append(status.notice)
+        real_show(bar, status)
+
+    def notify(message: str, *args: Any, **kwargs: Any) -> None:
+        toasts.append(message)
+        real_notify(message, *args, **kwargs)
+
+    monkeypatch.setattr(StatusBar, "show", show)
+    monkeypatch.setattr(app, "notify", notify)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await turn(pilot, app, "first")
+        progress = [x for x in in_bar if x.startswith(f"files: snapshot of {space.working_dir}")]
+        assert progress and progress[-1].endswith("30 files, 0 MB read…"), in_bar
+        bar = shown(app.query_one(StatusBar))
+        assert "snapshot of" not in bar and "HEAD #2 of 3" in bar, bar
+        chat = app.query_one(ChatView)
+        assert not [n for n in chat.query(Notice) if "snapshot of" in shown(n)]
+        assert not [t for t in toasts if "snapshot of" in t], toasts
+        assert any(
+            "▣ files: 30 files recorded · turn start" in shown(s) for s in chat.query(Static)
+        )
+
+    run_app(app, scenario, (100, 24))
+
+
+def test_a_session_whose_directory_is_gone_says_so_in_the_bar(tmp_path: Path) -> None:
+    """Its files cannot be looked at: the bar says the directory is missing, not
+    the name of whatever the failed snapshot raised."""
+    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    gone = tmp_path / "removed-worktree"
+    sid = space.store.create_session(working_dir=str(gone)).id
+    app = InfaiApp(space, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app._files_check is not None and app._files_check.done())
+        bar = shown(app.query_one(StatusBar))
+        assert "files: directory missing" in bar and "not checked" not in bar, bar
+
+    run_app(app, scenario, (80, 24))
+
+
 def test_opening_a_session_shows_what_recovering_its_files_said(tmp_path: Path) -> None:
     space = files_workspace(tmp_path, ScriptedModel(REPLIES))
     work, store = space.working_dir, space.store

@@ -42,7 +42,8 @@ def test_the_picker_titles_counts_groups_and_filters(tmp_path: Path, size: tuple
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "fix the login bug")
-        await until(pilot, lambda: not app.busy and app.head.count == 2, "the reply")
+        await until(pilot, lambda: not app.busy, "the reply")
+        assert app.head.count == 3  # the turn's files snapshot, the prompt, the reply
         with store.open_writer(other) as writer:  # the other directory's is the newest now
             writer.append(MessageRecord(content="refactor the parser please"), "user")
         await pilot.press("f1")  # the help says how to write several lines
@@ -58,7 +59,7 @@ def test_the_picker_titles_counts_groups_and_filters(tmp_path: Path, size: tuple
         # this directory's session first (though the other one is newer), then the other
         assert [i.id for i in picker.sessions] == [named, other]
         labels = [str(o.prompt) for o in picker.query_one(OptionList).options]
-        assert labels[0].startswith("release notes") and " 2 ev " in labels[0]
+        assert labels[0].startswith("release notes") and " 3 ev " in labels[0]  # all events
         assert labels[1].startswith("refactor the parser") and " 1 ev " in labels[1]
         assert "just now" in labels[1] and str(elsewhere) in labels[1]
         await pilot.press("p", "a", "r", "s")  # typing filters: the other directory's

@@ -12,6 +12,9 @@ a snapshot may depend on the clock, on ids or on where the test runs:
   and the SVG's window title is the plain app name (see ``steady``).
 - The prompt's cursor blinks on a timer: blinking is switched off before the
   picture is taken, and any toast is cleared (none is expected in these flows).
+- The status bar says what a look at the files found (``files ≠ HEAD``, a
+  directory missing), and that look runs in a thread after opening and after
+  each turn: the picture waits for it to end.
 
 Regenerate with ``pytest tests/shells/tui/test_tui_snapshots.py --snapshot-update`` and
 look at the SVGs (or the HTML report a failure writes) before committing them.
@@ -90,8 +93,11 @@ def app_of(pilot: Pilot[None]) -> InfaiApp:
 
 
 async def steady(pilot: Pilot[None]) -> None:
-    """Remove what changes with time: the blinking cursor and any toast."""
+    """Remove what changes with time: the blinking cursor and any toast; wait for
+    the look at the files the status bar reports."""
     app = app_of(pilot)
+    looked = lambda: app._files_check is None or app._files_check.done()  # noqa: E731
+    await until(pilot, looked, "the look at the files")
     prompt = app.screen_stack[0].query_one("#prompt", Input)
     prompt.cursor_blink = False  # the cursor is hidden, whatever the blink phase was
     for field in app.screen.query(Input):  # a dialog's field too (the picker's filter)
@@ -104,7 +110,9 @@ async def steady(pilot: Pilot[None]) -> None:
 
 
 def test_conversation_with_a_tool_call_and_code(tmp_path: Path, snap_compare: SnapCompare) -> None:
-    """After a turn: the prompt, a write_file call with its diff and result, a Markdown reply."""
+    """After a turn: the files recorded at its start, the prompt, a write_file call with
+    its diff and result, the files recorded after it, a Markdown reply. At 80x26: the
+    two files lines would not leave all of it in view at 80x24."""
     content = 'def greet(name):\n    return "hi " + name\n'
     replies = [write_call("hello.py", content, 900), reply(CODE_REPLY, 1_400)]
     space = workspace(tmp_path, replies, allow=("write_file *",))
@@ -122,7 +130,7 @@ def test_conversation_with_a_tool_call_and_code(tmp_path: Path, snap_compare: Sn
         # (a streamed reply that overflows is not followed to its end; see the report).
         assert app.query_one(ChatView).max_scroll_y == 0
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_compare(app, terminal_size=(80, 26), run_before=run_before)
     assert (space.working_dir / "hello.py").read_text() == content
 
 
@@ -142,7 +150,8 @@ def test_approval_modal_for_write_file(tmp_path: Path, snap_compare: SnapCompare
 
 
 def test_timeline_with_a_branch(tmp_path: Path, snap_compare: SnapCompare) -> None:
-    """The timeline after branching from the first answer: a fork with two branches."""
+    """The timeline after branching from the first answer: a fork with two branches
+    (the first turn's files snapshot above them; the branch's files are unchanged)."""
     replies = [
         reply("first answer", 300),
         reply("second answer", 320),
@@ -159,13 +168,16 @@ def test_timeline_with_a_branch(tmp_path: Path, snap_compare: SnapCompare) -> No
         timeline = app.query_one(Timeline)
         await until(pilot, lambda: timeline.has_focus, "the timeline")
         nodes = [n for n in timeline.root.children if n.data]
-        assert len(nodes) == 4  # one linear run: prompt, answer, prompt, answer
-        timeline.select_node(nodes[1])
+        # one linear run: the first turn's files, prompt, answer, prompt, answer
+        assert len(nodes) == 5 and "▣ files" in str(nodes[0].label)
+        first_answer = nodes[2]
+        assert "assistant: first answer" in str(first_answer.label)
+        timeline.select_node(first_answer)
         await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
         await send(pilot, "other way")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
         labels = [str(n.label) for n in timeline.root.children]
-        assert any("branch at #1" in label for label in labels)
+        assert any("branch at #2" in label for label in labels)
         await steady(pilot)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -36,14 +36,16 @@ def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
         await send(pilot, "hello")
         await until(pilot, lambda: not app.busy and bool(app.query(AssistantMessage)))
         await pilot.press("ctrl+t")
-        assert len([n for n in walk(app.query_one(Timeline).root) if n.data]) == 2
+        rows = [str(n.label) for n in walk(app.query_one(Timeline).root) if n.data]
+        assert len(rows) == 3 and "▣ files" in rows[0]  # the turn's files, prompt, reply
 
     try:
         run_app(app, scenario, (80, 24))
         [info] = store.list_sessions()
         with store.open_reader(info.id) as reader:
-            contents = [e.record.content for e in reader.context().events]  # type: ignore[union-attr]
-        assert contents == ["hello", "stored in the database"]
+            events = reader.context().events
+        contents = [getattr(e.record, "content", e.kind) for e in events]
+        assert contents == ["snapshot", "hello", "stored in the database"]
     finally:
         store.close()
 

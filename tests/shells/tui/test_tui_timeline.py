@@ -18,6 +18,15 @@ from infai.shells.tui.chat import AssistantMessage
 from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
 from tui_pilot import SIZES, run_app, send, until, walk, workspace
 
+#: the first row of a session's timeline: the first turn starts by recording the
+#: files (an empty directory here; later turns find them unchanged and add none)
+FIRST_FILES = "#0 ▣ files: 0 files recorded · turn start"
+
+
+def rows(timeline: Timeline) -> list[Any]:
+    """The timeline's event rows (not the branch headings), top to bottom."""
+    return [n for n in walk(timeline.root) if n.data]
+
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
@@ -34,12 +43,13 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
         await pilot.press("ctrl+t")
         timeline = app.query_one(Timeline)
         assert timeline.display and timeline.has_focus
-        nodes = [n for n in walk(timeline.root) if n.data]
-        assert len(nodes) == 4
-        first_answer = nodes[1]
+        nodes = rows(timeline)
+        assert len(nodes) == 5 and str(nodes[0].label).strip() == FIRST_FILES
+        first_answer = nodes[2]
+        assert "assistant: first answer" in str(first_answer.label)
         timeline.select_node(first_answer)
         await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
-        assert "#1" in str(app.query_one(PendingBar).render())
+        assert "#2" in str(app.query_one(PendingBar).render())
         assert len(app.query(AssistantMessage)) == 1  # the chat shows the path to it
         assert app.session is not None and app.session.pending_parent == first_answer.data
         await pilot.press("escape")
@@ -50,10 +60,10 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
         await until(pilot, lambda: not app.busy)
         assert not app.query_one(PendingBar).display
         view = app.session.view
-        new_prompt = view.path()[-2]
+        new_prompt = view.path()[-2]  # the files are unchanged: no snapshot before it
         assert new_prompt.parent_id == first_answer.data
         labels = [str(n.label) for n in walk(timeline.root)]
-        assert any("branch at #1" in label for label in labels)
+        assert any("branch at #2" in label for label in labels)
 
     run_app(app, scenario, size)
 
@@ -80,18 +90,19 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
         await until(pilot, lambda: not app.busy)
         await send(pilot, "c")
         await until(pilot, lambda: not app.busy)
-        labels = [str(n.label) for n in walk(timeline.root) if n.data]
-        assert len(labels) == 6 and rebuilds == []
-        assert labels[-1].startswith("◆ #5") and not any(x.startswith("◆") for x in labels[:-1])
-        first_answer = [n for n in walk(timeline.root) if n.data][1]
+        labels = [str(n.label) for n in rows(timeline)]
+        assert len(labels) == 7 and labels[0].strip() == FIRST_FILES and rebuilds == []
+        assert labels[-1].startswith("◆ #6") and not any(x.startswith("◆") for x in labels[:-1])
+        first_answer = rows(timeline)[2]
+        assert "assistant: one" in str(first_answer.label)
         timeline.select_node(first_answer)
         await until(pilot, lambda: app.query_one(PendingBar).display)
         app.query_one("#prompt", Input).focus()
-        await send(pilot, "d")  # a fork at #1: the line from #1 must move into a branch
+        await send(pilot, "d")  # a fork at #2: the line from #2 must move into a branch
         await until(pilot, lambda: not app.busy)
         assert rebuilds == [1]
         labels = [str(n.label) for n in walk(timeline.root)]
-        assert sum("branch at #1" in label for label in labels) == 2
+        assert sum("branch at #2" in label for label in labels) == 2
 
     run_app(app, scenario, (80, 24))
 
@@ -110,13 +121,15 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         assert app.session is not None
         view = app.session.view
         bar = app.query_one(StatusBar)
-        assert "HEAD #5 of 6" in str(bar.render()) and "⑂" not in str(bar.render())
+        # three turns of two messages after the first turn's files
+        assert "HEAD #6 of 7" in str(bar.render()) and "⑂" not in str(bar.render())
         await pilot.press("ctrl+t")
         timeline = app.query_one(Timeline)
         assert timeline.has_focus and timeline.cursor_node is not None
         assert timeline.cursor_node.data == view.head  # not #0
         assert not timeline.show_horizontal_scrollbar  # long labels are cut, no stray bar
-        picked = [n for n in walk(timeline.root) if n.data][1]
+        picked = rows(timeline)[2]
+        assert "assistant: answer 0" in str(picked.label)
         timeline.select_node(picked)
         await until(pilot, lambda: app.query_one("#prompt", Input).has_focus, "the prompt")
         assert app.query_one(PendingBar).display
@@ -129,7 +142,7 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         app.query_one("#prompt", Input).focus()
         await send(pilot, "other")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
-        assert "HEAD #7 of 8 ⑂ at #1" in str(bar.render())  # the branch, from the index
+        assert "HEAD #8 of 9 ⑂ at #2" in str(bar.render())  # the branch, from the index
         assert timeline.cursor_node is not None and timeline.cursor_node.data == view.head
 
     run_app(app, scenario, size)

@@ -55,9 +55,10 @@ class Terminal:
         self.tmux = ""  # found by start(), in the test itself: a missing tmux fails it
         self.socket = f"infai-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.home = tmp_path / "home"
-        # no user configuration but for file snapshots off (they add timeline events)
+        # no user configuration: file snapshots on, as for a user (a turn starts by
+        # recording the files of the empty working directory)
         self.config = tmp_path / "none.toml"
-        self.config.write_text("[checkpoints]\nenabled = false\n")
+        self.config.write_text("")
         self.work = tmp_path / "work"
         self.work.mkdir()
         self.conf = tmp_path / "tmux.conf"
@@ -228,8 +229,9 @@ def test_sigkill_after_the_reply_is_saved_loses_nothing(terminal: Terminal) -> N
     assert len(contents) == 2
     with store.open_writer(session_id, timeout=5) as writer:  # the dead writer's lock is free
         assert session_id in store.recovery_notes  # recovery ran on open
-        assert writer.count == 2
-        assert [e.role for e in writer.path()] == ["user", "assistant"]
+        assert writer.count == 3  # the turn's files snapshot, the prompt, the reply
+        assert [e.kind for e in writer.path()] == ["snapshot", "message", "message"]
+        assert [e.role for e in writer.path()][1:] == ["user", "assistant"]
     assert store.fsck(session_id).ok
 
 

@@ -1,5 +1,7 @@
-"""The TUI transcript shows snapshot and restore events as a notice line, and one
-between a tool call and its result does not cut the call off from its result."""
+"""The TUI transcript shows snapshot and restore events as a notice line, in the
+timeline's words (not the index preview's "files: 2 (0 changed)", which reads as
+if nothing changed), and one between a tool call and its result does not cut the
+call off from its result."""
 
 from __future__ import annotations
 
@@ -30,15 +32,18 @@ def test_workspace_events_show_as_notices_in_the_transcript(tmp_path: Path) -> N
         writer.append(ToolCallRecord(call_id="c1", name="bash", arguments={}), "assistant")
         writer.append(SnapshotRecord(tree=tree, files=2, reason="after bash"), "system")
         writer.append(ToolResultRecord(call_id="c1", name="bash", content="done"), "tool")
-        writer.append(RestoreRecord(tree=tree, source=first.id), "system")
+        writer.append(SnapshotRecord(tree=tree, files=3, changed=1, reason="turn start"), "system")
+        writer.append(RestoreRecord(tree=tree, source=first.id, touched=["a", "b"]), "system")
     app = InfaiApp(space, sid)
 
     async def scenario(pilot: Pilot[None]) -> None:
         chat = app.query_one(ChatView)
         await until(pilot, lambda: bool(chat.query(ToolView)), "the transcript")
         notices = [str(s.render()) for s in chat.query(Static) if s.has_class("notice")]
-        assert any("snapshot: files: 2 (0 changed) after bash" in n for n in notices)
-        assert any(f"restore: files restored from {first.id}" in n for n in notices)
+        assert "▣ files: 2 files recorded · after bash" in notices  # the first recorded
+        assert "▣ files: 1 changed · turn start" in notices
+        assert "↺ restored 2 files" in notices
+        assert not any("snapshot:" in n or "restore:" in n for n in notices)
         [tool] = chat.query(ToolView)
         assert tool.has_result
 

@@ -317,6 +317,8 @@ class InfaiApp(Files):
     async def _on_event(self, event: AgentEvent, turn: Turn | None = None) -> None:
         """The one place the agent's events are shown: deltas, notices, saved
         events (the interruption marker and a compaction too) and a turn's end."""
+        if self._snapshot_progress(event):  # the status bar's alone
+            return
         chat = self.query_one(ChatView)
         if isinstance(event, Streamed):
             inner = event.event

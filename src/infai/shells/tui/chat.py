@@ -41,6 +41,7 @@ from infai.store import (
 )
 
 from ..inert import inert, inert_markup, inert_text
+from .panels import files_mark
 from .store_io import off_loop
 
 PAGE = 40
@@ -450,7 +451,9 @@ class ChatView(VerticalScroll):
             return self._folded("── compacted: earlier messages summarised ──", record.summary)
         if isinstance(record, BranchSummaryRecord):
             return self._folded("── summary of a branch that was left ──", record.summary)
-        return Static(inert_text(f"{event.kind}: {event.preview}"), classes="notice")
+        files = files_mark(event)  # a snapshot or a restore: as the timeline says it
+        said = files if files is not None else f"{event.kind}: {event.preview}"
+        return Static(inert_text(said), classes="notice")
 
     def interrupt_waiting(self) -> None:
         """Calls still without a result will get none (a new prompt, a cancelled turn)."""

@@ -13,7 +13,9 @@ restore again (``on_restore.keep_files``): its prompt follows the restore.
 The status bar says when the files on disk are not HEAD's
 (:meth:`~infai.agent.AgentSession.files_state`, in a thread, one check at a
 time): after a session opens, after each turn, when the terminal regains the
-focus and every :data:`FILES_EVERY` seconds while no turn runs.
+focus and every :data:`FILES_EVERY` seconds while no turn runs. A long
+snapshot's progress (said every second while a first snapshot hashes) is in the
+status bar alone, each in place of the last, until the snapshot is over.
 """
 
 from __future__ import annotations
@@ -26,9 +28,19 @@ from typing import Any, TypeVar
 from textual import events
 from textual.worker import Worker
 
-from infai.agent import AgentSession, FilesState, OnRestore, Restored, RestoreRefused, diff_at
+from infai.agent import (
+    AgentEvent,
+    AgentSession,
+    FilesState,
+    OnRestore,
+    Restored,
+    RestoreRefused,
+    Streamed,
+    diff_at,
+)
 from infai.agent import files_at as files_listed
 from infai.errors import InfaiError
+from infai.llm import Notice
 from infai.store import WORKSPACE_KINDS, SessionStore
 
 from . import store_io
@@ -43,6 +55,8 @@ T = TypeVar("T")
 #: seconds between two looks at the files while the app sits idle (the terminal's
 #: focus and each turn's end look at once)
 FILES_EVERY = 10.0
+#: how a long snapshot's progress notice begins (:func:`infai.agent.checkpoints.progress_text`)
+SNAPSHOTTING = "files: snapshot of "
 
 
 def files_label(state: FilesState | None) -> str:
@@ -171,6 +185,21 @@ class Files(Prompting):
         if done.touched:
             self.notify(f"restored {len(done.touched)} file(s) of the picked event")
 
+    def _snapshot_progress(self, event: AgentEvent) -> bool:
+        """A long snapshot's progress goes to the status bar only, in place of the
+        last (one a second would be as many chat lines and toasts); True: ``event``
+        was one. Any other event of the turn means the snapshot is over: its
+        progress leaves the bar (else it stayed there, first, hiding HEAD)."""
+        inner = event.event if isinstance(event, Streamed) else None
+        if isinstance(inner, Notice) and inner.message.startswith(SNAPSHOTTING):
+            self.state.notice = inner.message
+            self._refresh_status()
+            return True
+        if self.state.notice.startswith(SNAPSHOTTING):
+            self.state.notice = ""
+            self._refresh_status()
+        return False
+
     # -- opening, and the status bar -------------------------------------------------
 
     async def _files_opened(self, session: AgentSession) -> None:
@@ -216,7 +245,15 @@ class Files(Prompting):
             try:
                 said = files_label(await session.files_state())
             except Exception as exc:  # a snapshot failed: said in the bar, the session goes on
-                said = f"files: not checked ({type(exc).__name__})"
+                # a working directory that is gone (a removed worktree, a session
+                # made elsewhere) is said as such: its snapshot fails with whatever
+                # the walk raised (an AssertionError), which tells the user nothing
+                gone = not await off_loop(session.working_dir.is_dir)
+                said = (
+                    "files: directory missing"
+                    if gone
+                    else f"files: not checked ({type(exc).__name__})"
+                )
             if session is self.session:
                 self.state.files = said
                 self._refresh_status()

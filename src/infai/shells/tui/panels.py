@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
-from infai.store import Entry
+from infai.store import Entry, Event
 
 from ..inert import inert, inert_text
 from .prompt import PromptInput as PromptInput
@@ -137,10 +137,10 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def files_mark(entry: Entry) -> str | None:
+def files_mark(entry: Entry | Event) -> str | None:
     """What a ``snapshot`` or ``restore`` event did to the files, with a count, from
     its index preview (the timeline reads no record); None for other events, or
-    a preview of another form."""
+    a preview of another form. The chat says it in the same words."""
     if entry.kind == "snapshot" and (found := SNAPSHOT_PREVIEW.fullmatch(entry.preview)):
         files, changed, reason = int(found[1]), int(found[2]), found[3]
         what = f"{changed} changed" if changed else f"{_plural(files, 'file')} recorded"
