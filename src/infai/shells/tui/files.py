@@ -43,7 +43,6 @@ from infai.errors import InfaiError
 from infai.llm import Notice
 from infai.store import WORKSPACE_KINDS, SessionStore
 
-from . import store_io
 from .chat import ChatView
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
@@ -128,7 +127,7 @@ class Files(Prompting):
             self.give_back([text])
             return False
         session.on_restore = OnRestore(keep_files=True)
-        await self._restored(session, picked, done)
+        await self._restored(done)
         return True
 
     async def _restore_asking(self, session: AgentSession) -> tuple[bool, Restored | None]:
@@ -169,15 +168,11 @@ class Files(Prompting):
             if screen.is_active:
                 screen.dismiss(None)
 
-    async def _restored(self, session: AgentSession, picked: str, done: Restored | None) -> None:
+    async def _restored(self, done: Restored | None) -> None:
         """Show the session after a restore: its path (the prompt follows the
         restore, else still the picked event) and what the restore said."""
         if done is None:
             return
-        if done.event_id is None and session.pending_parent is None:
-            # nothing to put back, but a "before restore" snapshot on the branch
-            # left moved HEAD: the prompt still continues from the picked event
-            await off_loop(lambda: store_io.select(session, picked))
         await self.reload()
         chat = self.query_one(ChatView)
         for notice in done.notices:
