@@ -165,3 +165,32 @@ def test_the_search_runs_off_the_event_loop_and_draws_inert(
 
     run_app(app, scenario, (80, 24))
     assert threads and not any(threads)  # never on the loop's (main) thread
+
+
+def test_a_very_common_word_says_only_the_newest_matches_were_looked_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the fix: the panel said "3 hits" as if they were the best."""
+    from infai.shells.tui import search
+    from infai.store.file import search_rank
+
+    monkeypatch.setattr(search_rank, "RANK_WINDOW", 4)
+    monkeypatch.setattr(search, "LIMIT", 3)  # the window's 4 matches fill it
+    space = workspace(tmp_path)
+    seed(space)
+    store = space.store
+    many = store.create_session(name="many", working_dir=str(space.working_dir)).id
+    with store.open_writer(many) as writer:
+        for i in range(8):
+            writer.append(MessageRecord(content=f"ember number {i}"), "user")
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        panel = await searched(pilot, app, "ember")
+        assert "more than 4 events match" in _status(panel), _status(panel)
+        assert len(shown(panel)) == 3
+        panel.query_one("#q", Input).value = "parser"  # a rare word: ranked, no note
+        await until(pilot, lambda: "more than" not in _status(panel), "the next answer")
+        await until(pilot, lambda: "1 hit" in _status(panel), "the next answer")
+
+    run_app(app, scenario, (80, 24))

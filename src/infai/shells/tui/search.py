@@ -133,6 +133,9 @@ class SearchScreen(ModalScreen[SearchHit | None]):
             return
         status.remove_class("error")
         count = f"{len(hits)} hit{'s' if len(hits) != 1 else ''}" if hits else "no hits"
+        if (cut := hits.window_note()) is not None:  # only the newest matches looked at
+            self._show(hits, f"{count}: {cut}")
+            return
         self._show(hits, count + (f" (the best {LIMIT})" if len(hits) == LIMIT else ""))
 
     def _show(self, hits: list[SearchHit], status: str) -> None:

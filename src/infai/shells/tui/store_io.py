@@ -32,7 +32,7 @@ from infai.store import (
     Entry,
     Event,
     Record,
-    SearchHit,
+    SearchResults,
     SessionStore,
     SessionView,
     StoreError,
@@ -233,7 +233,7 @@ def sessions(workspace: Workspace, limit: int = LISTED) -> list[Listed]:
     return rows
 
 
-def search(store: SessionStore, query: str, limit: int) -> list[SearchHit]:
+def search(store: SessionStore, query: str, limit: int) -> SearchResults:
     """The search panel's hits for ``query``, best first (every session and branch)."""
     return store.search(query, limit=limit)
 
