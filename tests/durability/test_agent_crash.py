@@ -12,7 +12,7 @@ import pytest
 
 from infai.agent import to_messages
 from infai.agent.context import INTERRUPTED
-from infai.store import Store
+from infai.store import SnapshotRecord, Store
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "loop_child.py"
 
@@ -97,9 +97,12 @@ def test_sigterm_or_sighup_stops_the_turn_and_its_tool_processes(
     store = Store(home)
     [info] = store.list_sessions()
     with store.open_reader(info.id) as reader:
-        kinds = [e.kind for e in reader.context().events]
-        last = reader.context().events[-1].record
-    # the turn's files first; none after the cut tool (the next turn's start records them)
-    assert kinds == ["snapshot", "message", "message", "tool_call", "message"]
-    assert getattr(last, "metadata", {}).get("interrupted") is True
+        events = reader.context().events
+        kinds = [e.kind for e in events]
+        marker, after = events[-2].record, events[-1].record
+    # the turn's files first; after the interruption marker, the files the cut
+    # tool left (its ``started``)
+    assert kinds == ["snapshot", "message", "message", "tool_call", "message", "snapshot"]
+    assert getattr(marker, "metadata", {}).get("interrupted") is True
+    assert isinstance(after, SnapshotRecord) and after.reason == "after bash"
     assert store.fsck(info.id).ok
