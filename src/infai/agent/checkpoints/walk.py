@@ -255,11 +255,16 @@ class _Walk:
         return row, cached, was_hit
 
     def _unchanged(
-        self, files: list[os.DirEntry[str]], prefix: str, old: DirEntry, rules: IgnoreRules
-    ) -> int | None:
-        """The fast path of a directory whose rules did not change: how many of
-        ``files`` are cache hits if every one is a hit or ignored, else ``None``
-        (and nothing is recorded). One ``lstat`` per file, no tuple kept."""
+        self,
+        files: list[os.DirEntry[str]],
+        prefix: str,
+        old: DirEntry,
+        rules: IgnoreRules,
+        want: int,
+    ) -> bool:
+        """The fast path of a directory whose rules did not change: whether
+        ``files`` are ``want`` cache hits and the rest ignored (if not, nothing
+        is recorded). One ``lstat`` per file, no tuple kept."""
         cached = old.entries
         mark, dmark = len(self.skipped), len(self.direct)
         hits = 0
@@ -278,11 +283,12 @@ class _Walk:
                 break
             hits += 1
         else:
-            self.tick(hits)
-            return hits
-        del self.skipped[mark:]
+            if hits == want:
+                self.tick(hits)
+                return True
+        del self.skipped[mark:]  # _files records them again
         del self.direct[dmark:]
-        return None
+        return False
 
     def _files(
         self,
@@ -416,14 +422,20 @@ class _Walk:
                 size += dsize
                 files += dfiles
         self.new_children[prefix] = [prefix + row[0] + "/" for row in rows]
+        # an empty tree stands only for an empty directory: one whose entries
+        # are all left out is not recorded (below), whatever the cache says
+        clean = clean and (not entries or not prefix or old is None or old.count > 0)
         # A full walk tries the cheap all-hits check first; a walk the watcher
         # sent here (something changed in it) goes straight to the rows, and
         # keeps the cached tree if they turn out to be all hits after all.
-        if clean and old is not None and self.needs is None:
-            hits = self._unchanged(plain, prefix, old, rules)
-            if hits is not None and hits + len(rows) == old.count:
-                self.new[prefix] = old
-                return old.tree, old.size, old.files, True
+        if (
+            clean
+            and old is not None
+            and self.needs is None
+            and self._unchanged(plain, prefix, old, rules, old.count - len(rows))
+        ):
+            self.new[prefix] = old
+            return old.tree, old.size, old.files, True
         old_entries = old.entries if old is not None else {}
         dirs = len(rows)
         new_entries, fsize, nfiles, hits = self._files(
