@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import shutil
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -196,9 +197,38 @@ def test_random_edits_give_what_a_full_walk_gives(tmp_path: Path, seed: int) -> 
             assert {p: d.tree for p, d in snap.cache.dirs.items()} == {
                 p: d.tree for p, d in fresh.cache.dirs.items()
             }, where
-            assert {p: sorted(s) for p, s in snap._skips.items()} == {
-                p: sorted(s) for p, s in fresh._skips.items()
+            assert snap._carry is not None and fresh._carry is not None
+            assert {p: sorted(s) for p, s in snap._carry[2].items()} == {
+                p: sorted(s) for p, s in fresh._carry[2].items()
+            }, where
+            assert {p: set(s) for p, s in snap._carry[1].items()} == {
+                p: set(s) for p, s in fresh._carry[1].items()
             }, where
     finally:
         snap.close()
         objects.close()
+
+
+def test_the_watcher_notes_the_names_events_are_about() -> None:
+    """Events about entries give their names; one about the directory itself
+    (no name) means every entry must be looked at."""
+    watcher = watch_module.Watcher()
+    try:
+        watcher._by_wd.update({1: "a/", 2: "b/"})
+
+        def event(wd: int, mask: int, name: bytes) -> bytes:
+            padded = name + b"\0" * (-len(name) % 16) if name else b""
+            return struct.pack("iIII", wd, mask, 0, len(padded)) + padded
+
+        buf = (
+            event(1, watch_module.IN_MODIFY, b"f1")
+            + event(1, watch_module.IN_CREATE, b"caf\xc3\xa9")
+            + event(2, watch_module.IN_CLOSE_WRITE, b"x")
+            + event(2, watch_module.IN_ATTRIB, b"")
+        )
+        dirty: set[str] = set()
+        assert watcher._parse(buf, dirty) is False
+        assert dirty == {"a/", "b/"}
+        assert watcher.names == {"a/": {"f1", "caf\u00e9"}, "b/": None}
+    finally:
+        watcher.close()

@@ -128,14 +128,16 @@ class Snapshotter:
         self.watcher = Watcher() if watch else None
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
-        self._skips: dict[str, list[tuple[str, str]]] = {}
         #: the whole-tree pattern files (found on the first snapshot) and the
         #: fingerprint of what they held at the last one
         self._exclude_files: list[Path] | None = None
         self._base = ""
         self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
-        #: the last walk's directory children, valid for the cache dict it made
-        self._children: tuple[object, dict[str, Sequence[str]]] | None = None
+        #: the last walk's recorded subdirectories and skipped paths per
+        #: directory, valid for the cache dict they go with (see ``_Walk``)
+        self._carry: (
+            tuple[object, dict[str, Sequence[str]], dict[str, list[tuple[str, str]]]] | None
+        ) = None
 
     def close(self) -> None:
         """Write the stat cache and stop watching (idempotent)."""
@@ -221,9 +223,9 @@ class Snapshotter:
         for attempt in (0, 1):
             generation = self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
-            children = None
-            if self._children is not None and self._children[0] is old:
-                children = self._children[1]
+            children, skips = None, None
+            if self._carry is not None and self._carry[0] is old:
+                _, children, skips = self._carry
             with ExitStack() as stack:
                 walk = _Walk(
                     _LazyBatch(self.objects, stack, durable),
@@ -232,7 +234,7 @@ class Snapshotter:
                     self._clock(),
                     self.watcher,
                     needs,
-                    self._skips,
+                    skips,
                     children,
                 )
                 walk.progress = progress
@@ -249,12 +251,13 @@ class Snapshotter:
             if self.objects.generation() == generation:
                 break
         assert got is not None  # the root always yields a tree
-        self._skips = walk.new_skips
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
             self.cache.dirs, self.cache.generation = walk.new, generation
-            self._children = (walk.new, walk.new_children)
+        # a clean walk records what the cache holds: its maps go with it too
+        self._carry = (self.cache.dirs, walk.new_children, walk.new_skips)
+        if not clean:
             self._unsaved = True
             if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
                 self.flush()
@@ -263,7 +266,7 @@ class Snapshotter:
             from .diff import diff_trees
 
             changed = len(diff_trees(self.objects, previous, tree))
-        listed = sorted(walk.skipped)
+        listed = sorted(walk.every_skipped())
         return SnapshotResult(
             tree=tree,
             files=files,
