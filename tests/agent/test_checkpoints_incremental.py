@@ -232,3 +232,48 @@ def test_the_watcher_notes_the_names_events_are_about() -> None:
         assert watcher.names == {"a/": {"f1", "caf\u00e9"}, "b/": None}
     finally:
         watcher.close()
+
+
+def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.agent.checkpoints import snapshot as snapshot_module
+
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    (wd / ".git" / "info").mkdir(parents=True)
+    exclude = wd / ".git" / "info" / "exclude"
+    exclude.write_bytes(b"*.a\n")
+    (wd / "x.a").write_text("a")
+    (wd / "x.b").write_text("b")
+    reads: list[int] = []
+    real_read = snapshot_module.read_excludes
+
+    def counting(paths: list[Path]) -> list[bytes]:
+        reads.append(1)
+        return real_read(paths)
+
+    monkeypatch.setattr(snapshot_module, "read_excludes", counting)
+    objects = FileObjects(home)
+    snap = Snapshotter(objects, wd, home=home, clock=later, watch=False)
+    try:
+        # just written: racy, so read at every snapshot
+        assert "x.a" in snap.snapshot().every_skipped
+        snap.snapshot()
+        assert len(reads) == 2
+        # seconds later, the same stat: not read again
+        monkeypatch.setattr(snapshot_module, "_now_ns", lambda: time.time_ns() + 10**10)
+        snap.snapshot()
+        snap.snapshot()
+        assert len(reads) == 2
+        # the same size and mtime, other bytes: the ctime says it changed
+        st = exclude.stat()
+        exclude.write_bytes(b"*.b\n")
+        os.utime(exclude, ns=(st.st_atime_ns, st.st_mtime_ns))
+        got = snap.snapshot()
+        assert len(reads) == 3
+        assert "x.b" in got.every_skipped and "x.a" not in got.every_skipped
+        exclude.unlink()
+        assert got.every_skipped != snap.snapshot().every_skipped
+    finally:
+        snap.close()
+        objects.close()

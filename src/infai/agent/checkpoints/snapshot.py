@@ -42,7 +42,7 @@ from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
 
 from .ignore import IgnoreRules, exclude_files, read_excludes
-from .statcache import StatCache, cache_path
+from .statcache import RACY_NS, StatCache, cache_path
 from .walk import GIT_DIR, Progress, _fingerprint, _LazyBatch, _Walk, with_ancestors
 from .watch import Watcher
 
@@ -54,6 +54,20 @@ DEFAULT_SIZE_CAP = 10 * 1024 * 1024
 SKIPPED_LIST_CAP = 1000
 #: the stat cache file is rewritten at most this often by snapshots (see ``flush``)
 SAVE_INTERVAL_S = 5.0
+
+
+#: the real clock, for the racy rule of the pattern files (a seam for tests)
+_now_ns = time.time_ns
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What says a pattern file is unchanged: (dev, inode, size, mtime, ctime),
+    ``None`` if it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +147,7 @@ class Snapshotter:
         self._exclude_files: list[Path] | None = None
         self._base = ""
         self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
+        self._exclude_keys: list[tuple[int, int, int, int, int] | None] = []
         #: the last walk's recorded subdirectories and skipped paths per
         #: directory, valid for the cache dict they go with (see ``_Walk``)
         self._carry: (
@@ -154,10 +169,23 @@ class Snapshotter:
 
     def _base_rules(self) -> tuple[IgnoreRules, str]:
         """The root's rules before its ``.gitignore``: the global excludes file
-        and ``info/exclude`` (read at every snapshot: no watcher sees them
-        change), and their fingerprint (``""`` when both are empty)."""
+        and ``info/exclude`` (looked at by every snapshot: no watcher sees them
+        change), and their fingerprint (``""`` when both are empty).
+
+        They are read again only when a ``stat`` differs from the last read's,
+        or one was changed within :data:`~.statcache.RACY_NS` of now (a
+        rewrite in the same clock tick keeps its ``stat``: git's racy rule)."""
         if self._exclude_files is None:
             self._exclude_files = exclude_files(self.workdir)
+        keys = [_stat_key(path) for path in self._exclude_files]
+        racy = _now_ns() - RACY_NS
+        if (
+            self._base_compiled is not None
+            and keys == self._exclude_keys
+            and all(key is None or max(key[3], key[4]) < racy for key in keys)
+        ):
+            return self._base_compiled[1], self._base_compiled[2]
+        self._exclude_keys = keys
         found = read_excludes(self._exclude_files)
         if self._base_compiled is not None and self._base_compiled[0] == found:
             return self._base_compiled[1], self._base_compiled[2]  # compiled once
