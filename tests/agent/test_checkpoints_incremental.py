@@ -246,13 +246,13 @@ def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
     (wd / "x.a").write_text("a")
     (wd / "x.b").write_text("b")
     reads: list[int] = []
-    real_read = snapshot_module.read_excludes
+    from infai.agent.checkpoints.ignore import read_excludes as real_read
 
     def counting(paths: list[Path]) -> list[bytes]:
         reads.append(1)
         return real_read(paths)
 
-    monkeypatch.setattr(snapshot_module, "read_excludes", counting)
+    monkeypatch.setattr(snapshot_module, "read_excludes", counting, raising=True)
     objects = FileObjects(home)
     snap = Snapshotter(objects, wd, home=home, clock=later, watch=False)
     try:
