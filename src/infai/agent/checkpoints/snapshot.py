@@ -147,6 +147,8 @@ class Snapshotter:
         self._exclude_files: list[Path] | None = None
         self._base = ""
         self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
+        #: the store's generation checked at the end of the last walk
+        self._generation: int | None = None
         self._exclude_keys: list[tuple[int, int, int, int, int] | None] = []
         #: the last walk's recorded subdirectories and skipped paths per
         #: directory, valid for the cache dict they go with (see ``_Walk``)
@@ -249,7 +251,10 @@ class Snapshotter:
             needs = None  # the whole-tree patterns changed: no cached tree stands
             self._base = base
         for attempt in (0, 1):
-            generation = self.objects.generation()
+            # The generation the last walk ended with saves a read: the cache is
+            # valid for it, and a removal since is caught by the check below.
+            known = self._generation if attempt == 0 else None
+            generation = known if known is not None else self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
             children, skips = None, None
             if self._carry is not None and self._carry[0] is old:
@@ -276,9 +281,11 @@ class Snapshotter:
                     )
                 else:
                     got = walk.directory(self.workdir, "", rules, base)
-            if self.objects.generation() == generation:
+            checked = self.objects.generation()
+            if checked == generation:
                 break
         assert got is not None  # the root always yields a tree
+        self._generation = generation if checked == generation else None
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
