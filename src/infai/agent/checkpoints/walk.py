@@ -451,6 +451,9 @@ class _Walk:
         clean = same_rules
         size = files = 0
         plain: list[os.DirEntry[str]] = []
+        # (reusable() inlined: a warm snapshot asks it of every subdirectory)
+        kept_map = self.old if same_rules and self.needs is not None else {}
+        needs, trusted = self.needs or set(), self.trusted
         for entry in entries:
             name = entry.name
             if name == GIT_DIR:
@@ -464,8 +467,9 @@ class _Walk:
                 continue
             rel = prefix + name
             sub = rel + "/"
-            if same_rules and self.reusable(sub):
-                kept = self.reuse(sub)
+            kept = kept_map.get(sub)
+            if kept is not None and sub not in needs and sub in trusted:
+                self.seen += kept.files  # (see reuse(); told by the tick below)
                 rows.append((name, "dir", kept.tree, kept.size, False))
                 size += kept.size
                 files += kept.files
@@ -482,6 +486,7 @@ class _Walk:
                 size += dsize
                 files += dfiles
         self.new_children[prefix] = [prefix + row[0] + "/" for row in rows]
+        self.tick(0)
         # an empty tree stands only for an empty directory: one whose entries
         # are all left out is not recorded (below), whatever the cache says
         clean = clean and (not entries or not prefix or old is None or old.count > 0)
