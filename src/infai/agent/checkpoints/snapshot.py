@@ -21,7 +21,8 @@ paths say it is there, and a restore leaves it alone.
 What makes it cheap when little changed is the :mod:`.watch`er: once a walk
 has watched every directory it entered, the next snapshot re-examines only the
 directories with change events since (and their ancestors); the others keep
-their cached trees, and the skipped paths found in them, without a syscall.
+their cached trees, and the skipped paths found in them, without a syscall;
+and in a re-examined directory only the files events name are ``lstat``-ed.
 Doubt (a lost event, a renamed directory, no inotify) means a full walk.
 
 If garbage collection removed objects while a snapshot ran (the store's

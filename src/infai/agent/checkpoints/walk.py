@@ -6,7 +6,8 @@ an ignored directory, and turns each into a tree object: subdirectories first,
 then the files, taking a file's digest from the stat cache when its ``lstat``
 key is the cached one and reading and hashing it otherwise. A directory whose
 rules and files all match the cache keeps its cached tree; one the change
-watcher vouches for is carried over whole without a syscall. New objects go
+watcher vouches for is carried over whole without a syscall, and in one it
+sends the walk to, a cached file no event names is a hit without an ``lstat``. New objects go
 into one lazily opened batch. Progress (files seen, bytes hashed) is told at
 most every :data:`PROGRESS_INTERVAL_S` seconds.
 """
