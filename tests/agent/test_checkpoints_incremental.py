@@ -44,7 +44,7 @@ def _dirs(wd: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, dirnames, _ in os.walk(wd):
         dirnames[:] = [d for d in dirnames if d != ".git"]
-        out.extend(Path(dirpath, n) for n in dirnames)
+        out.extend(p for p in (Path(dirpath, n) for n in dirnames) if not p.is_symlink())
     return sorted(out)
 
 
