@@ -66,6 +66,29 @@ def test_a_small_batch_stays_inline_a_big_one_spills_into_a_pack(
     objects.close()
 
 
+def test_a_stored_large_object_put_again_in_an_inline_batch_keeps_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inline batch skips the lookup of its large objects: one already in a
+    pack stays there (and its put time is refreshed, for gc's grace)."""
+    objects = FileObjects(tmp_path)
+    with objects.batch() as batch:
+        name = batch.put(_big(1))
+    where = "SELECT pack IS NOT NULL, data IS NULL FROM objects"
+    assert _rows(tmp_path, where) == [(1, 1)]
+    (before,) = _rows(tmp_path, "SELECT at FROM puts")
+    monkeypatch.setattr(objects_module, "BATCH_INLINE", 1 << 20)
+    time.sleep(0.01)
+    with objects.batch() as batch:
+        assert batch.put(_big(1)) == name
+        fresh = batch.put(_big(2))
+    assert _rows(tmp_path, where + " ORDER BY pack IS NULL") == [(1, 1), (0, 0)]
+    assert len(_packs(tmp_path)) == 1
+    assert objects.get(name) == _big(1) and objects.get(fresh) == _big(2)
+    assert _rows(tmp_path, f"SELECT at > {before[0]!r} FROM puts WHERE digest = '{name}'") == [(1,)]
+    objects.close()
+
+
 def test_large_objects_go_to_one_pack_per_batch_small_ones_inline(tmp_path: Path) -> None:
     objects = FileObjects(tmp_path)
     with objects.batch() as batch:

@@ -21,7 +21,8 @@ paths say it is there, and a restore leaves it alone.
 What makes it cheap when little changed is the :mod:`.watch`er: once a walk
 has watched every directory it entered, the next snapshot re-examines only the
 directories with change events since (and their ancestors); the others keep
-their cached trees, and the skipped paths found in them, without a syscall.
+their cached trees, and the skipped paths found in them, without a syscall;
+and in a re-examined directory only the files events name are ``lstat``-ed.
 Doubt (a lost event, a renamed directory, no inotify) means a full walk.
 
 If garbage collection removed objects while a snapshot ran (the store's
@@ -42,7 +43,7 @@ from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
 
 from .ignore import IgnoreRules, exclude_files, read_excludes
-from .statcache import StatCache, cache_path
+from .statcache import RACY_NS, StatCache, cache_path
 from .walk import GIT_DIR, Progress, _fingerprint, _LazyBatch, _Walk, with_ancestors
 from .watch import Watcher
 
@@ -54,6 +55,20 @@ DEFAULT_SIZE_CAP = 10 * 1024 * 1024
 SKIPPED_LIST_CAP = 1000
 #: the stat cache file is rewritten at most this often by snapshots (see ``flush``)
 SAVE_INTERVAL_S = 5.0
+
+
+#: the real clock, for the racy rule of the pattern files (a seam for tests)
+_now_ns = time.time_ns
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What says a pattern file is unchanged: (dev, inode, size, mtime, ctime),
+    ``None`` if it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +143,19 @@ class Snapshotter:
         self.watcher = Watcher() if watch else None
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
-        self._skips: dict[str, list[tuple[str, str]]] = {}
         #: the whole-tree pattern files (found on the first snapshot) and the
         #: fingerprint of what they held at the last one
         self._exclude_files: list[Path] | None = None
         self._base = ""
         self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
-        #: the last walk's directory children, valid for the cache dict it made
-        self._children: tuple[object, dict[str, Sequence[str]]] | None = None
+        #: the store's generation checked at the end of the last walk
+        self._generation: int | None = None
+        self._exclude_keys: list[tuple[int, int, int, int, int] | None] = []
+        #: the last walk's recorded subdirectories and skipped paths per
+        #: directory, valid for the cache dict they go with (see ``_Walk``)
+        self._carry: (
+            tuple[object, dict[str, Sequence[str]], dict[str, list[tuple[str, str]]]] | None
+        ) = None
 
     def close(self) -> None:
         """Write the stat cache and stop watching (idempotent)."""
@@ -152,10 +172,23 @@ class Snapshotter:
 
     def _base_rules(self) -> tuple[IgnoreRules, str]:
         """The root's rules before its ``.gitignore``: the global excludes file
-        and ``info/exclude`` (read at every snapshot: no watcher sees them
-        change), and their fingerprint (``""`` when both are empty)."""
+        and ``info/exclude`` (looked at by every snapshot: no watcher sees them
+        change), and their fingerprint (``""`` when both are empty).
+
+        They are read again only when a ``stat`` differs from the last read's,
+        or one was changed within :data:`~.statcache.RACY_NS` of now (a
+        rewrite in the same clock tick keeps its ``stat``: git's racy rule)."""
         if self._exclude_files is None:
             self._exclude_files = exclude_files(self.workdir)
+        keys = [_stat_key(path) for path in self._exclude_files]
+        racy = _now_ns() - RACY_NS
+        if (
+            self._base_compiled is not None
+            and keys == self._exclude_keys
+            and all(key is None or max(key[3], key[4]) < racy for key in keys)
+        ):
+            return self._base_compiled[1], self._base_compiled[2]
+        self._exclude_keys = keys
         found = read_excludes(self._exclude_files)
         if self._base_compiled is not None and self._base_compiled[0] == found:
             return self._base_compiled[1], self._base_compiled[2]  # compiled once
@@ -219,11 +252,14 @@ class Snapshotter:
             needs = None  # the whole-tree patterns changed: no cached tree stands
             self._base = base
         for attempt in (0, 1):
-            generation = self.objects.generation()
+            # The generation the last walk ended with saves a read: the cache is
+            # valid for it, and a removal since is caught by the check below.
+            known = self._generation if attempt == 0 else None
+            generation = known if known is not None else self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
-            children = None
-            if self._children is not None and self._children[0] is old:
-                children = self._children[1]
+            children, skips = None, None
+            if self._carry is not None and self._carry[0] is old:
+                _, children, skips = self._carry
             with ExitStack() as stack:
                 walk = _Walk(
                     _LazyBatch(self.objects, stack, durable),
@@ -232,7 +268,7 @@ class Snapshotter:
                     self._clock(),
                     self.watcher,
                     needs,
-                    self._skips,
+                    skips,
                     children,
                 )
                 walk.progress = progress
@@ -246,15 +282,18 @@ class Snapshotter:
                     )
                 else:
                     got = walk.directory(self.workdir, "", rules, base)
-            if self.objects.generation() == generation:
+            checked = self.objects.generation()
+            if checked == generation:
                 break
         assert got is not None  # the root always yields a tree
-        self._skips = walk.new_skips
+        self._generation = generation if checked == generation else None
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
             self.cache.dirs, self.cache.generation = walk.new, generation
-            self._children = (walk.new, walk.new_children)
+        # a clean walk records what the cache holds: its maps go with it too
+        self._carry = (self.cache.dirs, walk.new_children, walk.new_skips)
+        if not clean:
             self._unsaved = True
             if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
                 self.flush()
@@ -263,7 +302,7 @@ class Snapshotter:
             from .diff import diff_trees
 
             changed = len(diff_trees(self.objects, previous, tree))
-        listed = sorted(walk.skipped)
+        listed = sorted(walk.every_skipped())
         return SnapshotResult(
             tree=tree,
             files=files,

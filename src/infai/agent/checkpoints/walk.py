@@ -6,7 +6,8 @@ an ignored directory, and turns each into a tree object: subdirectories first,
 then the files, taking a file's digest from the stat cache when its ``lstat``
 key is the cached one and reading and hashing it otherwise. A directory whose
 rules and files all match the cache keeps its cached tree; one the change
-watcher vouches for is carried over whole without a syscall. New objects go
+watcher vouches for is carried over whole without a syscall, and in one it
+sends the walk to, a cached file no event names is a hit without an ``lstat``. New objects go
 into one lazily opened batch. Progress (files seen, bytes hashed) is told at
 most every :data:`PROGRESS_INTERVAL_S` seconds.
 """
@@ -34,6 +35,8 @@ GIT_DIR = ".git"
 Progress = Callable[[int, int], None]
 #: a snapshot's progress callback is called at most this often
 PROGRESS_INTERVAL_S = 0.25
+
+_NO_NAMES: set[str] = set()
 
 #: a tree entry before it becomes a TreeEntry: (name, type, digest, size, executable)
 _Row = tuple[str, EntryType, str, int, bool]
@@ -101,6 +104,15 @@ class _Walk:
     ``needs`` is ``None`` for a full walk; otherwise the prefixes to
     re-examine, and any other directory in ``trusted`` (watched since its
     cache entry was made) keeps its cached subtree unvisited.
+
+    A watched walk *carries* the last walk's maps over: ``new``,
+    ``new_children`` and ``new_skips`` start as copies of the old ones (a
+    C-speed dict copy, where visiting every kept subtree to copy it entry by
+    entry cost a third of a warm snapshot), each visited directory overwrites
+    its own entries, and the subtrees of old subdirectories it no longer
+    records are dropped (:meth:`_prune`). It needs ``old_skips`` and
+    ``old_children`` made by the walk that made ``old``; without them the walk
+    is a full one.
     """
 
     def __init__(
@@ -123,16 +135,24 @@ class _Walk:
         self.hashed = 0
         self.hashed_bytes = 0
         self.watcher = watcher if watcher is not None and watcher.ok else None
-        self.needs = needs if self.watcher is not None else None
+        self.needs = needs if self.watcher is not None and old_children is not None else None
         self.trusted = frozenset(self.watcher.watched) if self.watcher is not None else frozenset()
-        self.old_skips = old_skips or {}
         #: per directory, the paths skipped by looking at its own entries
         self.new_skips: dict[str, list[tuple[str, str]]] = {}
         self.direct: list[tuple[str, str]] = []
-        #: the cached directories below each cached one (built on first need,
-        #: or handed over from the last walk, whose ``new_children`` it was)
-        self._children: dict[str, Sequence[str]] | None = old_children
+        #: the recorded subdirectories of each recorded directory (the last
+        #: walk's, and this walk's)
+        self._children: dict[str, Sequence[str]] = old_children or {}
         self.new_children: dict[str, Sequence[str]] = {}
+        #: the names with events per directory (see :meth:`_fresh`)
+        self._events: dict[str, set[str] | None] | None = None
+        self.carry = self.needs is not None
+        if self.carry:
+            self.new = dict(old)
+            self.new_children = dict(self._children)
+            self.new_skips = dict(old_skips or {})
+            assert self.watcher is not None
+            self._events = self.watcher.names
         self.progress: Progress | None = None
         self.seen = 0
         self._report_at = time.monotonic() + PROGRESS_INTERVAL_S
@@ -161,26 +181,52 @@ class _Walk:
         )
 
     def reuse(self, prefix: str) -> DirEntry:
-        """Carry ``prefix``'s cached subtree (entries and skipped paths) over."""
-        if self._children is None:
-            built: dict[str, list[str]] = {}
-            for key in self.old:
-                if key:
-                    built.setdefault(_parent(key), []).append(key)
-            self._children = dict(built)
+        """Keep ``prefix``'s cached subtree (its entries and skipped paths are
+        carried over already: see the class)."""
+        kept = self.old[prefix]
+        self.tick(kept.files)
+        return kept
+
+    def _drop(self, prefix: str) -> None:
+        """Forget ``prefix`` and its old subtree (carried over, not recorded now)."""
         todo = [prefix]
         while todo:
             at = todo.pop()
-            self.new[at] = self.old[at]
-            skips = self.old_skips.get(at)
-            if skips:
-                self.skipped.extend(skips)
-                self.new_skips[at] = skips
-            subs = self._children.get(at, ())
-            self.new_children[at] = subs
-            todo.extend(subs)
-        self.tick(self.old[prefix].files)
-        return self.old[prefix]
+            self.new.pop(at, None)
+            self.new_skips.pop(at, None)
+            self.new_children.pop(at, None)
+            todo.extend(self._children.get(at, ()))
+
+    def _prune(self, prefix: str, recorded: bool) -> None:
+        """After a carrying walk visited ``prefix``: drop what it no longer records
+        (itself if not ``recorded``; else old subdirectories not among its new ones)."""
+        if not recorded:
+            self._drop(prefix)
+            return
+        was = self._children.get(prefix)
+        now = self.new_children[prefix]
+        if was and was != now:
+            keep = set(now)
+            for sub in was:
+                if sub not in keep:
+                    self._drop(sub)
+
+    def _fresh(self, prefix: str) -> set[str] | None:
+        """The names in ``prefix`` with events since the last walk, if the
+        watcher vouches that no other entry changed (watched since its cache
+        entry was made, no event about the directory itself); else ``None``:
+        look at every file."""
+        if self._events is None or prefix not in self.trusted:
+            return None
+        return self._events.get(prefix, _NO_NAMES)
+
+    def every_skipped(self) -> list[tuple[str, str]]:
+        """Every path skipped, this walk's and the kept subtrees'."""
+        if not self.carry:
+            return self.skipped
+        out = [s for skips in self.new_skips.values() for s in skips]
+        out.extend(self.direct)  # (an unrecorded root's)
+        return out
 
     def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
         for entry in entries:
@@ -255,11 +301,16 @@ class _Walk:
         return row, cached, was_hit
 
     def _unchanged(
-        self, files: list[os.DirEntry[str]], prefix: str, old: DirEntry, rules: IgnoreRules
-    ) -> int | None:
-        """The fast path of a directory whose rules did not change: how many of
-        ``files`` are cache hits if every one is a hit or ignored, else ``None``
-        (and nothing is recorded). One ``lstat`` per file, no tuple kept."""
+        self,
+        files: list[os.DirEntry[str]],
+        prefix: str,
+        old: DirEntry,
+        rules: IgnoreRules,
+        want: int,
+    ) -> bool:
+        """The fast path of a directory whose rules did not change: whether
+        ``files`` are ``want`` cache hits and the rest ignored (if not, nothing
+        is recorded). One ``lstat`` per file, no tuple kept."""
         cached = old.entries
         mark, dmark = len(self.skipped), len(self.direct)
         hits = 0
@@ -278,11 +329,12 @@ class _Walk:
                 break
             hits += 1
         else:
-            self.tick(hits)
-            return hits
-        del self.skipped[mark:]
+            if hits == want:
+                self.tick(hits)
+                return True
+        del self.skipped[mark:]  # _files records them again
         del self.direct[dmark:]
-        return None
+        return False
 
     def _files(
         self,
@@ -292,10 +344,13 @@ class _Walk:
         old_entries: dict[str, FileEntry],
         same_rules: bool,
         rows: list[_Row],
+        fresh: set[str] | None = None,
     ) -> tuple[dict[str, FileEntry], int, int, int]:
         """The slow path: every file of a changed directory, appended to
         ``rows``; the directory's new cache entries, bytes, file count and how
-        many of those files were cache hits."""
+        many of those files were cache hits. A cached file whose name is not
+        in ``fresh`` (the names with events, when the watcher vouches for the
+        rest: see :meth:`_fresh`) is a hit without an ``lstat``."""
         new_entries: dict[str, FileEntry] = {}
         size = files = hits = 0
         for entry in plain:
@@ -303,19 +358,25 @@ class _Walk:
             hit = old_entries.get(name)
             if hit is not None and same_rules:
                 # the common case of a changed directory: this file is a cache hit
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    st = None
-                if st is not None and hit[0] == (
-                    st.st_mode,
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ino,
-                    st.st_ctime_ns,
-                ):
-                    link = stat.S_ISLNK(st.st_mode)
-                    executable = not link and bool(st.st_mode & 0o100)
+                key = hit[0]
+                if fresh is not None and name not in fresh and key[1] >= 0:
+                    same = True  # no event names it: the watcher vouches for its key
+                else:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        st = None
+                    same = st is not None and key == (
+                        st.st_mode,
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                        st.st_ctime_ns,
+                    )
+                if same:
+                    mode = key[0]
+                    link = stat.S_ISLNK(mode)
+                    executable = not link and bool(mode & 0o100)
                     rows.append((name, "link" if link else "file", hit[1], hit[2], executable))
                     new_entries[name] = hit
                     size += hit[2]
@@ -357,6 +418,12 @@ class _Walk:
                 outer.extend(mine)  # an unrecorded directory's skips are its parent's
             else:
                 self.new_skips[prefix] = mine
+        elif got is not None:
+            self.new_skips.pop(prefix, None)
+        if self.carry:
+            self._prune(prefix, got is not None)
+        elif got is None:
+            self.new_children.pop(prefix, None)
         return got
 
     def _directory(
@@ -385,6 +452,9 @@ class _Walk:
         clean = same_rules
         size = files = 0
         plain: list[os.DirEntry[str]] = []
+        # (reusable() inlined: a warm snapshot asks it of every subdirectory)
+        kept_map = self.old if same_rules and self.needs is not None else {}
+        needs, trusted = self.needs or set(), self.trusted
         for entry in entries:
             name = entry.name
             if name == GIT_DIR:
@@ -398,8 +468,9 @@ class _Walk:
                 continue
             rel = prefix + name
             sub = rel + "/"
-            if same_rules and self.reusable(sub):
-                kept = self.reuse(sub)
+            kept = kept_map.get(sub)
+            if kept is not None and sub not in needs and sub in trusted:
+                self.seen += kept.files  # (see reuse(); told by the tick below)
                 rows.append((name, "dir", kept.tree, kept.size, False))
                 size += kept.size
                 files += kept.files
@@ -416,18 +487,25 @@ class _Walk:
                 size += dsize
                 files += dfiles
         self.new_children[prefix] = [prefix + row[0] + "/" for row in rows]
+        self.tick(0)
+        # an empty tree stands only for an empty directory: one whose entries
+        # are all left out is not recorded (below), whatever the cache says
+        clean = clean and (not entries or not prefix or old is None or old.count > 0)
         # A full walk tries the cheap all-hits check first; a walk the watcher
         # sent here (something changed in it) goes straight to the rows, and
         # keeps the cached tree if they turn out to be all hits after all.
-        if clean and old is not None and self.needs is None:
-            hits = self._unchanged(plain, prefix, old, rules)
-            if hits is not None and hits + len(rows) == old.count:
-                self.new[prefix] = old
-                return old.tree, old.size, old.files, True
+        if (
+            clean
+            and old is not None
+            and self.needs is None
+            and self._unchanged(plain, prefix, old, rules, old.count - len(rows))
+        ):
+            self.new[prefix] = old
+            return old.tree, old.size, old.files, True
         old_entries = old.entries if old is not None else {}
         dirs = len(rows)
         new_entries, fsize, nfiles, hits = self._files(
-            plain, prefix, rules, old_entries, same_rules, rows
+            plain, prefix, rules, old_entries, same_rules, rows, self._fresh(prefix)
         )
         if clean and old is not None and hits == nfiles and hits + dirs == old.count:
             self.new[prefix] = old

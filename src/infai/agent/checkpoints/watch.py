@@ -8,6 +8,9 @@ change after the listing queues an event naming that directory (a file created,
 deleted, written, chmod-ed or renamed in it). A snapshot drains the queue and
 re-examines only the directories with events (and their ancestors, whose trees
 embed theirs); every other directory keeps its cached tree without a syscall.
+Events also name the entry they are about: in a re-examined directory, a cached
+file no event names keeps its cache entry without an ``lstat`` (an event about
+the directory itself, with no name, has every entry looked at).
 
 Anything that makes the answer doubtful turns the watcher's answer into "walk
 everything": the kernel's queue overflowed (``IN_Q_OVERFLOW``), a directory was
@@ -63,6 +66,7 @@ MASK = (
     | IN_EXCL_UNLINK
 )
 _HEADER = struct.Struct("iIII")
+_NO_NAMES: set[str] = set()
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -94,6 +98,9 @@ class Watcher:
         self.ok = self._fd >= 0
         self._by_wd: dict[int, str] = {}
         self.watched: dict[str, int] = {}
+        #: per directory with events at the last :meth:`drain`, the names they
+        #: were about (``None``: an event about the directory itself)
+        self.names: dict[str, set[str] | None] = {}
 
     def close(self) -> None:
         """Stop watching (idempotent); the watcher vouches for nothing afterwards."""
@@ -124,6 +131,7 @@ class Watcher:
     def drain(self) -> set[str] | None:
         """The prefixes of directories with events since the last drain, or
         ``None`` if the answer is "anything may have changed" (see the module)."""
+        self.names = {}
         if not self.ok:
             return None
         dirty: set[str] = set()
@@ -146,11 +154,14 @@ class Watcher:
         return dirty
 
     def _parse(self, buf: bytes, dirty: set[str]) -> bool:
-        """Mark each event's directory dirty; whether any event means doubt."""
+        """Mark each event's directory dirty and note the name it is about;
+        whether any event means doubt."""
         doubt = False
         at = 0
+        names = self.names
         while at + _HEADER.size <= len(buf):
             wd, mask, _cookie, length = _HEADER.unpack_from(buf, at)
+            name = buf[at + _HEADER.size : at + _HEADER.size + length].rstrip(b"\0")
             at += _HEADER.size + length
             if mask & IN_Q_OVERFLOW:
                 doubt = True
@@ -167,6 +178,13 @@ class Watcher:
             if mask & IN_MOVE_SELF or (mask & IN_ISDIR and mask & (IN_MOVED_FROM | IN_MOVED_TO)):
                 doubt = True  # a renamed directory's watches name its old path
             dirty.add(prefix)
+            known = names.get(prefix, _NO_NAMES)
+            if not name:
+                names[prefix] = None
+            elif known is not None:
+                if known is _NO_NAMES:
+                    known = names[prefix] = set()
+                known.add(os.fsdecode(name))
         return doubt
 
     def forget_all(self) -> None:

@@ -131,8 +131,17 @@ class _Batch:
 
     def _place(self) -> None:
         """Find where the waiting large objects go: nowhere if stored already,
-        inline while the batch is under :data:`BATCH_INLINE`, else the pack."""
+        inline while the batch is under :data:`BATCH_INLINE`, else the pack.
+        A group that fits inline whole goes inline without the lookup (a warm
+        snapshot's few files: ``INSERT OR IGNORE`` keeps a stored row as it is;
+        the budget then counts them, which only starts a pack sooner)."""
         if not self._large:
+            return
+        if self._pack is None and self._inline + self._large_bytes <= BATCH_INLINE:
+            self._inline += self._large_bytes
+            self._rows.extend((d, len(data), data, None, None) for d, data in self._large)
+            self._large.clear()
+            self._large_bytes = 0
             return
         marks = ",".join("?" * len(self._large))
         found = {
