@@ -37,6 +37,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     │   ├── RestorePending         an interrupted restore must be recovered first
     │   ├── RestoreRefused         conflicts or another open session; nothing changed
     │   └── PlanStale              files changed since the restore was planned; plan again
+    ├── SnapshotError              infai.agent: the working directory cannot be read (names it)
     ├── BadInput                   infai.shells.cli: the command line's bad input (exit 2)
     ├── ApiError                   infai.shells.server: a request the API refuses (4xx)
     ├── Conflict                   infai.shells.server: the session's state forbids it (409)

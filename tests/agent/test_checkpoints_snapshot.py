@@ -338,3 +338,15 @@ def test_cache_file_is_written_at_most_every_interval_and_on_flush(tmp_path: Pat
     assert Snapshotter(FileObjects(home), wd, home=home, clock=later).snapshot().hashed == 1
     snap.flush()
     assert Snapshotter(FileObjects(home), wd, home=home, clock=later).snapshot().hashed == 0
+
+
+def test_a_working_directory_that_is_gone_is_a_clear_error(tmp_path: Path) -> None:
+    """It was a bare AssertionError (shown as 'snapshot failed: AssertionError:')."""
+    from infai.agent.checkpoints import SnapshotError
+
+    work = tmp_path / "gone"
+    work.mkdir()
+    snapshotter = Snapshotter(FileObjects(tmp_path / "home"), work, home=tmp_path / "home")
+    work.rmdir()
+    with pytest.raises(SnapshotError, match=r"gone: the working directory is unreadable"):
+        snapshotter.snapshot()

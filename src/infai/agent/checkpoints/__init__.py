@@ -22,7 +22,7 @@ from .restore import (
     Restorer,
     plan_restore,
 )
-from .snapshot import DEFAULT_SIZE_CAP, Progress, SnapshotResult, Snapshotter
+from .snapshot import DEFAULT_SIZE_CAP, Progress, SnapshotError, SnapshotResult, Snapshotter
 
 __all__ = [
     "DEFAULT_SIZE_CAP",
@@ -38,6 +38,7 @@ __all__ = [
     "RestorePending",
     "RestorePlan",
     "Restorer",
+    "SnapshotError",
     "SnapshotNotices",
     "SnapshotResult",
     "Snapshotter",

@@ -39,6 +39,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infai.errors import InfaiError
 from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
 
@@ -69,6 +70,11 @@ def _stat_key(path: Path) -> tuple[int, int, int, int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class SnapshotError(InfaiError):
+    """The working directory itself could not be read (gone, or not a directory):
+    no snapshot of it can be taken. Names the path and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +291,9 @@ class Snapshotter:
             checked = self.objects.generation()
             if checked == generation:
                 break
-        assert got is not None  # the root always yields a tree
+        if got is None:  # only a root that cannot be listed yields no tree
+            why = walk.skipped[-1][1] if walk.skipped else "unreadable"
+            raise SnapshotError(f"{self.workdir}: the working directory is {why}")
         self._generation = generation if checked == generation else None
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got

@@ -241,8 +241,7 @@ class Files(Prompting):
                 said = files_label(await session.files_state())
             except Exception as exc:  # a snapshot failed: said in the bar, the session goes on
                 # a working directory that is gone (a removed worktree, a session
-                # made elsewhere) is said as such: its snapshot fails with whatever
-                # the walk raised (an AssertionError), which tells the user nothing
+                # made elsewhere) is said as such, in the few words the bar has
                 gone = not await off_loop(session.working_dir.is_dir)
                 said = (
                     "files: directory missing"
