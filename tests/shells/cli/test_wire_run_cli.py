@@ -299,3 +299,81 @@ def test_run_prints_where_a_long_first_snapshot_is(
     monkeypatch.setattr(progress, "QUIET_S", 0.0)  # every snapshot is "long"
     out = infai(home, "run", "--model", "offline", "hello")
     assert f"infai: files: snapshot of {work}:" in out.stderr
+
+
+def modes(root: Path) -> dict[str, tuple[int, str]]:
+    """Every path's mode bits and content (a link: its target), .git left out."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if ".git" in rel.parts:
+            continue
+        st = p.lstat()
+        body = os.readlink(p) if p.is_symlink() else "" if p.is_dir() else p.read_text()
+        out[str(rel)] = (st.st_mode & 0o777 if not p.is_symlink() else 0, body)
+    return out
+
+
+def test_every_kind_of_change_by_the_tools_comes_and_goes_with_the_branch(
+    home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's scenario end to end, through `infai run` and the real tools (bash
+    in its sandbox, or asking-free with --allow): on a git branch, files written,
+    edited, deleted, renamed, chmod-ed, sed -i'd, a directory generated; going back
+    gives exactly the older files, forward the newer; the user's .git, an ignored
+    file and an oversized one are never touched, and the skipped one is reported."""
+    config = tmp_path / "config.toml"
+    config.write_text("[checkpoints]\nsize_cap_mb = 1\n")
+    monkeypatch.setenv("INFAI_CONFIG", str(config))
+    subprocess.run(["git", "-C", str(work), "checkout", "-q", "-b", "feature"], check=True)
+    (work / "build").mkdir()
+    (work / "build" / "out.o").write_text("ignored\n")
+    (work / "big.bin").write_text("x" * (2 * 1024 * 1024))
+    one = script(
+        tmp_path,
+        "one",
+        call("write_file", path="util.py", content="X = 1\n"),
+        call("write_file", path="old.txt", content="to be renamed\n"),
+        call("write_file", path="doomed.txt", content="to be deleted\n"),
+        call("write_file", path="script.sh", content="#!/bin/sh\necho hi\n"),
+        "done one",
+    )
+    first = run_json(home, "--model", one, *ALLOW, "one")
+    sid, end_one = first[0]["session"], saved(first, "message")[-1]["id"]
+    state_one = modes(work)
+    two = script(
+        tmp_path,
+        "two",
+        call("edit_file", path="util.py", old_text="X = 1", new_text="X = 2"),
+        call(
+            "bash",
+            command="rm doomed.txt && mv old.txt new.txt && sed -i 's/original/by sed/' a.txt"
+            " && chmod +x script.sh && mkdir -p gen/out"
+            " && for i in 1 2 3; do echo $i > gen/out/$i.txt; done"
+            " && echo rebuilt > build/out.o",
+        ),
+        "done two",
+    )
+    second = run_json(home, "--model", two, *ALLOW, "--session", sid, "two")
+    end_two = saved(second, "message")[-1]["id"]
+    state_two = modes(work)
+    assert state_two["script.sh"][0] & 0o100 and "gen/out/3.txt" in state_two
+    assert "doomed.txt" not in state_two and state_two["new.txt"][1] == "to be renamed\n"
+    assert state_two["util.py"][1] == "X = 2\n" and state_two["a.txt"][1] == "by sed\n"
+    git_before = git_state(work)
+    ignored = {"build", "build/out.o", "big.bin"}
+
+    def tracked(state: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+        return {k: v for k, v in state.items() if k not in ignored}
+
+    back = run_json(home, "--session", sid, "--from", end_one, "again")
+    assert saved(back, "restore")
+    assert tracked(modes(work)) == tracked(state_one)
+    assert (work / "build" / "out.o").read_text() == "rebuilt\n"  # ignored: untouched
+    assert (work / "big.bin").stat().st_size == 2 * 1024 * 1024  # oversized: untouched
+    run_json(home, "--session", sid, "--from", end_two, "forward")
+    assert modes(work) == state_two  # nothing lost, modes and all
+    assert git_state(work) == git_before  # the user's repository, index and HEAD untouched
+    listed = json.loads(infai(home, "session", "files", sid, end_one, "--json").stdout)
+    assert "over the size cap" in listed["skipped"]["big.bin"]
+    assert "build/" in listed["skipped"] or "build/out.o" in listed["skipped"]
