@@ -214,3 +214,26 @@ def test_a_tool_cancelled_mid_run_has_its_files_recorded_after_the_marker(
     assert isinstance(last, SnapshotRecord) and last.reason == "after scribble", kinds
     files = WorkFiles(store, work, watch=False)
     assert "half.txt" in files.cp.files(last.tree)
+
+
+def test_a_session_naming_no_directory_works_and_snapshots_in_the_workspaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the fix: its tools ran in the process's directory while its
+    files were snapshotted in the workspace's."""
+    work, elsewhere = tmp_path / "w", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    store = Store(tmp_path / "home")
+    space = Workspace(store, work, config=Config(default_model="offline"))
+    sid = store.create_session().id  # as an import without a directory makes it
+    try:
+        session = space.open(sid)
+        try:
+            assert session.files is not None
+            assert session.working_dir == Path(session.files.workdir) == work.resolve()
+        finally:
+            session.close()
+    finally:
+        asyncio.run(space.aclose())

@@ -126,12 +126,16 @@ class AgentSession(SessionFiles):
         compact_at: float | None = DEFAULT_THRESHOLD,
         owns_model: bool = True,
         files: WorkFiles | None = None,
+        default_dir: str | Path = ".",
     ) -> None:
+        """``default_dir``: where the tools run when the session names no working
+        directory (an imported one may not): the workspace's, whose files are the
+        ones snapshotted then."""
         self.store = store
         #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
         self.owns_model = owns_model
         info = store.info(session_id)
-        self.working_dir = Path(info.working_dir or ".").resolve()
+        self.working_dir = Path(info.working_dir or default_dir).resolve()
         self.model = model
         self.toolbox = toolbox
         self.permissions = permissions

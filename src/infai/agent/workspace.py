@@ -350,6 +350,7 @@ class Workspace:
                 compact_at=config.compact_at,
                 owns_model=own,
                 files=self.files_for(config, config_dir),
+                default_dir=self.working_dir,
             )
         except BaseException:
             if own:

@@ -39,13 +39,15 @@ LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_
 
 
 def test_infai_serve_runs_until_interrupted(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "INFAI_SERVER_TOKEN"}
     proc = subprocess.Popen(
         [sys.executable, "-c", LAUNCH, "--home", str(home), "serve", "--port", "0"],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=work,  # its sessions' files: a turn snapshots them (not the repository's)
     )
     try:
         assert proc.stderr is not None
