@@ -225,3 +225,24 @@ def test_racy_files_are_hashed_again_when_their_directory_has_an_event(tmp_path:
     assert got.hashed == 3  # new, and racy and other (still uncached), not e/calm
     assert got.tree == _cold(objects, wd)
     snap.close()
+
+
+def test_a_snapshot_that_fails_mid_walk_loses_no_change_for_the_next(
+    setup: tuple[Path, FileObjects, Snapshotter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the fix: the failed walk had drained the watcher's events, and
+    the next one trusted the changed directory's cached tree."""
+    from infai.agent.checkpoints import walk as walk_module
+
+    wd, objects, snap = setup
+    (wd / "d1/s0/f4").write_text("changed before the failure")
+    real = walk_module._Walk.directory
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(walk_module._Walk, "directory", broken)
+    with pytest.raises(OSError):
+        snap.snapshot()
+    monkeypatch.setattr(walk_module._Walk, "directory", real)
+    assert snap.snapshot().tree == _cold(objects, wd)

@@ -253,6 +253,9 @@ class Snapshotter:
         every :data:`PROGRESS_INTERVAL_S` seconds while the walk runs.
         """
         needs = self._needs()
+        # the events just drained live in ``needs`` alone: a walk that fails (or
+        # is stopped) loses them, so until one ends the next walks everything
+        self._armed = False
         rules, base = self._base_rules()
         if base != self._base:
             needs = None  # the whole-tree patterns changed: no cached tree stands
