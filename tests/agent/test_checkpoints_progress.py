@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,51 @@ def test_a_long_first_snapshot_says_where_it_is_in_the_turns_own_events(
         i for i, e in enumerate(seen) if isinstance(e, Streamed) and isinstance(e.event, Notice)
     )
     assert last_notice < first_saved  # said while the turn-start snapshot ran
+
+
+def test_a_cancel_stops_a_long_first_snapshot_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the fix: the cancel waited for the whole walk (here ~30 s of
+    slow reads), as Ctrl-C did on the first snapshot of a big tree. Afterwards
+    nothing is recorded, and the next snapshot is a whole, correct one."""
+    import time
+
+    monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_module, "QUIET_S", 0.0)
+    work = tmp_path / "w"
+    _tree(work, 3000)
+    real_read = walk_module._Walk._read
+
+    def slow_read(self: Any, *args: Any) -> Any:
+        time.sleep(0.01)  # a big tree on a slow disk
+        return real_read(self, *args)
+
+    monkeypatch.setattr(walk_module._Walk, "_read", slow_read)
+    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+
+    async def main() -> float:
+        session = space.open()
+        events = session.hub.subscribe()
+        turn = await session.start("hello")
+        async for event in events:  # the first progress notice: the walk is under way
+            if isinstance(event, Streamed) and isinstance(event.event, Notice):
+                break
+        t0 = time.monotonic()
+        await session.cancel(turn.id)
+        took = time.monotonic() - t0
+        monkeypatch.setattr(walk_module._Walk, "_read", real_read)
+        kinds = [e.kind for e in session.view.path()]
+        assert "snapshot" not in kinds, kinds
+        async for _ in session.prompt("again"):
+            pass
+        snaps = [e for e in session.view.path() if e.kind == "snapshot"]
+        assert len(snaps) == 1 and snaps[0].preview.startswith("files: 3000 ")
+        await session.aclose()
+        return took
+
+    try:
+        took = asyncio.run(main())
+    finally:
+        asyncio.run(space.aclose())
+    assert took < 10.0, took  # about 0.01 s; the whole walk takes 30 s

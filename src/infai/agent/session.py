@@ -35,7 +35,7 @@ them; an event picked to continue from is carried over.
 
 The session's files on the timeline (restores before a continue, snapshots
 after tools, checkout) are the :class:`~.session_files.SessionFiles` half of
-the class, in their own module; :meth:`AgentSession._snapshot` stays here.
+the class, in their own module.
 
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +58,6 @@ from infai.store import Event, InvalidInput, Lease, SessionInfo, SessionStore, S
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
-from .checkpoints import SnapshotNotices
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, pruned_outputs
 from .hub import EventHub
@@ -466,26 +465,6 @@ class AgentSession(SessionFiles):
         except Exception as exc:
             self.hub.publish(TurnEnded("error", f"{type(exc).__name__}: {exc}"))
             raise
-
-    # -- files (the rest is in .session_files) --------------------------------
-
-    async def _snapshot(self, reason: str, say: Callable[[str], object] | None = None) -> Any:
-        """The snapshot record to append (None: files unchanged), or a notice
-        saying why none could be taken: a failed snapshot never fails a turn.
-        A long (first) snapshot says where it is through ``say``, called from
-        its worker thread (default: a notice published on the hub)."""
-        files = self.files
-        assert files is not None
-        loop = asyncio.get_running_loop()
-        progress = SnapshotNotices(
-            files.workdir, say or (lambda text: loop.call_soon_threadsafe(self._notice, text))
-        )
-        try:
-            return await off_loop(
-                files.snapshot_record, self.writer, self.writer.pending_parent, reason, progress
-            )
-        except Exception as exc:
-            return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"
 
     # -- compaction and branches ----------------------------------------------
 

@@ -6,8 +6,8 @@ this mixin decides when a session asks for one and publishes what was appended
 on the session's hub. Before a prompt that continues from an older event, that
 event's files are restored (a refusal raises with nothing stored), then the
 files now are snapshotted; after every tool call that may change files, a
-snapshot follows (:meth:`AgentSession._snapshot`, which stays beside the turn
-in :mod:`.session`). A shell may restore first to ask about conflicts
+snapshot follows (:meth:`SessionFiles._snapshot`; a cancel stops a long one).
+A shell may restore first to ask about conflicts
 (:meth:`SessionFiles.restore_files`), put an event's files back with the
 conversation staying at HEAD (:meth:`SessionFiles.checkout`), or ask whether the
 disk holds HEAD's files (:meth:`SessionFiles.files_state`). Disk and store work
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,15 @@ from infai.llm import Notice
 from infai.store import Event, HeadConflict, InvalidInput, SessionLog, SessionView
 from infai.tools.offload import off_loop
 
+from .checkpoints import SnapshotNotices
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, Saved, Streamed
 from .workfiles import FilesState, OnRestore, Restored, WorkFiles, changes_files
+
+
+class _Stopped(Exception):
+    """A snapshot's walk stopped by a cancel (raised in its worker thread)."""
 
 
 class SessionFiles:
@@ -55,9 +61,43 @@ class SessionFiles:
 
         def _saved(self, event: Event) -> None: ...
 
-        async def _snapshot(
-            self, reason: str, say: Callable[[str], object] | None = None
-        ) -> Any: ...
+    async def _snapshot(self, reason: str, say: Callable[[str], object] | None = None) -> Any:
+        """The snapshot record to append (None: files unchanged), or a notice
+        saying why none could be taken: a failed snapshot never fails a turn.
+        A long (first) snapshot says where it is through ``say``, called from
+        its worker thread (default: a notice published on the hub). A cancel
+        stops the walk at its next progress report (a few times a second), so
+        Ctrl-C during the first snapshot of a big tree does not wait for it;
+        nothing is recorded then, and the next snapshot walks everything."""
+        files = self.files
+        assert files is not None
+        loop = asyncio.get_running_loop()
+        notices = SnapshotNotices(
+            files.workdir, say or (lambda text: loop.call_soon_threadsafe(self._notice, text))
+        )
+        stop = threading.Event()
+
+        def progress(seen: int, hashed: int) -> None:
+            if stop.is_set():
+                raise _Stopped(f"files: snapshot ({reason}) stopped by a cancel")
+            notices(seen, hashed)
+
+        pending = self.writer.pending_parent
+        work = asyncio.ensure_future(
+            off_loop(files.snapshot_record, self.writer, pending, reason, progress)
+        )
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            while not work.done():  # the thread cannot be killed: it stops itself
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([work])
+            if not work.cancelled():
+                work.exception()  # retrieved: the cancel is the outcome
+            raise
+        except Exception as exc:
+            return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"
 
     async def _files_first(self) -> AsyncIterator[AgentEvent]:
         """Before the prompt: a continue from an older event restores its files
