@@ -38,6 +38,7 @@ the restore: recovery reports it as completed so the caller can record it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -130,12 +131,17 @@ class RestorePlan:
 
 
 def _under(path: str, skipped: Mapping[str, str]) -> str | None:
-    """The reason ``path`` is covered by a skipped entry (a path, or a dir ``d/``)."""
+    """The reason ``path`` is covered by a skipped entry (a path, or a dir ``d/``).
+
+    A skipped *file* above ``path`` covers it too: an oversized file, a fifo or
+    an unreadable file ``d`` on disk stands where the snapshot has a directory
+    ``d/``, and writing ``d/x`` would need it gone."""
     if path in skipped:
         return skipped[path]
     parts = path.split("/")
     for n in range(1, len(parts)):
-        reason = skipped.get("/".join(parts[:n]) + "/")
+        above = "/".join(parts[:n])
+        reason = skipped.get(above + "/", skipped.get(above))
         if reason is not None:
             return reason
     return None
@@ -285,6 +291,11 @@ class _Disk:
                     os.mkdir(part, 0o777, dir_fd=fd)
                     nxt = os.open(part, flags, dir_fd=fd)
                 except (NotADirectoryError, OSError) as exc:
+                    if not create and exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                        # a file or link stands where a directory was: nothing
+                        # below it exists (removing it is done; undo can go on)
+                        os.close(fd)
+                        return None
                     raise RestoreError(
                         f"{self.root}: {path!r}: {part!r} is not a directory ({exc.strerror})"
                     ) from exc

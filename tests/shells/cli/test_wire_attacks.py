@@ -1,0 +1,72 @@
+"""Attacks through the command line on files on the timeline, judged by their effect.
+
+An export file comes from outside: its session's ``working_dir`` is where a
+checkout of its files would write (and where its tools would run). A crafted
+file naming a directory of the user's (``~/.ssh``) must not get its files
+written there: an imported session works where it is continued from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infai.agent.checkpoints import Checkpoints
+from infai.shells.cli import main
+from infai.store import Store
+
+
+@pytest.fixture(autouse=True)
+def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test-wide config turns snapshots off; these tests are about them."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+
+
+def infai(home: Path, *args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def _crafted_export(tmp_path: Path, victim: Path) -> tuple[Path, str, str]:
+    """An export made by real infai on the attacker's machine: one snapshot of
+    ``.ssh/authorized_keys`` holding the attacker's key, in a session whose
+    working directory names the victim's. (export file, session, event)"""
+    attacker_home, evil = tmp_path / "attacker-home", tmp_path / "evil"
+    (evil / ".ssh").mkdir(parents=True)
+    (evil / ".ssh" / "authorized_keys").write_text("ssh-ed25519 ATTACKER\n")
+    store = Store(attacker_home)
+    cp = Checkpoints(store.objects, evil, attacker_home, watch=False)
+    snap = cp.snapshot()
+    cp.close()
+    sid = store.create_session(working_dir=str(victim)).id
+    with store.open_writer(sid) as writer:
+        event = writer.append(snap.record("turn start"), "system")
+    exported = tmp_path / "shared.jsonl"
+    infai(attacker_home, "session", "export", sid, "-o", str(exported))
+    assert json.loads(exported.read_text().splitlines()[0])["session"]["working_dir"] == str(victim)
+    return exported, sid, event.id
+
+
+def test_an_imported_session_cannot_choose_where_checkout_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = tmp_path / "victim"
+    (victim / ".ssh").mkdir(parents=True)
+    (victim / ".ssh" / "authorized_keys").write_text("ssh-ed25519 MINE\n")
+    exported, sid, event = _crafted_export(tmp_path, victim)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    home = tmp_path / "home"
+    imported = infai(home, "session", "import", str(exported))
+    assert imported.stdout.strip() == sid
+    infai(home, "session", "checkout", "--force", sid, event)
+    assert (victim / ".ssh" / "authorized_keys").read_text() == "ssh-ed25519 MINE\n"
+    assert sorted(p.name for p in victim.rglob("*")) == [".ssh", "authorized_keys"]
+    # the files went where the user asked for them: the directory it was run in
+    assert (here / ".ssh" / "authorized_keys").read_text() == "ssh-ed25519 ATTACKER\n"
+    assert f"working_dir {str(victim)!r} dropped" in imported.stderr  # and it was said
