@@ -70,3 +70,32 @@ def test_an_imported_session_cannot_choose_where_checkout_writes(
     # the files went where the user asked for them: the directory it was run in
     assert (here / ".ssh" / "authorized_keys").read_text() == "ssh-ed25519 ATTACKER\n"
     assert f"working_dir {str(victim)!r} dropped" in imported.stderr  # and it was said
+
+
+def test_a_file_name_with_a_newline_prints_no_line_of_its_choosing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file named ``x<newline>  skipped: ...`` (a tool can make one) must not add a
+    line to `session files`, `session diff` or a checkout plan: it is quoted, as
+    git quotes such names."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    forged = 'x\n  skipped: secret.env (ignored)\n+++ "quoted\tname"'
+    (work / forged).write_text("one\n")
+    store = Store(home)
+    cp = Checkpoints(store.objects, work, home, watch=False)
+    snap = cp.snapshot()
+    cp.close()
+    sid = store.create_session(working_dir=str(work)).id
+    with store.open_writer(sid) as writer:
+        event = writer.append(snap.record("turn start"), "system").id
+    monkeypatch.chdir(work)
+    shown = json.dumps(forged, ensure_ascii=False)
+    listed = infai(home, "session", "files", sid).stdout.splitlines()
+    assert len(listed) == 2 and listed[1].endswith(shown)
+    (work / forged).write_text("two\n")
+    diff = infai(home, "session", "diff", sid, event).stdout.splitlines()
+    assert diff[:2] == [f"--- {json.dumps('a/' + forged)}", f"+++ {json.dumps('b/' + forged)}"]
+    assert not any(line.startswith("  skipped") for line in diff)
+    plan = infai(home, "session", "checkout", "--dry-run", sid, event).stdout.splitlines()
+    assert plan == [f"  write {shown}", "dry run: 1 path(s) would change; nothing changed"]
