@@ -8,8 +8,11 @@ written there: an imported session works where it is continued from.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -99,3 +102,47 @@ def test_a_file_name_with_a_newline_prints_no_line_of_its_choosing(
     assert not any(line.startswith("  skipped") for line in diff)
     plan = infai(home, "session", "checkout", "--dry-run", sid, event).stdout.splitlines()
     assert plan == [f"  write {shown}", "dry run: 1 path(s) would change; nothing changed"]
+
+
+def _forge(exported: Path, rows: list[tuple[str, str, bytes]]) -> None:
+    """Edit a real export file: its (one) snapshot now names a tree of ``rows``
+    (name, type, object bytes), every object line replaced by those it reaches."""
+    objects: dict[str, bytes] = {}
+
+    def put(data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        objects[digest] = data
+        return digest
+
+    entries = [[name, kind, put(data), len(data), 0] for name, kind, data in sorted(rows)]
+    tree = put(json.dumps({"v": 1, "entries": entries}, separators=(",", ":")).encode())
+    lines: list[dict[str, Any]] = []
+    for line in exported.read_text().splitlines():
+        obj = json.loads(line)
+        if "object" in obj:
+            continue
+        if obj.get("kind") == "snapshot":
+            obj["record"]["tree"] = tree
+        lines.append(obj)
+    lines += [{"object": d, "data": base64.b64encode(b).decode()} for d, b in objects.items()]
+    exported.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
+
+
+def test_a_link_target_no_snapshot_makes_is_refused_and_nothing_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crafted link whose target holds a NUL: the restore used to stop with a
+    traceback (ValueError) halfway, the user's file removed and a journal left."""
+    exported, sid, event = _crafted_export(tmp_path, tmp_path / "elsewhere")
+    _forge(exported, [("a.txt", "file", b"A\n"), ("l", "link", b"x\0y"), ("z", "file", b"Z")])
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "mine.txt").write_text("mine\n")
+    monkeypatch.chdir(here)
+    home = tmp_path / "home"
+    infai(home, "session", "import", str(exported))
+    out = infai(home, "session", "checkout", "--force", sid, event, code=1)
+    assert "'l': the snapshot's link target" in out.stderr and "was undone" in out.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["mine.txt"]
+    assert (here / "mine.txt").read_text() == "mine\n"
+    assert not list((home / "journal").glob("*.json"))  # nothing left to recover

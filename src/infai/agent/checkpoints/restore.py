@@ -317,6 +317,11 @@ class _Disk:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=pfd)
             if info.type == "link":
+                if not data or b"\0" in data:  # no snapshot makes one: a crafted tree
+                    raise RestoreError(
+                        f"{self.root}: {info.path!r}: the snapshot's link target "
+                        f"{data[:80]!r} is not a valid target"
+                    )
                 os.symlink(data, tmp, dir_fd=pfd)
             else:
                 self._write(pfd, name, tmp, data, info.executable)
