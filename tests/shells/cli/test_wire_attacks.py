@@ -104,9 +104,13 @@ def test_a_file_name_with_a_newline_prints_no_line_of_its_choosing(
     assert plan == [f"  write {shown}", "dry run: 1 path(s) would change; nothing changed"]
 
 
-def _forge(exported: Path, rows: list[tuple[str, str, bytes]]) -> None:
-    """Edit a real export file: its (one) snapshot now names a tree of ``rows``
-    (name, type, object bytes), every object line replaced by those it reaches."""
+#: a crafted tree: (name, type, bytes of a file or link target, or a dir's rows)
+Rows = list[tuple[str, str, Any]]
+
+
+def _forge(exported: Path, rows: Rows) -> None:
+    """Edit a real export file: its (one) snapshot now names a tree of ``rows``,
+    every object line replaced by those it reaches."""
     objects: dict[str, bytes] = {}
 
     def put(data: bytes) -> str:
@@ -114,15 +118,21 @@ def _forge(exported: Path, rows: list[tuple[str, str, bytes]]) -> None:
         objects[digest] = data
         return digest
 
-    entries = [[name, kind, put(data), len(data), 0] for name, kind, data in sorted(rows)]
-    tree = put(json.dumps({"v": 1, "entries": entries}, separators=(",", ":")).encode())
+    def tree(rows: Rows) -> str:
+        entries = [
+            [name, kind, tree(data) if kind == "dir" else put(data), 1, 0]
+            for name, kind, data in sorted(rows)
+        ]
+        return put(json.dumps({"v": 1, "entries": entries}, separators=(",", ":")).encode())
+
+    root = tree(rows)
     lines: list[dict[str, Any]] = []
     for line in exported.read_text().splitlines():
         obj = json.loads(line)
         if "object" in obj:
             continue
         if obj.get("kind") == "snapshot":
-            obj["record"]["tree"] = tree
+            obj["record"]["tree"] = root
         lines.append(obj)
     lines += [{"object": d, "data": base64.b64encode(b).decode()} for d, b in objects.items()]
     exported.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
@@ -146,3 +156,41 @@ def test_a_link_target_no_snapshot_makes_is_refused_and_nothing_changes(
     assert sorted(p.name for p in here.iterdir()) == ["mine.txt"]
     assert (here / "mine.txt").read_text() == "mine\n"
     assert not list((home / "journal").glob("*.json"))  # nothing left to recover
+
+
+def _imported(tmp_path: Path, rows: Rows) -> tuple[Path, Path, str, str]:
+    """A crafted export of ``rows`` made by :func:`_forge`; (home, export, session, event)."""
+    exported, sid, event = _crafted_export(tmp_path, tmp_path / "elsewhere")
+    _forge(exported, rows)
+    return tmp_path / "home", exported, sid, event
+
+
+def test_a_name_no_file_can_have_is_refused_at_import(tmp_path: Path) -> None:
+    """A lone surrogate cannot be encoded: the restore used to crash on it before
+    the first write with a journal kept, and every later restore or recovery in
+    that directory crashed the same way."""
+    home, exported, _, _ = _imported(tmp_path, [("b\ud800", "file", b"x")])
+    out = infai(home, "session", "import", str(exported), code=2)
+    assert "bad entry name 'b\\ud800'" in out.stderr
+    assert infai(home, "session", "ls", "--json").stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_a_name_too_long_for_the_filesystem_is_undone_and_leaves_no_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A 300-byte name: the write fails, and the undo used to fail on the same
+    name, leaving the user's file removed and a journal no recovery could finish."""
+    long = "n" * 300
+    row = (long, "file", b"x") if kind == "file" else (long, "dir", [("f", "file", b"x")])
+    home, exported, sid, event = _imported(tmp_path, [("a.txt", "file", b"A"), row])
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "mine.txt").write_text("mine\n")
+    monkeypatch.chdir(here)
+    infai(home, "session", "import", str(exported))
+    out = infai(home, "session", "checkout", "--force", sid, event, code=1)
+    assert "was undone" in out.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["mine.txt"]
+    assert not list((home / "journal").glob("*.json"))
+    infai(home, "session", "checkout", "--dry-run", sid, event)  # nothing to recover

@@ -241,6 +241,10 @@ def _umask() -> int:
     return 0o022
 
 
+#: errors opening a parent that mean the path below it cannot exist
+_ABSENT = (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+
+
 def _tmp_name(name: str) -> str:
     return ".infai-restore-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + ".tmp"
 
@@ -291,9 +295,10 @@ class _Disk:
                     os.mkdir(part, 0o777, dir_fd=fd)
                     nxt = os.open(part, flags, dir_fd=fd)
                 except (NotADirectoryError, OSError) as exc:
-                    if not create and exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                        # a file or link stands where a directory was: nothing
-                        # below it exists (removing it is done; undo can go on)
+                    if not create and exc.errno in _ABSENT:
+                        # a file or link stands where a directory was, or no
+                        # directory can have that name: nothing below it exists
+                        # (removing it is done; an undo can go on)
                         os.close(fd)
                         return None
                     raise RestoreError(
@@ -388,6 +393,9 @@ class _Disk:
                     pass
                 except IsADirectoryError:
                     pass  # a directory is not a planned file: left alone
+                except OSError as exc:
+                    if exc.errno != errno.ENAMETOOLONG:
+                        raise  # (a name no file can have, from a crafted tree: absent)
             self.dirty.add(path.rpartition("/")[0])
         finally:
             os.close(pfd)
