@@ -187,3 +187,27 @@ def test_an_edit_during_a_restore_is_not_lost(
     kept = (wd / "b.txt").read_bytes() == b"b edited during the restore\n"
     stored = c.objects.has(digest_of(b"b edited during the restore\n"))
     assert kept or stored
+
+
+def test_directories_nested_too_deep_are_left_out_not_a_crash(tmp_path: Path) -> None:
+    """600 nested directories (a crafted snapshot restores them in one go): every
+    later snapshot of the directory used to fail with RecursionError (a traceback
+    from `session diff`/`checkout`). The part below the limit is left out and
+    reported, and a restore leaves it alone."""
+    from infai.agent.checkpoints.walk import MAX_DEPTH
+
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    deep = wd.joinpath(*["d"] * 600)
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("deep\n")
+    (wd / "a.txt").write_text("a\n")
+    c = _checkpoints(wd, home)
+    snap = c.snapshot()
+    cut = "d/" * (MAX_DEPTH + 1)
+    assert snap.every_skipped == {cut: f"nested deeper than {MAX_DEPTH} directories"}
+    (wd / "a.txt").write_text("a newer\n")
+    _, plan = c.plan(snap.tree)
+    assert [a.path for a in plan.actions] == ["a.txt"]
+    c.apply(plan)
+    c.finish()
+    assert (deep / "f").read_text() == "deep\n"
