@@ -56,7 +56,9 @@ def test_kept_rules_are_dropped_and_future_stamps_clamped(tmp_path: Path) -> Non
     now = datetime.now(UTC).isoformat()
     assert info.updated_at < now and info.created_at < now
     assert store.list_sessions()[0].updated_at < now
-    assert len(said) == 3 and all(s.startswith("x.jsonl: ") for s in said)
+    assert len(said) == 4 and all(s.startswith("x.jsonl: ") for s in said)
+    assert info.working_dir is None  # where files are written is not the file's choice
+    assert any(f"working_dir {str(tmp_path)!r} dropped" in s for s in said)
     assert any("extra.allowed dropped" in s and "bash *" in s for s in said)
     assert any("updated_at 2999-01-01" in s for s in said)
 

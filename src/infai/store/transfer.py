@@ -26,8 +26,11 @@ by default its metadata is not trusted with what only the user may decide
 moment the session is continued, and a ``created_at`` or ``updated_at`` in the
 future is set to now, since the most recently active session is the one
 ``--continue`` picks and a future stamp would keep an imported session on top
-for ever. An event id that is a UUIDv7 stamped more than :data:`SKEW` in the
-future is refused for the same reason (ids are kept, so it cannot be changed).
+for ever. The session's ``working_dir`` is dropped: it says where a checkout
+of its files writes and where its tools run, which the file must not choose
+(the session then works in the directory it is continued from). An event id
+that is a UUIDv7 stamped more than :data:`SKEW` in the future is refused for
+the same reason as a future stamp (ids are kept, so it cannot be changed).
 Each change is reported. ``store copy`` between the user's own stores passes
 ``trusted=True`` and keeps everything.
 """
@@ -227,7 +230,9 @@ def _instant(stamp: str, where: str) -> datetime:
 def untrusted_metadata(info: SessionInfo, name: str) -> tuple[SessionInfo, list[str]]:
     """``info`` made safe to import from outside, and what was changed (one line each).
 
-    Dropped: the kept "allow always" rules (:data:`UNTRUSTED_EXTRA`). Set to now:
+    Dropped: the kept "allow always" rules (:data:`UNTRUSTED_EXTRA`) and the
+    working directory (a checkout of the session's files writes there, and its
+    tools run there: a file naming ``~/.ssh`` must not choose that). Set to now:
     a ``created_at`` or ``updated_at`` in the future (a stamp that is not RFC 3339
     is refused: it would sort anywhere).
     """
@@ -239,6 +244,14 @@ def untrusted_metadata(info: SessionInfo, name: str) -> tuple[SessionInfo, list[
         if _instant(stamp, f"{name}: line 1: session.{field}") > now:
             changes[field] = now_rfc3339(now.timestamp())
             notes.append(f"{field} {stamp} is in the future: set to now")
+    if info.working_dir is not None:
+        # where a checkout writes files and tools run: the importer's choice (the
+        # directory the session is continued from), never the file's
+        changes["working_dir"] = None
+        notes.append(
+            f"working_dir {info.working_dir!r} dropped: an imported session works in"
+            " the directory it is continued from"
+        )
     dropped = {k: v for k, v in info.extra.items() if k in UNTRUSTED_EXTRA}
     if dropped:
         changes["extra"] = {k: v for k, v in info.extra.items() if k not in UNTRUSTED_EXTRA}

@@ -54,6 +54,10 @@ class TreeEntry:
 def _check_name(name: object, where: str) -> str:
     if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
         raise InvalidInput(f"{where}: bad entry name {name!r}")
+    try:  # a name from a directory listing always is bytes: a lone surrogate is not
+        name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{where}: bad entry name {name!r} (no file can have it)") from None
     return name
 
 

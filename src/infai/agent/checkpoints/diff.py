@@ -17,6 +17,7 @@ unified diffs of text files (:mod:`difflib`) and a list of binary changes.
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -204,6 +205,15 @@ def _text(objects: ObjectStore, info: FileInfo | None) -> list[str] | None:
     return text.splitlines(keepends=True)
 
 
+def _header(side: str, path: str) -> str:
+    """A diff header's name, quoted with escapes as git does when it holds a
+    newline, tab, quote or backslash (else a name could write header lines)."""
+    name = side + path
+    if any(c in name for c in '\n\t"\\'):
+        return json.dumps(name, ensure_ascii=False)
+    return name
+
+
 def render_diff(objects: ObjectStore, changes: list[Change], context: int = 3) -> DiffReport:
     """Unified diffs of the text files among ``changes``; the rest as binary changes."""
     report = DiffReport(changes=list(changes))
@@ -225,8 +235,8 @@ def render_diff(objects: ObjectStore, changes: list[Change], context: int = 3) -
         lines = difflib.unified_diff(
             before,
             after,
-            fromfile="/dev/null" if change.old is None else f"a/{change.path}",
-            tofile="/dev/null" if change.new is None else f"b/{change.path}",
+            fromfile="/dev/null" if change.old is None else _header("a/", change.path),
+            tofile="/dev/null" if change.new is None else _header("b/", change.path),
             n=context,
         )
         body = "".join(

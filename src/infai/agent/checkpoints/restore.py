@@ -38,6 +38,7 @@ the restore: recovery reports it as completed so the caller can record it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -130,12 +131,17 @@ class RestorePlan:
 
 
 def _under(path: str, skipped: Mapping[str, str]) -> str | None:
-    """The reason ``path`` is covered by a skipped entry (a path, or a dir ``d/``)."""
+    """The reason ``path`` is covered by a skipped entry (a path, or a dir ``d/``).
+
+    A skipped *file* above ``path`` covers it too: an oversized file, a fifo or
+    an unreadable file ``d`` on disk stands where the snapshot has a directory
+    ``d/``, and writing ``d/x`` would need it gone."""
     if path in skipped:
         return skipped[path]
     parts = path.split("/")
     for n in range(1, len(parts)):
-        reason = skipped.get("/".join(parts[:n]) + "/")
+        above = "/".join(parts[:n])
+        reason = skipped.get(above + "/", skipped.get(above))
         if reason is not None:
             return reason
     return None
@@ -235,6 +241,10 @@ def _umask() -> int:
     return 0o022
 
 
+#: errors opening a parent that mean the path below it cannot exist
+_ABSENT = (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+
+
 def _tmp_name(name: str) -> str:
     return ".infai-restore-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + ".tmp"
 
@@ -285,6 +295,12 @@ class _Disk:
                     os.mkdir(part, 0o777, dir_fd=fd)
                     nxt = os.open(part, flags, dir_fd=fd)
                 except (NotADirectoryError, OSError) as exc:
+                    if not create and exc.errno in _ABSENT:
+                        # a file or link stands where a directory was, or no
+                        # directory can have that name: nothing below it exists
+                        # (removing it is done; an undo can go on)
+                        os.close(fd)
+                        return None
                     raise RestoreError(
                         f"{self.root}: {path!r}: {part!r} is not a directory ({exc.strerror})"
                     ) from exc
@@ -306,6 +322,11 @@ class _Disk:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=pfd)
             if info.type == "link":
+                if not data or b"\0" in data:  # no snapshot makes one: a crafted tree
+                    raise RestoreError(
+                        f"{self.root}: {info.path!r}: the snapshot's link target "
+                        f"{data[:80]!r} is not a valid target"
+                    )
                 os.symlink(data, tmp, dir_fd=pfd)
             else:
                 self._write(pfd, name, tmp, data, info.executable)
@@ -372,6 +393,9 @@ class _Disk:
                     pass
                 except IsADirectoryError:
                     pass  # a directory is not a planned file: left alone
+                except OSError as exc:
+                    if exc.errno != errno.ENAMETOOLONG:
+                        raise  # (a name no file can have, from a crafted tree: absent)
             self.dirty.add(path.rpartition("/")[0])
         finally:
             os.close(pfd)

@@ -31,6 +31,10 @@ from .watch import Watcher
 #: the directory name a snapshot never enters and a restore never touches
 GIT_DIR = ".git"
 
+#: directories deeper than this are left out (skipped, so a restore leaves them
+#: alone): the walk recurses once per level, and Python's stack is not unbounded
+MAX_DEPTH = 256
+
 #: told (files seen, bytes read and hashed) while a snapshot runs
 Progress = Callable[[int, int], None]
 #: a snapshot's progress callback is called at most this often
@@ -478,6 +482,9 @@ class _Walk:
             known = same_rules and sub in self.old
             if rules.active and not known and rules.ignored(rel, True):
                 self.skip(sub, "ignored")
+                continue
+            if sub.count("/") > MAX_DEPTH:  # the walk recurses once per level
+                self.skip(sub, f"nested deeper than {MAX_DEPTH} directories")
                 continue
             got = self.directory(entry.path, sub, rules, fp)
             if got is not None:

@@ -19,6 +19,7 @@ import click
 
 from infai.store import SessionStore
 
+from ..inert import inert_json
 from .common import echo, emit_json, json_option, pass_store
 from .errors import mapped_errors
 
@@ -42,9 +43,9 @@ def files_command(
     echo(f"files at snapshot {got['snapshot']} (tree {got['tree']}):")
     for info in got["files"]:
         mode = "x" if info.get("executable") else "-"
-        echo(f"  {info['size']:>10} {mode} {info['digest'][:19]}  {info['path']}")
+        echo(f"  {info['size']:>10} {mode} {info['digest'][:19]}  {_shown(info['path'])}")
     for path, why in sorted(got["skipped"].items()):
-        echo(f"  skipped: {path} ({why})")
+        echo(f"  skipped: {_shown(path)} ({why})")
 
 
 @click.command("diff")
@@ -67,7 +68,7 @@ def diff_command(
     for item in got["text"]:
         echo(item["diff"], nl=not item["diff"].endswith("\n"))
     for path in got["binary"]:
-        echo(f"binary: {path}")
+        echo(f"binary: {_shown(path)}")
     if not got["changes"]:
         echo("no changes")
 
@@ -105,13 +106,22 @@ def checkout_command(
     _say_plan(done.plan, dry_run, len(done.touched))
 
 
+def _shown(path: str) -> str:
+    """A file name for a line of its own: quoted with escapes, as git does, when it
+    holds a newline, tab, quote or backslash (a name with a newline would
+    otherwise print a line of its choosing, e.g. a fake ``skipped:``)."""
+    if any(c in path for c in '\n\t"\\'):
+        return inert_json(path)
+    return path
+
+
 def _say_plan(plan: dict[str, Any], dry_run: bool, touched: int) -> None:
     actions: list[Any] = list(plan.get("actions", []))
     for action in actions:
         if isinstance(action, dict):
-            echo(f"  {action.get('op', '?')} {action.get('path', '')}")
+            echo(f"  {action.get('op', '?')} {_shown(str(action.get('path', '')))}")
     for path, why in sorted(dict(plan.get("not_restorable", {})).items()):
-        echo(f"  cannot restore: {path} ({why})")
+        echo(f"  cannot restore: {_shown(path)} ({why})")
     if dry_run:
         echo(f"dry run: {len(actions)} path(s) would change; nothing changed")
     else:
