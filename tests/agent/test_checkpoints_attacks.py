@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from infai.agent.checkpoints import Checkpoints, RestoreError, Snapshotter
+from infai.agent.checkpoints import snapshot as snapshot_module
 from infai.agent.checkpoints.restore import Restorer, plan_restore
 from infai.agent.config import CheckpointSettings
 from infai.agent.workfiles import WorkFiles, diff_at
@@ -101,15 +102,13 @@ def _age_puts(home: Path, seconds: float) -> None:
     conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a snapshot whose objects are stat-cache hits (put only by an unrecorded "
-    "snapshot, e.g. `session diff`, longer ago than gc's grace) can be recorded after a "
-    "concurrent gc marked without it and removed them: the recorded tree names missing objects",
-)
 def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A snapshot's objects that are stat-cache hits, put only by an unrecorded
+    snapshot (``session diff``) longer ago than gc's grace, used to be removable
+    by a gc between the walk and the event's append: the recorded tree then
+    named missing objects. The snapshot now touches a cache that old first."""
     wd, home = tmp_path / "wd", tmp_path / "home"
     wd.mkdir()
     (wd / "f.txt").write_text("v0\n")
@@ -130,7 +129,9 @@ def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
     files.close()
     (wd / "f.txt").write_text("v1, seen only by a diff\n")
     diff_at(store, sid, event.id)  # an unrecorded snapshot: v1's object, cached
-    _age_puts(home, 7200)  # two hours later
+    _age_puts(home, 7200)  # two hours later, by the store's clock and by the snapshot's:
+    later = time.time() + 7200
+    monkeypatch.setattr(snapshot_module, "_wall", lambda: later)
     files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
     real = Snapshotter.snapshot
 

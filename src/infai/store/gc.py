@@ -14,8 +14,9 @@ snapshot puts its objects first and appends its event afterwards, so an object
 put a moment ago may be about to become reachable. The grace is checked again
 inside the transaction that removes (see :meth:`.objects.ObjectStore.remove`),
 after every batch in flight has committed. A writer that names an object
-without putting it within the grace period (the snapshot stat cache reusing a
-file's digest) names one that an earlier event of its session already reaches.
+without putting it again (the snapshot stat cache reusing a file's digest)
+touches it (:meth:`.objects.ObjectStore.touch`) once its last put is older than
+half the grace, so the grace covers it too (see ``agent/checkpoints/snapshot``).
 
 Everything else is removed. gc never guesses: if a session cannot be listed or
 read, or a tree reached from a root is missing or damaged, it removes nothing

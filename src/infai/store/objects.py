@@ -89,6 +89,12 @@ class ObjectStore(Protocol):
     def recent(self, seconds: float) -> set[str]:
         """Digests put (or put again) within the last ``seconds``, by the store's clock."""
 
+    def touch(self, digests: Iterable[str]) -> set[str]:
+        """Count the stored ones of ``digests`` as put now (their grace starts
+        over), without their bytes; those not stored. Like a batch, it is held
+        back by a removal in flight and holds one back, so a digest it does not
+        return missing outlives any removal that had not begun."""
+
     def generation(self) -> int:
         """A number that grows with every :meth:`remove` (caches of "this digest is
         stored" are valid only for the generation they were made in)."""

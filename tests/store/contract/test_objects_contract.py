@@ -86,6 +86,39 @@ def test_putting_again_refreshes_the_grace(store: SessionStore) -> None:
     assert objects.remove([a], grace=3600) == 0 and objects.has(a)
 
 
+def test_touching_refreshes_the_grace_of_stored_objects_only(store: SessionStore) -> None:
+    """A warm snapshot names objects it does not put again (stat-cache hits): it
+    touches them instead, and learns which are gone."""
+    objects = store.objects
+    a, b = objects.put(b"cached content"), objects.put(b"other content")
+    _age(store, a)
+    _age(store, b)
+    absent = digest_of(b"never stored")
+    assert objects.touch([a, absent, a]) == {absent}
+    assert objects.recent(3600) == {a}
+    assert objects.remove([a, b], grace=3600) == len(b"other content")
+    assert objects.has(a) and not objects.has(b)
+    assert objects.touch([b]) == {b}  # a removed object is not brought back
+    assert objects.touch([]) == set()
+
+
+def test_a_touch_is_never_undone_by_a_removal_that_had_begun(store: SessionStore) -> None:
+    """A removal in flight when a touch commits either ran first (the touch then
+    reports the object missing) or sees the fresh put time: never both lost."""
+    import threading
+
+    objects = store.objects
+    digests = [objects.put(f"object {i}".encode()) for i in range(200)]
+    for digest in digests:
+        _age(store, digest)
+    missing: list[set[str]] = []
+    toucher = threading.Thread(target=lambda: missing.append(objects.touch(digests)))
+    toucher.start()
+    objects.remove(digests, grace=3600)
+    toucher.join(timeout=60)
+    assert not objects.missing(set(digests) - missing[0])
+
+
 def _age(store: SessionStore, digest: str) -> None:
     """Make ``digest``'s last put two hours old (as if written long ago)."""
     if isinstance(store, Store):

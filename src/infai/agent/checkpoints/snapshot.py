@@ -28,6 +28,18 @@ Doubt (a lost event, a renamed directory, no inotify) means a full walk.
 If garbage collection removed objects while a snapshot ran (the store's
 generation moved), the cache's promise "this digest is stored" may be broken
 for this snapshot: it is taken again with the cache dropped.
+
+A cache hit is not put again, so by itself it would not be protected by gc's
+grace period (objects put within the last hour are kept: a snapshot's event is
+appended after its objects are put, and a gc that read the session before that
+append must not remove them). A cached digest may be reachable from no event
+at all (an unrecorded snapshot, such as ``session diff``'s, put it; or its
+session was removed), so a gc running between this walk and the append of its
+event could remove it. Hence: when the cache's digests were last put more than
+:data:`TOUCH_INTERVAL_S` (half the grace) ago, the snapshot first touches them
+all (one transaction) — then every object a snapshot's tree names was put
+within half the grace when its walk began, and only a gc slower than that
+between its marking and its removal could miss the event.
 """
 
 from __future__ import annotations
@@ -40,11 +52,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infai.errors import InfaiError
+from infai.store.gc import DEFAULT_GRACE
 from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
 
 from .ignore import IgnoreRules, exclude_files, read_excludes
-from .statcache import RACY_NS, StatCache, cache_path
+from .statcache import RACY_NS, DirEntry, StatCache, cache_path
 from .walk import GIT_DIR, Progress, _fingerprint, _LazyBatch, _Walk, with_ancestors
 from .watch import Watcher
 
@@ -58,8 +71,13 @@ SKIPPED_LIST_CAP = 1000
 SAVE_INTERVAL_S = 5.0
 
 
+#: the cache's digests are touched again once their last put is this old (seconds)
+TOUCH_INTERVAL_S = DEFAULT_GRACE / 2
+
 #: the real clock, for the racy rule of the pattern files (a seam for tests)
 _now_ns = time.time_ns
+#: the wall clock the cache's ``touched`` time is read from (a seam for tests)
+_wall = time.time
 
 
 def _stat_key(path: Path) -> tuple[int, int, int, int, int] | None:
@@ -235,6 +253,22 @@ class Snapshotter:
         self._unsaved = False
         self._saved_at = time.monotonic()
 
+    def _keep_alive(self, old: dict[str, DirEntry]) -> dict[str, DirEntry]:
+        """``old`` (the cache), its digests touched first if their last put is
+        over :data:`TOUCH_INTERVAL_S` old (see the module docstring); an empty
+        cache if one of them is gone (removed without the generation moving:
+        nothing in it is to be trusted then)."""
+        now = _wall()
+        if now - self.cache.touched < TOUCH_INTERVAL_S:
+            return old
+        if self.objects.touch(self.cache.digests()):
+            self.cache.dirs = {}
+            self._carry = None
+            return self.cache.dirs
+        self.cache.touched = now
+        self._unsaved = True
+        return old
+
     def snapshot(
         self,
         previous: str | None = None,
@@ -266,6 +300,9 @@ class Snapshotter:
             known = self._generation if attempt == 0 else None
             generation = known if known is not None else self.objects.generation()
             old = self.cache.load(generation) if attempt == 0 else {}
+            if old:
+                old = self._keep_alive(old)
+            started = _wall()
             children, skips = None, None
             if self._carry is not None and self._carry[0] is old:
                 _, children, skips = self._carry
@@ -301,6 +338,8 @@ class Snapshotter:
         self._armed = self.watcher is not None and self.watcher.ok
         tree, size, files, clean = got
         if not clean:
+            if not old:  # every digest of the new cache was put by this walk
+                self.cache.touched = started
             self.cache.dirs, self.cache.generation = walk.new, generation
         # a clean walk records what the cache holds: its maps go with it too
         self._carry = (self.cache.dirs, walk.new_children, walk.new_skips)

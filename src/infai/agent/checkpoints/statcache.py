@@ -12,7 +12,13 @@ even re-encoded.
 A hit also promises that the object is *in the store*, which is only true until
 garbage collection removes something: the cache is valid for the
 :meth:`~infai.store.objects.ObjectStore.generation` it was made in and is
-dropped when the generation moved. Git's "racy" problem (a file modified in the
+dropped when the generation moved. It also promises that the object outlives a
+concurrent garbage collection until the snapshot naming it is recorded; gc
+keeps what was put within its grace period, so the cache remembers when its
+digests were last put (``touched``, wall-clock seconds): every digest it names
+was put, or touched (:meth:`~infai.store.objects.ObjectStore.touch`), at or
+after that time, and a snapshot touches them all again once it is older than
+half the grace (see :mod:`.snapshot`). Git's "racy" problem (a file modified in the
 same clock tick it was hashed in keeps its key) is handled the way git does it:
 files whose mtime or ctime is within :data:`RACY_NS` of the snapshot are not
 cached, so the next snapshot reads them again.
@@ -34,8 +40,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: the cache file format (bumped when the payload's shape changes)
-VERSION = 1
+#: the cache file format (bumped when the payload's shape changes; 2 added ``touched``)
+VERSION = 2
 _MAGIC = b"infai-statcache\n"
 #: a file modified this close to a snapshot is hashed again next time (git's racy rule)
 RACY_NS = 2_000_000_000
@@ -83,6 +89,8 @@ class StatCache:
         self.path = path
         self.workdir = workdir
         self.generation = -1
+        #: every digest in ``dirs`` was put at or after this time (0: unknown)
+        self.touched = 0.0
         self.dirs: dict[str, DirEntry] = {}
         self._loaded = False
 
@@ -97,6 +105,14 @@ class StatCache:
             self.generation = generation
         return self.dirs
 
+    def digests(self) -> set[str]:
+        """Every object the cache names: file contents, link targets, trees."""
+        named: set[str] = set()
+        for entry in self.dirs.values():
+            named.add(entry.tree)
+            named.update(row[1] for row in entry.entries.values())
+        return named
+
     def _read(self) -> None:
         try:
             raw = self.path.read_bytes()
@@ -109,11 +125,12 @@ class StatCache:
         if hashlib.sha256(payload).digest() != digest:
             return
         try:
-            version, workdir, generation, dirs = marshal.loads(payload)
+            version, workdir, generation, touched, dirs = marshal.loads(payload)
             if version != VERSION or workdir != self.workdir:
                 return
             self.dirs = {prefix: DirEntry(*row) for prefix, row in dirs.items()}
             self.generation = int(generation)
+            self.touched = float(touched)
         except (ValueError, TypeError, EOFError):
             self.dirs = {}
 
@@ -123,7 +140,13 @@ class StatCache:
         self.generation = generation
         self._loaded = True
         payload = marshal.dumps(
-            (VERSION, self.workdir, generation, {p: d.dump() for p, d in dirs.items()})
+            (
+                VERSION,
+                self.workdir,
+                generation,
+                self.touched,
+                {p: d.dump() for p, d in dirs.items()},
+            )
         )
         data = _MAGIC + hashlib.sha256(payload).digest() + payload
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")

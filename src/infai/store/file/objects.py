@@ -537,6 +537,29 @@ class FileObjects:
             )
         return {row[0] for row in rows}
 
+    def touch(self, digests: Iterable[str]) -> set[str]:
+        """Refresh the put time of the stored ones of ``digests`` in one write
+        transaction (under the write lock a removal takes too); those not stored."""
+        wanted = sorted({check_digest(d) for d in digests})
+        if not wanted or not self._exists():
+            return set(wanted)
+        found: set[str] = set()
+        with self.batch(durable=False):  # a lost touch only shortens a grace
+            conn = self._connect()
+            now = time.time()
+            for start in range(0, len(wanted), _CHUNK):
+                part = wanted[start : start + _CHUNK]
+                marks = ",".join("?" * len(part))
+                present = [
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT digest FROM objects WHERE digest IN ({marks})", part
+                    )
+                ]
+                conn.executemany(_PUT_TIME, [(d, now, now) for d in present])
+                found.update(present)
+        return set(wanted) - found
+
     def generation(self) -> int:
         """Bumped by every removal."""
         if not self._exists():

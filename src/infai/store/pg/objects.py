@@ -168,6 +168,25 @@ class PgObjects:
             ).fetchall()
         return {row[0] for row in rows}
 
+    def touch(self, digests: Iterable[str]) -> set[str]:
+        """Refresh the put time of the stored ones of ``digests`` in one
+        transaction; those not stored. It takes ``ROW EXCLUSIVE`` on
+        ``infai_objects`` as a batch's insert does, so a removal waits for it
+        (and it for a removal) exactly as for a batch."""
+        wanted = sorted({check_digest(d) for d in digests})
+        if not wanted:
+            return set()
+        with self._db.conn() as conn, conn.transaction():
+            conn.execute("LOCK TABLE infai_objects IN ROW EXCLUSIVE MODE")
+            rows = conn.execute(
+                "INSERT INTO infai_object_puts (digest, at)"
+                " SELECT o.digest, clock_timestamp() FROM infai_objects o"
+                " WHERE o.digest = ANY(%s)"
+                " ON CONFLICT (digest) DO UPDATE SET at = clock_timestamp() RETURNING digest",
+                (wanted,),
+            ).fetchall()
+        return set(wanted) - {row[0] for row in rows}
+
     def generation(self) -> int:
         """Bumped by every removal."""
         with self._db.conn() as conn:
