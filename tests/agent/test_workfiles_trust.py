@@ -145,3 +145,28 @@ def test_diff_and_checkout_work_from_a_project_directory(
     assert [c["path"] for c in diff_at(store, sid, event)["changes"]] == ["app.py"]
     checkout(store, sid, event, OnRestore(force=True))
     assert (work / "app.py").read_text() == "print('v1')\n"
+
+
+def test_a_notice_naming_a_path_not_restored_quotes_a_newline(tmp_path: Path) -> None:
+    """A file the target snapshot skipped (over its size cap) is left alone and
+    named in a notice: the name is quoted there too."""
+    store, work = Store(tmp_path / "store"), tmp_path / "work"
+    work.mkdir()
+    (work / FORGED).write_text("x" * 100)
+    (work / "a.txt").write_text("v1\n")
+    sid = store.create_session(working_dir=str(work)).id
+    events = []
+    for content in ("v1\n", "v2\n"):
+        (work / "a.txt").write_text(content)
+        cp = Checkpoints(store.objects, work, store.home, size_cap=50, watch=False)
+        snap = cp.snapshot()
+        cp.close()
+        assert FORGED in snap.record("turn start").skipped
+        with store.open_writer(sid) as writer:
+            events.append(writer.append(snap.record("turn start"), "system").id)
+    done = checkout(store, sid, events[0])
+    assert (work / "a.txt").read_text() == "v1\n"
+    (notice,) = done.notices
+    assert notice == (
+        "1 path(s) cannot be restored (not recorded): " + json.dumps(FORGED, ensure_ascii=False)
+    )
