@@ -18,11 +18,20 @@ the last snapshot) refuse it unless the caller forces or keeps them
 after E, which the prompt then follows. ``checkout`` does the same with the
 restore recorded at HEAD (files only, the conversation stays). Every call here
 blocks on the disk: async callers run them in a worker thread.
+
+A session naming no working directory (an imported one) works in the current
+one; ``checkout`` and a ``diff_at`` against the files now refuse in the home
+directory or ``/`` (:func:`too_wide`: the snapshot would hash every file the
+user has, a restore write among them), as opening a session there snapshots
+nothing; reading the store (``files_at``, a diff of two events) works anywhere.
+A path in a message is quoted when it holds a newline (:func:`_quoted`), so a
+file name cannot print a line of its choosing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -174,7 +183,7 @@ class WorkFiles:
         if rec is None:
             return None
         if rec.action == "rolled back":
-            return f"an interrupted restore of files in {self.workdir} was rolled back"
+            return f"an interrupted restore of files in {_quoted(self.workdir)} was rolled back"
         source = rec.metadata.get("source")
         if rec.metadata.get("session") == writer.session_id and isinstance(source, str):
             parent = rec.metadata.get("parent")
@@ -191,7 +200,7 @@ class WorkFiles:
                     parent=parent if isinstance(parent, str) else None,
                 )
         self.cp.finish()
-        return f"an interrupted restore of files in {self.workdir} was completed"
+        return f"an interrupted restore of files in {_quoted(self.workdir)} was completed"
 
     # -- snapshots ---------------------------------------------------------------
 
@@ -324,7 +333,7 @@ class WorkFiles:
         if plan.not_restorable:
             notices.append(
                 f"{len(plan.not_restorable)} path(s) cannot be restored (not recorded): "
-                + ", ".join(sorted(plan.not_restorable)[:10])
+                + ", ".join(_quoted(p) for p in sorted(plan.not_restorable)[:10])
             )
         return Restored(event.id, plan.to_obj(), touched, notices, before, [*appended, event])
 
@@ -337,8 +346,34 @@ class WorkFiles:
 # -- what the commands and the server ask ----------------------------------------
 
 
+def too_wide() -> set[Path]:
+    """Directories whose files are never snapshotted nor restored: ``/`` and the
+    user's home (a session started there would read every file the user has, on
+    its first turn; a checkout there would write among them)."""
+    wide = {Path("/")}
+    with contextlib.suppress(RuntimeError):  # no home directory known: / only
+        wide.add(Path.home().resolve())
+    return wide
+
+
 def _workdir(store: SessionStore, session_id: str) -> str:
+    """The session's working directory (the current one when it names none: an
+    imported session works where it is continued from)."""
     return os.path.abspath(store.info(session_id).working_dir or ".")
+
+
+def _narrow_workdir(store: SessionStore, session_id: str, doing: str) -> str:
+    """:func:`_workdir`, refused (:class:`InvalidInput`, before anything is read or
+    written) when it is ``/`` or the home directory, as opening a session there
+    snapshots nothing: ``doing`` would hash, or write among, every file the user has."""
+    workdir = _workdir(store, session_id)
+    if Path(workdir).resolve() in too_wide():
+        raise InvalidInput(
+            f"session {session_id}: {doing} refused in {_quoted(workdir)} (your home "
+            "directory or /): files there are never snapshotted nor restored; run it "
+            "from the project's directory"
+        )
+    return workdir
 
 
 def _settings(workdir: str) -> CheckpointSettings:
@@ -385,6 +420,8 @@ def diff_at(
         old_tree = _at(view, session_id, old)[1].tree
         new_tree = _at(view, session_id, new)[1].tree if new is not None else None
     workdir = _workdir(store, session_id)
+    if new is None:  # the files now: a snapshot of the working directory
+        workdir = _narrow_workdir(store, session_id, "a diff with the files now")
     cp = Checkpoints(  # one snapshot at most: no change watcher
         store.objects,
         workdir,
@@ -408,8 +445,9 @@ def checkout(
     dry_run: bool = False,
 ) -> Restored:
     """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
-    ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed."""
-    workdir = _workdir(store, session_id)
+    ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed,
+    :class:`InvalidInput` in the home directory or ``/`` (see :func:`too_wide`)."""
+    workdir = _narrow_workdir(store, session_id, "checkout")
     files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
     try:
         with store.open_writer(session_id) as writer:
@@ -430,10 +468,20 @@ def _others_notice(others: list[str]) -> list[str]:
     return [f"other open sessions may be writing in this directory: {', '.join(others)}"]
 
 
+def _quoted(path: str) -> str:
+    """A path for a line of text: quoted with escapes, as git (and
+    ``checkpoints.diff``'s headers) quote names, when it holds a newline, tab,
+    quote or backslash; a file named ``x<newline>  y`` would otherwise print a
+    line of its choosing in a message."""
+    if any(c in path for c in '\n\t"\\'):
+        return json.dumps(path, ensure_ascii=False)
+    return path
+
+
 def _refusal(plan: RestorePlan, others: list[str]) -> str:
     parts = []
     if plan.conflicts:
-        listed = "\n  ".join(plan.conflicts)
+        listed = "\n  ".join(_quoted(p) for p in plan.conflicts)
         parts.append(f"files changed outside the agent since its last snapshot:\n  {listed}")
     if others:
         parts.append(f"other open sessions may be writing here: {', '.join(others)}")
@@ -451,4 +499,5 @@ __all__ = [
     "files_at",
     "nearest",
     "other_writers",
+    "too_wide",
 ]

@@ -31,7 +31,6 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from pathlib import Path
@@ -48,7 +47,7 @@ from infai.tools.policy import Approver
 from .config import Config, load_config, user_config_path
 from .session import AgentSession
 from .subagent import TaskTool
-from .workfiles import WorkFiles
+from .workfiles import WorkFiles, too_wide
 
 
 class Workspace:
@@ -301,7 +300,7 @@ class Workspace:
         if not config.checkpoints.enabled or getattr(self.store, "objects", None) is None:
             return None
         here = Path(working_dir or self.working_dir).resolve()
-        if here in _too_wide():  # a first snapshot would hash everything the user has
+        if here in too_wide():  # a first snapshot would hash everything the user has
             with self._hubs_lock:
                 self._notices.append(
                     f"files are not snapshotted in {here} (your home directory or /): "
@@ -374,12 +373,3 @@ def _close_quietly(model: Model) -> None:
 
 
 __all__ = ["Workspace"]
-
-
-def _too_wide() -> set[Path]:
-    """Directories whose files are never snapshotted: ``/`` and the user's home (a
-    session started there would read every file the user has, on its first turn)."""
-    wide = {Path("/")}
-    with contextlib.suppress(RuntimeError):  # no home directory known: / only
-        wide.add(Path.home().resolve())
-    return wide

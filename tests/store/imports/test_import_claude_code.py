@@ -120,7 +120,8 @@ def test_every_corpus_transcript_imports_with_its_counts_and_tree(
         info = store.info(session.session_id)
         assert set(info.extra) == {"import"}  # no permission rules, nothing else
     main_cwd = next(o["cwd"] for o in chain if not o.get("isSidechain") or o is chain[-1])
-    assert store.info(foreign.session_id).working_dir == main_cwd
+    info = store.info(foreign.session_id)  # the tool's directory: recorded, not trusted
+    assert (info.working_dir, info.extra["import"]["working_dir"]) == (None, main_cwd)
     # importing again writes nothing
     again = commit(store, TOOL.load(path)[0])
     assert [o.status for o in again.walk()] == ["unchanged"] * len(sessions)

@@ -123,7 +123,8 @@ def test_envelope_rollout_usage_is_not_double_counted(store: Store) -> None:
     assert_replies_first(evs)
     info = store.info(sid)
     assert info.model == "gpt-5.1-codex"
-    assert info.working_dir == "/home/user/projects/temp/chatbot-ui"
+    assert info.working_dir is None  # the tool's directory: recorded, not trusted
+    assert info.extra["import"]["working_dir"] == "/home/user/projects/temp/chatbot-ui"
     assert info.extra["import"]["cli_version"] == "0.58.0"
     # token_count is written twice per request (the second a repeat): the usage on
     # the replies must add up to Codex's own running total, not twice it

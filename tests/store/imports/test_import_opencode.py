@@ -220,9 +220,10 @@ def test_storage_tree_imports_like_the_capture(store: Store, tmp_path: Path) -> 
     info = store.info(outcome.session_id)
     assert (info.name, info.working_dir, info.model) == (
         "Temp file chores",
-        "/proj",
+        None,
         "claude-sonnet-4",
     )
+    assert info.extra["import"]["working_dir"] == "/proj"  # recorded, not trusted
     assert info.created_at.startswith("2025-08-19T19:55:00")
     parent = events(store, outcome.session_id)
     (child_outcome,) = outcome.children

@@ -75,7 +75,8 @@ def test_every_corpus_session_imports_with_its_counts(tmp_path: Path, name: str)
         assert reader.head == foreign.head
     assert foreign.report.unanswered == unanswered
     info = store.info(foreign.session_id)
-    assert info.working_dir == json_values(path)[0]["cwd"]
+    assert info.working_dir is None  # the tool's directory: recorded, not trusted
+    assert info.extra["import"]["working_dir"] == json_values(path)[0]["cwd"]
     assert set(info.extra) == {"import"}
     assert commit(store, TOOL.load(path)[0]).status == "unchanged"
 
@@ -242,7 +243,8 @@ def test_a_v3_tree_keeps_branches_labels_name_and_compaction(tmp_path: Path) -> 
     store = Store(tmp_path / "home")
     assert commit(store, foreign).status == "created"
     info = store.info(foreign.session_id)
-    assert info.name == "The demo" and info.working_dir == "/work/pi-demo"
+    assert info.name == "The demo" and info.working_dir is None
+    assert info.extra["import"]["working_dir"] == "/work/pi-demo"
     assert info.extra["import"]["version"] == 3
     with store.open_reader(foreign.session_id) as reader:
         assert len(reader.roots()) == 1

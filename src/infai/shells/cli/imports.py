@@ -11,7 +11,8 @@ stderr (only on a terminal); at the end it prints a summary table (files,
 sessions created / grown / unchanged, events added, entries skipped, warnings)
 and the warnings themselves on stderr, or with ``--json`` one object with a
 result per file. Imported sessions carry no permission rules: their working
-directory is recorded, never trusted.
+directory is recorded (``extra["import"]["working_dir"]``, shown by ``session
+ls``), never made the session's (it works where it is continued from).
 
 (``infai session import`` is infai's own export format; this is other tools'.)
 """

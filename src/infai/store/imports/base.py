@@ -40,7 +40,10 @@ How an importer is written (the interface the four importers share):
   :meth:`ImportReport.count`; a session whose parent lives in another file sets
   ``parent_session`` and ``parent_event`` itself (see :class:`ForeignSession`);
 - never carry permission rules: ``ForeignSession.extra`` goes to the session's
-  ``extra["import"]`` and nothing else of ``extra`` is written.
+  ``extra["import"]`` and nothing else of ``extra`` is written; nor a working
+  directory: ``ForeignSession.working_dir`` (the tool's) is recorded there too,
+  as ``extra["import"]["working_dir"]``, and the session names none (it works
+  where it is continued from: a file must not choose where checkouts write).
 
 infai's own shapes to aim for (see :mod:`infai.agent.loop`): an assistant reply
 is one ``message`` event (content, reasoning, model, stop reason, usage) followed
@@ -517,7 +520,9 @@ class ForeignSession:
     ``events`` are in store order (parents first, HEAD last; ``branch_from`` is
     left None: :func:`commit` sets it). ``extra`` is the importer's notes
     (format version, which rule picked HEAD, a title...); the session's
-    ``extra["import"]`` holds them with ``tool``, ``source_id`` and ``paths``.
+    ``extra["import"]`` holds them with ``tool``, ``source_id``, ``paths`` and
+    ``working_dir`` (the tool's directory, recorded for display: never the
+    session's own).
     ``children`` are subagent sessions; each names the event of this session it
     hangs from in ``parent_event`` (None: linked to the session only). A session
     whose parent lives in another file (a Codex thread naming its parent) is a

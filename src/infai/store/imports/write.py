@@ -5,13 +5,17 @@ children completely before it writes anything (ids are UUIDs and unique, each
 parent comes first, every record is one the store accepts). A session the store
 lacks is then created with its derived id, its events are written with
 ``import_batch`` and its metadata restored as the source had it (times,
-``extra["import"]``, never permission rules); if anything fails, every session
+``extra["import"]``, never permission rules, and no working directory: the
+tool's is recorded as ``extra["import"]["working_dir"]``, for people to read,
+since the session's own says where a checkout of its files writes and its tools
+run, which a file must not choose); if anything fails, every session
 this call created is removed again. A session the store already has (the same
 derived id) gets only the events whose ids it lacks, in the given order, each
 after a parent it already holds; nothing at all is written when it lacks none,
 so importing an unchanged file twice is a no-op (the import metadata alone is
 brought up to date when the source changed without new events: a later prune,
-a label). Only appending is safe in an append-only log, so an event whose
+a label; a working directory an earlier infai took from the source is
+dropped then, and reported). Only appending is safe in an append-only log, so an event whose
 content changed in the source is handled by
 :class:`_Plan`: a leaf (a reply still being written at the last import) gets its
 complete version appended beside it, anything else is kept and reported. A
@@ -127,7 +131,7 @@ def _commit(
         info = store.create_session(
             session_id=sid,
             name=foreign.name,
-            working_dir=foreign.working_dir,
+            working_dir=None,  # the tool's is in extra["import"]: recorded, not trusted
             model=foreign.model,
             parent_session=parent,
             parent_event=foreign.parent_event if parent else None,
@@ -167,15 +171,18 @@ def _linkable(store: SessionStore, foreign: ForeignSession) -> str | None:
 
 
 def _mark(foreign: ForeignSession, written: Sequence[EventSpec]) -> dict[str, Any]:
-    """What the session's ``extra["import"]`` holds: where it came from, the HEAD
-    the import left (to tell later whether the user went on in infai), and the
-    importer's own notes (``foreign.extra``)."""
+    """What the session's ``extra["import"]`` holds: where it came from (the
+    tool's working directory too: shown, never trusted), the HEAD the import left
+    (to tell later whether the user went on in infai), and the importer's own
+    notes (``foreign.extra``)."""
     mark: dict[str, Any] = {
         "tool": foreign.tool,
         "source_id": foreign.source_id,
         "paths": list(foreign.paths),
         **foreign.extra,
     }
+    if foreign.working_dir is not None:
+        mark["working_dir"] = foreign.working_dir
     if written:
         mark["head"] = written[-1][0]
     return mark
@@ -202,6 +209,14 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
     link = parent is not None and info.parent_session is None
     if link:  # the parent came after this session's first import
         info = info.replace(parent_session=parent, parent_event=foreign.parent_event)
+    trusted = info.working_dir is not None and info.working_dir == foreign.working_dir
+    if trusted:  # an earlier infai took the tool's directory as the session's own
+        info = info.replace(working_dir=None)
+        foreign.report.warn(
+            None,
+            f"working_dir {foreign.working_dir!r} dropped: an imported session works in "
+            "the directory it is continued from (the tool's stays in its import metadata)",
+        )
     if not new:
         notes = _mark(foreign, [])  # what the source says now (a prune, a label) ...
         for kept in ("head", "revisions"):  # ... with what only the store knows
@@ -209,7 +224,7 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
                 notes[kept] = mark[kept]
         if notes != mark:
             info = info.replace(extra={**info.extra, "import": notes})
-        if link or notes != mark:
+        if link or trusted or notes != mark:
             store.restore_info(info)
         return ImportOutcome(sid, foreign.source_id, "unchanged", 0)
     updated = max(info.updated_at, foreign.updated_at, key=lambda t: to_millis(t) or 0)
