@@ -69,3 +69,28 @@ def test_the_picker_titles_counts_groups_and_filters(tmp_path: Path, size: tuple
 
     run_app(app, scenario, size)
     assert app.left_session == other  # for the shell's "infai --session …" on exit
+
+
+def test_an_imported_session_is_grouped_under_its_recorded_directory() -> None:
+    """A session imported from another tool has no working directory of its own
+    (the file must not choose it); the picker shows and groups it under the one
+    its import recorded, beside the sessions of that directory."""
+    from infai.shells.tui.modals import Listed, grouped, session_label
+    from infai.store import SessionInfo
+
+    def info(sid: str, working_dir: str | None, recorded: str | None = None) -> SessionInfo:
+        extra = {"import": {"working_dir": recorded}} if recorded else {}
+        at = "2026-12-03T12:00:00Z"
+        return SessionInfo(
+            id=sid, created_at=at, updated_at=at, working_dir=working_dir, extra=extra
+        )
+
+    rows = [
+        Listed(info("a", "/src/other"), "other", 1),
+        Listed(info("b", None, "/src/proj"), "imported", 2),
+        Listed(info("c", None), "loose", 3),
+        Listed(info("d", "/src/proj"), "mine", 4),
+    ]
+    assert [r.info.id for r in grouped(rows, "/src/proj")] == ["b", "d", "a", "c"]
+    assert session_label(rows[1]).plain.endswith("/src/proj")
+    assert session_label(rows[2]).plain.endswith("-")

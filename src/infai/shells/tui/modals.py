@@ -26,6 +26,7 @@ from infai.store import SessionInfo
 from infai.tools import AllowAlways, Answer, Ask, DenyWith, Reply
 
 from ..inert import inert, inert_text
+from ..listing import shown_dir
 
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6
@@ -187,7 +188,7 @@ def session_label(row: Listed) -> Text:
     text = inert_text(f"{title:<22} ", "bold")
     text.append(f"{inert(_ago(row.info.updated_at)):>11} ")
     text.append(inert(f"{row.count:>4} ev "), style="dim")
-    text.append(inert(row.info.working_dir or "-"), style="dim")
+    text.append(inert(shown_dir(row.info) or "-"), style="dim")
     return text
 
 
@@ -196,8 +197,8 @@ def grouped(rows: list[Listed], here: str) -> list[Listed]:
     most recent session; newest first within each."""
     order: dict[str, int] = {here: -1}
     for index, row in enumerate(rows):
-        order.setdefault(row.info.working_dir or "", index)
-    return sorted(rows, key=lambda r: order[r.info.working_dir or ""])  # stable: newest first
+        order.setdefault(shown_dir(row.info), index)
+    return sorted(rows, key=lambda r: order[shown_dir(r.info)])  # stable: newest first
 
 
 class SessionPicker(ModalScreen[str | None]):
@@ -248,9 +249,9 @@ class SessionPicker(ModalScreen[str | None]):
         options: list[Option | None] = []
         last: str | None = None
         for row in self.shown:
-            if last is not None and row.info.working_dir != last:
+            if last is not None and shown_dir(row.info) != last:
                 options.append(None)  # a rule between directories
-            last = row.info.working_dir
+            last = shown_dir(row.info)
             options.append(Option(session_label(row), id=row.info.id))
         picker.add_options(options)
         ids = [i.id for i in self.sessions]
@@ -268,7 +269,7 @@ class SessionPicker(ModalScreen[str | None]):
 
         def text(row: Listed) -> str:
             info = row.info
-            return f"{row.title} {info.name or ''} {info.working_dir} {info.id}".lower()
+            return f"{row.title} {info.name or ''} {shown_dir(info)} {info.id}".lower()
 
         self.shown = [row for row in self.rows if all(w in text(row) for w in words)]
         self._fill()
