@@ -149,12 +149,6 @@ def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
     assert not store.objects.missing(reachable(store.objects, [record.tree]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a file edited while a restore is being applied (after apply's last "
-    "snapshot, before the restore reaches that path) is overwritten, and its edit is in "
-    "no snapshot: converge replaces each path without checking it still holds `before`",
-)
 def test_an_edit_during_a_restore_is_not_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,28 +198,67 @@ def test_plan_is_refused_when_disk_changed_since(tmp_path: Path) -> None:
 
 
 def test_symlink_swapped_in_cannot_redirect_writes_outside(tmp_path: Path) -> None:
+    """``d`` swapped for a link to a directory outside, after the plan (below the
+    facade's staleness check, on purpose): ``d/x`` no longer holds what the plan
+    saw, so it is left and reported; a path to create under ``d`` fails on the
+    link and the restore is undone; nothing is ever written outside."""
     wd, home = tmp_path / "wd", tmp_path / "home"
     outside = tmp_path / "outside"
     outside.mkdir()
-    write(wd, [("d/x", "old x")])
+    write(wd, [("d/x", "old x"), ("d/y", "old y")])
     c = _checkpoints(wd, home)
     old = c.snapshot().tree
     (wd / "d/x").write_text("new x")
     _, plan = c.plan(old)
-    (wd / "d/x").unlink()
-    (wd / "d").rmdir()
+    (wd / "d").rename(tmp_path / "moved")
     os.symlink(outside, wd / "d")  # swapped in after the plan
-    with pytest.raises(RestoreError, match="undoing it"):
-        c.restorer.apply(plan)  # below the facade's staleness check, on purpose
+    got = c.restorer.apply(plan)
+    c.finish()
+    assert got == [] and got.left == {"d/x": "changed during the restore"}
     assert list(outside.iterdir()) == []
-    # recovery does not follow it either: it refuses, naming the path, journal kept
+    (wd / "d").unlink()
+    (tmp_path / "moved").rename(wd / "d")
+    (wd / "d/y").unlink()
+    _, plan = c.plan(old)  # writes d/x and creates d/y
+    (wd / "d").rename(tmp_path / "moved2")
+    os.symlink(outside, wd / "d")
+    with pytest.raises(RestoreError, match=r"failed and was undone: .*'d' is not a directory"):
+        c.restorer.apply(plan)
+    assert list(outside.iterdir()) == [] and c.restorer.pending() is None
+
+
+def test_recovery_does_not_follow_a_swapped_in_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore that removed ``d/x`` is killed; ``d`` becomes a link to a
+    directory outside; recovery, putting ``d/x`` back, refuses to write through
+    it, naming the path, and keeps the journal until the link is gone."""
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write(wd, [("a.txt", "old a")])
+    c = _checkpoints(wd, home)
+    old = c.snapshot().tree
+    write(wd, [("a.txt", "new a"), ("d/x", "new x")])
+    _, plan = c.plan(old)  # removes d/x (and d), writes a.txt
+
+    def killed(disk: restore_module._Disk, info: FileInfo) -> None:
+        raise KeyboardInterrupt  # as a kill: no undo, the journal stays
+
+    monkeypatch.setattr(restore_module._Disk, "put", killed)
+    with pytest.raises(KeyboardInterrupt):
+        c.apply(plan)
+    monkeypatch.undo()
+    assert not (wd / "d").exists() and c.restorer.pending() is not None
+    os.symlink(outside, wd / "d")
     with pytest.raises(RestoreError, match="'d' is not a directory"):
         c.recover()
     assert list(outside.iterdir()) == [] and c.restorer.pending() is not None
     (wd / "d").unlink()
     got = c.recover()
-    assert got is not None and got.action == "rolled back"
-    assert (wd / "d/x").read_text() == "new x" and list(outside.iterdir()) == []
+    assert got is not None and got.action == "rolled back" and got.left == {}
+    assert (wd / "d/x").read_text() == "new x" and (wd / "a.txt").read_text() == "new a"
+    assert list(outside.iterdir()) == []
 
 
 def test_a_failing_step_is_undone_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

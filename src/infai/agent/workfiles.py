@@ -182,8 +182,11 @@ class WorkFiles:
         rec = self.cp.recover()
         if rec is None:
             return None
+        also = "".join("; " + n for n in _left_notices(rec.left))
         if rec.action == "rolled back":
-            return f"an interrupted restore of files in {_quoted(self.workdir)} was rolled back"
+            return (
+                f"an interrupted restore of files in {_quoted(self.workdir)} was rolled back{also}"
+            )
         source = rec.metadata.get("source")
         if rec.metadata.get("session") == writer.session_id and isinstance(source, str):
             parent = rec.metadata.get("parent")
@@ -195,12 +198,13 @@ class WorkFiles:
                         source=source,
                         before=rec.metadata.get("before"),
                         touched=rec.touched,
+                        metadata={"left": rec.left} if rec.left else None,
                     ),
                     "system",
                     parent=parent if isinstance(parent, str) else None,
                 )
         self.cp.finish()
-        return f"an interrupted restore of files in {_quoted(self.workdir)} was completed"
+        return f"an interrupted restore of files in {_quoted(self.workdir)} was completed{also}"
 
     # -- snapshots ---------------------------------------------------------------
 
@@ -326,10 +330,16 @@ class WorkFiles:
         metadata["parent"] = attach or writer.head
         touched = self.cp.apply(plan, metadata=metadata)
         record = RestoreRecord(
-            tree=plan.target, source=event_id, before=before, touched=touched, kept=list(plan.kept)
+            tree=plan.target,
+            source=event_id,
+            before=before,
+            touched=list(touched),
+            kept=list(plan.kept),
+            metadata={"left": touched.left} if touched.left else None,
         )
         event = writer.append(record, "system", parent=metadata["parent"])
         self.cp.finish()
+        notices += _left_notices(touched.left)
         if plan.not_restorable:
             notices.append(
                 f"{len(plan.not_restorable)} path(s) cannot be restored (not recorded): "
@@ -354,6 +364,15 @@ def too_wide() -> set[Path]:
     with contextlib.suppress(RuntimeError):  # no home directory known: / only
         wide.add(Path.home().resolve())
     return wide
+
+
+def _left_notices(left: dict[str, str]) -> list[str]:
+    """One notice per path a restore left as it was (at most ten, then a count);
+    a name holding a newline or a quote is quoted, so it stays one line."""
+    notices = [f"left as it is: {why}: {_quoted(p)}" for p, why in sorted(left.items())]
+    if len(notices) > 10:
+        notices[10:] = [f"... and {len(notices) - 10} more path(s) left as they are"]
+    return notices
 
 
 def _workdir(store: SessionStore, session_id: str) -> str:

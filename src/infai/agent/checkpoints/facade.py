@@ -8,7 +8,9 @@ timeline: the caller (the agent session) records what it returns
 (:meth:`~.snapshot.SnapshotResult.record` gives the ``SnapshotRecord``) and
 decides which trees to compare or restore. The order of a restore is fixed
 here so that nothing on disk can be lost: :meth:`plan` snapshots the disk
-first, :meth:`apply` checks the disk still is that snapshot, then writes.
+first, :meth:`apply` checks the disk still is that snapshot, then writes, each
+path only if it still is what that snapshot saw (a file saved meanwhile is
+left as it is and reported: see :mod:`.disk`, and the window it leaves).
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from typing import Any
 from infai.store.objects import ObjectStore
 
 from .diff import DiffReport, FileInfo, diff_trees, render_diff, tree_files
-from .restore import PlanStale, Recovery, RestorePending, RestorePlan, Restorer, plan_restore
+from .disk import StatKey
+from .restore import (
+    Applied,
+    PlanStale,
+    Recovery,
+    RestorePending,
+    RestorePlan,
+    Restorer,
+    plan_restore,
+)
 from .snapshot import DEFAULT_SIZE_CAP, Progress, SnapshotResult, Snapshotter
 
 
@@ -110,17 +121,27 @@ class Checkpoints:
         )
         return now, plan
 
-    def apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None = None) -> list[str]:
-        """Apply ``plan`` if the disk still holds ``plan.current``; the paths touched.
+    def apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None = None) -> Applied:
+        """Apply ``plan`` if the disk still holds ``plan.current``; the paths touched,
+        and (``.left``) those changed during the restore, left as they are.
 
         Raises :class:`~.restore.PlanStale` (nothing changed) if files changed since
-        the plan. Afterwards: record the restore, then call :meth:`finish`.
+        the plan. Afterwards: record the restore, then call :meth:`finish`. A path
+        left holds neither side of the plan: the next snapshot records it.
         """
         self._no_pending()
         if plan.actions and self.snapshot().tree != plan.current:
             raise PlanStale(f"{self.workdir}: files changed since the restore was planned")
         self.sync()  # whatever a restore overwrites is durable in the store first
-        return self.restorer.apply(plan, metadata)
+        return self.restorer.apply(plan, metadata, self._known)
+
+    def _known(self, path: str) -> tuple[StatKey, str] | None:
+        """What the last snapshot's stat cache saw at ``path``: its key and digest
+        (``None``: not cached, e.g. modified too recently to trust its key)."""
+        prefix, _, name = path.rpartition("/")
+        entry = self.snapshotter.cache.dirs.get(prefix + "/" if prefix else "")
+        hit = entry.entries.get(name) if entry is not None else None
+        return (hit[0], hit[1]) if hit is not None else None
 
     def close(self) -> None:
         """Write the stat cache if snapshots left it unsaved and stop watching for

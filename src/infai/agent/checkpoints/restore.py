@@ -14,15 +14,17 @@ agent took: edits made outside the agent. The caller decides (keep mine with
 
 *Applying* is crash-safe by a journal, ``<home>/journal/<hash of the working
 directory>.json``, written and fsynced before the first change. It holds every
-planned path's before and after state, and a phase. Each file is written to a
-temporary name beside it (derived from the path, so recovery can find it),
-fsynced and renamed over the path; parents are walked with ``O_NOFOLLOW``, so a
-symlink swapped in on disk cannot redirect a write outside the directory.
-After the last change the phase becomes ``applied``. The caller records the
-restore on its timeline and then calls :meth:`Restorer.finish`. A step that
-fails with an error (a full disk, a path in the way) is undone at once and
-reported; one process at a time restores or recovers a working directory (an
-``flock`` beside the journal, dropped by the kernel when its holder dies).
+planned path's before and after state, and a phase. How each path is changed
+is :mod:`.disk`'s part: a temporary file renamed over the path, parents walked
+with ``O_NOFOLLOW``, and, first, a check that the path still holds its
+``before`` state: a path changed during the restore (after the snapshot the
+plan was checked against) is left as it is and reported in
+:attr:`Applied.left`, never overwritten. After the last change the phase
+becomes ``applied`` (with the paths left). The caller records the restore on
+its timeline and then calls :meth:`Restorer.finish`. A step that fails with an
+error (a full disk, a path in the way) is undone at once and reported; one
+process at a time restores or recovers a working directory (an ``flock``
+beside the journal, dropped by the kernel when its holder dies).
 
 *Recovery* (the next open, :meth:`Restorer.recover`) of a restore interrupted
 while ``applying`` rolls *back*: every planned path is put back in its before
@@ -31,36 +33,37 @@ state. Back, not forward, because the timeline's last word on the files is the
 the disk agree with the durable history, and the user can simply ask again.
 Both directions are possible (all bytes of both sides are in the store) and
 every step is idempotent, so a crash during recovery is recovered the same way.
-An interrupted ``applied`` journal only means the caller may not have recorded
-the restore: recovery reports it as completed so the caller can record it.
+Undoing, at once or on recovery, follows the same rule as applying: only a
+path holding its ``after`` state is put back; one holding neither side was
+changed by someone else meanwhile and is left (and reported), so an undo never
+clobbers an edit either. An interrupted ``applied`` journal only means the
+caller may not have recorded the restore: recovery reports it as completed
+(with the paths left) so the caller can record it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from infai.errors import InfaiError
 from infai.store.objects import ObjectStore
 
 from .diff import FileInfo, diff_trees
-from .snapshot import GIT_DIR
+from .disk import Known, Op, _fsync_dir, _op, converge
 
-Op = Literal["write", "link", "remove", "chmod", "mkdir"]
+# re-exported: their home was this module before the split (tests patch ``_Disk`` here)
+from .disk import RestoreError as RestoreError
+from .disk import _Disk as _Disk
+from .walk import GIT_DIR
+
 JOURNAL_VERSION = 1
-
-
-class RestoreError(InfaiError):
-    """A restore could not be planned or applied (names the path and why)."""
 
 
 class RestorePending(RestoreError):
@@ -147,16 +150,6 @@ def _under(path: str, skipped: Mapping[str, str]) -> str | None:
     return None
 
 
-def _op(before: FileInfo | None, after: FileInfo | None) -> Op:
-    if after is None:
-        return "remove"
-    if after.type == "dir":
-        return "mkdir"
-    if before is not None and before.type == after.type == "file" and before.digest == after.digest:
-        return "chmod"
-    return "link" if after.type == "link" else "write"
-
-
 def plan_restore(
     objects: ObjectStore,
     workdir: str,
@@ -220,7 +213,8 @@ class Recovery:
 
     ``action`` is ``"rolled back"`` (the disk holds ``before`` again) or
     ``"completed"`` (the disk holds ``target``; the caller records the restore
-    if its timeline lacks it).
+    if its timeline lacks it). Either way but for ``left``: paths that changed
+    during the restore or since, left as they are (path to why).
     """
 
     action: Literal["rolled back", "completed"]
@@ -228,270 +222,18 @@ class Recovery:
     before: str
     touched: list[str]
     metadata: dict[str, Any]
+    left: dict[str, str] = field(default_factory=dict)
 
 
-def _umask() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
+class Applied(list[str]):
+    """The paths a restore changed, in plan order (a list, as it always was),
+    and ``left``: planned paths that changed during the restore, left as they
+    are (path to why, see :mod:`.disk`): not in the list, and not what the
+    target snapshot has."""
 
-
-#: errors opening a parent that mean the path below it cannot exist
-_ABSENT = (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
-
-
-def _tmp_name(name: str) -> str:
-    return ".infai-restore-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + ".tmp"
-
-
-def _fsync_dir(fd: int) -> None:
-    with contextlib.suppress(OSError):  # some filesystems cannot sync a directory
-        os.fsync(fd)
-
-
-class _Disk:
-    """Writes under one root through directory descriptors, never following links."""
-
-    def __init__(self, root: str, objects: ObjectStore) -> None:
-        self.root = root
-        self.objects = objects
-        self.umask = _umask()
-        self.dirty: set[str] = set()  # directories whose entries changed, synced once
-
-    def sync(self) -> None:
-        """Make the renames and unlinks durable: fsync each changed directory once."""
-        for d in sorted(self.dirty):
-            try:
-                fd = os.open(os.path.join(self.root, d), os.O_RDONLY | os.O_DIRECTORY)
-            except OSError:
-                continue  # pruned since
-            try:
-                _fsync_dir(fd)
-            finally:
-                os.close(fd)
-        self.dirty.clear()
-
-    def _parent(self, path: str, create: bool) -> int | None:
-        """An fd of ``path``'s directory (the caller closes it); ``None`` if it is
-        missing and not ``create``."""
-        parts = path.split("/")
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for part in parts[:-1]:
-                if part in ("", ".", "..", GIT_DIR):
-                    raise RestoreError(f"{self.root}: refusing the path {path!r}")
-                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                try:
-                    nxt = os.open(part, flags, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        os.close(fd)
-                        return None
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                    nxt = os.open(part, flags, dir_fd=fd)
-                except (NotADirectoryError, OSError) as exc:
-                    if not create and exc.errno in _ABSENT:
-                        # a file or link stands where a directory was, or no
-                        # directory can have that name: nothing below it exists
-                        # (removing it is done; an undo can go on)
-                        os.close(fd)
-                        return None
-                    raise RestoreError(
-                        f"{self.root}: {path!r}: {part!r} is not a directory ({exc.strerror})"
-                    ) from exc
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def put(self, info: FileInfo) -> None:
-        """Make ``info.path`` hold ``info`` (temp + fsync + rename)."""
-        data = self.objects.get(info.digest)
-        pfd = self._parent(info.path, create=True)
-        assert pfd is not None
-        name = info.path.rsplit("/", 1)[-1]
-        tmp = _tmp_name(name)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=pfd)
-            if info.type == "link":
-                if not data or b"\0" in data:  # no snapshot makes one: a crafted tree
-                    raise RestoreError(
-                        f"{self.root}: {info.path!r}: the snapshot's link target "
-                        f"{data[:80]!r} is not a valid target"
-                    )
-                os.symlink(data, tmp, dir_fd=pfd)
-            else:
-                self._write(pfd, name, tmp, data, info.executable)
-            try:
-                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-            except IsADirectoryError:
-                os.rmdir(name, dir_fd=pfd)  # an empty directory left in the way
-                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-            self.dirty.add(info.path.rpartition("/")[0])
-        finally:
-            os.close(pfd)
-
-    def _mode(self, pfd: int, name: str, executable: bool) -> int:
-        try:
-            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-            perm = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
-        except FileNotFoundError:
-            perm = None
-        if perm is None:
-            perm = 0o666 & ~self.umask
-        if executable:
-            return perm | ((perm & 0o444) >> 2) | 0o100
-        return perm & ~0o111
-
-    def _write(self, pfd: int, name: str, tmp: str, data: bytes, executable: bool) -> None:
-        mode = self._mode(pfd, name, executable)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=pfd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def chmod(self, info: FileInfo) -> None:
-        """Set the executable bit of ``info.path`` as ``info`` says."""
-        pfd = self._parent(info.path, create=False)
-        if pfd is None:
-            raise RestoreError(f"{self.root}: {info.path!r} vanished before its mode was set")
-        name = info.path.rsplit("/", 1)[-1]
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
-            try:
-                os.fchmod(fd, self._mode(pfd, name, info.executable))
-            finally:
-                os.close(fd)
-        finally:
-            os.close(pfd)
-
-    def remove(self, path: str) -> None:
-        """Remove the file or link at ``path`` (and its temporary twin); absent is fine."""
-        pfd = self._parent(path, create=False)
-        if pfd is None:
-            return
-        name = path.rsplit("/", 1)[-1]
-        try:
-            for victim in (name, _tmp_name(name)):
-                try:
-                    os.unlink(victim, dir_fd=pfd)
-                except FileNotFoundError:
-                    pass
-                except IsADirectoryError:
-                    pass  # a directory is not a planned file: left alone
-                except OSError as exc:
-                    if exc.errno != errno.ENAMETOOLONG:
-                        raise  # (a name no file can have, from a crafted tree: absent)
-            self.dirty.add(path.rpartition("/")[0])
-        finally:
-            os.close(pfd)
-
-    def mkdir(self, path: str) -> None:
-        """Make the empty directory ``path`` (and its parents); one there is fine."""
-        pfd = self._parent(path, create=True)
-        assert pfd is not None
-        name = path.rsplit("/", 1)[-1]
-        try:
-            try:
-                os.mkdir(name, 0o777, dir_fd=pfd)
-                self.dirty.add(path.rpartition("/")[0])
-            except FileExistsError:
-                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-                if not stat.S_ISDIR(st.st_mode):
-                    raise RestoreError(
-                        f"{self.root}: {path!r}: something that is not a directory is in the way"
-                    ) from None
-        finally:
-            os.close(pfd)
-
-    def rmdir(self, path: str) -> None:
-        """Remove the directory ``path`` if it is empty (one holding something,
-        or gone, is left as it is)."""
-        pfd = self._parent(path, create=False)
-        if pfd is None:
-            return
-        try:
-            os.rmdir(path.rsplit("/", 1)[-1], dir_fd=pfd)
-            self.dirty.add(path.rpartition("/")[0])
-        except OSError:
-            pass
-        finally:
-            os.close(pfd)
-
-    def drop_tmp(self, path: str) -> None:
-        """Remove a temporary file a killed write may have left beside ``path``."""
-        try:
-            pfd = self._parent(path, create=False)
-        except RestoreError:
-            return
-        if pfd is None:
-            return
-        try:
-            os.unlink(_tmp_name(path.rsplit("/", 1)[-1]), dir_fd=pfd)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(pfd)
-
-    def prune(self, paths: Iterable[str]) -> None:
-        """Remove directories above ``paths`` that are empty now (deepest first)."""
-        dirs: set[str] = set()
-        for path in paths:
-            parts = path.split("/")[:-1]
-            dirs.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
-        for d in sorted(dirs, key=lambda p: -p.count("/")):
-            pfd = self._parent(d, create=False)
-            if pfd is None:
-                continue
-            try:
-                os.rmdir(d.rsplit("/", 1)[-1], dir_fd=pfd)
-                self.dirty.add(d.rpartition("/")[0])
-            except OSError:
-                pass  # not empty (or gone): kept
-            finally:
-                os.close(pfd)
-
-
-def converge(disk: _Disk, states: list[tuple[str, FileInfo | None, FileInfo | None]]) -> None:
-    """Make each path hold its wanted state: ``(path, now, wanted)``, ``None`` for
-    absent. Removals first and empty directories pruned, so a file may replace a
-    directory and back; then writes and recorded empty directories made, in
-    path order; every step is idempotent."""
-    for path, _, _ in states:
-        disk.drop_tmp(path)
-    gone = {path: now for path, now, wanted in states if wanted is None}
-    for path in sorted(gone, reverse=True):
-        now = gone[path]
-        if now is not None and now.type == "dir":
-            disk.rmdir(path)
-        else:
-            disk.remove(path)
-    disk.prune(gone)
-    for _, now, wanted in sorted(states, key=lambda s: s[0]):
-        if wanted is None:
-            continue
-        op = _op(now, wanted)
-        if op == "chmod":
-            disk.chmod(wanted)
-        elif op == "mkdir":
-            disk.mkdir(wanted.path)
-        else:
-            disk.put(wanted)
-    disk.sync()
+    def __init__(self, touched: Iterable[str], left: Mapping[str, str]) -> None:
+        super().__init__(touched)
+        self.left = dict(left)
 
 
 def _info(obj: Any) -> FileInfo | None:
@@ -556,13 +298,22 @@ class Restorer:
         finally:
             os.close(fd)
 
-    def apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None = None) -> list[str]:
-        """Apply ``plan``; the paths touched. The journal stays (phase ``applied``)
-        until :meth:`finish`: record the restore on the timeline in between."""
+    def apply(
+        self,
+        plan: RestorePlan,
+        metadata: Mapping[str, Any] | None = None,
+        known: Known | None = None,
+    ) -> Applied:
+        """Apply ``plan``; the paths touched (and those left, changed meanwhile).
+        The journal stays (phase ``applied``) until :meth:`finish`: record the
+        restore on the timeline in between. ``known``: what the snapshot the plan
+        was checked against saw (it spares re-reading unchanged files)."""
         with self._locked():
-            return self._apply(plan, metadata)
+            return self._apply(plan, metadata, known)
 
-    def _apply(self, plan: RestorePlan, metadata: Mapping[str, Any] | None) -> list[str]:
+    def _apply(
+        self, plan: RestorePlan, metadata: Mapping[str, Any] | None, known: Known | None
+    ) -> Applied:
         if self.pending() is not None:
             raise RestorePending(f"{self.journal}: an interrupted restore must be recovered first")
         if plan.workdir != self.workdir:
@@ -582,23 +333,28 @@ class Restorer:
             "actions": [a.to_obj() for a in plan.actions],
         }
         self._write_journal(body)
-        disk = _Disk(self.workdir, self.objects)
+        disk = _Disk(self.workdir, self.objects, known)
+        left: dict[str, str] = {}
         try:
-            converge(disk, [(a.path, a.before, a.after) for a in plan.actions])
+            converge(disk, [(a.path, a.before, a.after) for a in plan.actions], left)
         except (OSError, RestoreError) as exc:
-            self._undo(plan, exc)
+            self._undo(plan, exc, left, known)
         body["phase"] = "applied"
+        body["left"] = left
         self._write_journal(body)
-        return plan.touched
+        return Applied([p for p in plan.touched if p not in left], left)
 
-    def _undo(self, plan: RestorePlan, exc: BaseException) -> None:
-        """A step failed (a path in the way, a full disk): put everything back
-        now and say what failed; if even that fails, the journal stays for
-        :meth:`recover`. Always raises."""
+    def _undo(
+        self, plan: RestorePlan, exc: BaseException, left: dict[str, str], known: Known | None
+    ) -> None:
+        """A step failed (a path in the way, a full disk): put back everything
+        the restore changed now and say what failed; if even that fails, the
+        journal stays for :meth:`recover`. Always raises."""
         try:
             converge(
-                _Disk(self.workdir, self.objects),
+                _Disk(self.workdir, self.objects, known),
                 [(a.path, a.after, a.before) for a in plan.actions],
+                left,
             )
         except (OSError, RestoreError) as again:
             raise RestoreError(
@@ -606,7 +362,12 @@ class Restorer:
                 f"({again}); the journal {self.journal} is kept: fix that and recover"
             ) from exc
         self.finish()
-        raise RestoreError(f"{self.workdir}: the restore failed and was undone: {exc}") from exc
+        also = ""
+        if left:
+            also = f"; left as they are (changed during the restore): {sorted(left)[:10]}"
+        raise RestoreError(
+            f"{self.workdir}: the restore failed and was undone: {exc}{also}"
+        ) from exc
 
     def finish(self) -> None:
         """Forget the journal of a restore that is applied and recorded."""
@@ -624,9 +385,13 @@ class Restorer:
         actions = body["actions"]
         touched = [a["path"] for a in actions]
         action: Literal["rolled back", "completed"] = "completed"
+        left = {str(p): str(why) for p, why in dict(body.get("left") or {}).items()}
         if body["phase"] != "applied":
             disk = _Disk(self.workdir, self.objects)
-            converge(disk, [(a["path"], _info(a["after"]), _info(a["before"])) for a in actions])
+            states = [(a["path"], _info(a["after"]), _info(a["before"])) for a in actions]
+            left = converge(disk, states)
             action = "rolled back"
+        else:
+            touched = [p for p in touched if p not in left]
         self.finish()
-        return Recovery(action, body["target"], body["before"], touched, body["metadata"])
+        return Recovery(action, body["target"], body["before"], touched, body["metadata"], left)

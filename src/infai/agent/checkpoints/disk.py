@@ -1,0 +1,420 @@
+"""Changing the working directory's paths for a restore, safely, in any direction.
+
+Why a module of its own: :mod:`.restore` decides *what* a restore does (the
+plan, the journal, rolling back on recovery); this module is *how* one path is
+changed on disk, and the rules that keep that safe whichever way it runs
+(applying, undoing a failed step, recovering after a kill):
+
+- every path is reached through directory descriptors opened with
+  ``O_NOFOLLOW``: a symlink swapped in for a directory cannot redirect a write
+  outside the working directory;
+- a file is written to a temporary name beside it (derived from the path, so
+  recovery can find it), fsynced and renamed over the path, never written in
+  place; a mode change of a file with other hard links is such a copy too
+  (``fchmod`` would change every link, perhaps one outside the working
+  directory);
+- before a path is changed, it is checked to still hold what the step expects
+  (``now``): a file's ``lstat`` key against the one the last snapshot cached,
+  and its bytes hashed again when that key differs or none was cached. A path
+  holding something else was changed during the restore (an editor saving, a
+  build writing): it is *left as it is* and reported, never overwritten or
+  removed; its bytes are on disk and the next snapshot records them. A path
+  that already holds what the step wants is done (so every step is
+  idempotent, and an undo or a recovery puts back only what the restore
+  itself changed).
+
+The window left: the check and the rename (or unlink, or ``fchmod``) are
+separate system calls, so a save landing between the two, after the check, is
+still replaced and its bytes are in no snapshot. It is the time of one rename,
+not the whole restore's; closing it would need every writer to take a lock,
+and editors take none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from infai.errors import InfaiError
+from infai.store.codec import PREFIX
+from infai.store.objects import ObjectStore
+
+from .diff import FileInfo
+from .walk import GIT_DIR
+
+Op = Literal["write", "link", "remove", "chmod", "mkdir"]
+#: a file's ``lstat`` key as the stat cache keeps it: (mode, size, mtime_ns, ino, ctime_ns)
+StatKey = tuple[int, int, int, int, int]
+#: what the last snapshot saw at a path: its ``lstat`` key and digest (``None``: not cached)
+Known = Callable[[str], tuple[StatKey, str] | None]
+#: why a path was left as it is
+CHANGED = "changed during the restore"
+#: one path of a convergence: (path, the state it should hold now, the state wanted)
+State = tuple[str, FileInfo | None, FileInfo | None]
+
+
+class RestoreError(InfaiError):
+    """A restore could not be planned or applied (names the path and why)."""
+
+
+def _op(before: FileInfo | None, after: FileInfo | None) -> Op:
+    if after is None:
+        return "remove"
+    if after.type == "dir":
+        return "mkdir"
+    if before is not None and before.type == after.type == "file" and before.digest == after.digest:
+        return "chmod"
+    return "link" if after.type == "link" else "write"
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+#: errors opening a parent that mean the path below it cannot exist
+_ABSENT = (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+
+
+def _tmp_name(name: str) -> str:
+    return ".infai-restore-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + ".tmp"
+
+
+def _fsync_dir(fd: int) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot sync a directory
+        os.fsync(fd)
+
+
+class _Disk:
+    """Writes under one root through directory descriptors, never following links.
+
+    ``known``: what the last snapshot saw at a path (see :data:`Known`), so
+    checking that an unchanged file still holds it costs an ``lstat``.
+    """
+
+    def __init__(self, root: str, objects: ObjectStore, known: Known | None = None) -> None:
+        self.root = root
+        self.objects = objects
+        self.known = known
+        self.umask = _umask()
+        self.dirty: set[str] = set()  # directories whose entries changed, synced once
+
+    def sync(self) -> None:
+        """Make the renames and unlinks durable: fsync each changed directory once."""
+        for d in sorted(self.dirty):
+            try:
+                fd = os.open(os.path.join(self.root, d), os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # pruned since
+            try:
+                _fsync_dir(fd)
+            finally:
+                os.close(fd)
+        self.dirty.clear()
+
+    def _parent(self, path: str, create: bool) -> int | None:
+        """An fd of ``path``'s directory (the caller closes it); ``None`` if it is
+        missing and not ``create``."""
+        parts = path.split("/")
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts[:-1]:
+                if part in ("", ".", "..", GIT_DIR):
+                    raise RestoreError(f"{self.root}: refusing the path {path!r}")
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                try:
+                    nxt = os.open(part, flags, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                    nxt = os.open(part, flags, dir_fd=fd)
+                except (NotADirectoryError, OSError) as exc:
+                    if not create and exc.errno in _ABSENT:
+                        # a file or link stands where a directory was, or no
+                        # directory can have that name: nothing below it exists
+                        # (removing it is done; an undo can go on)
+                        os.close(fd)
+                        return None
+                    raise RestoreError(
+                        f"{self.root}: {path!r}: {part!r} is not a directory ({exc.strerror})"
+                    ) from exc
+                os.close(fd)
+                fd = nxt
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def holds(self, path: str, info: FileInfo | None) -> bool:
+        """Whether ``path`` holds ``info`` now: the same type, executable bit and
+        bytes (``None``: nothing is there, or nothing can be, its parent being
+        no directory; a ``dir``: a directory, empty or not)."""
+        pfd = self._parent(path, create=False)
+        if pfd is None:
+            return info is None
+        name = path.rsplit("/", 1)[-1]
+        try:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+                    return info is None
+                raise
+            if info is None:
+                return False
+            if info.type == "dir":
+                return stat.S_ISDIR(st.st_mode)
+            if info.type == "link":
+                if not stat.S_ISLNK(st.st_mode):
+                    return False
+                target = os.readlink(os.fsencode(name), dir_fd=pfd)
+                return PREFIX + hashlib.sha256(target).hexdigest() == info.digest
+            if not stat.S_ISREG(st.st_mode) or bool(st.st_mode & 0o100) != info.executable:
+                return False
+            if st.st_size != info.size:
+                return False
+            seen = self.known(path) if self.known is not None else None
+            if seen is not None and seen[0] == _key(st):
+                return seen[1] == info.digest
+            return _digest(pfd, name) == info.digest
+        finally:
+            os.close(pfd)
+
+    def put(self, info: FileInfo) -> None:
+        """Make ``info.path`` hold ``info`` (temp + fsync + rename)."""
+        data = self.objects.get(info.digest)
+        pfd = self._parent(info.path, create=True)
+        assert pfd is not None
+        name = info.path.rsplit("/", 1)[-1]
+        tmp = _tmp_name(name)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=pfd)
+            if info.type == "link":
+                if not data or b"\0" in data:  # no snapshot makes one: a crafted tree
+                    raise RestoreError(
+                        f"{self.root}: {info.path!r}: the snapshot's link target "
+                        f"{data[:80]!r} is not a valid target"
+                    )
+                os.symlink(data, tmp, dir_fd=pfd)
+            else:
+                self._write(pfd, name, tmp, data, info.executable)
+            try:
+                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+            except IsADirectoryError:
+                os.rmdir(name, dir_fd=pfd)  # an empty directory left in the way
+                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+            self.dirty.add(info.path.rpartition("/")[0])
+        finally:
+            os.close(pfd)
+
+    def _mode(self, pfd: int, name: str, executable: bool) -> int:
+        try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            perm = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+        except FileNotFoundError:
+            perm = None
+        if perm is None:
+            perm = 0o666 & ~self.umask
+        if executable:
+            return perm | ((perm & 0o444) >> 2) | 0o100
+        return perm & ~0o111
+
+    def _write(self, pfd: int, name: str, tmp: str, data: bytes, executable: bool) -> None:
+        mode = self._mode(pfd, name, executable)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=pfd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def chmod(self, info: FileInfo) -> None:
+        """Set the executable bit of ``info.path`` as ``info`` says: in place, or,
+        if the file has other hard links, by a fresh copy renamed over it (so the
+        other links, perhaps outside the working directory, keep their mode)."""
+        pfd = self._parent(info.path, create=False)
+        if pfd is None:
+            raise RestoreError(f"{self.root}: {info.path!r} vanished before its mode was set")
+        name = info.path.rsplit("/", 1)[-1]
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(name, flags, dir_fd=pfd)
+            try:
+                linked = os.fstat(fd).st_nlink > 1
+                if not linked:
+                    os.fchmod(fd, self._mode(pfd, name, info.executable))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(pfd)
+        if linked:
+            self.put(info)  # its bytes are info's: the caller checked them
+
+    def remove(self, path: str) -> None:
+        """Remove the file or link at ``path`` (and its temporary twin); absent is fine."""
+        pfd = self._parent(path, create=False)
+        if pfd is None:
+            return
+        name = path.rsplit("/", 1)[-1]
+        try:
+            for victim in (name, _tmp_name(name)):
+                try:
+                    os.unlink(victim, dir_fd=pfd)
+                except FileNotFoundError:
+                    pass
+                except IsADirectoryError:
+                    pass  # a directory is not a planned file: left alone
+                except OSError as exc:
+                    if exc.errno != errno.ENAMETOOLONG:
+                        raise  # (a name no file can have, from a crafted tree: absent)
+            self.dirty.add(path.rpartition("/")[0])
+        finally:
+            os.close(pfd)
+
+    def mkdir(self, path: str) -> None:
+        """Make the empty directory ``path`` (and its parents); one there is fine."""
+        pfd = self._parent(path, create=True)
+        assert pfd is not None
+        name = path.rsplit("/", 1)[-1]
+        try:
+            try:
+                os.mkdir(name, 0o777, dir_fd=pfd)
+                self.dirty.add(path.rpartition("/")[0])
+            except FileExistsError:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise RestoreError(
+                        f"{self.root}: {path!r}: something that is not a directory is in the way"
+                    ) from None
+        finally:
+            os.close(pfd)
+
+    def rmdir(self, path: str) -> None:
+        """Remove the directory ``path`` if it is empty (one holding something,
+        or gone, is left as it is)."""
+        pfd = self._parent(path, create=False)
+        if pfd is None:
+            return
+        try:
+            os.rmdir(path.rsplit("/", 1)[-1], dir_fd=pfd)
+            self.dirty.add(path.rpartition("/")[0])
+        except OSError:
+            pass
+        finally:
+            os.close(pfd)
+
+    def drop_tmp(self, path: str) -> None:
+        """Remove a temporary file a killed write may have left beside ``path``."""
+        try:
+            pfd = self._parent(path, create=False)
+        except RestoreError:
+            return
+        if pfd is None:
+            return
+        try:
+            os.unlink(_tmp_name(path.rsplit("/", 1)[-1]), dir_fd=pfd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(pfd)
+
+    def prune(self, paths: Iterable[str]) -> None:
+        """Remove directories above ``paths`` that are empty now (deepest first)."""
+        dirs: set[str] = set()
+        for path in paths:
+            parts = path.split("/")[:-1]
+            dirs.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+        for d in sorted(dirs, key=lambda p: -p.count("/")):
+            pfd = self._parent(d, create=False)
+            if pfd is None:
+                continue
+            try:
+                os.rmdir(d.rsplit("/", 1)[-1], dir_fd=pfd)
+                self.dirty.add(d.rpartition("/")[0])
+            except OSError:
+                pass  # not empty (or gone): kept
+            finally:
+                os.close(pfd)
+
+
+def _key(st: os.stat_result) -> StatKey:
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _digest(pfd: int, name: str) -> str:
+    """The digest of the regular file ``name`` in ``pfd`` ("" if it is no longer one)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=pfd)
+    except OSError:
+        return ""  # swapped for a link (or gone) since its lstat
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return PREFIX + h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def converge(
+    disk: _Disk, states: list[State], left: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Make each path hold its wanted state: ``(path, now, wanted)``, ``None`` for
+    absent; the paths left as they are, path to why (also added to ``left``).
+
+    A path is changed only if it holds ``now``; one already holding ``wanted``
+    is done; one holding anything else changed during the restore and is left
+    (see the module docstring). Removals first and empty directories pruned, so
+    a file may replace a directory and back; then writes and recorded empty
+    directories made, in path order; every step is idempotent.
+    """
+    left = {} if left is None else left
+    for path, _, _ in states:
+        disk.drop_tmp(path)
+    gone = {path: now for path, now, wanted in states if wanted is None}
+    for path in sorted(gone, reverse=True):
+        now = gone[path]
+        if now is not None and now.type == "dir":
+            disk.rmdir(path)  # only if empty: a directory holding files stays
+        elif disk.holds(path, now):
+            disk.remove(path)
+        elif not disk.holds(path, None):
+            left[path] = CHANGED
+    disk.prune(gone)
+    for path, now, wanted in sorted(states, key=lambda s: s[0]):
+        if wanted is None:
+            continue
+        if not disk.holds(path, now):
+            if not disk.holds(path, wanted):
+                left[path] = CHANGED
+            continue
+        op = _op(now, wanted)
+        if op == "chmod":
+            disk.chmod(wanted)
+        elif op == "mkdir":
+            disk.mkdir(wanted.path)
+        else:
+            disk.put(wanted)
+    disk.sync()
+    return left
