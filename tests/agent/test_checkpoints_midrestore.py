@@ -278,3 +278,32 @@ def test_a_mode_change_leaves_a_hard_link_outside_as_it_was(
     assert _mode(shared) == old
     assert shared.read_text() == (wd / "run.sh").read_text() == "#!/bin/sh\necho shared\n"
     assert c.snapshot().tree == target
+
+
+def test_a_recovery_of_an_applied_restore_reports_the_paths_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after applying, before recording: the journal remembers the paths
+    left, so the recovery reports them, and not as touched."""
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    write(wd, [("a.txt", "old a\n"), ("b.txt", "old b\n")])
+    c = _checkpoints(wd, home)
+    target = c.snapshot().tree
+    write(wd, [("a.txt", "new a\n"), ("b.txt", "new b\n")])
+    _, plan = c.plan(target)
+    _during(monkeypatch, lambda: (wd / "b.txt").write_text("saved meanwhile\n"))
+    c.apply(plan, metadata={"source": "ev"})  # ... and the process dies here
+    got = Checkpoints(Store(home).objects, wd, home, watch=False).recover()
+    assert got is not None and got.action == "completed"
+    assert got.touched == ["a.txt"] and got.left == {"b.txt": CHANGED}
+    assert (wd / "b.txt").read_text() == "saved meanwhile\n"
+
+
+def test_the_notice_of_a_path_left_stays_one_line() -> None:
+    from infai.agent.workfiles import _left_notices
+
+    left = {f"f{i:02}": CHANGED for i in range(12)} | {"evil\nskipped: x": CHANGED}
+    notices = _left_notices(left)
+    assert notices[0] == 'left as it is: changed during the restore: "evil\\nskipped: x"'
+    assert len(notices) == 11 and notices[-1] == "... and 3 more path(s) left as they are"
+    assert not any("\n" in n for n in notices)
