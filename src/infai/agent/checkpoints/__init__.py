@@ -6,7 +6,8 @@ snapshots or a snapshot and the disk; restores put a snapshot back, planned
 first, journaled, and recoverable after a kill. :class:`Checkpoints` is the
 one object the agent holds per working directory; the modules say how each
 part works: :mod:`.snapshot`, :mod:`.statcache`, :mod:`.ignore`, :mod:`.diff`,
-:mod:`.restore`.
+:mod:`.restore` (what a restore does), :mod:`.disk` (how one path is changed,
+and why a file saved during a restore is left as it is).
 """
 
 from .diff import Change, DiffReport, FileInfo, diff_trees, render_diff, tree_files
