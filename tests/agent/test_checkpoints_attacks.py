@@ -1,9 +1,9 @@
 """Attacks on workspace checkpoints, judged by their effect on disk and in the store.
 
-Each test is one attack that worked before its fix (or, marked ``xfail``, one
-that still works; the reason names the bug): a restore that wedged the working
-directory behind a journal no recovery could finish, and an object a
-concurrent gc removed from under a snapshot about to be recorded.
+Each test is one attack that worked before its fix: a restore that wedged the
+working directory behind a journal no recovery could finish, an object a
+concurrent gc removed from under a snapshot about to be recorded, and a file
+saved during a restore that the restore overwrote.
 """
 
 from __future__ import annotations
