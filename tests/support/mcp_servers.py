@@ -7,6 +7,14 @@ HTTP on 127.0.0.1 at a free port, which it writes to PORTFILE once listening
 is appended to LOG (``call NAME ARGS``), and a call cancelled by the client
 appends ``cancelled NAME``: the tests read the server's own log to see what
 reached it. ``python mcp_servers.py fail`` says something on stderr and exits.
+
+``python mcp_servers.py growing LOG`` serves a server whose tools change: it
+logs ``list`` for every ``tools/list`` it answers, and its tool ``grow`` adds
+a tool ``fresh``, removes ``echo`` and says its tool list changed, the way
+the connection's protocol does it (a plain notification on a handshake-era
+connection, an event on ``subscriptions/listen`` streams on a 2026-07-28 one).
+With ``MCP_TEST_STARTS`` set, every stdio server appends a line to that file
+when it starts (how many server processes a test started).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 BIG = 1024 * 1024
@@ -96,6 +104,44 @@ def build(log: Path) -> MCPServer:
     return server
 
 
+def build_growing(log: Path) -> MCPServer:
+    """A server whose tool ``grow`` changes its tools (the module docstring)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    def note(line: str) -> None:
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    class Listing(MCPServer):
+        async def list_tools(self) -> Any:
+            note("list")
+            return await super().list_tools()
+
+    server = Listing("infai-test-growing")
+
+    @server.tool(description="Say the text back.")
+    def echo(text: str) -> str:
+        note(f"call echo {json.dumps({'text': text})}")
+        return f"echo: {text}"
+
+    def fresh(n: int) -> str:
+        note(f"call fresh {n}")
+        return f"fresh: {n}"
+
+    @server.tool(description="Adds 'fresh', removes 'echo', says the tool list changed.")
+    async def grow(ctx: Context) -> str:
+        note("call grow")
+        server.add_tool(fresh, description="A tool added while the session runs.")
+        server.remove_tool("echo")
+        if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
+        return "grown"
+
+    return server
+
+
 async def serve_http(server: MCPServer, portfile: Path, header: str | None) -> None:
     import uvicorn
 
@@ -124,8 +170,11 @@ async def serve_http(server: MCPServer, portfile: Path, header: str | None) -> N
 
 def main(argv: list[str]) -> None:
     kind = argv[1]
-    server = build(Path(argv[2]))
-    if kind == "stdio":
+    if starts := os.environ.get("MCP_TEST_STARTS"):
+        with open(starts, "a", encoding="utf-8") as handle:
+            handle.write(f"start {os.getpid()}\n")
+    server = build_growing(Path(argv[2])) if kind == "growing" else build(Path(argv[2]))
+    if kind in ("stdio", "growing"):
         server.run("stdio")
     else:
         anyio.run(serve_http, server, Path(argv[3]), argv[4] if len(argv) > 4 else None)
@@ -146,6 +195,15 @@ def stdio_server(name: str, log: Path, **settings: Any) -> Any:
 
     return ServerConfig(
         name, command=sys.executable, args=(str(SCRIPT), "stdio", str(log)), **settings
+    )
+
+
+def growing_server(name: str, log: Path, **settings: Any) -> Any:
+    """The ServerConfig of this module's server whose tools change (``growing``)."""
+    from infai.tools.mcp import ServerConfig
+
+    return ServerConfig(
+        name, command=sys.executable, args=(str(SCRIPT), "growing", str(log)), **settings
     )
 
 

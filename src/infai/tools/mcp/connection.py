@@ -27,6 +27,17 @@ answers it no longer knows the session is reconnected at once, by the hub).
 Before a call, a connection whose dispatcher has already seen the end of its
 stream counts as down (read from the SDK's dispatcher; where that is not
 there, the call after the failing one restarts it).
+
+A changing tool list: a server may say its tools changed
+(``notifications/tools/list_changed``). The SDK hands every server
+notification to the client's ``message_handler``; on a handshake-era
+connection the server sends it unasked, while on a 2026-07-28 connection it
+sends it only on a ``subscriptions/listen`` stream, which the holding task
+opens (asking for tool-list changes only) before the connection counts as
+started, and keeps open. Either way :attr:`Connection.changed` is set, and
+the hub lists the tools again (:meth:`Connection.relist`, past the SDK's
+response cache) before the next model request. A listen stream that is lost
+counts as a change (events may have been missed; the SDK replays none).
 """
 
 from __future__ import annotations
@@ -43,8 +54,11 @@ from typing import Any, TextIO, cast
 import httpx2
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.caching import CacheMode
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import Subscription
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..offload import off_loop
 from ..sandbox import Sandbox, SandboxUnavailable
@@ -65,6 +79,8 @@ STOP_TIMEOUT = 10.0
 SECCOMP_FD = 3
 #: how many tool-list pages are read at most (a server paging forever ends here)
 MAX_PAGES = 50
+#: how long a server may take to acknowledge the tool-change subscription (seconds)
+LISTEN_TIMEOUT = 10.0
 
 SeccompFile = Callable[[], Path | None]
 
@@ -96,6 +112,10 @@ class Connection:
         self._lock = asyncio.Lock()
         self._errlog: TextIO | None = None
         self._http: httpx2.AsyncClient | None = None
+        #: the server said its tools changed since they were last listed
+        self.changed = False
+        #: whether a ``subscriptions/listen`` stream delivers that (2026-07-28)
+        self.listening = False
 
     # -- state -------------------------------------------------------------------------
 
@@ -169,18 +189,18 @@ class Connection:
         """Enter the client, list its tools, and keep it open until stopped; then
         close the HTTP client it was given (the SDK leaves a given one open)."""
         try:
-            async with client:
-                tools: list[mcp_types.Tool] = []
-                cursor: str | None = None
-                for _ in range(MAX_PAGES):
-                    page = await client.list_tools(cursor=cursor)
-                    tools += page.tools
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+            async with client, contextlib.AsyncExitStack() as stack:
+                self.changed = False
+                tools = await _list(client)
+                watcher = await self._listen(client, stack)
                 if not listed.done():
                     listed.set_result(tools)
-                await self._stop.wait()
+                try:
+                    await self._stop.wait()
+                finally:
+                    if watcher is not None:
+                        watcher.cancel()
+                        await asyncio.wait([watcher])
         except BaseException as exc:
             if not listed.done():
                 listed.set_exception(
@@ -197,6 +217,60 @@ class Connection:
             if self.state == "ready":
                 self.state, self.problem = "down", "the connection ended"
 
+    async def _listen(
+        self, client: Client, stack: contextlib.AsyncExitStack
+    ) -> asyncio.Task[None] | None:
+        """On a 2026-07-28 connection, subscribe to tool-list changes (held open by
+        ``stack``) and watch the stream; None where there is no such stream (an
+        older protocol: the notification comes unasked) or the server refuses it
+        (then its changes go unseen until a restart)."""
+        self.listening = False
+        if client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        try:
+            async with asyncio.timeout(LISTEN_TIMEOUT):
+                subscription = await stack.enter_async_context(
+                    client.listen(tools_list_changed=True)
+                )
+        except Exception:  # refused, lost, or no acknowledgment in time
+            return None
+        if not subscription.honored.tools_list_changed:
+            return None
+        self.listening = True
+        return asyncio.create_task(self._watch(subscription))
+
+    async def _watch(self, subscription: Subscription) -> None:
+        """Note each change the stream delivers; a lost stream counts as one."""
+        try:
+            async for _ in subscription:
+                self.changed = True
+        except Exception:  # SubscriptionLost: what was missed is not replayed
+            self.changed = True
+        self.listening = False
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's ``message_handler``: every server notification (and transport
+        error) arrives here; a tool-list change is noted for the hub."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self.changed = True
+
+    async def relist(self) -> bool:
+        """List the tools again if the server said they changed (False: nothing to
+        do, or another task just did it); raises the SDK's errors and StartFailed."""
+        async with self._lock:
+            client = self.client
+            if not self.changed or not self.ready or client is None:
+                return False
+            self.changed = False  # a change while listing is listed again next time
+            try:
+                async with asyncio.timeout(self.config.startup_timeout):
+                    self.listed = await _list(client, refresh=True)
+            except TimeoutError:
+                raise StartFailed(
+                    f"no answer within {self.config.startup_timeout:g}s (startup_timeout)"
+                ) from None
+            return True
+
     def _client(self) -> Client:
         """The SDK client for this server (not entered yet)."""
         config = self.config
@@ -205,7 +279,7 @@ class Connection:
             headers = expand_all("header", config.headers)
             self._http = create_mcp_http_client(headers=headers)  # handed to _hold
             transport = streamable_http_client(config.url, http_client=self._http)
-            return Client(transport, client_info=info)
+            return Client(transport, client_info=info, message_handler=self._on_message)
         env = expand_all("env", config.env)
         where = config.working_dir(self.root)
         if not where.is_dir():
@@ -228,7 +302,11 @@ class Connection:
         params = StdioServerParameters(
             command=argv[0], args=argv[1:], env={**launch.env, **env}, cwd=where
         )
-        return Client(stdio_client(params, errlog=self._errlog), client_info=info)
+        return Client(
+            stdio_client(params, errlog=self._errlog),
+            client_info=info,
+            message_handler=self._on_message,
+        )
 
     def _stderr_tail(self) -> str:
         """``": <the server's last line on stderr>"`` ("" when it said nothing)."""
@@ -284,6 +362,21 @@ class Connection:
             await _quietly(asyncio.wait([task], timeout=STOP_TIMEOUT))
         elif not task.cancelled():
             task.exception()  # seen: a failure here was already reported
+
+
+async def _list(client: Client, refresh: bool = False) -> list[mcp_types.Tool]:
+    """Every tool the server lists, page by page (``refresh``: never from the SDK's
+    response cache, which may hold the list from before a change)."""
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    mode: CacheMode = "refresh" if refresh else "use"
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor, cache_mode=mode)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
 
 
 def _seen(future: asyncio.Future[Any]) -> None:

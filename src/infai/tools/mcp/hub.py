@@ -9,7 +9,11 @@ due for another try) are started side by side, each within its
 tools this time, and the others go on. A tool the server lists with a schema
 infai cannot use (:func:`~.adapt.schema_problem`), or whose name another of
 its tools already took once made safe, is left out with a notice, said once
-per start; the server's other tools stay.
+per start; the server's other tools stay. A server that said its tool list
+changed (:attr:`~.connection.Connection.changed`) is listed again in that
+same :meth:`~McpHub.prepare`, so the request offers what it offers now: a new
+tool is there, a removed one is gone, and a call to a tool it no longer
+offers (the model saw it before the change) is an error output, never sent.
 
 A call goes to the server on the event loop, within its ``call_timeout``;
 every failure is an error output, never an exception: a timeout (the SDK
@@ -104,12 +108,12 @@ class McpHub:
     async def prepare(self, only: str | None = None) -> list[str]:
         """Start what is due to start (side by side; ``only``: that server alone);
         notices of what failed, and of tools left out (once per start)."""
-        due = [
-            c
-            for c in self._connections.values()
-            if not c.ready and c.may_start() and only in (None, c.config.name)
-        ]
-        results = await asyncio.gather(*(self._start(c) for c in due))
+        mine = [c for c in self._connections.values() if only in (None, c.config.name)]
+        due = [c for c in mine if not c.ready and c.may_start()]
+        changed = [c for c in mine if c.changed and c.ready]
+        results = await asyncio.gather(
+            *(self._start(c) for c in due), *(self._relist(c) for c in changed)
+        )
         notices = [notice for found in results for notice in found]
         for conn in due:
             if conn.state != "ready" and conn.starts >= MAX_STARTS:
@@ -129,6 +133,25 @@ class McpHub:
         return [
             f"mcp: tool {tool!r} of server {name!r} is unavailable: {why}"
             for tool, why in listing.unavailable
+        ]
+
+    async def _relist(self, conn: Connection) -> list[str]:
+        """List a server's changed tools again; notices of tools newly left out, or
+        of why the listing failed (the server is then started again when due)."""
+        name = conn.config.name
+        try:
+            if not await conn.relist():
+                return []
+        except Exception as exc:  # closed, refused, timed out: start it afresh
+            conn.mark_down(f"listing its changed tools failed: {exc}")
+            return [f"mcp: server {name!r} changed its tools but did not list them: {exc}"]
+        before = self._listings.get(name)
+        said = set(before.unavailable) if before else set()
+        listing = self._listings[name] = self._adapt(conn)
+        return [
+            f"mcp: tool {tool!r} of server {name!r} is unavailable: {why}"
+            for tool, why in listing.unavailable
+            if (tool, why) not in said
         ]
 
     def _adapt(self, conn: Connection) -> Listing:
@@ -176,6 +199,8 @@ class McpHub:
         for _ in range(2):
             if not conn.ready and (refused := await self._restart(conn)):
                 return refused
+            if (gone := self._not_offered(server, tool)) is not None:
+                return gone
             try:
                 result = await conn.call(tool, arguments)
             except MCPError as exc:
@@ -191,6 +216,18 @@ class McpHub:
                 return ToolOutput(self._down(server, tool, f"{type(exc).__name__}: {exc}"), True)
             return to_output(result, server, tool)
         return ToolOutput(f"MCP server {server!r} ended a new session at once; not retried", True)
+
+    def _not_offered(self, server: str, tool: str) -> ToolOutput | None:
+        """An error output if ``server``'s current tools do not include ``tool`` (it
+        was removed since the model was offered it, or was never usable)."""
+        listing = self._listings.get(server)
+        if listing is None or any(t.remote == tool for t in listing.tools):
+            return None
+        return ToolOutput(
+            f"MCP server {server!r} does not offer the tool {tool!r} now (its tool list "
+            "changed, or the tool is unavailable); the call was not sent",
+            True,
+        )
 
     async def _restart(self, conn: Connection) -> ToolOutput | None:
         """Start a server that is down for a call; an error output if it cannot be."""
@@ -255,6 +292,8 @@ class McpHub:
                 "problem": conn.problem if conn is not None else "enabled = false",
                 "confined": conn.confined if conn is not None else None,
                 "starts": conn.starts if conn is not None else 0,
+                # a 2026-07-28 stream brings its tool-list changes (older: unasked)
+                "listening": conn.listening if conn is not None else False,
                 "tools": [
                     {"name": t.spec.name, "remote": t.remote, "read_only": t.read_only}
                     for t in (listing.tools if listing else ())
