@@ -14,6 +14,12 @@ two differences. A question names the subagent and shows the call's arguments
 nor the parent session's kept rules, and is kept in the child session's
 metadata instead. A parent whose permissions are not a :class:`Policy` (tests'
 ``AllowAll``) is asked as it is.
+
+The child is offered the parent's built-in tools (``task`` aside: no
+recursion) and the tools of ``sources``: the MCP servers of the working
+directory, the very hub the parent's toolbox draws from (one server process
+per directory, however many subagents call it). Those calls meet the same
+narrowed, delegated policy as every other call of the child.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 from infai.llm import Model, ToolSpec
 from infai.store import MessageRecord, SessionLog, SessionStore
 from infai.tools import Decision, Permissions, Policy, Rule, Toolbox, ToolContext, ToolOutput
+from infai.tools.base import ToolSource
 from infai.tools.offload import off_loop
 
 from .loop import TurnEnded, run_turn
@@ -59,6 +66,8 @@ class TaskTool:
     allowed: tuple[str, ...] = ("*",)
     max_steps: int = 30
     children: list[str] = field(default_factory=list)
+    #: tools that come and go (MCP servers), attached to every child's toolbox too
+    sources: tuple[ToolSource, ...] = ()
 
     spec = ToolSpec(
         "task",
@@ -87,6 +96,8 @@ class TaskTool:
         )
         self.children.append(child.id)
         toolbox = Toolbox(t for t in self.tools if t.spec.name != "task")  # no recursion
+        for source in self.sources:  # shared, never started again for the child
+            toolbox.attach(source)
         permissions = Narrowed(self._delegated(child.id, label), self.allowed)
         outcome: TurnEnded | None = None
         system = await off_loop(

@@ -272,10 +272,15 @@ class Workspace:
     ) -> Toolbox:
         """``box`` with the MCP servers of ``working_dir`` attached (if any are
         configured there), whose trusted read-only tools ``permissions`` (a policy)
-        may then allow by default (:attr:`~infai.tools.Policy.defaults`)."""
+        may then allow by default (:attr:`~infai.tools.Policy.defaults`). Its
+        ``task`` tool offers the same hub to every subagent (whose delegated policy
+        keeps those defaults), so a child never starts a server of its own."""
         hub = self.mcp(working_dir)
         if hub is not None:
             box.attach(hub)
+            task = box.get("task")
+            if isinstance(task, TaskTool):
+                task.sources = (*task.sources, hub)
             if isinstance(permissions, Policy):
                 permissions.defaults = hub.default_allow
         return box
