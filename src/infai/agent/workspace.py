@@ -279,7 +279,7 @@ class Workspace:
         if hub is not None:
             box.attach(hub)
             task = box.get("task")
-            if isinstance(task, TaskTool):
+            if isinstance(task, TaskTool) and hub not in task.sources:
                 task.sources = (*task.sources, hub)
             if isinstance(permissions, Policy):
                 permissions.defaults = hub.default_allow
@@ -287,8 +287,9 @@ class Workspace:
 
     def mcp(self, working_dir: Path | str | None = None) -> McpHub | None:
         """The MCP servers of sessions in ``working_dir`` (None: the workspace's), one
-        hub per directory, shared by its sessions and stopped by :meth:`aclose`;
-        None when none is configured. Nothing starts until a request needs them."""
+        hub per directory, shared by its sessions (and their subagents) and stopped by
+        :meth:`aclose`; None when none is configured. Nothing starts until a request
+        needs them."""
         here = Path(working_dir).resolve() if working_dir else self.working_dir
         servers = self.config_for(here).mcp_servers
         if not servers:
