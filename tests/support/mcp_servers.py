@@ -8,7 +8,8 @@ is appended to LOG (``call NAME ARGS``), and a call cancelled by the client
 appends ``cancelled NAME``: the tests read the server's own log to see what
 reached it. ``python mcp_servers.py fail`` says something on stderr and exits.
 
-``python mcp_servers.py growing LOG`` serves a server whose tools change: it
+``python mcp_servers.py growing LOG`` (or ``http-growing LOG PORTFILE``, over
+streamable HTTP) serves a server whose tools change: it
 logs ``list`` for every ``tools/list`` it answers, and its tool ``grow`` adds
 a tool ``fresh``, removes ``echo`` and says its tool list changed, the way
 the connection's protocol does it (a plain notification on a handshake-era
@@ -173,7 +174,8 @@ def main(argv: list[str]) -> None:
     if starts := os.environ.get("MCP_TEST_STARTS"):
         with open(starts, "a", encoding="utf-8") as handle:
             handle.write(f"start {os.getpid()}\n")
-    server = build_growing(Path(argv[2])) if kind == "growing" else build(Path(argv[2]))
+    growing = kind in ("growing", "http-growing")
+    server = build_growing(Path(argv[2])) if growing else build(Path(argv[2]))
     if kind in ("stdio", "growing"):
         server.run("stdio")
     else:
@@ -211,8 +213,10 @@ class HttpServer:
     """This module's streamable-HTTP server in a subprocess (``start``/``stop``; the
     port stays the same across a restart, so a client's session can be dropped)."""
 
-    def __init__(self, log: Path, portfile: Path, header: str | None = None) -> None:
-        self.log, self.portfile, self.header = log, portfile, header
+    def __init__(
+        self, log: Path, portfile: Path, header: str | None = None, kind: str = "http"
+    ) -> None:
+        self.log, self.portfile, self.header, self.kind = log, portfile, header, kind
         self.port = 0
         self.process: Any = None
 
@@ -221,7 +225,7 @@ class HttpServer:
         import time
 
         self.portfile.unlink(missing_ok=True)
-        argv = [sys.executable, str(SCRIPT), "http", str(self.log), str(self.portfile)]
+        argv = [sys.executable, str(SCRIPT), self.kind, str(self.log), str(self.portfile)]
         env = {**os.environ, "MCP_TEST_PORT": str(self.port)}
         self.process = subprocess.Popen([*argv, *([self.header] if self.header else [])], env=env)
         deadline = time.monotonic() + timeout

@@ -1,7 +1,8 @@
 """A server whose tools change mid-session: the hub follows ``notifications/tools/list_changed``.
 
 The server is a real stdio subprocess (tests/support/mcp_servers.py,
-``growing``) whose tool ``grow`` adds ``fresh``, removes ``echo`` and says so.
+``growing``), or the same over streamable HTTP on 127.0.0.1, whose tool
+``grow`` adds ``fresh``, removes ``echo`` and says so.
 It logs every ``tools/list`` it answers, so the tests see that the hub lists
 again after the notification, and only then. Both protocol eras are covered:
 ``auto`` negotiates 2026-07-28 with this server (the change arrives on a
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,8 @@ import mcp
 import pytest
 
 from infai.tools import Sandbox, Toolbox, ToolContext
-from infai.tools.mcp import McpHub
-from mcp_servers import growing_server
+from infai.tools.mcp import McpHub, ServerConfig
+from mcp_servers import HttpServer, growing_server
 
 #: how long a loaded machine may take to deliver the notification (seconds)
 PATIENCE = 60.0
@@ -49,15 +51,29 @@ async def until(box: Toolbox, condition: Any) -> list[str]:
         await asyncio.sleep(0.02)
 
 
+@pytest.fixture(params=["stdio", "http"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerConfig]:
+    """The growing server over stdio (a sandboxed subprocess) or streamable HTTP."""
+    log = tmp_path / "log"
+    if request.param == "stdio":
+        yield growing_server("g", log)
+        return
+    http = HttpServer(log, tmp_path / "port", kind="http-growing").start()
+    try:
+        yield ServerConfig("g", url=http.url)
+    finally:
+        http.stop()
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_a_changed_tool_list_is_listed_again_before_the_next_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, server: ServerConfig
 ) -> None:
     import infai.tools.mcp.connection as connection
 
     monkeypatch.setattr(connection, "Client", functools.partial(mcp.Client, mode=mode))
     log = tmp_path / "log"
-    hub = McpHub([growing_server("g", log)], Sandbox(), tmp_path)
+    hub = McpHub([server], Sandbox(), tmp_path)
     box = Toolbox()
     box.attach(hub)
     context = ToolContext(tmp_path, "s1")
