@@ -222,11 +222,16 @@ class Connection:
     ) -> asyncio.Task[None] | None:
         """On a 2026-07-28 connection, subscribe to tool-list changes (held open by
         ``stack``) and watch the stream; None where there is no such stream (an
-        older protocol: the notification comes unasked) or the server refuses it
-        (then its changes go unseen until a restart)."""
+        older protocol: the notification comes unasked), the server does not
+        declare ``tools.listChanged``, or it refuses (then its changes go unseen
+        until a restart)."""
         self.listening = False
         if client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None
+        declared = client.session.server_capabilities
+        tools = declared.tools if declared is not None else None
+        if tools is None or not tools.list_changed:
+            return None  # it never says: no subscription to wait for at start
         try:
             async with asyncio.timeout(LISTEN_TIMEOUT):
                 subscription = await stack.enter_async_context(
