@@ -470,6 +470,9 @@ def checkout(
     :class:`InvalidInput` in the home directory or ``/`` (see :func:`too_wide`)."""
     workdir = _narrow_workdir(store, session_id, "checkout")
     files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
+    # open, as an agent session is (a gc with a short grace keeps the default one
+    # while it is: its snapshot of the files now reuses stat-cache hits)
+    mark = store.open_mark(session_id)
     try:
         with store.open_writer(session_id) as writer:
             notices = [n for n in [files.recover(writer)] if n]
@@ -478,6 +481,7 @@ def checkout(
                 writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
             )
     finally:
+        mark.release()
         files.close()
     done.notices[:0] = notices
     return done
