@@ -81,3 +81,32 @@ def test_a_symlink_to_home_and_a_dotted_path_are_refused(
         with pytest.raises(InvalidInput, match="home directory"):
             checkout(store, sid, event, OnRestore(force=True))
     assert not (home / "x.txt").exists()
+
+
+def test_a_recorded_directory_holding_a_newline_is_one_line_in_the_tui_picker(
+    tmp_path: Path,
+) -> None:
+    """The directory an imported file names is shown in the TUI's session picker
+    (grouping, display only): its newline was kept (``inert`` keeps newlines), so
+    a Pi file's ``cwd`` printed a line of its choosing among the sessions."""
+    import json
+
+    from infai.shells.tui.modals import Listed, session_label
+    from infai.store.imports import commit, importer_for
+
+    forged = "/src/proj\n0197aaaa-ffff  just now  9 ev /src/bank  \x1b]0;t\x07"
+    header = {"type": "session", "version": 3, "id": "0197aaaa-0000-7000-8000-0000000000b2",
+              "timestamp": "2026-03-01T10:00:00.000Z", "cwd": forged}  # fmt: skip
+    prompt = {"type": "message", "id": "b0000001", "parentId": None,
+              "timestamp": "2026-03-01T10:00:01.000Z",
+              "message": {"role": "user", "content": "hi"}}  # fmt: skip
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in (header, prompt)))
+    store = Store(tmp_path / "home")
+    (foreign,) = importer_for("pi").load(path)
+    commit(store, foreign)
+    info = store.info(foreign.session_id)
+    assert info.working_dir is None and info.extra["import"]["working_dir"] == forged
+    shown = session_label(Listed(info, "hi", 1)).plain
+    assert "\n" not in shown and "\x1b" not in shown and "\x07" not in shown
+    assert shown.endswith("/src/proj\\n0197aaaa-ffff  just now  9 ev /src/bank  \\x1b]0;t\\x07")
