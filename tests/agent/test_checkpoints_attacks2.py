@@ -73,3 +73,104 @@ def test_a_rollback_whose_bytes_gc_removed_finishes_and_says_what_it_left(
     assert (wd / "b.txt").read_text() == "b new\n"  # never touched: nothing to put back
     assert not (wd / "gone.txt").exists()  # removed by the restore, its bytes gc'd
     assert (wd / "c.txt").read_text() == "c, the same on both sides\n"
+
+
+@pytest.mark.parametrize("op", ["chmod", "write", "remove"])
+@pytest.mark.parametrize("swap", ["symlink", "hard link", "parent symlink"])
+def test_a_swap_after_the_check_never_reaches_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, op: str, swap: str
+) -> None:
+    """Held: the moment after a path is checked and before it is changed, the
+    file (or its directory) is swapped for a link to a file outside. The restore
+    may fail (and is undone) or replace the link, but the outside file keeps its
+    bytes and mode, and nothing is created outside."""
+    import os
+    import stat
+
+    wd, home, outside = tmp_path / "wd", tmp_path / "home", tmp_path / "outside"
+    (wd / "sub").mkdir(parents=True)
+    outside.mkdir()
+    secret = outside / "f"
+    secret.write_text("outside\n")
+    secret.chmod(0o600)
+    f = wd / "sub" / "f"
+    f.write_text("v1\n")
+    (wd / "sub" / "stays").write_text("so sub is never an empty directory\n")
+    c = _checkpoints(wd, home)
+    if op == "chmod":
+        f.chmod(0o755)
+    elif op == "write":
+        f.write_text("v2\n")
+    target = c.snapshot().tree
+    if op == "chmod":
+        f.chmod(0o644)
+    elif op == "write":
+        f.write_text("v1\n")
+    else:
+        f.unlink()
+        target = c.snapshot().tree
+        f.write_text("v1\n")
+    _, plan = c.plan(target)
+    assert [a.path for a in plan.actions] == ["sub/f"]
+    real = restore_module._Disk.holds
+    swapped: list[bool] = []
+
+    def holds(self: Any, path: str, info: Any) -> bool:
+        got = real(self, path, info)
+        if path == "sub/f" and got and not swapped:
+            swapped.append(True)
+            if swap == "parent symlink":
+                (wd / "sub").rename(wd / "sub.moved")
+                (wd / "sub").symlink_to(outside)
+            else:
+                f.unlink()
+                if swap == "symlink":
+                    f.symlink_to(secret)
+                else:
+                    os.link(secret, f)
+        return got
+
+    monkeypatch.setattr(restore_module._Disk, "holds", holds)
+    try:
+        c.apply(plan)
+        c.finish()  # (recorded)
+    except restore_module.RestoreError:
+        pass  # refused and undone: fine, as long as nothing outside changed
+    assert swapped
+    assert secret.read_text() == "outside\n"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert sorted(p.name for p in outside.iterdir()) == ["f"]
+    assert c.restorer.pending() is None
+
+
+def test_an_empty_directory_filled_during_the_restore_is_reported_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorded empty directory the restore removes gets a file saved into it
+    meanwhile: it is kept (its file too), and was reported as restored (in the
+    paths touched, not in ``left``), so the restore record disagreed with the
+    disk without saying so."""
+    from infai.agent.checkpoints.disk import CHANGED
+
+    wd, home = tmp_path / "wd", tmp_path / "home"
+    wd.mkdir()
+    (wd / "a.txt").write_text("v1\n")
+    c = _checkpoints(wd, home)
+    target = c.snapshot().tree
+    (wd / "a.txt").write_text("v2\n")
+    (wd / "d").mkdir()
+    _, plan = c.plan(target)
+    assert sorted(a.path for a in plan.actions) == ["a.txt", "d"]
+    real = restore_module._Disk.rmdir
+
+    def rmdir(self: Any, path: str) -> None:
+        (wd / "d" / "saved.txt").write_text("saved during the restore\n")
+        real(self, path)
+
+    monkeypatch.setattr(restore_module._Disk, "rmdir", rmdir)
+    applied = c.apply(plan)
+    c.finish()
+    assert (wd / "d" / "saved.txt").read_text() == "saved during the restore\n"
+    assert (wd / "a.txt").read_text() == "v1\n"
+    assert list(applied) == ["a.txt"]
+    assert applied.left == {"d": CHANGED}
