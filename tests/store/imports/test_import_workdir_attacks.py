@@ -110,3 +110,47 @@ def test_a_recorded_directory_holding_a_newline_is_one_line_in_the_tui_picker(
     shown = session_label(Listed(info, "hi", 1)).plain
     assert "\n" not in shown and "\x1b" not in shown and "\x07" not in shown
     assert shown.endswith("/src/proj\\n0197aaaa-ffff  just now  9 ev /src/bank  \\x1b]0;t\\x07")
+
+
+def test_a_re_import_drops_any_directory_an_older_infai_trusted(tmp_path: Path) -> None:
+    """An older infai made the file's ``cwd`` the session's working directory (and
+    recorded no tool's directory in the import's mark). A re-import dropped it
+    only while the file still named that same directory: a file naming another
+    one now (its tool moved on, or its author changed it) left the old one in
+    force, and a checkout kept writing there."""
+    import json
+
+    from infai.store.imports import commit, importer_for
+
+    def pi_file(cwd: str, turns: int) -> Path:
+        header = {"type": "session", "version": 3, "id": "0197aaaa-0000-7000-8000-0000000000c3",
+                  "timestamp": "2026-03-01T10:00:00.000Z", "cwd": cwd}  # fmt: skip
+        lines: list[dict[str, object]] = [header]
+        for n in range(1, turns + 1):
+            lines.append({"type": "message", "id": f"b{n:07d}",
+                          "parentId": f"b{n - 1:07d}" if n > 1 else None,
+                          "timestamp": f"2026-03-01T10:00:{n:02d}.000Z",
+                          "message": {"role": "user", "content": f"p{n}"}})  # fmt: skip
+        path = tmp_path / "s.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return path
+
+    victim = str(tmp_path / "victim" / ".ssh")
+    store = Store(tmp_path / "home")
+    pi = importer_for("pi")
+    (foreign,) = pi.load(pi_file(victim, 1))
+    commit(store, foreign)
+    sid = foreign.session_id
+
+    def as_an_older_infai_left_it() -> None:
+        """The file's directory as the session's own, none in the import's mark."""
+        info = store.info(sid)
+        mark = {k: v for k, v in info.extra["import"].items() if k != "working_dir"}
+        store.restore_info(info.replace(working_dir=victim, extra={**info.extra, "import": mark}))
+
+    for turns in (1, 2):  # unchanged, then grown
+        as_an_older_infai_left_it()
+        (again,) = pi.load(pi_file(str(tmp_path / "elsewhere"), turns))
+        commit(store, again)
+        assert store.info(sid).working_dir is None, turns
+        assert any(victim in w and "dropped" in w for w in again.report.warnings)
