@@ -174,3 +174,19 @@ def test_an_empty_directory_filled_during_the_restore_is_reported_left(
     assert (wd / "a.txt").read_text() == "v1\n"
     assert list(applied) == ["a.txt"]
     assert applied.left == {"d": CHANGED}
+
+
+def test_a_left_notice_for_a_hostile_name_prints_one_inert_line() -> None:
+    """Held: a file name holding a newline, a carriage return and an escape
+    sequence, left by a restore: its notice is one line (the newline quoted
+    here), and the shells' sanitizer leaves no raw control byte in it."""
+    from infai.agent.checkpoints.disk import CHANGED
+    from infai.agent.workfiles import _left_notices
+    from infai.shells.inert import inert
+
+    name = "a\r\x1b[2Kb\nleft as it is: changed during the restore: c\x07"
+    (notice,) = _left_notices({name: CHANGED})
+    shown = inert(notice)
+    assert "\n" not in shown and "\r" not in shown
+    assert not any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in shown)
+    assert shown.startswith(f"left as it is: {CHANGED}: ")
