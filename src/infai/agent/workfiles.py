@@ -357,12 +357,14 @@ class WorkFiles:
 
 
 def too_wide() -> set[Path]:
-    """Directories whose files are never snapshotted nor restored: ``/`` and the
-    user's home (a session started there would read every file the user has, on
-    its first turn; a checkout there would write among them)."""
+    """Directories whose files are never snapshotted nor restored: ``/``, the
+    user's home and every directory above it (``/home`` holds ``/home/me``): a
+    session started there would read every file the user has, on its first
+    turn; a checkout there would write among them."""
     wide = {Path("/")}
     with contextlib.suppress(RuntimeError):  # no home directory known: / only
-        wide.add(Path.home().resolve())
+        home = Path.home().resolve()
+        wide.update((home, *home.parents))
     return wide
 
 
@@ -389,8 +391,8 @@ def _narrow_workdir(store: SessionStore, session_id: str, doing: str) -> str:
     if Path(workdir).resolve() in too_wide():
         raise InvalidInput(
             f"session {session_id}: {doing} refused in {_quoted(workdir)} (your home "
-            "directory or /): files there are never snapshotted nor restored; run it "
-            "from the project's directory"
+            "directory, one above it, or /): files there are never snapshotted nor "
+            "restored; run it from the project's directory"
         )
     return workdir
 
@@ -468,6 +470,9 @@ def checkout(
     :class:`InvalidInput` in the home directory or ``/`` (see :func:`too_wide`)."""
     workdir = _narrow_workdir(store, session_id, "checkout")
     files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
+    # open, as an agent session is (a gc with a short grace keeps the default one
+    # while it is: its snapshot of the files now reuses stat-cache hits)
+    mark = store.open_mark(session_id)
     try:
         with store.open_writer(session_id) as writer:
             notices = [n for n in [files.recover(writer)] if n]
@@ -476,6 +481,7 @@ def checkout(
                 writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
             )
     finally:
+        mark.release()
         files.close()
     done.notices[:0] = notices
     return done

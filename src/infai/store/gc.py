@@ -17,6 +17,10 @@ after every batch in flight has committed. A writer that names an object
 without putting it again (the snapshot stat cache reusing a file's digest)
 touches it (:meth:`.objects.ObjectStore.touch`) once its last put is older than
 half the grace, so the grace covers it too (see ``agent/checkpoints/snapshot``).
+Half the *default* grace: a gc asked for a shorter one first moves the
+objects' generation (a snapshot checking its cache after that drops it and
+puts its objects again) and keeps the default grace while a session is open
+(see :func:`_short_grace`).
 
 Everything else is removed. gc never guesses: if a session cannot be listed or
 read, or a tree reached from a root is missing or damaged, it removes nothing
@@ -60,6 +64,9 @@ class GcReport:
     freed: int = 0
     #: the digests removed (or to be removed, on a dry run)
     digests: list[str] = field(default_factory=list)
+    #: the grace period used, in seconds: the default one, not a shorter one
+    #: asked for, while a session is open (see :func:`collect`)
+    grace: float = DEFAULT_GRACE
 
     def to_obj(self) -> dict[str, object]:
         """JSON-ready (digests left out: they can be many)."""
@@ -72,6 +79,7 @@ class GcReport:
             "recent": self.recent,
             "removed": self.removed,
             "freed": self.freed,
+            "grace": self.grace,
         }
 
 
@@ -173,6 +181,9 @@ def collect(
     if grace < 0:
         raise InvalidInput(f"gc grace period must not be negative (got {grace})")
     report = GcReport(dry_run)
+    if grace < DEFAULT_GRACE and not dry_run:
+        grace = _short_grace(store, grace)
+    report.grace = grace
     report.sessions, live = marked(store, progress)
     objects = store.objects
     every = set(objects.digests())  # listed before the recent puts are asked for
@@ -191,6 +202,22 @@ def collect(
     report.digests = sorted(gone)
     report.removed = len(gone)
     return report
+
+
+def _short_grace(store: SessionStore, grace: float) -> float:
+    """The grace a gc asked for one shorter than :data:`DEFAULT_GRACE` may use.
+
+    A snapshot's stat-cache hits were put (or touched) within half the default
+    grace, not within ``grace``: a hit named by no event yet would be removed
+    if its snapshot's event were appended after this gc read the session. So,
+    before reading anything: move the objects' generation (an empty removal), so
+    any snapshot checking its cache from now on drops it and puts what it names
+    again; then, if a session is open (its process may hold a snapshot of cache
+    hits taken before, its event not appended yet), keep the default grace."""
+    store.objects.remove((), grace=grace)
+    if store.marked_open([info.id for info in store.list_sessions()]):
+        return DEFAULT_GRACE
+    return grace
 
 
 def _size(objects: ObjectStore, digest: str) -> int:

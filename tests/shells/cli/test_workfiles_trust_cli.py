@@ -76,7 +76,7 @@ def test_diff_and_checkout_from_the_home_directory_exit_2_saying_why(
     (home / "private.txt").write_text("mine\n")
     stored = set(store.objects.digests())
     diff = infai(store_home, "session", "diff", sid, event, code=2)
-    assert f"in {home} (your home directory or /)" in diff.stderr
+    assert f"in {home} (your home directory, one above it, or /)" in diff.stderr
     assert "run it from the project's directory" in diff.stderr
     assert diff.stdout == ""
     checkout = infai(store_home, "session", "checkout", "--force", sid, event, code=2)

@@ -248,7 +248,15 @@ def test_in_a_real_terminal_the_title_and_clipboard_stay_untouched(tmp_path: Pat
 DRAWS = {"Text", "Static", "Markdown", "Input", "Syntax", "Option", "Button", "Label"}
 #: what a dynamic string may be wrapped in before it is drawn (the sanitizer, and
 #: functions that return its result or only characters of their own: a bar, a label)
-SANITIZED = {"inert", "inert_text", "inert_markup", "session_label", "_label", "_title"}
+SANITIZED = {
+    "inert",
+    "inert_text",
+    "inert_markup",
+    "printable",
+    "session_label",
+    "_label",
+    "_title",
+}
 SANITIZED |= {"edit_diff", "token_bar", "hit_label", "mcp_listing"}
 SANITIZED |= {"restore_question", "event_diff_text"}
 

@@ -376,6 +376,15 @@ def _digest(pfd: int, name: str) -> str:
         os.close(fd)
 
 
+def _ancestors(paths: Iterable[str]) -> set[str]:
+    """Every directory above ``paths`` (``a/b/c`` → ``a``, ``a/b``)."""
+    out: set[str] = set()
+    for path in paths:
+        parts = path.split("/")[:-1]
+        out.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return out
+
+
 def converge(
     disk: _Disk, states: list[State], left: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -392,10 +401,14 @@ def converge(
     for path, _, _ in states:
         disk.drop_tmp(path)
     gone = {path: now for path, now, wanted in states if wanted is None}
+    # directories something is written below (one in the way of its removal is not news)
+    filled = _ancestors(path for path, _, wanted in states if wanted is not None)
     for path in sorted(gone, reverse=True):
         now = gone[path]
         if now is not None and now.type == "dir":
             disk.rmdir(path)  # only if empty: a directory holding files stays
+            if path not in filled and not disk.holds(path, None):
+                left[path] = CHANGED  # filled, or replaced, meanwhile
         elif disk.holds(path, now):
             disk.remove(path)
         elif not disk.holds(path, None):

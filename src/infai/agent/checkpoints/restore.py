@@ -36,9 +36,12 @@ every step is idempotent, so a crash during recovery is recovered the same way.
 Undoing, at once or on recovery, follows the same rule as applying: only a
 path holding its ``after`` state is put back; one holding neither side was
 changed by someone else meanwhile and is left (and reported), so an undo never
-clobbers an edit either. An interrupted ``applied`` journal only means the
-caller may not have recorded the restore: recovery reports it as completed
-(with the paths left) so the caller can record it.
+clobbers an edit either. A path whose before bytes are gone from the store
+(its sessions removed, then a gc) is left as the restore made it and reported,
+so the rest is rolled back and the journal finished. An interrupted
+``applied`` journal only means the caller may not have recorded the restore:
+recovery reports it as completed (with the paths left) so the caller can
+record it.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from typing import Any, Literal
 from infai.store.objects import ObjectStore
 
 from .diff import FileInfo, diff_trees
-from .disk import Known, Op, _fsync_dir, _op, converge
+from .disk import Known, Op, State, _fsync_dir, _op, converge
 
 # re-exported: their home was this module before the split (tests patch ``_Disk`` here)
 from .disk import RestoreError as RestoreError
@@ -64,6 +67,8 @@ from .disk import _Disk as _Disk
 from .walk import GIT_DIR
 
 JOURNAL_VERSION = 1
+#: why a rollback left a path as the restore made it
+LOST = "not put back: its bytes are no longer in the store"
 
 
 class RestorePending(RestoreError):
@@ -369,6 +374,19 @@ class Restorer:
             f"{self.workdir}: the restore failed and was undone: {exc}{also}"
         ) from exc
 
+    def _unrecoverable(self, disk: _Disk, states: list[State]) -> dict[str, str]:
+        """The paths a rollback cannot put back, their bytes gone from the store
+        (the sessions naming them removed, then a gc) and not on disk: left as
+        they are, so the rest is rolled back and the journal finished, not kept
+        for a recovery that would fail the same way on every open."""
+        wanted = {w.digest for _, _, w in states if w is not None and w.type != "dir"}
+        gone = self.objects.missing(wanted)
+        return {
+            path: LOST
+            for path, _, w in states
+            if w is not None and w.digest in gone and not disk.holds(path, w)
+        }
+
     def finish(self) -> None:
         """Forget the journal of a restore that is applied and recorded."""
         self.journal.unlink(missing_ok=True)
@@ -389,7 +407,8 @@ class Restorer:
         if body["phase"] != "applied":
             disk = _Disk(self.workdir, self.objects)
             states = [(a["path"], _info(a["after"]), _info(a["before"])) for a in actions]
-            left = converge(disk, states)
+            left = self._unrecoverable(disk, states)
+            left = converge(disk, [s for s in states if s[0] not in left], left)
             action = "rolled back"
         else:
             touched = [p for p in touched if p not in left]

@@ -27,6 +27,7 @@ from infai.tools import AllowAlways, Answer, Ask, DenyWith, Reply
 
 from ..inert import inert, inert_text
 from ..listing import shown_dir
+from ..render import printable
 
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6
@@ -188,7 +189,8 @@ def session_label(row: Listed) -> Text:
     text = inert_text(f"{title:<22} ", "bold")
     text.append(f"{inert(_ago(row.info.updated_at)):>11} ")
     text.append(inert(f"{row.count:>4} ev "), style="dim")
-    text.append(inert(shown_dir(row.info) or "-"), style="dim")
+    # one line: an imported session's directory is its file's word (a newline too)
+    text.append(printable(shown_dir(row.info) or "-"), style="dim")
     return text
 
 

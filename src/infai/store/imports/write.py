@@ -209,14 +209,18 @@ def _grow(store: SessionStore, foreign: ForeignSession, parent: str | None) -> I
     link = parent is not None and info.parent_session is None
     if link:  # the parent came after this session's first import
         info = info.replace(parent_session=parent, parent_event=foreign.parent_event)
-    trusted = info.working_dir is not None and info.working_dir == foreign.working_dir
-    if trusted:  # an earlier infai took the tool's directory as the session's own
-        info = info.replace(working_dir=None)
+    # an earlier infai took the tool's directory as the session's own: the one the
+    # source names now, or (its mark not recording the tool's, as no older one
+    # did) the one it named then, whatever it names now
+    older = "working_dir" not in mark and foreign.working_dir is not None
+    trusted = info.working_dir is not None and (older or info.working_dir == foreign.working_dir)
+    if trusted:
         foreign.report.warn(
             None,
-            f"working_dir {foreign.working_dir!r} dropped: an imported session works in "
+            f"working_dir {info.working_dir!r} dropped: an imported session works in "
             "the directory it is continued from (the tool's stays in its import metadata)",
         )
+        info = info.replace(working_dir=None)
     if not new:
         notes = _mark(foreign, [])  # what the source says now (a prune, a label) ...
         for kept in ("head", "revisions"):  # ... with what only the store knows
