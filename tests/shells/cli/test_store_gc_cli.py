@@ -73,3 +73,18 @@ def test_store_copy_carries_the_objects_snapshots_reach(tmp_path: Path) -> None:
     assert "copied 1 events, verified" in out.output
     with Store(target) as store:
         assert store.objects.missing(reached) == set() and store.fsck(sid).ok
+
+
+def test_gc_says_when_an_open_session_keeps_the_default_grace(tmp_path: Path) -> None:
+    """A short --grace while a session is open would let gc remove a snapshot's
+    cache hits before its event lands: the default grace is kept, and said."""
+    home = tmp_path / "home"
+    with Store(home) as store:
+        fresh = store.objects.put(b"a snapshot in progress")
+        sid = store.create_session().id
+        with store.open_writer(sid):  # another terminal's session, open
+            out = run(home, "store", "gc", "--grace", "0")
+            assert "grace kept at 60 minutes, not 0: a session is open" in out.output
+            assert store.objects.has(fresh)
+    out = run(home, "store", "gc", "--grace", "0")
+    assert "grace kept" not in out.output and "removed 1 of 1 objects" in out.output

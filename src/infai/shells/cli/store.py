@@ -176,7 +176,8 @@ def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json:
     reaches (never anything reachable); reports objects and bytes freed.
 
     Objects put within the grace period are kept even if nothing reaches them yet:
-    a snapshot puts its files before it appends its event. A session that cannot
+    a snapshot puts its files before it appends its event. A grace shorter than the
+    default is used only when no session is open. A session that cannot
     be read makes gc remove nothing (exit 1): fsck or salvage it first.
     """
     from rich.console import Console
@@ -200,6 +201,11 @@ def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json:
         emit_json(report.to_obj())
         return
     verb = "would remove" if dry_run else "removed"
+    if report.grace > seconds:
+        echo(
+            f"grace kept at {report.grace / 60:g} minutes, not {seconds / 60:g}: a session"
+            " is open, and its next snapshot may name contents put earlier"
+        )
     echo(
         f"{verb} {report.removed} of {report.objects} objects, {_size(report.freed)}"
         f" ({report.reachable} reachable from {report.sessions} sessions,"
