@@ -309,7 +309,8 @@ class Workspace:
         if here in too_wide():  # a first snapshot would hash everything the user has
             with self._hubs_lock:
                 self._notices.append(
-                    f"files are not snapshotted in {here} (your home directory, or a directory above it): "
+                    f"files are not snapshotted in {here} (your home directory,"
+                    " or a directory above it): "
                     "start infai in a project's directory to have files on the timeline"
                 )
             return None
