@@ -45,11 +45,11 @@ def _during(monkeypatch: pytest.MonkeyPatch, edit: Callable[[], object]) -> None
     real = disk_module._Disk.drop_tmp
     done: list[bool] = []
 
-    def drop_tmp(self: Any, path: str) -> None:
+    def drop_tmp(self: Any, path: str, *sides: Any) -> str | None:
         if not done:
             done.append(True)
             edit()
-        real(self, path)
+        return real(self, path, *sides)
 
     monkeypatch.setattr(disk_module._Disk, "drop_tmp", drop_tmp)
 

@@ -8,11 +8,17 @@ changed on disk, and the rules that keep that safe whichever way it runs
 - every path is reached through directory descriptors opened with
   ``O_NOFOLLOW``: a symlink swapped in for a directory cannot redirect a write
   outside the working directory;
-- a file is written to a temporary name beside it (derived from the path, so
-  recovery can find it), fsynced and renamed over the path, never written in
-  place; a mode change of a file with other hard links is such a copy too
-  (``fchmod`` would change every link, perhaps one outside the working
-  directory);
+- a file is written to a temporary name beside it, fsynced and renamed over
+  the path, never written in place. The name is derived from the path (so
+  recovery can find it) and from the restore's *tag*, a random token its
+  journal holds before the first change (so no user file plausibly has it);
+  and a file by that name is removed only when it is the restore's own: it
+  holds a prefix of the bytes the restore was writing there (a link: their
+  target), which are in the store. Anything else by that name is not the
+  restore's: it is kept and reported, and the path it stands beside is left
+  as it is (its temporary name is taken). A mode change of a file with
+  other hard links is such a copy too (``fchmod`` would change every link,
+  perhaps one outside the working directory);
 - before a path is changed, it is checked to still hold what the step expects
   (``now``): a file's ``lstat`` key against the one the last snapshot cached,
   and its bytes hashed again when that key differs or none was cached. A path
@@ -42,6 +48,7 @@ from typing import Literal
 
 from infai.errors import InfaiError
 from infai.store.codec import PREFIX
+from infai.store.errors import CorruptionError, ObjectNotFound
 from infai.store.objects import ObjectStore
 
 from .diff import FileInfo
@@ -54,12 +61,20 @@ StatKey = tuple[int, int, int, int, int]
 Known = Callable[[str], tuple[StatKey, str] | None]
 #: why a path was left as it is
 CHANGED = "changed during the restore"
+#: why a file named like one of the restore's temporary files was left
+FOREIGN_TMP = "named like a restore's temporary file, but not made by the restore"
+#: why a path was left: its temporary name is held by such a file
+TMP_TAKEN = "not changed: a file the restore did not make holds its temporary name"
 #: one path of a convergence: (path, the state it should hold now, the state wanted)
 State = tuple[str, FileInfo | None, FileInfo | None]
 
 
 class RestoreError(InfaiError):
     """A restore could not be planned or applied (names the path and why)."""
+
+
+class _TmpTaken(RestoreError):
+    """A path's temporary name is held by a file not the restore's (see :data:`TMP_TAKEN`)."""
 
 
 def _op(before: FileInfo | None, after: FileInfo | None) -> Op:
@@ -87,8 +102,11 @@ def _umask() -> int:
 _ABSENT = (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
 
 
-def _tmp_name(name: str) -> str:
-    return ".infai-restore-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + ".tmp"
+def _tmp_name(name: str, tag: str = "") -> str:
+    """The temporary name beside ``name`` of the restore tagged ``tag`` (``""``:
+    a journal written before restores had tags)."""
+    hashed = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return f".infai-restore-{tag}-{hashed}.tmp" if tag else f".infai-restore-{hashed}.tmp"
 
 
 def _fsync_dir(fd: int) -> None:
@@ -100,13 +118,17 @@ class _Disk:
     """Writes under one root through directory descriptors, never following links.
 
     ``known``: what the last snapshot saw at a path (see :data:`Known`), so
-    checking that an unchanged file still holds it costs an ``lstat``.
+    checking that an unchanged file still holds it costs an ``lstat``; ``tag``:
+    the restore's, in its temporary names (see :func:`_tmp_name`).
     """
 
-    def __init__(self, root: str, objects: ObjectStore, known: Known | None = None) -> None:
+    def __init__(
+        self, root: str, objects: ObjectStore, known: Known | None = None, tag: str = ""
+    ) -> None:
         self.root = root
         self.objects = objects
         self.known = known
+        self.tag = tag
         self.umask = _umask()
         self.dirty: set[str] = set()  # directories whose entries changed, synced once
 
@@ -198,24 +220,31 @@ class _Disk:
         pfd = self._parent(info.path, create=True)
         assert pfd is not None
         name = info.path.rsplit("/", 1)[-1]
-        tmp = _tmp_name(name)
+        tmp = _tmp_name(name, self.tag)
         try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=pfd)
-            if info.type == "link":
-                if not data or b"\0" in data:  # no snapshot makes one: a crafted tree
-                    raise RestoreError(
-                        f"{self.root}: {info.path!r}: the snapshot's link target "
-                        f"{data[:80]!r} is not a valid target"
-                    )
-                os.symlink(data, tmp, dir_fd=pfd)
-            else:
-                self._write(pfd, name, tmp, data, info.executable)
+            if info.type == "link" and (not data or b"\0" in data):
+                # no snapshot makes one: a crafted tree
+                raise RestoreError(
+                    f"{self.root}: {info.path!r}: the snapshot's link target "
+                    f"{data[:80]!r} is not a valid target"
+                )
+            try:  # never over a file by that name: :func:`converge` removed the restore's own
+                if info.type == "link":
+                    os.symlink(data, tmp, dir_fd=pfd)
+                else:
+                    self._write(pfd, name, tmp, data, info.executable)
+            except FileExistsError:
+                raise _TmpTaken(f"{self.root}: {info.path!r}: {TMP_TAKEN}") from None
             try:
-                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-            except IsADirectoryError:
-                os.rmdir(name, dir_fd=pfd)  # an empty directory left in the way
-                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                try:
+                    os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                except IsADirectoryError:
+                    os.rmdir(name, dir_fd=pfd)  # an empty directory left in the way
+                    os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+            except Exception:
+                with contextlib.suppress(OSError):  # ours: made just now
+                    os.unlink(tmp, dir_fd=pfd)
+                raise
             self.dirty.add(info.path.rpartition("/")[0])
         finally:
             os.close(pfd)
@@ -235,15 +264,20 @@ class _Disk:
     def _write(self, pfd: int, name: str, tmp: str, data: bytes, executable: bool) -> None:
         mode = self._mode(pfd, name, executable)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=pfd)
+        fd = os.open(tmp, flags, 0o600, dir_fd=pfd)  # (one by that name: FileExistsError)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except Exception:
+            with contextlib.suppress(OSError):  # ours, made just now (a full disk)
+                os.unlink(tmp, dir_fd=pfd)
+            raise
 
     def chmod(self, info: FileInfo) -> None:
         """Set the executable bit of ``info.path`` as ``info`` says: in place, or,
@@ -268,22 +302,21 @@ class _Disk:
             self.put(info)  # its bytes are info's: the caller checked them
 
     def remove(self, path: str) -> None:
-        """Remove the file or link at ``path`` (and its temporary twin); absent is fine."""
+        """Remove the file or link at ``path``; absent is fine."""
         pfd = self._parent(path, create=False)
         if pfd is None:
             return
         name = path.rsplit("/", 1)[-1]
         try:
-            for victim in (name, _tmp_name(name)):
-                try:
-                    os.unlink(victim, dir_fd=pfd)
-                except FileNotFoundError:
-                    pass
-                except IsADirectoryError:
-                    pass  # a directory is not a planned file: left alone
-                except OSError as exc:
-                    if exc.errno != errno.ENAMETOOLONG:
-                        raise  # (a name no file can have, from a crafted tree: absent)
+            try:
+                os.unlink(name, dir_fd=pfd)
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                pass  # a directory is not a planned file: left alone
+            except OSError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise  # (a name no file can have, from a crafted tree: absent)
             self.dirty.add(path.rpartition("/")[0])
         finally:
             os.close(pfd)
@@ -320,20 +353,59 @@ class _Disk:
         finally:
             os.close(pfd)
 
-    def drop_tmp(self, path: str) -> None:
-        """Remove a temporary file a killed write may have left beside ``path``."""
+    def drop_tmp(self, path: str, sides: Iterable[FileInfo | None] = ()) -> str | None:
+        """Remove the temporary file a killed write of this restore may have left
+        beside ``path``, if it is the restore's own: a prefix of the bytes of one
+        of ``sides`` (the states the path goes between), or a link to one's
+        target. Anything else by that name is kept: its path is returned."""
         try:
             pfd = self._parent(path, create=False)
         except RestoreError:
-            return
+            return None
         if pfd is None:
-            return
+            return None
+        tmp = _tmp_name(path.rsplit("/", 1)[-1], self.tag)
         try:
-            os.unlink(_tmp_name(path.rsplit("/", 1)[-1]), dir_fd=pfd)
-        except FileNotFoundError:
-            pass
+            try:
+                st = os.stat(tmp, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if not any(self._ours(pfd, tmp, st, side) for side in sides if side is not None):
+                parent = path.rpartition("/")[0]
+                return f"{parent}/{tmp}" if parent else tmp
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=pfd)
+            self.dirty.add(path.rpartition("/")[0])
+            return None
         finally:
             os.close(pfd)
+
+    def _ours(self, pfd: int, tmp: str, st: os.stat_result, side: FileInfo) -> bool:
+        """Whether the temporary file ``tmp`` (``st``: its ``lstat``) holds what a
+        write of ``side`` puts there: all its bytes or their first part (a killed
+        write), or, for a link, its target. Its bytes are then in the store."""
+        if side.type == "dir":
+            return False
+        try:
+            data = self.objects.get(side.digest)
+        except (ObjectNotFound, CorruptionError):
+            return False  # nothing to compare with: not known to be the restore's
+        if side.type == "link":
+            return stat.S_ISLNK(st.st_mode) and os.readlink(os.fsencode(tmp), dir_fd=pfd) == data
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > len(data):
+            return False
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, dir_fd=pfd)
+        except OSError:
+            return False
+        try:
+            got = bytearray()
+            while len(got) <= len(data) and (chunk := os.read(fd, 1 << 20)):
+                got += chunk
+        finally:
+            os.close(fd)
+        return data.startswith(got)
 
     def prune(self, paths: Iterable[str]) -> None:
         """Remove directories above ``paths`` that are empty now (deepest first)."""
@@ -398,8 +470,10 @@ def converge(
     directories made, in path order; every step is idempotent.
     """
     left = {} if left is None else left
-    for path, _, _ in states:
-        disk.drop_tmp(path)
+    for path, now, wanted in states:
+        foreign = disk.drop_tmp(path, (now, wanted))
+        if foreign is not None:
+            left[foreign] = FOREIGN_TMP
     gone = {path: now for path, now, wanted in states if wanted is None}
     # directories something is written below (one in the way of its removal is not news)
     filled = _ancestors(path for path, _, wanted in states if wanted is not None)
@@ -422,11 +496,14 @@ def converge(
                 left[path] = CHANGED
             continue
         op = _op(now, wanted)
-        if op == "chmod":
-            disk.chmod(wanted)
-        elif op == "mkdir":
-            disk.mkdir(wanted.path)
-        else:
-            disk.put(wanted)
+        try:
+            if op == "chmod":
+                disk.chmod(wanted)
+            elif op == "mkdir":
+                disk.mkdir(wanted.path)
+            else:
+                disk.put(wanted)
+        except _TmpTaken:
+            left[path] = TMP_TAKEN
     disk.sync()
     return left

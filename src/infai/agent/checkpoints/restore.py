@@ -21,7 +21,10 @@ with ``O_NOFOLLOW``, and, first, a check that the path still holds its
 plan was checked against) is left as it is and reported in
 :attr:`Applied.left`, never overwritten. After the last change the phase
 becomes ``applied`` (with the paths left). The caller records the restore on
-its timeline and then calls :meth:`Restorer.finish`. A step that fails with an
+its timeline and then calls :meth:`Restorer.finish`. The journal also holds the
+restore's *tag*, a random token in its temporary files' names (see
+:mod:`.disk`): recovery removes only those, and only if they hold the restore's
+bytes. A step that fails with an
 error (a full disk, a path in the way) is undone at once and reported; one
 process at a time restores or recovers a working directory (an ``flock``
 beside the journal, dropped by the kernel when its holder dies).
@@ -37,8 +40,10 @@ Undoing, at once or on recovery, follows the same rule as applying: only a
 path holding its ``after`` state is put back; one holding neither side was
 changed by someone else meanwhile and is left (and reported), so an undo never
 clobbers an edit either. A path whose before bytes are gone from the store
-(its sessions removed, then a gc) is left as the restore made it and reported,
-so the rest is rolled back and the journal finished. An interrupted
+(its sessions removed, then a gc) or damaged there (they no longer hash to
+their name) is left as the restore made it and reported, naming the object,
+so the rest is rolled back and the journal finished: a recovery that failed
+the same way on every open would refuse every later restore of the directory. An interrupted
 ``applied`` journal only means the caller may not have recorded the restore:
 recovery reports it as completed (with the paths left) so the caller can
 record it.
@@ -51,11 +56,13 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from infai.store.errors import CorruptionError
 from infai.store.objects import ObjectStore
 
 from .diff import FileInfo, diff_trees
@@ -69,6 +76,8 @@ from .walk import GIT_DIR
 JOURNAL_VERSION = 1
 #: why a rollback left a path as the restore made it
 LOST = "not put back: its bytes are no longer in the store"
+#: the same, the bytes damaged in the store (followed by the object's name)
+DAMAGED = "not put back: its bytes are damaged in the store"
 
 
 class RestorePending(RestoreError):
@@ -328,36 +337,38 @@ class Restorer:
         missing = self.objects.missing(wanted)
         if missing:
             raise RestoreError(f"{len(missing)} objects of the restore are not in the store")
+        tag = secrets.token_hex(8)
         body: dict[str, Any] = {
             "v": JOURNAL_VERSION,
             "workdir": self.workdir,
             "phase": "applying",
+            "tmp": tag,
             "target": plan.target,
             "before": plan.current,
             "metadata": dict(metadata or {}),
             "actions": [a.to_obj() for a in plan.actions],
         }
         self._write_journal(body)
-        disk = _Disk(self.workdir, self.objects, known)
+        disk = _Disk(self.workdir, self.objects, known, tag)
         left: dict[str, str] = {}
         try:
             converge(disk, [(a.path, a.before, a.after) for a in plan.actions], left)
         except (OSError, RestoreError) as exc:
-            self._undo(plan, exc, left, known)
+            self._undo(plan, exc, left, disk)
         body["phase"] = "applied"
         body["left"] = left
         self._write_journal(body)
         return Applied([p for p in plan.touched if p not in left], left)
 
     def _undo(
-        self, plan: RestorePlan, exc: BaseException, left: dict[str, str], known: Known | None
+        self, plan: RestorePlan, exc: BaseException, left: dict[str, str], disk: _Disk
     ) -> None:
         """A step failed (a path in the way, a full disk): put back everything
         the restore changed now and say what failed; if even that fails, the
         journal stays for :meth:`recover`. Always raises."""
         try:
             converge(
-                _Disk(self.workdir, self.objects, known),
+                _Disk(self.workdir, self.objects, disk.known, disk.tag),
                 [(a.path, a.after, a.before) for a in plan.actions],
                 left,
             )
@@ -375,17 +386,25 @@ class Restorer:
         ) from exc
 
     def _unrecoverable(self, disk: _Disk, states: list[State]) -> dict[str, str]:
-        """The paths a rollback cannot put back, their bytes gone from the store
-        (the sessions naming them removed, then a gc) and not on disk: left as
-        they are, so the rest is rolled back and the journal finished, not kept
-        for a recovery that would fail the same way on every open."""
+        """The paths a rollback cannot put back and the disk does not hold: their
+        bytes gone from the store (the sessions naming them removed, then a gc)
+        or damaged there. Left as they are, so the rest is rolled back and the
+        journal finished, not kept for a recovery that would fail the same way
+        on every open."""
         wanted = {w.digest for _, _, w in states if w is not None and w.type != "dir"}
         gone = self.objects.missing(wanted)
-        return {
-            path: LOST
-            for path, _, w in states
-            if w is not None and w.digest in gone and not disk.holds(path, w)
-        }
+        out: dict[str, str] = {}
+        for path, _, w in states:
+            if w is None or w.type == "dir" or disk.holds(path, w):
+                continue
+            if w.digest in gone:
+                out[path] = LOST
+                continue
+            try:
+                self.objects.get(w.digest)  # (read again to be written: a rare path)
+            except CorruptionError:
+                out[path] = f"{DAMAGED} (object {w.digest})"
+        return out
 
     def finish(self) -> None:
         """Forget the journal of a restore that is applied and recorded."""
@@ -405,7 +424,7 @@ class Restorer:
         action: Literal["rolled back", "completed"] = "completed"
         left = {str(p): str(why) for p, why in dict(body.get("left") or {}).items()}
         if body["phase"] != "applied":
-            disk = _Disk(self.workdir, self.objects)
+            disk = _Disk(self.workdir, self.objects, tag=str(body.get("tmp") or ""))
             states = [(a["path"], _info(a["after"]), _info(a["before"])) for a in actions]
             left = self._unrecoverable(disk, states)
             left = converge(disk, [s for s in states if s[0] not in left], left)
