@@ -19,7 +19,8 @@ from ckpt_support import later
 from infai.agent.checkpoints import Checkpoints
 from infai.agent.checkpoints import disk as disk_module
 from infai.agent.checkpoints import restore as restore_module
-from infai.store import Store
+from infai.agent.workfiles import WorkFiles, nearest
+from infai.store import RestoreRecord, Store
 from infai.store.codec import digest_of
 
 FOREIGN = "named like a restore's temporary file, but not made by the restore"
@@ -195,3 +196,119 @@ def test_a_rollback_needing_a_damaged_object_finishes_and_names_it(
     assert (wd / "a.txt").read_text() == "a old\n"  # as the restore left it
     assert (wd / "b.txt").read_text() == "b new, a longer line than before\n"
     assert (wd / "c.txt").read_text() == "c new, a longer line than before\n"
+
+
+# -- a restore of one session completed by recovery in another --------------------
+
+
+def _applied_not_recorded(tmp_path: Path) -> tuple[Store, Path, str, str, str]:
+    """Session A records two snapshots, then restores the first and is killed
+    after the restore is applied, before it is recorded. (store, workdir, A, B,
+    A's first snapshot event); B is another session of the same directory."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    a = store.create_session(working_dir=str(work)).id
+    b = store.create_session(working_dir=str(work)).id
+    files = WorkFiles(store, work, watch=False)
+    try:
+        with store.open_writer(a) as writer:
+            first = files.snapshot_record(writer, None, "turn start")
+            assert first is not None
+            first_id = writer.append(first, "system").id
+            (work / "a.txt").write_text("two\n")
+            second = files.snapshot_record(writer, None, "turn start")
+            assert second is not None
+            writer.append(second, "system")
+            _now, plan, _last, _target = files.plan(writer, first_id)
+            meta = {"source": first_id, "before": None, "session": a, "parent": writer.head}
+            files.cp.apply(plan, metadata=meta)  # killed here: no record, the journal stays
+    finally:
+        files.close()
+    assert (work / "a.txt").read_text() == "one\n"
+    return store, work, a, b, first_id
+
+
+def _recover_in(store: Store, work: Path, sid: str) -> str | None:
+    files = WorkFiles(store, work, watch=False)
+    try:
+        with store.open_writer(sid) as writer:
+            return files.recover(writer)
+    finally:
+        files.close()
+
+
+def _head_restore(store: Store, sid: str) -> RestoreRecord | None:
+    with store.open_reader(sid) as view:
+        if view.head is None:
+            return None
+        record = view.event(view.head, resolve=True).record
+    return record if isinstance(record, RestoreRecord) else None
+
+
+def test_a_restore_completed_in_another_session_is_recorded_on_its_own(tmp_path: Path) -> None:
+    store, work, a, b, first = _applied_not_recorded(tmp_path)
+    said = _recover_in(store, work, b)
+    got = _head_restore(store, a)
+    assert got is not None and got.source == first
+    assert said is not None and "completed" in said and f"session {a}" in said
+    with store.open_reader(a) as view:
+        found = nearest(view, None)
+    assert found is not None and found[1].tree == got.tree
+    assert _head_restore(store, b) is None  # nothing on B's timeline
+    assert _recover_in(store, work, b) is None  # the journal is finished
+
+
+def test_a_restore_of_a_session_open_elsewhere_is_recorded_here_naming_it(
+    tmp_path: Path,
+) -> None:
+    store, work, a, b, first = _applied_not_recorded(tmp_path)
+    with store.open_writer(a) as held:  # A is open in another process
+        said = _recover_in(store, work, b)
+        assert nearest(held, None) is not None
+    assert _head_restore(store, a) is None  # A's timeline untouched
+    got = _head_restore(store, b)
+    assert got is not None and got.source == first
+    assert said is not None and "recorded on this session's timeline" in said
+    assert f"session {a}" in said and first in said
+    assert got.metadata["session"] == a and got.metadata["source"] == first
+    assert a in got.metadata["note"]
+    assert _recover_in(store, work, b) is None
+
+
+def test_a_rollback_in_another_session_names_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rolled back restore is recorded nowhere (the disk is its before snapshot
+    again); the notice says whose it was."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    (work / "b.txt").write_text("one\n")
+    store = Store(tmp_path / "home")
+    a = store.create_session(working_dir=str(work)).id
+    b = store.create_session(working_dir=str(work)).id
+    files = WorkFiles(store, work, watch=False)
+    try:
+        with store.open_writer(a) as writer:
+            first = files.snapshot_record(writer, None, "turn start")
+            assert first is not None
+            first_id = writer.append(first, "system").id
+            (work / "a.txt").write_text("two\n")
+            (work / "b.txt").write_text("two\n")
+            second = files.snapshot_record(writer, None, "turn start")
+            assert second is not None
+            writer.append(second, "system")
+            _now, plan, _last, _target = files.plan(writer, first_id)
+            _killed_after_one_write(monkeypatch)
+            meta = {"source": first_id, "before": None, "session": a, "parent": writer.head}
+            with pytest.raises(Killed):
+                files.cp.apply(plan, metadata=meta)
+            monkeypatch.undo()
+    finally:
+        files.close()
+    said = _recover_in(store, work, b)
+    assert said is not None and "rolled back" in said and f"session {a}" in said
+    assert (work / "a.txt").read_text() == "two\n" and (work / "b.txt").read_text() == "two\n"
+    assert _head_restore(store, a) is None and _head_restore(store, b) is None

@@ -42,15 +42,18 @@ from typing import Any
 from infai.store import (
     WORKSPACE_KINDS,
     Event,
+    HeadConflict,
     InvalidInput,
     RestoreRecord,
     SessionLog,
+    SessionNotFound,
     SessionStore,
     SessionView,
     SnapshotRecord,
+    WriterLocked,
 )
 
-from .checkpoints import Checkpoints, RestoreError, RestorePlan
+from .checkpoints import Checkpoints, Recovery, RestoreError, RestorePlan
 from .config import CheckpointSettings
 
 
@@ -178,33 +181,75 @@ class WorkFiles:
     # -- opening ---------------------------------------------------------------
 
     def recover(self, writer: SessionLog) -> str | None:
-        """Finish or roll back a restore a kill interrupted; what to tell the user."""
+        """Finish or roll back a restore a kill interrupted; what to tell the user.
+
+        The journal names the session that started the restore, perhaps another
+        session of the directory (``writer`` is the one opening now). Rolled
+        back, it is recorded nowhere, whoever started it: the disk agrees again
+        with that timeline's last word, the snapshot taken before it. Completed
+        (applied, killed before its record), it is recorded on the starting
+        session's timeline, after the event it followed: ``writer`` itself, or
+        the other session through its own writer, opened for that one append
+        when that session is not open anywhere. When it is open (another process
+        is writing it, so an append here would race that process) or was
+        removed since, the restore is recorded on ``writer``'s timeline instead,
+        at its HEAD (its files changed too), the record's metadata naming the
+        other session and its event, and the notice says so.
+        """
         rec = self.cp.recover()
         if rec is None:
             return None
         also = "".join("; " + n for n in _left_notices(rec.left))
+        sid, source = rec.metadata.get("session"), rec.metadata.get("source")
+        whose = ""
+        if isinstance(sid, str) and sid != writer.session_id:
+            whose = f" (session {sid}'s restore of its event {source})"
+        done = f"an interrupted restore{whose} of files in {_quoted(self.workdir)} was"
         if rec.action == "rolled back":
-            return (
-                f"an interrupted restore of files in {_quoted(self.workdir)} was rolled back{also}"
-            )
-        source = rec.metadata.get("source")
-        if rec.metadata.get("session") == writer.session_id and isinstance(source, str):
-            parent = rec.metadata.get("parent")
-            last = nearest(writer, None)
-            if last is None or last[1].tree != rec.target:
-                writer.append(
-                    RestoreRecord(
-                        tree=rec.target,
-                        source=source,
-                        before=rec.metadata.get("before"),
-                        touched=rec.touched,
-                        metadata={"left": rec.left} if rec.left else None,
-                    ),
-                    "system",
-                    parent=parent if isinstance(parent, str) else None,
-                )
+            return f"{done} rolled back{also}"
+        where = ""
+        if isinstance(source, str) and isinstance(sid, str):
+            where = self._record_recovered(writer, rec, sid, source)
         self.cp.finish()
-        return f"an interrupted restore of files in {_quoted(self.workdir)} was completed{also}"
+        return f"{done} completed{where}{also}"
+
+    def _record_recovered(self, writer: SessionLog, rec: Recovery, sid: str, source: str) -> str:
+        """Record a completed restore ``rec`` of session ``sid`` (see :meth:`recover`);
+        what the notice adds about where."""
+        parent = rec.metadata.get("parent")
+        record = RestoreRecord(
+            tree=rec.target,
+            source=source,
+            before=rec.metadata.get("before"),
+            touched=rec.touched,
+            metadata={"left": rec.left} if rec.left else None,
+        )
+        if sid == writer.session_id:
+            _record_once(writer, record, parent if isinstance(parent, str) else None)
+            return ""
+        try:
+            if self.store.marked_open([sid]):
+                raise WriterLocked(f"session {sid} is open")
+            with self.store.open_writer(sid, timeout=0) as other:
+                _record_once(other, record, parent if isinstance(parent, str) else None)
+            return f" and recorded on session {sid}'s timeline"
+        except (WriterLocked, SessionNotFound, HeadConflict) as exc:
+            why = exc
+        note: dict[str, Any] = {"session": sid, "source": source, "before": record.before}
+        if rec.left:
+            note["left"] = rec.left
+        note["note"] = (
+            f"a restore session {sid} started (of its event {source}), completed by "
+            f"recovery in this session: it could not be recorded there ({why})"
+        )
+        _record_once(
+            writer,
+            RestoreRecord(tree=rec.target, source=source, touched=rec.touched, metadata=note),
+        )
+        return (
+            f"; session {sid} could not record it ({why}): recorded on this "
+            f"session's timeline instead, naming that session and event {source}"
+        )
 
     # -- snapshots ---------------------------------------------------------------
 
@@ -366,6 +411,14 @@ def too_wide() -> set[Path]:
         home = Path.home().resolve()
         wide.update((home, *home.parents))
     return wide
+
+
+def _record_once(writer: SessionLog, record: RestoreRecord, parent: str | None = None) -> None:
+    """Append ``record`` after ``parent`` (None: HEAD) unless the files at HEAD
+    already are its tree (a recovery recorded it before)."""
+    last = nearest(writer, None)
+    if last is None or last[1].tree != record.tree:
+        writer.append(record, "system", parent=parent)
 
 
 def _left_notices(left: dict[str, str]) -> list[str]:
