@@ -312,3 +312,12 @@ def test_a_rollback_in_another_session_names_the_session(
     assert said is not None and "rolled back" in said and f"session {a}" in said
     assert (work / "a.txt").read_text() == "two\n" and (work / "b.txt").read_text() == "two\n"
     assert _head_restore(store, a) is None and _head_restore(store, b) is None
+
+
+def test_a_restore_of_a_removed_session_is_recorded_here_naming_it(tmp_path: Path) -> None:
+    store, work, a, b, first = _applied_not_recorded(tmp_path)
+    store.remove_session(a)
+    said = _recover_in(store, work, b)
+    got = _head_restore(store, b)
+    assert got is not None and got.source == first and got.metadata["session"] == a
+    assert said is not None and "recorded on this session's timeline" in said
