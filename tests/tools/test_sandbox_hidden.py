@@ -213,3 +213,16 @@ def test_private_paths_are_hidden_whatever_the_settings(home: Path) -> None:
     assert "MARKER-session" not in out.content and "MARKER-token" not in out.content
     control = bash(home / "proj", "cat ~/store/token", Sandbox(SandboxSettings(hidden=())))
     assert "MARKER-token" in control.content
+
+
+def test_symlink_loops_and_dangling_links_in_hidden_dirs_are_harmless(home: Path) -> None:
+    """A link back to its own directory (or a parent), a dangling one and a loop:
+    the command still runs and the secrets stay hidden."""
+    ssh = home / ".ssh"
+    (ssh / "self").symlink_to(ssh)
+    (ssh / "up").symlink_to(home)  # contains the working directory
+    (ssh / "gone").symlink_to(home / "no-such-file")
+    (ssh / "loop").symlink_to(ssh / "loop")
+    out = bash(home / "proj", "cat ~/.ssh/id_ed25519; echo ok > here.txt; echo done")
+    assert "done" in out.content and SSH not in out.content, out.content
+    assert (home / "proj" / "here.txt").read_text() == "ok\n"

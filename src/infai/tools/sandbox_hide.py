@@ -73,7 +73,7 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
 #: entries of one directory on the way down to the working directory hidden one by one
 MAX_SPLIT = 256
 #: where the sandbox mounts its own file systems: hiding there means nothing
-_REPLACED = (Path("/proc"), Path("/dev"))
+_REPLACED = ("/proc", "/dev")
 
 
 _EMPTY: list[Path] = []  # the empty file hidden files are covered with (one per process)
@@ -126,26 +126,28 @@ def _key(entry: str) -> str:
 def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
     """bwrap arguments covering each existing path of ``entries`` (see the module
     docstring), to come after every other mount. ``working_dir`` is resolved.
-    Raises :class:`TooManyEntries` when the way down to it cannot be left alone."""
-    found: dict[Path, bool] = {}  # path -> is a directory
-    split: set[Path] = set()
+    Raises :class:`TooManyEntries` when the way down to it cannot be left alone.
+
+    Paths are handled as strings: this runs before every command, and pathlib's
+    ``parents`` comparisons cost milliseconds here."""
+    wd = str(working_dir)
+    found: dict[str, bool] = {}  # path -> is a directory
+    split: set[str] = set()
     for entry in entries:
-        for path in _resolved(Path(entry).expanduser()):
-            _collect(path, working_dir, found, split)
+        for path in _resolved(os.path.expanduser(entry), scan=True):
+            _collect(path, wd, found, split)
     args: list[str] = []
-    kept: list[Path] = []
+    kept: list[str] = []
     empty = ""
-    for path in sorted(found):
-        if any(k in path.parents for k in kept) or any(
-            r == path or r in path.parents for r in _REPLACED
-        ):
+    for path in sorted(found):  # a directory sorts before what is inside it
+        if any(_within(path, k) for k in (*kept, *_REPLACED)):
             continue
         kept.append(path)
         if found[path]:
-            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            args += ["--tmpfs", path, "--remount-ro", path]
         else:
             empty = empty or empty_file()
-            args += ["--ro-bind", empty, str(path)]
+            args += ["--ro-bind", empty, path]
     return args
 
 
@@ -172,43 +174,49 @@ def _is_empty(path: Path) -> bool:
     return found.st_size == 0 and stat.S_ISREG(found.st_mode)
 
 
-def _resolved(path: Path) -> list[Path]:
-    """``path`` resolved (nothing if it does not exist or is relative), and the
-    targets of the symlinks directly inside it that lie elsewhere."""
-    if not path.is_absolute():
+def _within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or inside it (both absolute and normalised)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _resolved(path: str, *, scan: bool) -> list[str]:
+    """``path`` resolved (nothing if it does not exist or is relative) and, with
+    ``scan``, the targets of the symlinks directly inside it (not scanned in
+    turn: a link back to the directory ends there)."""
+    if not os.path.isabs(path) or not os.path.lexists(path):
         return []
-    try:
-        real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return []
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        return []  # a dangling link (or a loop): nothing to read there
     out = [real]
-    if real.is_dir():
+    if scan and os.path.isdir(real):
         try:
             with os.scandir(real) as entries:
                 for n, item in enumerate(entries):
                     if n >= MAX_SPLIT:
                         break
                     if item.is_symlink():
-                        out += _resolved(Path(item.path))
+                        out += _resolved(item.path, scan=False)
         except OSError:
             pass  # unreadable: covered whole all the same
     return out
 
 
-def _collect(path: Path, wd: Path, found: dict[Path, bool], split: set[Path]) -> None:
+def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> None:
     """Record ``path`` to hide, or, when it contains ``wd``, its entries but the
     one on the way down (recursively; ``split``: the directories done so, each
     once, whatever links lead back to them)."""
     if path == wd or path in split:
         return
-    if path not in wd.parents:
-        found[path] = path.is_dir()
+    if not _within(wd, path):
+        found[path] = os.path.isdir(path)
         return
     split.add(path)
-    down = path / wd.relative_to(path).parts[0]
+    base = path.rstrip("/")
+    down = base + "/" + wd[len(base) + 1 :].split("/")[0]
     try:
         with os.scandir(path) as listing:
-            children = [Path(item.path) for item in listing]
+            children = [item.path for item in listing]
     except OSError:
         return  # unreadable to infai's user: so to the command too
     if len(children) > MAX_SPLIT:
@@ -221,7 +229,7 @@ def _collect(path: Path, wd: Path, found: dict[Path, bool], split: set[Path]) ->
         if child == down:
             _collect(child, wd, found, split)
         else:
-            for target in _resolved(child):
+            for target in _resolved(child, scan=True):
                 _collect(target, wd, found, split)
 
 
