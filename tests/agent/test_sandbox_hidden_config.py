@@ -181,4 +181,15 @@ def test_working_inside_the_store_home_hides_its_sessions_not_the_work(
         assert "MARKER-session" not in out.content, out.content
     finally:
         asyncio.run(space.aclose())
+    # run in the store's home itself: the home is the working directory (visible),
+    # its sessions and objects are not
+    (home / "store" / "objects").mkdir(exist_ok=True)
+    (home / "store" / "objects" / "blob").write_text("MARKER-object")
+    space = Workspace(store, home / "store")
+    try:
+        out = _bash(space, home / "store", "ls; grep -r MARKER .; echo x > mine.txt; true")
+        assert "proj" in out.content and (home / "store" / "mine.txt").exists()
+        assert "MARKER-session" not in out.content and "MARKER-object" not in out.content
+    finally:
+        asyncio.run(space.aclose())
         store.close()
