@@ -31,8 +31,10 @@ included: hiding more only narrows); ``unhide`` takes defaults out again and is
 read from the user's own file only (a project's would loosen the sandbox).
 
 Not covered: another path to the same files (a hard link made earlier, a bind
-mount elsewhere on the host), and anything run unconfined (``mode = "off"``,
-``outside_sandbox``, or mode ``auto`` where bwrap does not work).
+mount elsewhere on the host), a path created after the command (or a
+long-lived MCP server) started, and anything run unconfined (``mode = "off"``,
+``outside_sandbox``, or mode ``auto`` where bwrap does not work). Hiding only
+takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
 """
 
 from __future__ import annotations
