@@ -249,12 +249,18 @@ class Workspace:
     @property
     def sandbox(self) -> Sandbox:
         """Where shell commands run (:mod:`infai.tools.sandbox`), from the configuration:
-        infai's own config and store directories are protected, the configured
-        models' key variables are secrets. ``sandbox.notice`` is what to say once."""
+        infai's own config and store directories are protected and hidden, the
+        configured models' key variables are secrets. ``sandbox.notice`` is what to say once."""
         if self._sandbox is None:
             keys = tuple(spec.key_env for spec in self.config.models.values() if spec.key_env)
+            home = Path(self.store.home).resolve()
             self._sandbox = Sandbox(
-                self.config.sandbox, protected=self.protected_roots(), secret_env=keys
+                self.config.sandbox,
+                protected=self.protected_roots(),
+                secret_env=keys,
+                # no command reads infai's config or store (other sessions, the server's
+                # token); its sessions and objects not even when run in the store's home
+                private=(self.protected_roots()[0], home, home / "sessions", home / "objects"),
             )
         return self._sandbox
 

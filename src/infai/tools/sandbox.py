@@ -25,10 +25,16 @@ dropped:
   root) the command cannot unmount or remount what is read-only;
 - it cannot create a Unix-domain socket (a seccomp filter,
   :mod:`infai.tools.seccomp`), so it cannot ask a process outside (Docker,
-  the D-Bus user bus, an ssh agent) to act for it.
+  the D-Bus user bus, an ssh agent) to act for it;
+- the *hidden* paths read as empty (:mod:`infai.tools.sandbox_hide`): the
+  well-known credential files and directories of :data:`DEFAULT_HIDDEN`
+  (``~/.ssh``, ``~/.aws``, ``~/.netrc``…), the user's ``hidden`` ones, and
+  infai's own config and store (:attr:`Sandbox.private`), except the working
+  directory and the way down to it.
 
-Not confined: reading (a command reads whatever infai's user can, secrets in
-files included) and the CPU and memory it uses while it runs. A command run *outside* the
+Not confined: reading anything else (a command reads whatever infai's user
+can, secrets in files not hidden included) and the CPU and memory it uses
+while it runs. A command run *outside* the
 sandbox (``outside_sandbox``, which the user approves each time) or with
 ``mode = "off"`` is confined by none of this.
 
@@ -57,6 +63,8 @@ confines. Configuration (user file only: a project's file may not loosen it)::
     pass_env = ["CARGO_HOME"]   # more variables commands may see
     secret_env = ["MY_DB_URL"]  # variables they must never see
     writable = [".git", "~/.cache"]
+    hidden = ["~/secrets"]      # more paths commands cannot read (a project may add)
+    unhide = ["~/.kube"]        # default hidden paths they may read after all
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .git_hardening import GIT_ENV, GIT_OVERRIDES, driver_overrides
+from .sandbox_hide import DEFAULT_HIDDEN, TooManyEntries, check_entry, hide_args, merge_hidden
 from .seccomp import filter_fd, filter_program
 
 Mode = Literal["auto", "required", "off"]
@@ -141,12 +150,14 @@ class SandboxSettings:
     pass_env: tuple[str, ...] = ()
     secret_env: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
+    #: paths commands cannot read (:mod:`infai.tools.sandbox_hide`)
+    hidden: tuple[str, ...] = DEFAULT_HIDDEN
 
 
 # -- configuration ---------------------------------------------------------------------
 
 #: what a project's file may not set: each would loosen the sandbox
-LOOSENING = ("mode", "network", "pass_env", "writable")
+LOOSENING = ("mode", "network", "pass_env", "writable", "unhide")
 
 
 def parse_sandbox(
@@ -155,9 +166,10 @@ def parse_sandbox(
     """``current`` updated by a config file's ``sandbox`` value, and notices.
 
     ``value`` is a mode string or a table. A project's file (``project``) is
-    untrusted: what it says about mode, network, pass_env or writable is
-    ignored (a notice says so); its ``secret_env`` adds to the user's. A bad
-    value is a ValueError whose message names the key (the caller adds the file).
+    untrusted: what it says about mode, network, pass_env, writable or unhide
+    is ignored (a notice says so); its ``secret_env`` and ``hidden`` add to the
+    user's. A bad value is a ValueError whose message names the key (the caller
+    adds the file).
     """
     table: dict[str, Any] = {"mode": value} if isinstance(value, str) else value
     if not isinstance(table, dict):
@@ -173,19 +185,12 @@ def parse_sandbox(
             if not isinstance(item, bool):
                 raise ValueError(f"{where}: must be true or false, not {item!r}")
             changes[key] = item
-        elif key in ("pass_env", "secret_env", "writable"):
+        elif key in ("pass_env", "secret_env", "writable", "hidden", "unhide"):
             changes[key] = _strings(where, item)
         else:
-            known = "mode, network, pass_env, secret_env, writable"
+            known = "mode, network, pass_env, secret_env, writable, hidden, unhide"
             raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
-    for pattern in changes.get("pass_env", ()):
-        if _matches(pattern, SECRET_ENV):
-            raise ValueError(
-                f"sandbox.pass_env: {pattern!r} looks like a secret "
-                f"({', '.join(SECRET_ENV)}) and is never passed to commands"
-            )
-    for entry in changes.get("writable", ()):
-        _check_writable(entry)
+    _check_lists(changes)
     notices = []
     if project:
         ignored = [key for key in LOOSENING if key in changes]
@@ -194,10 +199,28 @@ def parse_sandbox(
                 f"sandbox: {', '.join(ignored)} ignored: a project's config may not "
                 "loosen the sandbox (set it in your own config)"
             )
-        changes = {"secret_env": changes.get("secret_env", ())}
+        changes = {k: changes.get(k, ()) for k in ("secret_env", "hidden")}
     if "secret_env" in changes:
         changes["secret_env"] = (*current.secret_env, *changes["secret_env"])
+    if "hidden" in changes or "unhide" in changes:
+        unhide = changes.pop("unhide", ())
+        changes["hidden"] = merge_hidden(current.hidden, changes.get("hidden", ()), unhide)
     return replace(current, **changes), notices
+
+
+def _check_lists(changes: dict[str, Any]) -> None:
+    """A ValueError for an entry of a list setting that can never be right."""
+    for pattern in changes.get("pass_env", ()):
+        if _matches(pattern, SECRET_ENV):
+            raise ValueError(
+                f"sandbox.pass_env: {pattern!r} looks like a secret "
+                f"({', '.join(SECRET_ENV)}) and is never passed to commands"
+            )
+    for entry in changes.get("writable", ()):
+        _check_writable(entry)
+    for key in ("hidden", "unhide"):
+        for entry in changes.get(key, ()):
+            check_entry(f"sandbox.{key}", entry)
 
 
 def _strings(where: str, item: Any) -> tuple[str, ...]:
@@ -333,15 +356,18 @@ class Sandbox:
     """The sandbox of one workspace: settings, protected paths and secret names.
 
     ``protected``: paths never writable by a command (infai's config and store
-    directories). ``secret_env``: more variable names commands never see (the
-    configured models' key variables). ``bwrap``: the binary to use (default:
-    found on PATH when first needed).
+    directories). ``private``: paths never readable by one, hidden like
+    ``sandbox.hidden`` whatever the configuration (infai's config and store: other
+    sessions' transcripts, the server's token). ``secret_env``: more variable names
+    commands never see (the configured models' key variables). ``bwrap``: the
+    binary to use (default: found on PATH when first needed).
     """
 
     settings: SandboxSettings = field(default_factory=SandboxSettings)
     protected: tuple[Path, ...] = ()
     secret_env: tuple[str, ...] = ()
     bwrap: str | None = None
+    private: tuple[Path, ...] = ()
 
     @classmethod
     def off(cls) -> Sandbox:
@@ -470,7 +496,9 @@ class Sandbox:
 
     def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
-        Later mounts win, so read-only ones come after the writable roots."""
+        Later mounts win, so read-only ones come after the writable roots, and the
+        hidden paths last. Raises :class:`SandboxUnavailable` when a hidden path
+        around the working directory cannot be hidden but for it."""
         wd = working_dir.resolve()
         args = [bwrap, *BASE_FLAGS]
         if self.settings.network:
@@ -494,6 +522,10 @@ class Sandbox:
             if not target.exists():
                 target.mkdir(mode=0o700, parents=True, exist_ok=True)  # or a command could
             args += ["--ro-bind", str(target), str(target)]
+        try:
+            args += hide_args((*self.settings.hidden, *self.private), wd)
+        except TooManyEntries as exc:
+            raise SandboxUnavailable(str(exc)) from None
         return [*args, "--chdir", str(wd), "--"]
 
 

@@ -1,0 +1,245 @@
+"""What a sandboxed command may not read: ``sandbox.hidden`` and infai's own files.
+
+Why: the sandbox mounts the whole file system read-only, so without this a
+command (or a prompt-injected one) could ``cat ~/.ssh/id_ed25519`` and its
+output would go to the model's provider. Each hidden path that exists is
+covered in the command's mount namespace: a directory by an empty read-only
+tmpfs, anything else by a read-only bind of an empty file (not ``/dev/null``:
+bwrap's binds are ``nodev``, so a device there cannot even be opened, and a
+tool reading its config, npm its ``~/.npmrc``, would fail instead of finding
+it empty). Reads get nothing, writes fail with "Read-only file system", and
+nothing on the host changes.
+
+The rules:
+
+- an entry is absolute or ``~/…``, expanded when a command starts; one that
+  does not exist is skipped (no error): the defaults name many tools' files;
+- a symlink is resolved and its target hidden (a mount over a link lands on
+  its target anyway); so is the target of each symlink directly inside a
+  hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``);
+- the working directory is never hidden: an entry that *is* it is not hidden
+  at all (the user chose to work there); one that *contains* it is hidden but
+  for the way down to it: each directory on the way stays, its other entries
+  are hidden one by one. A directory on the way with more than
+  :data:`MAX_SPLIT` entries is refused (:class:`TooManyEntries`) rather than
+  left readable;
+- an entry inside another is covered by it; paths under ``/proc`` and ``/dev``
+  (which the sandbox replaces) are left alone.
+
+Configuration: ``hidden`` adds paths (from any config file, a project's
+included: hiding more only narrows); ``unhide`` takes defaults out again and is
+read from the user's own file only (a project's would loosen the sandbox).
+
+Not covered: another path to the same files (a hard link made earlier, a bind
+mount elsewhere on the host), a path created after the command (or a
+long-lived MCP server) started, and anything run unconfined (``mode = "off"``,
+``outside_sandbox``, or mode ``auto`` where bwrap does not work). Hiding only
+takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+#: well-known credential locations hidden unless the user's config ``unhide``\ s them
+DEFAULT_HIDDEN: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/git/credentials",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.config/gcloud",
+    "~/.azure",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.gem/credentials",
+    "~/.pgpass",
+    "~/.vault-token",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.terraform.d/credentials.tfrc.json",
+)
+#: entries of one directory on the way down to the working directory hidden one by one
+MAX_SPLIT = 256
+#: where the sandbox mounts its own file systems: hiding there means nothing
+_REPLACED = ("/proc", "/dev")
+
+
+_EMPTY: list[Path] = []  # the empty file hidden files are covered with (one per process)
+_EMPTY_LOCK = threading.Lock()
+
+
+class TooManyEntries(Exception):
+    """A hidden directory containing the working directory is too big to split."""
+
+
+# -- configuration ---------------------------------------------------------------------
+
+
+def check_entry(where: str, entry: str) -> None:
+    """A ValueError naming ``where`` unless ``entry`` is absolute or ``~/…``."""
+    if not Path(entry).expanduser().is_absolute():
+        raise ValueError(f"{where}: {entry!r}: must be an absolute path or start with ~/")
+
+
+def merge_hidden(
+    current: Sequence[str], hidden: Sequence[str], unhide: Sequence[str]
+) -> tuple[str, ...]:
+    """``current`` with a file's ``hidden`` added and its ``unhide`` taken out.
+
+    An ``unhide`` entry that names no hidden path is a ValueError: a typo there
+    would leave the user believing something is readable that is not (or the
+    reverse, after a later edit)."""
+    merged = list(current)
+    for entry in hidden:
+        if _key(entry) not in {_key(e) for e in merged}:
+            merged.append(entry)
+    for entry in unhide:
+        keep = [e for e in merged if _key(e) != _key(entry)]
+        if len(keep) == len(merged):
+            raise ValueError(
+                f"sandbox.unhide: {entry!r} is not a hidden path (hidden: {', '.join(merged)})"
+            )
+        merged = keep
+    return tuple(merged)
+
+
+def _key(entry: str) -> str:
+    """What two spellings of one path (``~/.ssh/``, ``$HOME/.ssh``) share."""
+    return os.path.normpath(Path(entry).expanduser())
+
+
+# -- mounts ----------------------------------------------------------------------------
+
+
+def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
+    """bwrap arguments covering each existing path of ``entries`` (see the module
+    docstring), to come after every other mount. ``working_dir`` is resolved.
+    Raises :class:`TooManyEntries` when the way down to it cannot be left alone.
+
+    Paths are handled as strings: this runs before every command, and pathlib's
+    ``parents`` comparisons cost milliseconds here."""
+    wd = str(working_dir)
+    found: dict[str, bool] = {}  # path -> is a directory
+    split: set[str] = set()
+    for entry in entries:
+        for path in _resolved(os.path.expanduser(entry), scan=True):
+            _collect(path, wd, found, split)
+    args: list[str] = []
+    kept: list[str] = []
+    empty = ""
+    for path in sorted(found):  # a directory sorts before what is inside it
+        if any(_within(path, k) for k in (*kept, *_REPLACED)):
+            continue
+        kept.append(path)
+        if found[path]:
+            args += ["--tmpfs", path, "--remount-ro", path]
+        else:
+            empty = empty or empty_file()
+            args += ["--ro-bind", empty, path]
+    return args
+
+
+def empty_file() -> str:
+    """An empty, read-only regular file of this process's own, made when first
+    needed (again if something removed it) and removed when infai exits."""
+    with _EMPTY_LOCK:
+        if _EMPTY and _is_empty(_EMPTY[-1]):
+            return str(_EMPTY[-1])
+        fd, name = tempfile.mkstemp(prefix="infai-hidden-", suffix=".empty")
+        os.close(fd)
+        os.chmod(name, 0o444)
+        path = Path(name)
+        _EMPTY.append(path)
+        atexit.register(path.unlink, missing_ok=True)
+        return name
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        found = path.lstat()
+    except OSError:
+        return False
+    return found.st_size == 0 and stat.S_ISREG(found.st_mode)
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or inside it (both absolute and normalised)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _resolved(path: str, *, scan: bool) -> list[str]:
+    """``path`` resolved (nothing if it does not exist or is relative) and, with
+    ``scan``, the targets of the symlinks directly inside it (not scanned in
+    turn: a link back to the directory ends there)."""
+    if not os.path.isabs(path) or not os.path.lexists(path):
+        return []
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        return []  # a dangling link (or a loop): nothing to read there
+    out = [real]
+    if scan and os.path.isdir(real):
+        try:
+            with os.scandir(real) as entries:
+                for n, item in enumerate(entries):
+                    if n >= MAX_SPLIT:
+                        break
+                    if item.is_symlink():
+                        out += _resolved(item.path, scan=False)
+        except OSError:
+            pass  # unreadable: covered whole all the same
+    return out
+
+
+def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> None:
+    """Record ``path`` to hide, or, when it contains ``wd``, its entries but the
+    one on the way down (recursively; ``split``: the directories done so, each
+    once, whatever links lead back to them)."""
+    if path == wd or path in split:
+        return
+    if not _within(wd, path):
+        found[path] = os.path.isdir(path)
+        return
+    split.add(path)
+    base = path.rstrip("/")
+    down = base + "/" + wd[len(base) + 1 :].split("/")[0]
+    try:
+        with os.scandir(path) as listing:
+            children = [item.path for item in listing]
+    except OSError:
+        return  # unreadable to infai's user: so to the command too
+    if len(children) > MAX_SPLIT:
+        raise TooManyEntries(
+            f"the working directory {wd} is inside the hidden path {path}, whose "
+            f"{len(children)} entries (more than {MAX_SPLIT}) cannot be hidden one by one; "
+            "work elsewhere or take it out with sandbox.unhide in your config"
+        )
+    for child in children:
+        if child == down:
+            _collect(child, wd, found, split)
+        else:
+            for target in _resolved(child, scan=True):
+                _collect(target, wd, found, split)
+
+
+__all__ = [
+    "DEFAULT_HIDDEN",
+    "MAX_SPLIT",
+    "TooManyEntries",
+    "check_entry",
+    "hide_args",
+    "merge_hidden",
+]
