@@ -55,7 +55,10 @@ def test_the_drawn_tree_is_the_defined_tree() -> None:
 
     defined = _defined()
     drawn = _drawn(infai.errors.__doc__ or "")
-    assert sorted(drawn) == sorted(set(defined) - {"InfaiError"})
+    # A private subclass is a module's own control flow: it is caught, or
+    # reaches callers as its drawn public base, so it is not drawn.
+    public = {name for name in defined if not name.startswith("_")}
+    assert sorted(drawn) == sorted(public - {"InfaiError"})
     wrong = {
         name: parent
         for name, parent in drawn.items()
