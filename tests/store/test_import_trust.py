@@ -52,7 +52,7 @@ def test_kept_rules_are_dropped_and_future_stamps_clamped(tmp_path: Path) -> Non
     )
     said: list[str] = []
     info = import_session(store, io.BytesIO(data), "x.jsonl", report=said.append)
-    assert info.extra == {"note": "kept"}  # other metadata travels
+    assert info.extra == {"note": "kept", "import": {"working_dir": str(tmp_path)}}
     now = datetime.now(UTC).isoformat()
     assert info.updated_at < now and info.created_at < now
     assert store.list_sessions()[0].updated_at < now

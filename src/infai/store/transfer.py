@@ -28,7 +28,9 @@ future is set to now, since the most recently active session is the one
 ``--continue`` picks and a future stamp would keep an imported session on top
 for ever. The session's ``working_dir`` is dropped: it says where a checkout
 of its files writes and where its tools run, which the file must not choose
-(the session then works in the directory it is continued from). An event id
+(the session then works in the directory it is continued from; the file's
+is kept as ``extra["import"]["working_dir"]``, as the importers of other
+tools keep theirs, only for ``session ls`` to group it by). An event id
 that is a UUIDv7 stamped more than :data:`SKEW` in the future is refused for
 the same reason as a future stamp (ids are kept, so it cannot be changed).
 Each change is reported. ``store copy`` between the user's own stores passes
@@ -232,7 +234,8 @@ def untrusted_metadata(info: SessionInfo, name: str) -> tuple[SessionInfo, list[
 
     Dropped: the kept "allow always" rules (:data:`UNTRUSTED_EXTRA`) and the
     working directory (a checkout of the session's files writes there, and its
-    tools run there: a file naming ``~/.ssh`` must not choose that). Set to now:
+    tools run there: a file naming ``~/.ssh`` must not choose that), recorded in
+    ``extra["import"]["working_dir"]`` for display instead. Set to now:
     a ``created_at`` or ``updated_at`` in the future (a stamp that is not RFC 3339
     is refused: it would sort anywhere).
     """
@@ -244,24 +247,40 @@ def untrusted_metadata(info: SessionInfo, name: str) -> tuple[SessionInfo, list[
         if _instant(stamp, f"{name}: line 1: session.{field}") > now:
             changes[field] = now_rfc3339(now.timestamp())
             notes.append(f"{field} {stamp} is in the future: set to now")
+    extra = dict(info.extra)
     if info.working_dir is not None:
         # where a checkout writes files and tools run: the importer's choice (the
-        # directory the session is continued from), never the file's
+        # directory the session is continued from), never the file's; kept for
+        # display only, as the importers of other tools keep theirs
         changes["working_dir"] = None
+        extra["import"] = _recorded_dir(extra.get("import"), info.working_dir)
         notes.append(
             f"working_dir {info.working_dir!r} dropped: an imported session works in"
-            " the directory it is continued from"
+            " the directory it is continued from (recorded as extra.import.working_dir,"
+            " for display)"
         )
-    dropped = {k: v for k, v in info.extra.items() if k in UNTRUSTED_EXTRA}
-    if dropped:
-        changes["extra"] = {k: v for k, v in info.extra.items() if k not in UNTRUSTED_EXTRA}
-        for key, value in dropped.items():
-            shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value)
-            notes.append(
-                f"extra.{key} dropped: an imported session brings no permission rules "
-                f"(it allowed always: {shown or 'nothing'})"
-            )
+    dropped = {k: v for k, v in extra.items() if k in UNTRUSTED_EXTRA}
+    for key in dropped:
+        del extra[key]
+    if extra != info.extra:
+        changes["extra"] = extra
+    for key, value in dropped.items():
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value)
+        notes.append(
+            f"extra.{key} dropped: an imported session brings no permission rules "
+            f"(it allowed always: {shown or 'nothing'})"
+        )
     return (info.replace(**changes) if changes else info), notes
+
+
+def _recorded_dir(mark: object, working_dir: str) -> dict[str, object]:
+    """The import metadata (``extra["import"]``) with ``working_dir`` recorded in it,
+    as an import from another tool records the tool's directory: shown by ``session
+    ls`` (grouping), never trusted. A mark the file brings (the session was itself
+    imported from a tool) keeps its other keys; one that is not an object is no
+    import metadata infai wrote, and is replaced."""
+    kept = dict(mark) if isinstance(mark, dict) else {}
+    return {**kept, "working_dir": working_dir}
 
 
 def _check_event_times(events: list[EventSpec], name: str) -> None:
