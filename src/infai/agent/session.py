@@ -176,7 +176,7 @@ class AgentSession(SessionFiles):
         #: directory store's writer lock is
         self._open_mark: Lease | None = None
         try:
-            self._open_mark = store.open_mark(self.session_id)
+            self._open_mark = store.open_mark(self.session_id, str(self.working_dir))
             if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
             if files is not None:
@@ -238,7 +238,7 @@ class AgentSession(SessionFiles):
         try:
             if self._pending is not None:
                 writer.select(self._pending)
-            self._open_mark = self.store.open_mark(self.session_id)
+            self._open_mark = self.store.open_mark(self.session_id, str(self.working_dir))
         except BaseException:
             writer.close()
             raise

@@ -24,6 +24,8 @@ one; ``checkout`` and a ``diff_at`` against the files now refuse in the home
 directory or ``/`` (:func:`too_wide`: the snapshot would hash every file the
 user has, a restore write among them), as opening a session there snapshots
 nothing; reading the store (``files_at``, a diff of two events) works anywhere.
+Open there, it counts among the other writers of that directory
+(:func:`other_writers`): its open mark records the directory it works in.
 A path in a message is quoted when it holds a newline (:func:`_quoted`), so a
 file name cannot print a line of its choosing.
 """
@@ -135,19 +137,29 @@ def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | Re
 
 
 def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
-    """Other sessions of ``workdir`` open now (the store's
-    :meth:`~infai.store.SessionStore.marked_open`: writer locks held, or open marks)."""
-    found = [
-        info.id
-        for info in store.list_sessions()
-        if info.id != session_id
-        and info.working_dir
-        and os.path.abspath(info.working_dir) == workdir
-    ]
-    if not found:
-        return []
-    held = set(store.marked_open(found))
-    return [sid for sid in found if sid in held]
+    """Other sessions open now that may be writing in ``workdir``: those naming it
+    as their working directory (the store's
+    :meth:`~infai.store.SessionStore.marked_open`: writer locks held, or open
+    marks), and those naming none (imported ones work where they are opened)
+    whose open mark gave ``workdir`` (:meth:`~infai.store.SessionStore.marked_open_in`).
+    Reads the listing and, of each candidate, its lock file or mark only."""
+    named: set[str] = set()
+    unnamed: set[str] = set()
+    order = []
+    for info in store.list_sessions():
+        if info.id == session_id:
+            continue
+        if not info.working_dir:
+            unnamed.add(info.id)
+        elif os.path.abspath(info.working_dir) == workdir:
+            named.add(info.id)
+        else:
+            continue
+        order.append(info.id)
+    held = set(store.marked_open(sorted(named))) if named else set()
+    if unnamed:
+        held |= set(store.marked_open_in(sorted(unnamed), workdir))
+    return [sid for sid in order if sid in held]
 
 
 class WorkFiles:
@@ -523,18 +535,22 @@ def checkout(
     :class:`InvalidInput` in the home directory or ``/`` (see :func:`too_wide`)."""
     workdir = _narrow_workdir(store, session_id, "checkout")
     files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
-    # open, as an agent session is (a gc with a short grace keeps the default one
-    # while it is: its snapshot of the files now reuses stat-cache hits)
-    mark = store.open_mark(session_id)
     try:
         with store.open_writer(session_id) as writer:
-            notices = [n for n in [files.recover(writer)] if n]
-            writer.seq_of(event_id)  # an unknown event is bad input, before anything
-            done = files.restore(
-                writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
-            )
+            # open, as an agent session is, in the directory it writes (a gc with
+            # a short grace keeps the default one while it is: its snapshot of the
+            # files now reuses stat-cache hits); the directory store records the
+            # directory in the lock file of the writer just taken
+            mark = store.open_mark(session_id, files.workdir)
+            try:
+                notices = [n for n in [files.recover(writer)] if n]
+                writer.seq_of(event_id)  # an unknown event is bad input, before anything
+                done = files.restore(
+                    writer, event_id, choice or OnRestore(), attach=None, dry_run=dry_run
+                )
+            finally:
+                mark.release()
     finally:
-        mark.release()
         files.close()
     done.notices[:0] = notices
     return done

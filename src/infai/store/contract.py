@@ -202,16 +202,24 @@ class SessionStore(Protocol):
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease, or raise ``SessionBusy`` at once."""
 
-    def open_mark(self, session_id: str) -> Lease:
+    def open_mark(self, session_id: str, workdir: str | None = None) -> Lease:
         """Say that ``session_id`` is open in this process until released (or the
         process dies), for :meth:`marked_open`: a shared mark any number of
         processes may hold (PostgreSQL). The file store's writer lock says it
-        already: its mark holds nothing."""
+        already: its mark holds nothing. ``workdir``: the directory the session's
+        tools work in, for :meth:`marked_open_in` (the file store records it in the
+        lock file of the writer this store has open, so it takes the writer first)."""
 
     def marked_open(self, session_ids: list[str]) -> list[str]:
         """Those of ``session_ids`` some process has open now (file store: their
         writer lock is held; PostgreSQL: an :meth:`open_mark` is); asked before a
         restore of files another open session could be writing."""
+
+    def marked_open_in(self, session_ids: list[str], workdir: str) -> list[str]:
+        """Those of ``session_ids`` some process has open now with ``workdir`` given
+        to its :meth:`open_mark`: asked about sessions naming no working directory
+        (imported ones work where they are opened). An older infai's marks record
+        no directory: never counted here."""
 
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
         """Call ``callback(session_id, seq)`` for other processes' appends until ``stop``

@@ -4,11 +4,22 @@ The lock is held by an open file description, so the kernel releases it when the
 writer's process dies, even by SIGKILL: a crash never leaves a stale lock. The
 holder writes its pid into the file so a waiting writer can say who it waits for.
 Readers never take the lock.
+
+The file's content while held (:func:`encode_holder`): the holder's pid on the
+first line and, once the session is open for an agent (the store's open mark,
+:func:`record_dir`), a second line: the directory its tools work in, as a JSON
+string (escaped, so any path is one ASCII line). It answers "which open
+sessions may be writing in this directory" for a session that names no working
+directory (an imported one works where it is opened). An older infai wrote the
+pid line only: that reads as a holder recording no directory. The content is a
+live hint for a warning, not data: a line that does not parse (read while the
+holder rewrites it) reads as none recorded.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 from collections.abc import Callable
@@ -17,6 +28,28 @@ from pathlib import Path
 from ..errors import WriterLocked
 
 POLL_SECONDS = 0.02
+#: how much of the file :func:`held_dir` reads (a path of PATH_MAX bytes, escaped)
+HOLDER_READ = 64 * 1024
+
+
+def encode_holder(pid: int, workdir: str | None = None) -> bytes:
+    """The lock file's content: ``pid`` and, if given, ``workdir`` as a JSON line."""
+    if workdir is None:
+        return f"{pid}\n".encode()
+    return f"{pid}\n{json.dumps(workdir)}\n".encode()
+
+
+def decode_dir(content: bytes) -> str | None:
+    """The directory the holder recorded in ``content`` (None: none, as an older
+    infai's pid-only file, or a line that does not parse: see the module's prose)."""
+    lines = content.split(b"\n")
+    if len(lines) < 3 or not lines[1]:  # a recorded line ends with its newline
+        return None
+    try:
+        found = json.loads(lines[1])
+    except ValueError:
+        return None
+    return found if isinstance(found, str) else None
 
 
 class WriterLock:
@@ -44,11 +77,12 @@ class WriterLock:
                     told = True
                 time.sleep(POLL_SECONDS)
         os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(self._fd, encode_holder(os.getpid()), 0)
 
     def _holder(self) -> str:
-        """`` (pid N)`` of the holder, as it wrote it, or nothing."""
-        holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
+        """`` (pid N)`` of the holder, as it wrote it (its first line), or nothing."""
+        first = os.pread(self._fd, 32, 0).split(b"\n", 1)[0]
+        holder = first.decode(errors="replace").strip()
         return f" (pid {holder})" if holder else ""
 
     def release(self) -> None:
@@ -76,3 +110,55 @@ def lock_held(path: Path) -> bool:
     finally:
         os.close(fd)  # closing drops a lock we may have taken
     return False
+
+
+def record_dir(path: Path, workdir: str | None) -> None:
+    """Write the holder's pid and ``workdir`` (None: none) into the lock file at
+    ``path``, which this process holds (the caller's to know): one write of the
+    whole content at the start, then the file cut to its length (never cut to
+    nothing first), so a reader in between sees at worst the old directory a
+    moment longer, or a line that does not parse (:func:`decode_dir`: none)."""
+    data = encode_holder(os.getpid(), workdir)
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def held_dir(path: Path) -> tuple[bool, str | None]:
+    """Whether some process holds the lock at ``path`` now, and the directory it
+    recorded (:func:`record_dir`; None: none). The content is read only when held."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False, None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True, decode_dir(os.pread(fd, HOLDER_READ, 0))
+        except OSError:
+            return False, None
+        return False, None
+    finally:
+        os.close(fd)  # closing drops a lock we may have taken
+
+
+class DirMark:
+    """The directory store's open mark with a directory: ``workdir`` recorded in
+    the lock file its writer holds (:func:`record_dir`), until :meth:`release`
+    writes the pid alone again, if that writer (``still_held`` says) still holds
+    it; once released, the next holder's own content replaces it anyway."""
+
+    def __init__(self, path: Path, workdir: str, still_held: Callable[[], bool]) -> None:
+        self._path: Path | None = path
+        self._still_held = still_held
+        record_dir(path, workdir)
+
+    def release(self) -> None:
+        """Clear the recorded directory (idempotent)."""
+        path, self._path = self._path, None
+        if path is not None and self._still_held():
+            record_dir(path, None)

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..report import FsckReport
     from ..search import Progress, SearchResults
     from .listing import ListingIndex
-    from .lock import WriterLock
+    from .lock import DirMark, WriterLock
     from .objects import FileObjects
     from .search_index import SearchIndex
     from .writer import SessionWriter
@@ -268,17 +268,34 @@ class Store:
         self.paths(session_id)
         return NoLease()
 
-    def open_mark(self, session_id: str) -> NoLease:
+    def open_mark(self, session_id: str, workdir: str | None = None) -> NoLease | DirMark:
         """Nothing to take: a session open for writing holds its writer lock, which
-        is what :meth:`marked_open` looks at."""
-        self.paths(session_id)
-        return NoLease()
+        is what :meth:`marked_open` looks at. With ``workdir`` (where the session's
+        tools work) while this store has the session's writer open, the directory
+        is recorded in the lock file (see :mod:`.lock`) for :meth:`marked_open_in`,
+        until released or the writer is closed; without the writer, nothing is."""
+        paths = self.paths(session_id)
+        sid = paths.root.name
+        writer = self._writers.get(sid)
+        if workdir is None or writer is None:
+            return NoLease()
+        from .lock import DirMark
+
+        return DirMark(paths.lock, workdir, lambda: self._writers.get(sid) is writer)
 
     def marked_open(self, session_ids: list[str]) -> list[str]:
         """Those of ``session_ids`` whose writer lock some process holds now."""
         from .lock import lock_held
 
         return [sid for sid in session_ids if lock_held(self.paths(sid).lock)]
+
+    def marked_open_in(self, session_ids: list[str], workdir: str) -> list[str]:
+        """Those of ``session_ids`` whose writer lock some process holds now, having
+        recorded ``workdir`` (:meth:`open_mark`) as where it works; a lock file is
+        read only while held."""
+        from .lock import held_dir
+
+        return [sid for sid in session_ids if held_dir(self.paths(sid).lock) == (True, workdir)]
 
     def watch(self, callback: Callable[[str | None, int], None], stop: threading.Event) -> None:
         """Return at once: a session's one writer is the only process appending to

@@ -29,7 +29,10 @@ Writers take no lock, so "is this session open somewhere" has no lock file to
 look at: an agent session holds an *open mark* instead (:meth:`PgStore.open_mark`,
 a shared advisory lock on a connection of its own, gone with the process), and
 :meth:`PgStore.marked_open` answers which sessions hold one (a restore asks it
-about the other sessions of its working directory).
+about the other sessions of its working directory). A mark naming the directory
+the session works in holds a second lock on the session and that directory, which
+:meth:`PgStore.marked_open_in` asks about (an imported session names none: it
+works where it is opened).
 
 Reads follow the same rule as the file store: the active context walks parents
 from the tip to the nearest compaction in one recursive query, reading only
@@ -40,7 +43,9 @@ record is resolved, and their SHA-256 is checked then.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -89,6 +94,9 @@ LEASE_POLL = 0.1
 #: an open agent session holds a shared advisory lock on this prefix and its id
 #: (:meth:`PgStore.open_mark`): the database's answer to "is a writer open there"
 OPEN_PREFIX = "infai-open:"
+#: ... and one on this prefix, its id and its directory's digest when it names the
+#: directory it works in (:meth:`PgStore.marked_open_in`)
+OPEN_DIR_PREFIX = "infai-open-in:"
 
 
 class Lease:
@@ -111,17 +119,18 @@ class Lease:
 
 
 class OpenMark:
-    """One open mark (:meth:`PgStore.open_mark`), until released (idempotent)."""
+    """One open mark (:meth:`PgStore.open_mark`), until released (idempotent): its
+    advisory lock keys, the session's and, with a directory, the directory's."""
 
-    def __init__(self, marks: _Marks, key: str) -> None:
+    def __init__(self, marks: _Marks, keys: tuple[str, ...]) -> None:
         self._marks: _Marks | None = marks
-        self.key = key
+        self.keys = keys
 
     def release(self) -> None:
         """Drop this mark (others on the same session stay)."""
         marks, self._marks = self._marks, None
         if marks is not None:
-            marks.drop(self.key)
+            marks.drop(self.keys)
 
 
 class _Marks:
@@ -135,25 +144,29 @@ class _Marks:
         self.lock = threading.Lock()
         self.conn: psycopg.Connection[Any] | None = None
 
-    def take(self, key: str) -> OpenMark:
+    def take(self, keys: tuple[str, ...]) -> OpenMark:
         with self.lock:
             if self.conn is None or self.conn.closed:
                 self.conn = self.db.connect()
             try:
-                self.conn.execute("SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))", (key,))
+                for key in keys:
+                    self.conn.execute(
+                        "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))", (key,)
+                    )
             except psycopg.OperationalError as exc:
                 self._close()
                 raise BackendUnavailable(f"{self.db.safe_url()}: {exc}") from None
-        return OpenMark(self, key)
+        return OpenMark(self, keys)
 
-    def drop(self, key: str) -> None:
+    def drop(self, keys: tuple[str, ...]) -> None:
         with self.lock:
             if self.conn is None or self.conn.closed:
                 return
             try:
-                self.conn.execute(
-                    "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))", (key,)
-                )
+                for key in keys:
+                    self.conn.execute(
+                        "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))", (key,)
+                    )
             except psycopg.Error:
                 self._close()  # gone, and every mark with it
 
@@ -401,13 +414,19 @@ class PgStore:
             raise
         return Lease(conn)
 
-    def open_mark(self, session_id: str) -> OpenMark:
+    def open_mark(self, session_id: str, workdir: str | None = None) -> OpenMark:
         """Say that ``session_id`` is open in this process until released (or until
         the process dies): a shared advisory lock, held on the store's one marks
         connection. Writers take no lock in this store, so this is what
         :meth:`marked_open` sees, as a lock file's holder is seen in the directory
-        store; any number of processes may hold one."""
-        return self._marks.take(OPEN_PREFIX + check_uuid(session_id, "session id"))
+        store; any number of processes may hold one. With ``workdir`` (where the
+        session's tools work), a second one on the session and that directory
+        (:func:`_dir_key`), which :meth:`marked_open_in` asks about."""
+        sid = check_uuid(session_id, "session id")
+        keys = (
+            (OPEN_PREFIX + sid,) if workdir is None else (OPEN_PREFIX + sid, _dir_key(sid, workdir))
+        )
+        return self._marks.take(keys)
 
     def marked_open(self, session_ids: list[str]) -> list[str]:
         """Those of ``session_ids`` some process holds an :meth:`open_mark` on now.
@@ -426,6 +445,24 @@ class PgStore:
             ).fetchall()
         held = {row[0] for row in rows}
         return [sid for sid in sids if sid in held]
+
+    def marked_open_in(self, session_ids: list[str], workdir: str) -> list[str]:
+        """Those of ``session_ids`` some process holds an :meth:`open_mark` on now,
+        given ``workdir``: asked as :meth:`marked_open` asks, of each session's
+        directory key. A collision of two 64-bit keys could only count one more
+        session (a warning), never miss one."""
+        sids = [check_uuid(sid, "session id") for sid in session_ids]
+        if not sids:
+            return []
+        keys = [_dir_key(sid, workdir) for sid in sids]
+        with self.db.conn() as conn, conn.transaction(force_rollback=True):
+            rows = conn.execute(
+                "SELECT n FROM unnest(%s::text[]) WITH ORDINALITY AS k(key, n)"
+                " WHERE NOT pg_try_advisory_xact_lock(hashtextextended(key, 0))",
+                (keys,),
+            ).fetchall()
+        held = {int(row[0]) - 1 for row in rows}
+        return [sid for n, sid in enumerate(sids) if n in held]
 
     def remove_session(self, session_id: str) -> None:
         """Delete the session under its turn lease, notify other nodes, and drop the blobs
@@ -493,6 +530,14 @@ class PgStore:
                 report.problems.append(Problem(where, 0, "HEAD or count disagrees with events"))
             check_objects(self.objects, reader, report)  # what its snapshots name
         return report
+
+
+def _dir_key(sid: str, workdir: str) -> str:
+    """The advisory lock key of session ``sid`` open in ``workdir``: the path by its
+    SHA-256 (of its bytes as the OS has them: any path, even one that is not
+    UTF-8, makes a key, and a long one is no longer to hash)."""
+    digest = hashlib.sha256(os.fsencode(workdir)).hexdigest()
+    return f"{OPEN_DIR_PREFIX}{sid}:{digest}"
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: str) -> bool:
