@@ -251,8 +251,9 @@ def test_any_path_is_a_directory_to_mark(store: SessionStore, tmp_path: Path) ->
 
 
 def test_the_lock_file_records_the_directory_on_its_second_line(tmp_path: Path) -> None:
-    """The directory store's format (docs/store-format.md): pid, then the directory
-    as a JSON string; a held lock's message still names the pid alone."""
+    """The directory store's format (docs/store-format.md): pid (padded to 32 bytes,
+    which an older infai reads as the pid), then the directory as a JSON string; a
+    held lock's message still names the pid alone."""
     from infai.store import WriterLocked
 
     store = Store(tmp_path / "home")
@@ -262,7 +263,9 @@ def test_the_lock_file_records_the_directory_on_its_second_line(tmp_path: Path) 
     session = _agent(store, sid, work)
     with session:
         lock = store.paths(sid).lock
-        assert lock.read_bytes() == f"{os.getpid()}\n{json.dumps(str(work))}\n".encode()
+        content = lock.read_bytes()
+        assert content == f"{os.getpid():<31}\n{json.dumps(str(work))}\n".encode()
+        assert content[:32].decode().strip() == str(os.getpid())  # what an older infai reads
         with pytest.raises(WriterLocked, match=rf"\(pid {os.getpid()}\); gave up"):
             Store(tmp_path / "home").open_writer(sid, timeout=0)
     assert store.paths(sid).lock.read_bytes() == b""  # released: nothing held, nothing said

@@ -8,7 +8,8 @@ Readers never take the lock.
 The file's content while held (:func:`encode_holder`): the holder's pid on the
 first line and, once the session is open for an agent (the store's open mark,
 :func:`record_dir`), a second line: the directory its tools work in, as a JSON
-string (escaped, so any path is one ASCII line). It answers "which open
+string (escaped, so any path is one ASCII line), the pid line then padded with
+spaces to 32 bytes (what an older infai reads as the pid). It answers "which open
 sessions may be writing in this directory" for a session that names no working
 directory (an imported one works where it is opened). An older infai wrote the
 pid line only: that reads as a holder recording no directory. The content is a
@@ -28,15 +29,19 @@ from pathlib import Path
 from ..errors import WriterLocked
 
 POLL_SECONDS = 0.02
+#: the pid line's length before a directory line (what an older infai reads as the pid)
+PID_LINE = 32
 #: how much of the file :func:`held_dir` reads (a path of PATH_MAX bytes, escaped)
 HOLDER_READ = 64 * 1024
 
 
 def encode_holder(pid: int, workdir: str | None = None) -> bytes:
-    """The lock file's content: ``pid`` and, if given, ``workdir`` as a JSON line."""
+    """The lock file's content: ``pid`` and, if given, ``workdir`` as a JSON line;
+    the pid line then padded with spaces to :data:`PID_LINE` bytes, since an older
+    infai takes the file's first 32 bytes, stripped, for the holder's pid."""
     if workdir is None:
         return f"{pid}\n".encode()
-    return f"{pid}\n{json.dumps(workdir)}\n".encode()
+    return f"{pid:<{PID_LINE - 1}}\n{json.dumps(workdir)}\n".encode()
 
 
 def decode_dir(content: bytes) -> str | None:
