@@ -115,6 +115,9 @@ class McpHub:
             *(self._start(c) for c in due), *(self._relist(c) for c in changed)
         )
         notices = [notice for found in results for notice in found]
+        for conn in mine:  # said once: a listen stream given up on
+            notices += conn.notices
+            conn.notices = []
         for conn in due:
             if conn.state != "ready" and conn.starts >= MAX_STARTS:
                 notices.append(
