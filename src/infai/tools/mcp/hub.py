@@ -107,7 +107,8 @@ class McpHub:
 
     async def prepare(self, only: str | None = None) -> list[str]:
         """Start what is due to start (side by side; ``only``: that server alone);
-        notices of what failed, and of tools left out (once per start)."""
+        notices of what failed, of tools left out (once per start), and of a
+        server whose lost listen stream was given up on (once: :mod:`.connection`)."""
         mine = [c for c in self._connections.values() if only in (None, c.config.name)]
         due = [c for c in mine if not c.ready and c.may_start()]
         changed = [c for c in mine if c.changed and c.ready]
