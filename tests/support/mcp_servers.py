@@ -14,6 +14,13 @@ logs ``list`` for every ``tools/list`` it answers, and its tool ``grow`` adds
 a tool ``fresh``, removes ``echo`` and says its tool list changed, the way
 the connection's protocol does it (a plain notification on a handshake-era
 connection, an event on ``subscriptions/listen`` streams on a 2026-07-28 one).
+``dropping`` (``http-dropping``) is that server, which also logs ``listen``
+for every ``subscriptions/listen`` request and has a tool ``drop`` that ends
+every open listen stream while the connection stays up (``how="error"``: the
+request is answered with an error, an abrupt drop; ``how="close"``: the
+server's graceful close; ``how="exit"``: the server exits instead).
+``flapping`` (``http-flapping``) is the same, but it ends each listen stream
+with an error right after acknowledging it (a server that keeps dropping).
 With ``MCP_TEST_STARTS`` set, every stdio server appends a line to that file
 when it starts (how many server processes a test started).
 """
@@ -105,8 +112,10 @@ def build(log: Path) -> MCPServer:
     return server
 
 
-def build_growing(log: Path) -> MCPServer:
-    """A server whose tool ``grow`` changes its tools (the module docstring)."""
+def build_growing(log: Path, drops: str = "") -> MCPServer:
+    """A server whose tool ``grow`` changes its tools (``drops``: "dropping" or
+    "flapping", its listen streams can be ended; the module docstring)."""
+    from mcp_types import SubscriptionsListenRequestParams
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     def note(line: str) -> None:
@@ -140,7 +149,86 @@ def build_growing(log: Path) -> MCPServer:
             await ctx.session.send_tool_list_changed()
         return "grown"
 
+    if not drops:
+        return server
+    inner = server._lowlevel_server._request_handlers["subscriptions/listen"].handler
+    listen = Dropper(inner, drops == "flapping", note)
+    server._lowlevel_server.add_request_handler(
+        "subscriptions/listen", SubscriptionsListenRequestParams, listen
+    )
+
+    @server.tool(description="Ends every open listen stream (how: 'error', 'close' or 'exit').")
+    def drop(how: str = "error") -> str:
+        note(f"call drop {how}")
+        if how == "exit":  # the whole connection ends
+            os._exit(3)
+        listen.drop(how)
+        return "dropped"
+
     return server
+
+
+class Dropper:
+    """The server's own ``subscriptions/listen`` handler, wrapped so that a stream can
+    be ended while the connection stays up: ``drop("error")`` answers each open
+    listen request with an error (the client sees the stream lost), ``drop("close")``
+    closes them the server's graceful way; ``always``: each stream is answered with
+    an error as soon as its acknowledgment is sent."""
+
+    def __init__(self, inner: Any, always: bool, note: Any) -> None:
+        self.inner, self.always, self.note = inner, always, note
+        self.open: set[anyio.Event] = set()
+
+    def drop(self, how: str) -> None:
+        if how == "close":
+            self.inner.close()
+            return
+        for stream in self.open:
+            stream.set()
+
+    async def __call__(self, ctx: Any, params: Any) -> Any:
+        import dataclasses
+
+        from mcp import MCPError
+        from mcp_types import INTERNAL_ERROR
+
+        self.note("listen")
+        stop = anyio.Event()
+        if self.always:
+            ctx = dataclasses.replace(ctx, session=_ThenSet(ctx.session, stop))
+        self.open.add(stop)
+        result: Any = None
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def serve() -> None:
+                    nonlocal result
+                    result = await self.inner(ctx, params)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(serve)
+                await stop.wait()
+                group.cancel_scope.cancel()
+        finally:
+            self.open.discard(stop)
+        if result is not None:
+            return result
+        raise MCPError(INTERNAL_ERROR, "the test server dropped the stream")
+
+
+class _ThenSet:
+    """A server session whose first notification sent (a listen stream's
+    acknowledgment) then sets ``event``."""
+
+    def __init__(self, session: Any, event: anyio.Event) -> None:
+        self._session, self._event = session, event
+
+    async def send_notification(self, *args: Any, **kwargs: Any) -> None:
+        await self._session.send_notification(*args, **kwargs)
+        self._event.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
 
 
 async def serve_http(server: MCPServer, portfile: Path, header: str | None) -> None:
@@ -174,9 +262,12 @@ def main(argv: list[str]) -> None:
     if starts := os.environ.get("MCP_TEST_STARTS"):
         with open(starts, "a", encoding="utf-8") as handle:
             handle.write(f"start {os.getpid()}\n")
-    growing = kind in ("growing", "http-growing")
-    server = build_growing(Path(argv[2])) if growing else build(Path(argv[2]))
-    if kind in ("stdio", "growing"):
+    family = kind.removeprefix("http-")
+    if family in ("growing", "dropping", "flapping"):
+        server = build_growing(Path(argv[2]), "" if family == "growing" else family)
+    else:
+        server = build(Path(argv[2]))
+    if kind in ("stdio", "growing", "dropping", "flapping"):
         server.run("stdio")
     else:
         anyio.run(serve_http, server, Path(argv[3]), argv[4] if len(argv) > 4 else None)
@@ -200,12 +291,13 @@ def stdio_server(name: str, log: Path, **settings: Any) -> Any:
     )
 
 
-def growing_server(name: str, log: Path, **settings: Any) -> Any:
-    """The ServerConfig of this module's server whose tools change (``growing``)."""
+def growing_server(name: str, log: Path, kind: str = "growing", **settings: Any) -> Any:
+    """The ServerConfig of this module's server whose tools change (``growing``; or
+    ``dropping``/``flapping``, whose listen streams end: the module docstring)."""
     from infai.tools.mcp import ServerConfig
 
     return ServerConfig(
-        name, command=sys.executable, args=(str(SCRIPT), "growing", str(log)), **settings
+        name, command=sys.executable, args=(str(SCRIPT), kind, str(log)), **settings
     )
 
 

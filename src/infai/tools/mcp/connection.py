@@ -36,8 +36,19 @@ sends it only on a ``subscriptions/listen`` stream, which the holding task
 opens (asking for tool-list changes only) before the connection counts as
 started, and keeps open. Either way :attr:`Connection.changed` is set, and
 the hub lists the tools again (:meth:`Connection.relist`, past the SDK's
-response cache) before the next model request. A listen stream that is lost
-counts as a change (events may have been missed; the SDK replays none).
+response cache) before the next model request.
+
+A listen stream that ends while the connection is up (the server dropped it,
+answered it with an error, or closed it gracefully) is opened again by the
+watcher task, after a pause that starts at :data:`LISTEN_RETRY` and doubles
+with each reopening within :data:`LISTEN_WINDOW` (at most
+:data:`LISTEN_RETRY_MAX`); once reopened, the tools are listed again once,
+since the SDK replays nothing that was missed while it was down. A server
+that needs more than :data:`LISTEN_REOPENS` reopenings within that window is
+given up on: one notice says its changes are no longer followed, and the
+tools are listed once more; its calls go on. The watcher stops, without a
+notice, when the connection itself ends (the restart opens a stream of its
+own) or is stopped (the session ends).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ import contextlib
 import logging
 import tempfile
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -56,7 +68,6 @@ import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.caching import CacheMode
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import Subscription
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -81,6 +92,18 @@ SECCOMP_FD = 3
 MAX_PAGES = 50
 #: how long a server may take to acknowledge the tool-change subscription (seconds)
 LISTEN_TIMEOUT = 10.0
+#: the pause before a lost listen stream is first opened again (seconds; it doubles)
+LISTEN_RETRY = 0.5
+#: the longest pause before a lost listen stream is opened again (seconds)
+LISTEN_RETRY_MAX = 30.0
+#: reopenings of a lost listen stream allowed within LISTEN_WINDOW; one more gives up
+LISTEN_REOPENS = 5
+#: the period in which LISTEN_REOPENS are counted (seconds)
+LISTEN_WINDOW = 300.0
+
+#: the clock and the pause of reopening a listen stream (seams: tests drive them)
+retry_clock: Callable[[], float] = time.monotonic
+retry_pause: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 SeccompFile = Callable[[], Path | None]
 
@@ -116,6 +139,8 @@ class Connection:
         self.changed = False
         #: whether a ``subscriptions/listen`` stream delivers that (2026-07-28)
         self.listening = False
+        #: said once each, at the hub's next :meth:`~.hub.McpHub.prepare`
+        self.notices: list[str] = []
 
     # -- state -------------------------------------------------------------------------
 
@@ -189,10 +214,10 @@ class Connection:
         """Enter the client, list its tools, and keep it open until stopped; then
         close the HTTP client it was given (the SDK leaves a given one open)."""
         try:
-            async with client, contextlib.AsyncExitStack() as stack:
+            async with client:
                 self.changed = False
                 tools = await _list(client)
-                watcher = await self._listen(client, stack)
+                watcher = await self._listen(client)
                 if not listed.done():
                     listed.set_result(tools)
                 try:
@@ -217,13 +242,12 @@ class Connection:
             if self.state == "ready":
                 self.state, self.problem = "down", "the connection ended"
 
-    async def _listen(
-        self, client: Client, stack: contextlib.AsyncExitStack
-    ) -> asyncio.Task[None] | None:
-        """On a 2026-07-28 connection, subscribe to tool-list changes (held open by
-        ``stack``) and watch the stream; None where there is no such stream (an
-        older protocol: the notification comes unasked), the server does not
-        declare ``tools.listChanged``, or it refuses (then its changes go unseen
+    async def _listen(self, client: Client) -> asyncio.Task[None] | None:
+        """On a 2026-07-28 connection, subscribe to tool-list changes and follow
+        them (a task that keeps the stream open, :meth:`_follow`), once the first
+        stream is open; None where there is no such stream (an older protocol:
+        the notification comes unasked), the server does not declare
+        ``tools.listChanged``, or it refuses the first (then its changes go unseen
         until a restart)."""
         self.listening = False
         if client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -232,26 +256,78 @@ class Connection:
         tools = declared.tools if declared is not None else None
         if tools is None or not tools.list_changed:
             return None  # it never says: no subscription to wait for at start
+        opened: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        follower = asyncio.create_task(self._follow(client, opened))
         try:
-            async with asyncio.timeout(LISTEN_TIMEOUT):
-                subscription = await stack.enter_async_context(
-                    client.listen(tools_list_changed=True)
-                )
-        except Exception:  # refused, lost, or no acknowledgment in time
-            return None
-        if not subscription.honored.tools_list_changed:
-            return None
-        self.listening = True
-        return asyncio.create_task(self._watch(subscription))
+            if await asyncio.shield(opened):
+                return follower
+        except BaseException:
+            follower.cancel()
+            raise
+        await asyncio.wait([follower])
+        return None
 
-    async def _watch(self, subscription: Subscription) -> None:
-        """Note each change the stream delivers; a lost stream counts as one."""
+    async def _follow(self, client: Client, opened: asyncio.Future[bool]) -> None:
+        """Hold a listen stream open for as long as the connection is: open it (saying
+        whether in ``opened``), read it to its end, and open it again after a pause
+        (the module docstring); until given up, or the connection ends."""
+        stop = self._stop
         try:
-            async for _ in subscription:
-                self.changed = True
-        except Exception:  # SubscriptionLost: what was missed is not replayed
-            self.changed = True
-        self.listening = False
+            first = await self._stream(client, opened)
+        finally:
+            if not opened.done():
+                opened.set_result(False)
+        if not first:
+            return
+        reopened: deque[float] = deque()  # when, within the window
+        while _alive(client, stop):
+            now = retry_clock()
+            while reopened and now - reopened[0] >= LISTEN_WINDOW:
+                reopened.popleft()
+            if len(reopened) >= LISTEN_REOPENS:
+                self._give_up()
+                return
+            reopened.append(now)
+            await retry_pause(min(LISTEN_RETRY_MAX, LISTEN_RETRY * 2 ** (len(reopened) - 1)))
+            if _alive(client, stop):
+                await self._stream(client, None)
+
+    async def _stream(self, client: Client, opened: asyncio.Future[bool] | None) -> bool:
+        """Open one listen stream and note each change it delivers, until it ends;
+        whether it opened. ``opened``: the first stream, whose opening is said there;
+        None: a stream opened again, after which the tools are listed once."""
+        was_open = False
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                async with asyncio.timeout(LISTEN_TIMEOUT):
+                    subscription = await stack.enter_async_context(
+                        client.listen(tools_list_changed=True)
+                    )
+                if not subscription.honored.tools_list_changed:
+                    return False
+                self.listening = was_open = True
+                if opened is None:
+                    self.changed = True  # what it said while the stream was down is lost
+                else:
+                    opened.set_result(True)
+                try:
+                    async for _ in subscription:
+                        self.changed = True
+                finally:
+                    self.listening = False
+        except Exception:  # refused, no acknowledgment in time, or SubscriptionLost
+            pass
+        return was_open
+
+    def _give_up(self) -> None:
+        """Stop following a server that keeps losing its listen stream: say so once, and
+        list its tools once more (a change may have come while it was down)."""
+        self.changed = True
+        self.notices.append(
+            f"mcp: server {self.config.name!r} lost its tool-change stream "
+            f"{LISTEN_REOPENS + 1} times within {LISTEN_WINDOW:g}s; its tool list is no "
+            "longer followed until it restarts"
+        )
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's ``message_handler``: every server notification (and transport
@@ -382,6 +458,13 @@ async def _list(client: Client, refresh: bool = False) -> list[mcp_types.Tool]:
         if not cursor:
             break
     return tools
+
+
+def _alive(client: Client, stop: asyncio.Event) -> bool:
+    """Whether ``client``'s connection is still up and not being stopped (read from
+    the SDK's dispatcher, as :attr:`Connection.ready` does)."""
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return not stop.is_set() and not getattr(dispatcher, "_closed", False)
 
 
 def _seen(future: asyncio.Future[Any]) -> None:

@@ -107,7 +107,8 @@ class McpHub:
 
     async def prepare(self, only: str | None = None) -> list[str]:
         """Start what is due to start (side by side; ``only``: that server alone);
-        notices of what failed, and of tools left out (once per start)."""
+        notices of what failed, of tools left out (once per start), and of a
+        server whose lost listen stream was given up on (once: :mod:`.connection`)."""
         mine = [c for c in self._connections.values() if only in (None, c.config.name)]
         due = [c for c in mine if not c.ready and c.may_start()]
         changed = [c for c in mine if c.changed and c.ready]
@@ -115,6 +116,9 @@ class McpHub:
             *(self._start(c) for c in due), *(self._relist(c) for c in changed)
         )
         notices = [notice for found in results for notice in found]
+        for conn in mine:  # said once: a listen stream given up on
+            notices += conn.notices
+            conn.notices = []
         for conn in due:
             if conn.state != "ready" and conn.starts >= MAX_STARTS:
                 notices.append(
