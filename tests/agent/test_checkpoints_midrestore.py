@@ -215,7 +215,7 @@ def test_the_restore_reports_the_path_left_and_records_what_it_did(
         assert done.touched == ["a.txt"]
         restore = done.events[-1].record
         assert isinstance(restore, RestoreRecord)
-        assert restore.touched == ["a.txt"] and restore.metadata == {"left": {"b.txt": CHANGED}}
+        assert restore.touched == ["a.txt"] and restore.metadata["left"] == {"b.txt": CHANGED}
         assert (wd / "b.txt").read_text() == "b saved meanwhile\n"
         # the timeline's next snapshot records the edit the restore left
         following = files.snapshot_record(writer, None, "turn start")

@@ -44,19 +44,17 @@ from typing import Any
 from infai.store import (
     WORKSPACE_KINDS,
     Event,
-    HeadConflict,
     InvalidInput,
     RestoreRecord,
     SessionLog,
-    SessionNotFound,
     SessionStore,
     SessionView,
     SnapshotRecord,
-    WriterLocked,
 )
 
 from .checkpoints import Checkpoints, Recovery, RestoreError, RestorePlan
 from .config import CheckpointSettings
+from .recovered import JOURNAL, record_recovered
 
 
 class RestoreRefused(RestoreError):
@@ -206,9 +204,17 @@ class WorkFiles:
         is writing it, so an append here would race that process) or was
         removed since, the restore is recorded on ``writer``'s timeline instead,
         at its HEAD (its files changed too), the record's metadata naming the
-        other session and its event, and the notice says so.
+        other session and its event, and the notice says so. Exactly once: the
+        journal is deleted only after the record, and a record a killed
+        recovery (or restore) appended is found by the restore's tag
+        (:mod:`.recovered`).
         """
-        rec = self.cp.recover()
+        said: list[str] = []
+
+        def record(done: Recovery) -> None:
+            said.append(record_recovered(self.store, self.cp, writer, done))
+
+        rec = self.cp.recover(record)  # records before the journal goes: see .recovered
         if rec is None:
             return None
         also = "".join("; " + n for n in _left_notices(rec.left))
@@ -219,49 +225,7 @@ class WorkFiles:
         done = f"an interrupted restore{whose} of files in {_quoted(self.workdir)} was"
         if rec.action == "rolled back":
             return f"{done} rolled back{also}"
-        where = ""
-        if isinstance(source, str) and isinstance(sid, str):
-            where = self._record_recovered(writer, rec, sid, source)
-        self.cp.finish()
-        return f"{done} completed{where}{also}"
-
-    def _record_recovered(self, writer: SessionLog, rec: Recovery, sid: str, source: str) -> str:
-        """Record a completed restore ``rec`` of session ``sid`` (see :meth:`recover`);
-        what the notice adds about where."""
-        parent = rec.metadata.get("parent")
-        record = RestoreRecord(
-            tree=rec.target,
-            source=source,
-            before=rec.metadata.get("before"),
-            touched=rec.touched,
-            metadata={"left": rec.left} if rec.left else None,
-        )
-        if sid == writer.session_id:
-            _record_once(writer, record, parent if isinstance(parent, str) else None)
-            return ""
-        try:
-            if self.store.marked_open([sid]):
-                raise WriterLocked(f"session {sid} is open")
-            with self.store.open_writer(sid, timeout=0) as other:
-                _record_once(other, record, parent if isinstance(parent, str) else None)
-            return f" and recorded on session {sid}'s timeline"
-        except (WriterLocked, SessionNotFound, HeadConflict) as exc:
-            why = exc
-        note: dict[str, Any] = {"session": sid, "source": source, "before": record.before}
-        if rec.left:
-            note["left"] = rec.left
-        note["note"] = (
-            f"a restore session {sid} started (of its event {source}), completed by "
-            f"recovery in this session: it could not be recorded there ({why})"
-        )
-        _record_once(
-            writer,
-            RestoreRecord(tree=rec.target, source=source, touched=rec.touched, metadata=note),
-        )
-        return (
-            f"; session {sid} could not record it ({why}): recorded on this "
-            f"session's timeline instead, naming that session and event {source}"
-        )
+        return f"{done} completed{''.join(said)}{also}"
 
     # -- snapshots ---------------------------------------------------------------
 
@@ -383,19 +347,23 @@ class WorkFiles:
                 # still continues from the event picked
                 writer.select(attach)
             return Restored(None, plan.to_obj(), [], notices, before, appended)
-        metadata = {"source": event_id, "before": before, "session": writer.session_id}
-        metadata["parent"] = attach or writer.head
+        metadata: dict[str, Any] = {"source": event_id, "before": before}
+        metadata.update(session=writer.session_id, parent=attach or writer.head)
+        metadata["seq"] = writer.count  # the record will be at or after it: recovery looks there
         touched = self.cp.apply(plan, metadata=metadata)
+        found: dict[str, Any] = {JOURNAL: touched.tag}
+        if touched.left:
+            found["left"] = touched.left
         record = RestoreRecord(
             tree=plan.target,
             source=event_id,
             before=before,
             touched=list(touched),
             kept=list(plan.kept),
-            metadata={"left": touched.left} if touched.left else None,
+            metadata=found,
         )
         event = writer.append(record, "system", parent=metadata["parent"])
-        self.cp.finish()
+        self.cp.finish()  # after the record: a kill between leaves the journal to find it
         notices += _left_notices(touched.left)
         if plan.not_restorable:
             notices.append(
@@ -423,14 +391,6 @@ def too_wide() -> set[Path]:
         home = Path.home().resolve()
         wide.update((home, *home.parents))
     return wide
-
-
-def _record_once(writer: SessionLog, record: RestoreRecord, parent: str | None = None) -> None:
-    """Append ``record`` after ``parent`` (None: HEAD) unless the files at HEAD
-    already are its tree (a recovery recorded it before)."""
-    last = nearest(writer, None)
-    if last is None or last[1].tree != record.tree:
-        writer.append(record, "system", parent=parent)
 
 
 def _left_notices(left: dict[str, str]) -> list[str]:

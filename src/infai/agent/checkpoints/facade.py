@@ -16,7 +16,7 @@ left as it is and reported: see :mod:`.disk`, and the window it leaves).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +61,11 @@ class Checkpoints:
         )
         self.restorer = Restorer(objects, self.workdir, home)
 
-    def recover(self) -> Recovery | None:
-        """Roll back (or report complete) a restore a kill interrupted; ``None`` if none."""
-        return self.restorer.recover()
+    def recover(self, record: Callable[[Recovery], None] | None = None) -> Recovery | None:
+        """Roll back (or report complete) a restore a kill interrupted; ``None`` if none.
+        ``record``: called with a completed one before its journal is deleted (see
+        :meth:`.Restorer.recover`)."""
+        return self.restorer.recover(record)
 
     def snapshot(
         self,
@@ -158,3 +160,8 @@ class Checkpoints:
     def finish(self) -> None:
         """The restore is recorded: drop its journal."""
         self.restorer.finish()
+
+    def note(self, metadata: Mapping[str, Any]) -> None:
+        """Add to the pending restore journal's metadata, durably (see
+        :meth:`.Restorer.note`)."""
+        self.restorer.note(metadata)

@@ -21,10 +21,13 @@ with ``O_NOFOLLOW``, and, first, a check that the path still holds its
 plan was checked against) is left as it is and reported in
 :attr:`Applied.left`, never overwritten. After the last change the phase
 becomes ``applied`` (with the paths left). The caller records the restore on
-its timeline and then calls :meth:`Restorer.finish`. The journal also holds the
+its timeline and then calls :meth:`Restorer.finish`: in that order, so a kill
+between the two leaves a journal whose record may exist, never a record-less
+restore without a journal. The journal also holds the
 restore's *tag*, a random token in its temporary files' names (see
 :mod:`.disk`): recovery removes only those, and only if they hold the restore's
-bytes. A step that fails with an
+bytes; the caller names the restore by it in its record (:attr:`Applied.tag`),
+so a recovery can tell whether that record was written. A step that fails with an
 error (a full disk, a path in the way) is undone at once and reported; one
 process at a time restores or recovers a working directory (an ``flock``
 beside the journal, dropped by the kernel when its holder dies).
@@ -45,8 +48,12 @@ their name) is left as the restore made it and reported, naming the object,
 so the rest is rolled back and the journal finished: a recovery that failed
 the same way on every open would refuse every later restore of the directory. An interrupted
 ``applied`` journal only means the caller may not have recorded the restore:
-recovery reports it as completed (with the paths left) so the caller can
-record it.
+recovery reports it as completed (with the paths left) to a ``record``
+callback, and deletes the journal only once that returns, so a kill during the
+recording leaves the journal for the next recovery, which asks again (the
+caller finds its record by the tag, see :meth:`Restorer.note`). A journal an
+older infai wrote (no tag, fewer keys) is recovered the same way: readers
+ignore keys they do not know, so the version stays 1.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -237,17 +244,21 @@ class Recovery:
     touched: list[str]
     metadata: dict[str, Any]
     left: dict[str, str] = field(default_factory=dict)
+    #: the restore's tag (its journal's ``tmp``; empty for an older infai's journal)
+    tag: str = ""
 
 
 class Applied(list[str]):
     """The paths a restore changed, in plan order (a list, as it always was),
     and ``left``: planned paths that changed during the restore, left as they
     are (path to why, see :mod:`.disk`): not in the list, and not what the
-    target snapshot has."""
+    target snapshot has. ``tag``: the restore's tag, for its record (a recovery
+    finds that record by it)."""
 
-    def __init__(self, touched: Iterable[str], left: Mapping[str, str]) -> None:
+    def __init__(self, touched: Iterable[str], left: Mapping[str, str], tag: str = "") -> None:
         super().__init__(touched)
         self.left = dict(left)
+        self.tag = tag
 
 
 def _info(obj: Any) -> FileInfo | None:
@@ -358,7 +369,7 @@ class Restorer:
         body["phase"] = "applied"
         body["left"] = left
         self._write_journal(body)
-        return Applied([p for p in plan.touched if p not in left], left)
+        return Applied([p for p in plan.touched if p not in left], left, tag)
 
     def _undo(
         self, plan: RestorePlan, exc: BaseException, left: dict[str, str], disk: _Disk
@@ -410,12 +421,24 @@ class Restorer:
         """Forget the journal of a restore that is applied and recorded."""
         self.journal.unlink(missing_ok=True)
 
-    def recover(self) -> Recovery | None:
-        """Finish what an interrupted restore left (see the module docstring)."""
-        with self._locked():
-            return self._recover()
+    def note(self, metadata: Mapping[str, Any]) -> None:
+        """Add ``metadata`` to the pending journal's, durably (fsynced): what a
+        recovery's ``record`` callback must find again if it is killed, e.g. where
+        it is about to append the record. Nothing pending: nothing to do."""
+        body = self.pending()
+        if body is not None:
+            body["metadata"] = {**dict(body.get("metadata") or {}), **metadata}
+            self._write_journal(body)
 
-    def _recover(self) -> Recovery | None:
+    def recover(self, record: Callable[[Recovery], None] | None = None) -> Recovery | None:
+        """Finish what an interrupted restore left (see the module docstring).
+        ``record`` is called with a restore found completed (applied, perhaps not
+        recorded) before its journal is deleted: a kill inside it leaves the
+        journal, and the next recovery calls it again."""
+        with self._locked():
+            return self._recover(record)
+
+    def _recover(self, record: Callable[[Recovery], None] | None) -> Recovery | None:
         body = self.pending()
         if body is None:
             return None
@@ -431,5 +454,9 @@ class Restorer:
             action = "rolled back"
         else:
             touched = [p for p in touched if p not in left]
+        tag = str(body.get("tmp") or "")
+        rec = Recovery(action, body["target"], body["before"], touched, body["metadata"], left, tag)
+        if record is not None and action == "completed":
+            record(rec)  # before the journal goes: a kill here leaves it for the next
         self.finish()
-        return Recovery(action, body["target"], body["before"], touched, body["metadata"], left)
+        return rec
