@@ -29,11 +29,16 @@ changed on disk, and the rules that keep that safe whichever way it runs
   idempotent, and an undo or a recovery puts back only what the restore
   itself changed).
 
-The window left: the check and the rename (or unlink, or ``fchmod``) are
-separate system calls, so a save landing between the two, after the check, is
-still replaced and its bytes are in no snapshot. It is the time of one rename,
-not the whole restore's; closing it would need every writer to take a lock,
-and editors take none.
+The window left: the check may hash the file and a write fsyncs its
+temporary file first, so right before the rename (or unlink, or ``fchmod``,
+on the open file) the path's ``lstat`` key is compared once more with the one
+the check saw; a change found then leaves the path too. Only a save landing
+between that last ``lstat`` and the rename, two system calls apart, is still
+replaced, and its bytes are in no snapshot; closing that would need every
+writer to take a lock, and editors take none. (The key is the stat cache's: a
+rewrite in place that keeps the size within one tick of the filesystem's
+clock looks unchanged to it; a save by rename, as most editors do, is a new
+inode and never does.)
 """
 
 from __future__ import annotations
@@ -75,6 +80,11 @@ class RestoreError(InfaiError):
 
 class _TmpTaken(RestoreError):
     """A path's temporary name is held by a file not the restore's (see :data:`TMP_TAKEN`)."""
+
+
+class _Changed(RestoreError):
+    """A path changed after its check, found by the last look before the change
+    (see :meth:`_Disk.unchanged`): left as it is (see :data:`CHANGED`)."""
 
 
 def _op(before: FileInfo | None, after: FileInfo | None) -> Op:
@@ -131,6 +141,8 @@ class _Disk:
         self.tag = tag
         self.umask = _umask()
         self.dirty: set[str] = set()  # directories whose entries changed, synced once
+        #: the ``lstat`` key each path had at its last :meth:`holds` (None: absent)
+        self.checked: dict[str, StatKey | None] = {}
 
     def sync(self) -> None:
         """Make the renames and unlinks durable: fsync each changed directory once."""
@@ -184,6 +196,7 @@ class _Disk:
         """Whether ``path`` holds ``info`` now: the same type, executable bit and
         bytes (``None``: nothing is there, or nothing can be, its parent being
         no directory; a ``dir``: a directory, empty or not)."""
+        self.checked[path] = None
         pfd = self._parent(path, create=False)
         if pfd is None:
             return info is None
@@ -195,6 +208,7 @@ class _Disk:
                 if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
                     return info is None
                 raise
+            self.checked[path] = _key(st)
             if info is None:
                 return False
             if info.type == "dir":
@@ -214,8 +228,26 @@ class _Disk:
         finally:
             os.close(pfd)
 
+    def unchanged(self, pfd: int, name: str, path: str, st: os.stat_result | None = None) -> bool:
+        """Whether ``path`` (``name`` in ``pfd``; ``st``: its ``fstat`` if open) has
+        the ``lstat`` key its last :meth:`holds` saw (or is still absent): the last
+        look before it is changed, after the slow part (hashing it, writing and
+        syncing the temporary file), so a save landing meanwhile is left, not
+        replaced. A path never checked is taken as unchanged."""
+        if path not in self.checked:
+            return True
+        if st is None:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+                    return self.checked[path] is None
+                raise
+        return self.checked[path] == _key(st)
+
     def put(self, info: FileInfo) -> None:
-        """Make ``info.path`` hold ``info`` (temp + fsync + rename)."""
+        """Make ``info.path`` hold ``info`` (temp + fsync + rename); raises
+        :class:`_Changed` (the temp removed) if the path changed since its check."""
         data = self.objects.get(info.digest)
         pfd = self._parent(info.path, create=True)
         assert pfd is not None
@@ -236,6 +268,8 @@ class _Disk:
             except FileExistsError:
                 raise _TmpTaken(f"{self.root}: {info.path!r}: {TMP_TAKEN}") from None
             try:
+                if not self.unchanged(pfd, name, info.path):
+                    raise _Changed(f"{self.root}: {info.path!r}: {CHANGED}")
                 try:
                     os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
                 except IsADirectoryError:
@@ -244,6 +278,7 @@ class _Disk:
             except Exception:
                 with contextlib.suppress(OSError):  # ours: made just now
                     os.unlink(tmp, dir_fd=pfd)
+                self.dirty.add(info.path.rpartition("/")[0])
                 raise
             self.dirty.add(info.path.rpartition("/")[0])
         finally:
@@ -291,7 +326,10 @@ class _Disk:
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             fd = os.open(name, flags, dir_fd=pfd)
             try:
-                linked = os.fstat(fd).st_nlink > 1
+                st = os.fstat(fd)
+                if not self.unchanged(pfd, name, info.path, st):
+                    raise _Changed(f"{self.root}: {info.path!r}: {CHANGED}")
+                linked = st.st_nlink > 1
                 if not linked:
                     os.fchmod(fd, self._mode(pfd, name, info.executable))
             finally:
@@ -308,6 +346,8 @@ class _Disk:
             return
         name = path.rsplit("/", 1)[-1]
         try:
+            if not self.unchanged(pfd, name, path):
+                raise _Changed(f"{self.root}: {path!r}: {CHANGED}")
             try:
                 os.unlink(name, dir_fd=pfd)
             except FileNotFoundError:
@@ -484,7 +524,7 @@ def converge(
             if path not in filled and not disk.holds(path, None):
                 left[path] = CHANGED  # filled, or replaced, meanwhile
         elif disk.holds(path, now):
-            disk.remove(path)
+            _change(disk, path, now, None, left)
         elif not disk.holds(path, None):
             left[path] = CHANGED
     disk.prune(gone)
@@ -495,15 +535,27 @@ def converge(
             if not disk.holds(path, wanted):
                 left[path] = CHANGED
             continue
-        op = _op(now, wanted)
-        try:
-            if op == "chmod":
-                disk.chmod(wanted)
-            elif op == "mkdir":
-                disk.mkdir(wanted.path)
-            else:
-                disk.put(wanted)
-        except _TmpTaken:
-            left[path] = TMP_TAKEN
+        _change(disk, path, now, wanted, left)
     disk.sync()
     return left
+
+
+def _change(
+    disk: _Disk, path: str, now: FileInfo | None, wanted: FileInfo | None, left: dict[str, str]
+) -> None:
+    """Make ``path``, checked to hold ``now``, hold ``wanted``; or leave it (in
+    ``left``, why) if its temporary name is taken or it changed since the check."""
+    op = _op(now, wanted)
+    try:
+        if wanted is None:
+            disk.remove(path)
+        elif op == "chmod":
+            disk.chmod(wanted)
+        elif op == "mkdir":
+            disk.mkdir(wanted.path)
+        else:
+            disk.put(wanted)
+    except _TmpTaken:
+        left[path] = TMP_TAKEN
+    except _Changed:
+        left[path] = CHANGED
