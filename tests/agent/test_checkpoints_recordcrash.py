@@ -21,13 +21,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infai.agent.checkpoints import Restorer, Snapshotter
 from infai.agent.recovered import JOURNAL
-from infai.agent.workfiles import WorkFiles, nearest
-from infai.store import RestoreRecord, Store
+from infai.agent.workfiles import OnRestore, WorkFiles, nearest
+from infai.store import MessageRecord, RestoreRecord, Store
 from infai.store.file.objects import FileObjects
 
 #: restores killed at random in the loop
@@ -342,3 +343,43 @@ def test_restores_killed_at_random_are_recorded_exactly_when_done(tmp_path: Path
         assert s.head_tree(s.a) == now  # A's timeline agrees with the disk
         on_disk = now
     print(f"{done - 2} of {ROUNDS} killed restores done, {completed} of them by recovery")
+
+
+class Killed(BaseException):
+    """The process dies here (no ``except`` of the restore catches it)."""
+
+
+def test_a_recovery_reads_only_the_events_since_the_restore_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two hundred messages before the restore: finding its record reads the
+    events from the count the journal holds on, not the session."""
+    s = Setup(tmp_path)
+    store = Store(s.home)
+    files = WorkFiles(store, s.wd, watch=False)
+    try:
+        with store.open_writer(s.a) as writer:
+            for i in range(200):
+                writer.append(MessageRecord(content=f"message {i}"), "user")
+            monkeypatch.setattr(Restorer, "finish", lambda self: (_ for _ in ()).throw(Killed()))
+            with pytest.raises(Killed):  # killed after the record, before the journal's end
+                files.restore(writer, s.one, OnRestore(force=True), attach=None)
+            monkeypatch.undo()
+            writer_type = type(writer)
+    finally:
+        files.close()
+    assert s.journal() is not None and len(s.restores(s.a)) == 1
+    read: list[int] = []
+    real = writer_type.entry_at
+
+    def entry_at(self: Any, seq: int) -> Any:
+        read.append(seq)
+        return real(self, seq)
+
+    monkeypatch.setattr(writer_type, "entry_at", entry_at)
+    said = s.recover(s.a)
+    monkeypatch.undo()
+    assert said is not None and "completed" in said
+    s.assert_restored_once()
+    assert read and min(read) >= 202  # the two snapshots and the messages: never read
+    assert len(read) <= 3  # the "before restore" snapshot and the record

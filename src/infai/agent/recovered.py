@@ -116,7 +116,8 @@ class _Place:
         if not self.exact and _tree_at_head(log) == record.tree:
             return
         if self.rec.tag:
-            self.recording[log.session_id] = log.count
+            since = self.recording.get(log.session_id, log.count)
+            self.recording[log.session_id] = min(since, log.count)  # (noted before: keep it)
             self.cp.note({"recording": dict(self.recording)})
         log.append(record, "system", parent=parent)
 
