@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -235,11 +236,101 @@ def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> Non
                 _collect(target, wd, found, split)
 
 
+# -- telling the model -----------------------------------------------------------------
+
+#: how many hidden paths a description names before it says "and N more"
+NAMED = 6
+#: what may stand right before a path in a command (start, space, quote, shell syntax)
+_BEFORE = r"(?:^|(?<=[\s'\"=:;|&(<>`]))"
+#: what may stand right after it (end, a path inside, space, quote, shell syntax)
+_AFTER = r"(?=$|[/\s'\"`;|&)<>*])"
+
+
+def existing(entries: Iterable[str]) -> list[str]:
+    """The entries (as spelled) that name something that exists now, so would be
+    hidden from a command started now; one inside another is left out."""
+    found: list[tuple[str, str]] = []
+    for entry in entries:
+        path = _key(entry)
+        if os.path.exists(path) and not any(_within(path, p) for _, p in found):
+            found = [(e, p) for e, p in found if not _within(p, path)]
+            found.append((entry, path))
+    return [e for e, _ in found]
+
+
+def describe(entries: Sequence[str], private: Sequence[str | Path]) -> str:
+    """One or two sentences telling the model which paths read as empty in the
+    sandbox: the existing ones of ``entries`` (at most :data:`NAMED`; none: the
+    kind of thing hidden) and infai's own files (``private``, in ``~`` form).
+
+    Why: a model that finds ``~/.ssh/config`` empty would otherwise conclude
+    there is no ssh configuration, and act on it."""
+    shown = [_shown(e) for e in existing(entries)]
+    if len(shown) > NAMED:
+        shown[NAMED:] = [f"{len(shown) - NAMED} more"]
+    if not shown:
+        shown = ["well-known credential files (~/.ssh, ~/.aws and the like)"]
+    own = [_shown(_tilde(str(p))) for p in existing(str(p) for p in private)]
+    if own:
+        shown.append(f"infai's own config and store ({', '.join(own)})")
+    what = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
+    return (
+        f"These read as empty in the sandbox, by the user's policy (sandbox.hidden): "
+        f"{what}. Empty there does not mean empty on the machine."
+    )
+
+
+def mentioned(command: str, entries: Iterable[str | Path], working_dir: Path) -> list[str]:
+    """The hidden paths of ``entries`` that ``command`` names (``~/.ssh``,
+    ``$HOME/.ssh``, the absolute path, or relative to ``working_dir``) and that
+    exist, so were hidden from it: a hint for the model, which cannot tell an
+    empty file from a hidden one. Only the text is read: a path reached another
+    way (``cd ~; cat .ssh/x``) is not found, and one that is not named is never
+    claimed. Paths that are, or contain, the working directory are not claimed
+    either (they are not hidden whole)."""
+    home = os.path.expanduser("~")
+    wd = str(working_dir)
+    out: list[str] = []
+    for entry in entries:
+        path = _key(str(entry))
+        if _within(wd, path):
+            continue
+        forms = {str(entry), path}
+        if _within(path, home) and path != home:
+            rel = path[len(home.rstrip("/")) + 1 :]
+            forms |= {f"~/{rel}", f"$HOME/{rel}", f"${{HOME}}/{rel}"}
+        if _within(path, wd):
+            forms |= {path[len(wd.rstrip("/")) + 1 :]}
+        named = any(
+            form in command and re.search(_BEFORE + re.escape(form) + _AFTER, command)
+            for form in forms
+        )
+        if named and os.path.exists(path):
+            out.append(_tilde(path))
+    return out
+
+
+def _tilde(path: str) -> str:
+    """``path`` with the home directory written ``~`` (as the model would type it)."""
+    home = os.path.expanduser("~").rstrip("/")
+    return "~" + path[len(home) :] if home and _within(path, home) else path
+
+
+def _shown(entry: str) -> str:
+    """``entry`` as it may go into the model's text: escaped if it holds control
+    characters (a user's own ``hidden`` entry is any string)."""
+    return entry if entry.isprintable() else ascii(entry)
+
+
 __all__ = [
     "DEFAULT_HIDDEN",
     "MAX_SPLIT",
+    "NAMED",
     "TooManyEntries",
     "check_entry",
+    "describe",
+    "existing",
     "hide_args",
+    "mentioned",
     "merge_hidden",
 ]
