@@ -47,6 +47,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 #: well-known credential locations hidden unless the user's config ``unhide``\ s them
 DEFAULT_HIDDEN: tuple[str, ...] = (
@@ -116,6 +117,35 @@ def merge_hidden(
             )
         merged = keep
     return tuple(merged)
+
+
+def hidden_report(hidden: Sequence[str], private: Sequence[str | Path]) -> dict[str, Any]:
+    """What ``infai doctor`` says of hidden paths, as data: ``hidden`` (each
+    configured entry, its path, whether it exists here, and ``inside``: the
+    existing entry covering it, if another does), ``unhidden`` (the defaults
+    ``hidden`` leaves out: the user's ``unhide``) and ``private`` (infai's own
+    files, hidden whatever is configured), rows as for ``hidden``."""
+    entries = [*hidden, *(str(p) for p in private)]
+    shown = existing(entries)
+    covers = [(e, _key(e)) for e in shown]
+
+    def row(entry: str) -> dict[str, Any]:
+        path = _key(entry)
+        inside = next((e for e, p in covers if e != entry and _within(path, p)), None)
+        return {"entry": entry, "path": path, "exists": os.path.exists(path), "inside": inside}
+
+    return {
+        "hidden": [row(e) for e in hidden],
+        "unhidden": unhidden(hidden),
+        "private": [row(str(p)) for p in private],
+    }
+
+
+def unhidden(hidden: Sequence[str]) -> list[str]:
+    """The entries of :data:`DEFAULT_HIDDEN` that ``hidden`` leaves out (the user's
+    ``unhide``), as spelled there."""
+    kept = {_key(e) for e in hidden}
+    return [e for e in DEFAULT_HIDDEN if _key(e) not in kept]
 
 
 def _key(entry: str) -> str:
@@ -330,7 +360,9 @@ __all__ = [
     "check_entry",
     "describe",
     "existing",
+    "hidden_report",
     "hide_args",
     "mentioned",
     "merge_hidden",
+    "unhidden",
 ]
