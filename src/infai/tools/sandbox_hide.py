@@ -24,7 +24,12 @@ The rules:
   :data:`MAX_SPLIT` entries is refused (:class:`TooManyEntries`) rather than
   left readable;
 - an entry inside another is covered by it; paths under ``/proc`` and ``/dev``
-  (which the sandbox replaces) are left alone.
+  (which the sandbox replaces) are left alone;
+- in a writable directory (a command run in ``$HOME``), the directories between
+  it and a hidden or protected path are made mount points too (:func:`pin_args`):
+  a mount point cannot be renamed, so ``mv ~/.config ~/c`` cannot carry
+  ``~/.config/gh`` out from under its hidden name, nor make ``~/.config/infai``
+  anew for a command to write.
 
 Configuration: ``hidden`` adds paths (from any config file, a project's
 included: hiding more only narrows); ``unhide`` takes defaults out again and is
@@ -159,7 +164,13 @@ def _key(entry: str) -> str:
 def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
     """bwrap arguments covering each existing path of ``entries`` (see the module
     docstring), to come after every other mount. ``working_dir`` is resolved.
-    Raises :class:`TooManyEntries` when the way down to it cannot be left alone.
+    Raises :class:`TooManyEntries` when the way down to it cannot be left alone."""
+    return mount_args(hidden_paths(entries, working_dir))
+
+
+def hidden_paths(entries: Iterable[str | Path], working_dir: Path) -> dict[str, bool]:
+    """The paths to cover for ``entries`` (each: whether it is a directory), one
+    inside another left out, in mount order. Raises :class:`TooManyEntries`.
 
     Paths are handled as strings: this runs before every command, and pathlib's
     ``parents`` comparisons cost milliseconds here."""
@@ -169,19 +180,51 @@ def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
     for entry in entries:
         for path in _resolved(os.path.expanduser(entry), scan=True):
             _collect(path, wd, found, split)
-    args: list[str] = []
-    kept: list[str] = []
-    empty = ""
+    kept: dict[str, bool] = {}
     for path in sorted(found):  # a directory sorts before what is inside it
-        if any(_within(path, k) for k in (*kept, *_REPLACED)):
-            continue
-        kept.append(path)
-        if found[path]:
+        if not any(_within(path, k) for k in (*kept, *_REPLACED)):
+            kept[path] = found[path]
+    return kept
+
+
+def mount_args(paths: dict[str, bool]) -> list[str]:
+    """bwrap arguments covering ``paths`` (:func:`hidden_paths`): a directory by
+    an empty read-only tmpfs, anything else by a read-only bind of an empty file."""
+    args: list[str] = []
+    empty = ""
+    for path, is_dir in paths.items():
+        if is_dir:
             args += ["--tmpfs", path, "--remount-ro", path]
         else:
             empty = empty or empty_file()
             args += ["--ro-bind", empty, path]
     return args
+
+
+def pin_args(paths: Iterable[str], roots: Iterable[str | Path]) -> list[str]:
+    """``--bind D D`` for each directory D between a writable root and a path of
+    ``paths`` inside it (not the root, not the path), to come before the mounts
+    covering ``paths``.
+
+    Why: a read-only or hidden path in a writable directory cannot be renamed (it
+    is a mount point) but its parent could be. Run in ``$HOME``, ``mv ~/.config
+    ~/c`` would carry ``~/.config/gh`` out from under its hidden name (the next
+    command would read ``~/c/gh``) and let ``~/.config/infai`` be made anew,
+    infai's config written by a command. A mount point cannot be renamed or
+    removed, and a bind of a directory onto itself changes nothing else."""
+    tops = [str(r) for r in roots]
+    pins: set[str] = set()
+    # (a root is bound already; one inside another is not pinned again)
+    for path in paths:
+        for root in tops:
+            if path == root or not _within(path, root):
+                continue
+            parent = os.path.dirname(path)
+            while parent != root and _within(parent, root):
+                if parent not in tops:
+                    pins.add(parent)
+                parent = os.path.dirname(parent)
+    return [arg for pin in sorted(pins) for arg in ("--bind", pin, pin)]
 
 
 def empty_file() -> str:
@@ -360,9 +403,12 @@ __all__ = [
     "check_entry",
     "describe",
     "existing",
+    "hidden_paths",
     "hidden_report",
     "hide_args",
     "mentioned",
     "merge_hidden",
+    "mount_args",
+    "pin_args",
     "unhidden",
 ]
