@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 GH = "MARKER-gh-51aa"
 KEYRING = "MARKER-keyring-c3d9"
+SSH = "MARKER-ssh-0b7e"
 CONFIG = 'model = "mine"\n'
 
 
@@ -111,3 +112,25 @@ def test_pin_args_binds_only_the_directories_between() -> None:
         "--bind", "/h/.local/share", "/h/.local/share",
     ]  # fmt: skip
     assert pin_args(["/h/a/b"], ["/h", "/h/a"]) == []  # a root is bound already
+
+
+def test_a_renamed_link_entry_keeps_its_target_hidden(home: Path) -> None:
+    """``~/.ssh -> dotfiles/ssh``: the link is no mount point, so a command run in
+    ``$HOME`` can rename it; its target stays hidden for the commands after (the
+    same configured list, in this process)."""
+    (home / "dotfiles" / "ssh").mkdir(parents=True)
+    (home / "dotfiles" / "ssh" / "id_ed25519").write_text(SSH)
+    (home / ".ssh").symlink_to("dotfiles/ssh")
+    hidden = ("~/.ssh", "~/.aws")
+    first = bash(home, "cat .ssh/id_ed25519; mv .ssh moved && echo moved", sandbox_of(hidden))
+    assert SSH not in first.content and "moved" in first.content
+    assert (home / "moved").is_symlink()  # (the rename did happen, on the host)
+    after = bash(home, "cat dotfiles/ssh/id_ed25519 moved/id_ed25519; true", sandbox_of(hidden))
+    assert SSH not in after.content
+    # control: a list this process never hid with finds the entry gone, the key readable
+    fresh = bash(home, "cat dotfiles/ssh/id_ed25519", sandbox_of(("~/.ssh", "~/.kube")))
+    assert SSH in fresh.content
+
+
+def sandbox_of(hidden: tuple[str, ...]) -> Sandbox:
+    return Sandbox(SandboxSettings(hidden=hidden))

@@ -16,7 +16,10 @@ The rules:
   does not exist is skipped (no error): the defaults name many tools' files;
 - a symlink is resolved and its target hidden (a mount over a link lands on
   its target anyway); so is the target of each symlink directly inside a
-  hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``);
+  hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``). A
+  path once hidden stays hidden in this process while it exists, so a command
+  that renames the link ``~/.ssh`` (possible in a writable directory: a link
+  is no mount point) does not uncover its target for the next one;
 - the working directory is never hidden: an entry that *is* it is not hidden
   at all (the user chose to work there); one that *contains* it is hidden but
   for the way down to it: each directory on the way stays, its other entries
@@ -37,7 +40,8 @@ read from the user's own file only (a project's would loosen the sandbox).
 
 Not covered: another path to the same files (a hard link made earlier, a bind
 mount elsewhere on the host), a path created after the command (or a
-long-lived MCP server) started, and anything run unconfined (``mode = "off"``,
+long-lived MCP server) started, the target of a link entry a command renamed
+once infai has restarted, and anything run unconfined (``mode = "off"``,
 ``outside_sandbox``, or mode ``auto`` where bwrap does not work). Hiding only
 takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
 """
@@ -85,6 +89,11 @@ MAX_SPLIT = 256
 _REPLACED = ("/proc", "/dev")
 
 
+#: opens a path without reading it (Linux); 0 elsewhere, where realpath resolves
+_O_PATH: int = getattr(os, "O_PATH", 0)
+#: per configured list (expanded): every path it hid in this process (see hidden_paths)
+_SEEN: dict[tuple[str, ...], set[str]] = {}
+_SEEN_LOCK = threading.Lock()
 _EMPTY: list[Path] = []  # the empty file hidden files are covered with (one per process)
 _EMPTY_LOCK = threading.Lock()
 
@@ -172,19 +181,47 @@ def hidden_paths(entries: Iterable[str | Path], working_dir: Path) -> dict[str, 
     """The paths to cover for ``entries`` (each: whether it is a directory), one
     inside another left out, in mount order. Raises :class:`TooManyEntries`.
 
-    Paths are handled as strings: this runs before every command, and pathlib's
-    ``parents`` comparisons cost milliseconds here."""
+    A path once found stays hidden in this process (for the same ``entries``)
+    while it exists: run in ``$HOME``, a command could rename the link
+    ``~/.ssh -> dotfiles/ssh`` (a link is no mount point), and the next one
+    would no longer find the entry, so not hide its target.
+
+    Paths are handled as strings and resolved by the kernel (:func:`_real`):
+    this runs before every command, and pathlib's ``parents`` comparisons or
+    ``os.path.realpath`` (an ``lstat`` per component) cost milliseconds here."""
     wd = str(working_dir)
     found: dict[str, bool] = {}  # path -> is a directory
     split: set[str] = set()
-    for entry in entries:
-        for path in _resolved(os.path.expanduser(entry), scan=True):
-            _collect(path, wd, found, split)
+    home = os.path.expanduser("~").rstrip("/")
+    expanded = tuple(
+        home + e[1:] if isinstance(e, str) and e.startswith("~/") else os.path.expanduser(e)
+        for e in entries
+    )
+    with _SEEN_LOCK:
+        seen = _SEEN.setdefault(expanded, set())
+        earlier = sorted(seen)
+    resolved = [r for path in expanded for r in _resolved(path, scan=True)]
+    now = {path for path, _ in resolved}
+    resolved += [r for path in earlier if path not in now for r in _resolved(path, scan=True)]
+    with _SEEN_LOCK:
+        seen.update(now)
+    for path, is_dir in resolved:
+        _collect(path, is_dir, wd, found, split)
     kept: dict[str, bool] = {}
     for path in sorted(found):  # a directory sorts before what is inside it
-        if not any(_within(path, k) for k in (*kept, *_REPLACED)):
+        if not _covered(path, kept) and not any(_within(path, r) for r in _REPLACED):
             kept[path] = found[path]
     return kept
+
+
+def _covered(path: str, kept: dict[str, bool]) -> bool:
+    """Whether ``path`` or a directory it is in is one of ``kept``."""
+    while path not in kept:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return True
 
 
 def mount_args(paths: dict[str, bool]) -> list[str]:
@@ -255,19 +292,20 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _resolved(path: str, *, scan: bool) -> list[str]:
-    """``path`` resolved (nothing if it does not exist or is relative) and, with
-    ``scan``, the targets of the symlinks directly inside it (not scanned in
-    turn: a link back to the directory ends there)."""
-    if not os.path.isabs(path) or not os.path.lexists(path):
+def _resolved(path: str, *, scan: bool) -> list[tuple[str, bool]]:
+    """``path`` resolved, with whether it is a directory (nothing if it does not
+    exist or is relative) and, with ``scan``, the targets of the symlinks
+    directly inside it (not scanned in turn: a link back to the directory ends
+    there)."""
+    if not os.path.isabs(path):
         return []
-    real = os.path.realpath(path)
-    if not os.path.exists(real):
-        return []  # a dangling link (or a loop): nothing to read there
+    real = _real(path)
+    if real is None:
+        return []  # missing, a dangling link (or a loop): nothing to read there
     out = [real]
-    if scan and os.path.isdir(real):
+    if scan and real[1]:
         try:
-            with os.scandir(real) as entries:
+            with os.scandir(real[0]) as entries:
                 for n, item in enumerate(entries):
                     if n >= MAX_SPLIT:
                         break
@@ -278,14 +316,43 @@ def _resolved(path: str, *, scan: bool) -> list[str]:
     return out
 
 
-def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> None:
+def _real(path: str) -> tuple[str, bool] | None:
+    """What ``path`` leads to and whether it is a directory, or None if nothing
+    (missing, a dangling link, a loop, a directory on the way not searchable).
+
+    Resolved by the kernel: an ``O_PATH`` descriptor and its ``/proc/self/fd``
+    link, three system calls where ``os.path.realpath`` makes one per component.
+    Without ``/proc`` (or ``O_PATH``), ``realpath`` it is."""
+    if not _O_PATH:
+        real = os.path.realpath(path)
+        return (real, os.path.isdir(real)) if os.path.exists(real) else None
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+        if not real.startswith("/") or real.endswith(" (deleted)"):
+            real = os.path.realpath(path)
+        return real, is_dir
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _collect(path: str, is_dir: bool, wd: str, found: dict[str, bool], split: set[str]) -> None:
     """Record ``path`` to hide, or, when it contains ``wd``, its entries but the
     one on the way down (recursively; ``split``: the directories done so, each
     once, whatever links lead back to them)."""
     if path == wd or path in split:
         return
     if not _within(wd, path):
-        found[path] = os.path.isdir(path)
+        found[path] = is_dir
         return
     split.add(path)
     base = path.rstrip("/")
@@ -303,10 +370,10 @@ def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> Non
         )
     for child in children:
         if child == down:
-            _collect(child, wd, found, split)
+            _collect(child, True, wd, found, split)
         else:
-            for target in _resolved(child, scan=True):
-                _collect(target, wd, found, split)
+            for target, target_is_dir in _resolved(child, scan=True):
+                _collect(target, target_is_dir, wd, found, split)
 
 
 # -- telling the model -----------------------------------------------------------------
