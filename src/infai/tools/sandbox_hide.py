@@ -49,6 +49,7 @@ takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import re
 import stat
@@ -428,9 +429,25 @@ def mentioned(command: str, entries: Iterable[str | Path], working_dir: Path) ->
     way (``cd ~; cat .ssh/x``) is not found, and one that is not named is never
     claimed. Paths that are, or contain, the working directory are not claimed
     either (they are not hidden whole)."""
-    home = os.path.expanduser("~")
-    wd = str(working_dir)
     out: list[str] = []
+    for path, forms in _spellings(tuple(entries), os.path.expanduser("~"), str(working_dir)):
+        named = any(
+            form in command and re.search(_BEFORE + re.escape(form) + _AFTER, command)
+            for form in forms
+        )
+        if named and os.path.exists(path):
+            out.append(_tilde(path))
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _spellings(
+    entries: tuple[str | Path, ...], home: str, wd: str
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each entry's path and the ways a command may spell it (see :func:`mentioned`),
+    worked out once per list, home and working directory: this runs after every
+    command."""
+    out = []
     for entry in entries:
         path = _key(str(entry))
         if _within(wd, path):
@@ -441,13 +458,8 @@ def mentioned(command: str, entries: Iterable[str | Path], working_dir: Path) ->
             forms |= {f"~/{rel}", f"$HOME/{rel}", f"${{HOME}}/{rel}"}
         if _within(path, wd):
             forms |= {path[len(wd.rstrip("/")) + 1 :]}
-        named = any(
-            form in command and re.search(_BEFORE + re.escape(form) + _AFTER, command)
-            for form in forms
-        )
-        if named and os.path.exists(path):
-            out.append(_tilde(path))
-    return out
+        out.append((path, tuple(sorted(forms))))
+    return tuple(out)
 
 
 def _tilde(path: str) -> str:
