@@ -148,7 +148,7 @@ def test_the_working_directory_is_never_claimed(home: Path) -> None:
 def test_the_output_says_a_named_hidden_path_read_as_empty(home: Path) -> None:
     out = run(home / "proj", "cat ~/.ssh/config; wc -c < ~/.netrc", Sandbox())
     assert "Host x" not in out.content
-    assert out.content.rstrip().endswith("whatever is there on the machine: ~/.ssh, ~/.netrc")
+    assert out.content.rstrip().endswith("whatever is on the machine: ~/.ssh, ~/.netrc")
     plain = run(home / "proj", "echo hello", Sandbox())
     assert "[sandbox]" not in plain.content
 

@@ -147,8 +147,8 @@ class Bash:
             return ""
         shown = ", ".join(p if p.isprintable() else ascii(p) for p in named)
         return (
-            f"\n[sandbox] hidden by the user's policy (sandbox.hidden), so empty in the "
-            f"sandbox whatever is there on the machine: {shown}"
+            f"\n[sandbox] hidden from commands by the user's policy (sandbox.hidden; "
+            f"infai's own files always), so empty here whatever is on the machine: {shown}"
         )
 
 
