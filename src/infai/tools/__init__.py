@@ -30,6 +30,7 @@ from .policy import (
     always_rules,
 )
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
+from .sandbox_hide import hidden_report
 
 __all__ = [
     "AllowAll",
@@ -52,5 +53,6 @@ __all__ = [
     "Toolbox",
     "always_rules",
     "builtin_tools",
+    "hidden_report",
     "parse_sandbox",
 ]

@@ -80,7 +80,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .git_hardening import GIT_ENV, GIT_OVERRIDES, driver_overrides
-from .sandbox_hide import DEFAULT_HIDDEN, TooManyEntries, check_entry, hide_args, merge_hidden
+from .sandbox_hide import (
+    DEFAULT_HIDDEN,
+    TooManyEntries,
+    check_entry,
+    hidden_paths,
+    merge_hidden,
+    mount_args,
+    pin_args,
+)
 from .seccomp import filter_fd, filter_program
 
 Mode = Literal["auto", "required", "off"]
@@ -497,8 +505,11 @@ class Sandbox:
     def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
         Later mounts win, so read-only ones come after the writable roots, and the
-        hidden paths last. Raises :class:`SandboxUnavailable` when a hidden path
-        around the working directory cannot be hidden but for it."""
+        hidden paths last; the directories between a writable root and a read-only
+        or hidden path in it are bound onto themselves first (mount points cannot
+        be renamed, :func:`~infai.tools.sandbox_hide.pin_args`). Raises
+        :class:`SandboxUnavailable` when a hidden path around the working directory
+        cannot be hidden but for it."""
         wd = working_dir.resolve()
         args = [bwrap, *BASE_FLAGS]
         if self.settings.network:
@@ -509,24 +520,28 @@ class Sandbox:
                 extra = Path(entry).expanduser().resolve()
                 if extra.is_dir():
                     roots.append(extra)
-        for root in roots:
-            args += ["--bind", str(root), str(root)]
-        writable = {e.rstrip("/") for e in self.settings.writable}
-        for name in READ_ONLY_ENTRIES:
-            if name not in writable:
-                args += ["--ro-bind-try", str(wd / name), str(wd / name)]
+        protected: list[str] = []
         for path in self.protected:
             target = path.expanduser().resolve()
             if not any(target == r or r in target.parents or target in r.parents for r in roots):
                 continue  # not in (nor around) a writable root: read-only already
             if not target.exists():
                 target.mkdir(mode=0o700, parents=True, exist_ok=True)  # or a command could
-            args += ["--ro-bind", str(target), str(target)]
+            protected.append(str(target))
         try:
-            args += hide_args((*self.settings.hidden, *self.private), wd)
+            hidden = hidden_paths((*self.settings.hidden, *self.private), wd)
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
-        return [*args, "--chdir", str(wd), "--"]
+        for root in roots:
+            args += ["--bind", str(root), str(root)]
+        args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
+        writable = {e.rstrip("/") for e in self.settings.writable}
+        for name in READ_ONLY_ENTRIES:
+            if name not in writable:
+                args += ["--ro-bind-try", str(wd / name), str(wd / name)]
+        for kept in protected:
+            args += ["--ro-bind", kept, kept]
+        return [*args, *mount_args(hidden), "--chdir", str(wd), "--"]
 
 
 def stopped_by_sandbox(output: str) -> bool:

@@ -16,7 +16,10 @@ The rules:
   does not exist is skipped (no error): the defaults name many tools' files;
 - a symlink is resolved and its target hidden (a mount over a link lands on
   its target anyway); so is the target of each symlink directly inside a
-  hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``);
+  hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``). A
+  path once hidden stays hidden in this process while it exists, so a command
+  that renames the link ``~/.ssh`` (possible in a writable directory: a link
+  is no mount point) does not uncover its target for the next one;
 - the working directory is never hidden: an entry that *is* it is not hidden
   at all (the user chose to work there); one that *contains* it is hidden but
   for the way down to it: each directory on the way stays, its other entries
@@ -24,7 +27,12 @@ The rules:
   :data:`MAX_SPLIT` entries is refused (:class:`TooManyEntries`) rather than
   left readable;
 - an entry inside another is covered by it; paths under ``/proc`` and ``/dev``
-  (which the sandbox replaces) are left alone.
+  (which the sandbox replaces) are left alone;
+- in a writable directory (a command run in ``$HOME``), the directories between
+  it and a hidden or protected path are made mount points too (:func:`pin_args`):
+  a mount point cannot be renamed, so ``mv ~/.config ~/c`` cannot carry
+  ``~/.config/gh`` out from under its hidden name, nor make ``~/.config/infai``
+  anew for a command to write.
 
 Configuration: ``hidden`` adds paths (from any config file, a project's
 included: hiding more only narrows); ``unhide`` takes defaults out again and is
@@ -32,7 +40,8 @@ read from the user's own file only (a project's would loosen the sandbox).
 
 Not covered: another path to the same files (a hard link made earlier, a bind
 mount elsewhere on the host), a path created after the command (or a
-long-lived MCP server) started, and anything run unconfined (``mode = "off"``,
+long-lived MCP server) started, the target of a link entry a command renamed
+once infai has restarted, and anything run unconfined (``mode = "off"``,
 ``outside_sandbox``, or mode ``auto`` where bwrap does not work). Hiding only
 takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
 """
@@ -40,12 +49,15 @@ takes away: a project that hides ``/usr`` breaks its own commands, nothing more.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import re
 import stat
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 #: well-known credential locations hidden unless the user's config ``unhide``\ s them
 DEFAULT_HIDDEN: tuple[str, ...] = (
@@ -78,6 +90,11 @@ MAX_SPLIT = 256
 _REPLACED = ("/proc", "/dev")
 
 
+#: opens a path without reading it (Linux); 0 elsewhere, where realpath resolves
+_O_PATH: int = getattr(os, "O_PATH", 0)
+#: per configured list (expanded): every path it hid in this process (see hidden_paths)
+_SEEN: dict[tuple[str, ...], set[str]] = {}
+_SEEN_LOCK = threading.Lock()
 _EMPTY: list[Path] = []  # the empty file hidden files are covered with (one per process)
 _EMPTY_LOCK = threading.Lock()
 
@@ -117,6 +134,35 @@ def merge_hidden(
     return tuple(merged)
 
 
+def hidden_report(hidden: Sequence[str], private: Sequence[str | Path]) -> dict[str, Any]:
+    """What ``infai doctor`` says of hidden paths, as data: ``hidden`` (each
+    configured entry, its path, whether it exists here, and ``inside``: the
+    existing entry covering it, if another does), ``unhidden`` (the defaults
+    ``hidden`` leaves out: the user's ``unhide``) and ``private`` (infai's own
+    files, hidden whatever is configured), rows as for ``hidden``."""
+    entries = [*hidden, *(str(p) for p in private)]
+    shown = existing(entries)
+    covers = [(e, _key(e)) for e in shown]
+
+    def row(entry: str) -> dict[str, Any]:
+        path = _key(entry)
+        inside = next((e for e, p in covers if e != entry and _within(path, p)), None)
+        return {"entry": entry, "path": path, "exists": os.path.exists(path), "inside": inside}
+
+    return {
+        "hidden": [row(e) for e in hidden],
+        "unhidden": unhidden(hidden),
+        "private": [row(str(p)) for p in private],
+    }
+
+
+def unhidden(hidden: Sequence[str]) -> list[str]:
+    """The entries of :data:`DEFAULT_HIDDEN` that ``hidden`` leaves out (the user's
+    ``unhide``), as spelled there."""
+    kept = {_key(e) for e in hidden}
+    return [e for e in DEFAULT_HIDDEN if _key(e) not in kept]
+
+
 def _key(entry: str) -> str:
     """What two spellings of one path (``~/.ssh/``, ``$HOME/.ssh``) share."""
     return os.path.normpath(Path(entry).expanduser())
@@ -128,29 +174,95 @@ def _key(entry: str) -> str:
 def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
     """bwrap arguments covering each existing path of ``entries`` (see the module
     docstring), to come after every other mount. ``working_dir`` is resolved.
-    Raises :class:`TooManyEntries` when the way down to it cannot be left alone.
+    Raises :class:`TooManyEntries` when the way down to it cannot be left alone."""
+    return mount_args(hidden_paths(entries, working_dir))
 
-    Paths are handled as strings: this runs before every command, and pathlib's
-    ``parents`` comparisons cost milliseconds here."""
+
+def hidden_paths(entries: Iterable[str | Path], working_dir: Path) -> dict[str, bool]:
+    """The paths to cover for ``entries`` (each: whether it is a directory), one
+    inside another left out, in mount order. Raises :class:`TooManyEntries`.
+
+    A path once found stays hidden in this process (for the same ``entries``)
+    while it exists: run in ``$HOME``, a command could rename the link
+    ``~/.ssh -> dotfiles/ssh`` (a link is no mount point), and the next one
+    would no longer find the entry, so not hide its target.
+
+    Paths are handled as strings and resolved by the kernel (:func:`_real`):
+    this runs before every command, and pathlib's ``parents`` comparisons or
+    ``os.path.realpath`` (an ``lstat`` per component) cost milliseconds here."""
     wd = str(working_dir)
     found: dict[str, bool] = {}  # path -> is a directory
     split: set[str] = set()
-    for entry in entries:
-        for path in _resolved(os.path.expanduser(entry), scan=True):
-            _collect(path, wd, found, split)
-    args: list[str] = []
-    kept: list[str] = []
-    empty = ""
+    home = os.path.expanduser("~").rstrip("/")
+    expanded = tuple(
+        home + e[1:] if isinstance(e, str) and e.startswith("~/") else os.path.expanduser(e)
+        for e in entries
+    )
+    with _SEEN_LOCK:
+        seen = _SEEN.setdefault(expanded, set())
+        earlier = sorted(seen)
+    resolved = [r for path in expanded for r in _resolved(path, scan=True)]
+    now = {path for path, _ in resolved}
+    resolved += [r for path in earlier if path not in now for r in _resolved(path, scan=True)]
+    with _SEEN_LOCK:
+        seen.update(now)
+    for path, is_dir in resolved:
+        _collect(path, is_dir, wd, found, split)
+    kept: dict[str, bool] = {}
     for path in sorted(found):  # a directory sorts before what is inside it
-        if any(_within(path, k) for k in (*kept, *_REPLACED)):
-            continue
-        kept.append(path)
-        if found[path]:
+        if not _covered(path, kept) and not any(_within(path, r) for r in _REPLACED):
+            kept[path] = found[path]
+    return kept
+
+
+def _covered(path: str, kept: dict[str, bool]) -> bool:
+    """Whether ``path`` or a directory it is in is one of ``kept``."""
+    while path not in kept:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return True
+
+
+def mount_args(paths: dict[str, bool]) -> list[str]:
+    """bwrap arguments covering ``paths`` (:func:`hidden_paths`): a directory by
+    an empty read-only tmpfs, anything else by a read-only bind of an empty file."""
+    args: list[str] = []
+    empty = ""
+    for path, is_dir in paths.items():
+        if is_dir:
             args += ["--tmpfs", path, "--remount-ro", path]
         else:
             empty = empty or empty_file()
             args += ["--ro-bind", empty, path]
     return args
+
+
+def pin_args(paths: Iterable[str], roots: Iterable[str | Path]) -> list[str]:
+    """``--bind D D`` for each directory D between a writable root and a path of
+    ``paths`` inside it (not the root, not the path), to come before the mounts
+    covering ``paths``.
+
+    Why: a read-only or hidden path in a writable directory cannot be renamed (it
+    is a mount point) but its parent could be. Run in ``$HOME``, ``mv ~/.config
+    ~/c`` would carry ``~/.config/gh`` out from under its hidden name (the next
+    command would read ``~/c/gh``) and let ``~/.config/infai`` be made anew,
+    infai's config written by a command. A mount point cannot be renamed or
+    removed, and a bind of a directory onto itself changes nothing else."""
+    tops = [str(r) for r in roots]
+    pins: set[str] = set()
+    # (a root is bound already; one inside another is not pinned again)
+    for path in paths:
+        for root in tops:
+            if path == root or not _within(path, root):
+                continue
+            parent = os.path.dirname(path)
+            while parent != root and _within(parent, root):
+                if parent not in tops:
+                    pins.add(parent)
+                parent = os.path.dirname(parent)
+    return [arg for pin in sorted(pins) for arg in ("--bind", pin, pin)]
 
 
 def empty_file() -> str:
@@ -181,19 +293,20 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _resolved(path: str, *, scan: bool) -> list[str]:
-    """``path`` resolved (nothing if it does not exist or is relative) and, with
-    ``scan``, the targets of the symlinks directly inside it (not scanned in
-    turn: a link back to the directory ends there)."""
-    if not os.path.isabs(path) or not os.path.lexists(path):
+def _resolved(path: str, *, scan: bool) -> list[tuple[str, bool]]:
+    """``path`` resolved, with whether it is a directory (nothing if it does not
+    exist or is relative) and, with ``scan``, the targets of the symlinks
+    directly inside it (not scanned in turn: a link back to the directory ends
+    there)."""
+    if not os.path.isabs(path):
         return []
-    real = os.path.realpath(path)
-    if not os.path.exists(real):
-        return []  # a dangling link (or a loop): nothing to read there
+    real = _real(path)
+    if real is None:
+        return []  # missing, a dangling link (or a loop): nothing to read there
     out = [real]
-    if scan and os.path.isdir(real):
+    if scan and real[1]:
         try:
-            with os.scandir(real) as entries:
+            with os.scandir(real[0]) as entries:
                 for n, item in enumerate(entries):
                     if n >= MAX_SPLIT:
                         break
@@ -204,14 +317,43 @@ def _resolved(path: str, *, scan: bool) -> list[str]:
     return out
 
 
-def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> None:
+def _real(path: str) -> tuple[str, bool] | None:
+    """What ``path`` leads to and whether it is a directory, or None if nothing
+    (missing, a dangling link, a loop, a directory on the way not searchable).
+
+    Resolved by the kernel: an ``O_PATH`` descriptor and its ``/proc/self/fd``
+    link, three system calls where ``os.path.realpath`` makes one per component.
+    Without ``/proc`` (or ``O_PATH``), ``realpath`` it is."""
+    if not _O_PATH:
+        real = os.path.realpath(path)
+        return (real, os.path.isdir(real)) if os.path.exists(real) else None
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+        if not real.startswith("/") or real.endswith(" (deleted)"):
+            real = os.path.realpath(path)
+        return real, is_dir
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _collect(path: str, is_dir: bool, wd: str, found: dict[str, bool], split: set[str]) -> None:
     """Record ``path`` to hide, or, when it contains ``wd``, its entries but the
     one on the way down (recursively; ``split``: the directories done so, each
     once, whatever links lead back to them)."""
     if path == wd or path in split:
         return
     if not _within(wd, path):
-        found[path] = os.path.isdir(path)
+        found[path] = is_dir
         return
     split.add(path)
     base = path.rstrip("/")
@@ -229,17 +371,123 @@ def _collect(path: str, wd: str, found: dict[str, bool], split: set[str]) -> Non
         )
     for child in children:
         if child == down:
-            _collect(child, wd, found, split)
+            _collect(child, True, wd, found, split)
         else:
-            for target in _resolved(child, scan=True):
-                _collect(target, wd, found, split)
+            for target, target_is_dir in _resolved(child, scan=True):
+                _collect(target, target_is_dir, wd, found, split)
+
+
+# -- telling the model -----------------------------------------------------------------
+
+#: how many hidden paths a description names before it says "and N more"
+NAMED = 6
+#: what may stand right before a path in a command (start, space, quote, shell syntax)
+_BEFORE = r"(?:^|(?<=[\s'\"=:;|&(<>`]))"
+#: what may stand right after it (end, a path inside, space, quote, shell syntax)
+_AFTER = r"(?=$|[/\s'\"`;|&)<>*])"
+
+
+def existing(entries: Iterable[str]) -> list[str]:
+    """The entries (as spelled) that name something that exists now, so would be
+    hidden from a command started now; one inside another is left out."""
+    found: list[tuple[str, str]] = []
+    for entry in entries:
+        path = _key(entry)
+        if os.path.exists(path) and not any(_within(path, p) for _, p in found):
+            found = [(e, p) for e, p in found if not _within(p, path)]
+            found.append((entry, path))
+    return [e for e, _ in found]
+
+
+def describe(entries: Sequence[str], private: Sequence[str | Path]) -> str:
+    """One or two sentences telling the model which paths read as empty in the
+    sandbox: the existing ones of ``entries`` (at most :data:`NAMED`; none: the
+    kind of thing hidden) and infai's own files (``private``, in ``~`` form).
+
+    Why: a model that finds ``~/.ssh/config`` empty would otherwise conclude
+    there is no ssh configuration, and act on it."""
+    shown = [_shown(e) for e in existing(entries)]
+    if len(shown) > NAMED:
+        shown[NAMED:] = [f"{len(shown) - NAMED} more"]
+    if not shown:
+        shown = ["well-known credential files (~/.ssh, ~/.aws and the like)"]
+    own = [_shown(_tilde(str(p))) for p in existing(str(p) for p in private)]
+    if own:
+        shown.append(f"infai's own config and store ({', '.join(own)})")
+    what = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
+    return (
+        f"These read as empty in the sandbox, by the user's policy (sandbox.hidden): "
+        f"{what}. Empty there does not mean empty on the machine."
+    )
+
+
+def mentioned(command: str, entries: Iterable[str | Path], working_dir: Path) -> list[str]:
+    """The hidden paths of ``entries`` that ``command`` names (``~/.ssh``,
+    ``$HOME/.ssh``, the absolute path, or relative to ``working_dir``) and that
+    exist, so were hidden from it: a hint for the model, which cannot tell an
+    empty file from a hidden one. Only the text is read: a path reached another
+    way (``cd ~; cat .ssh/x``) is not found, and one that is not named is never
+    claimed. Paths that are, or contain, the working directory are not claimed
+    either (they are not hidden whole)."""
+    out: list[str] = []
+    for path, forms in _spellings(tuple(entries), os.path.expanduser("~"), str(working_dir)):
+        named = any(
+            form in command and re.search(_BEFORE + re.escape(form) + _AFTER, command)
+            for form in forms
+        )
+        if named and os.path.exists(path):
+            out.append(_tilde(path))
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _spellings(
+    entries: tuple[str | Path, ...], home: str, wd: str
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each entry's path and the ways a command may spell it (see :func:`mentioned`),
+    worked out once per list, home and working directory: this runs after every
+    command."""
+    out = []
+    for entry in entries:
+        path = _key(str(entry))
+        if _within(wd, path):
+            continue
+        forms = {str(entry), path}
+        if _within(path, home) and path != home:
+            rel = path[len(home.rstrip("/")) + 1 :]
+            forms |= {f"~/{rel}", f"$HOME/{rel}", f"${{HOME}}/{rel}"}
+        if _within(path, wd):
+            forms |= {path[len(wd.rstrip("/")) + 1 :]}
+        out.append((path, tuple(sorted(forms))))
+    return tuple(out)
+
+
+def _tilde(path: str) -> str:
+    """``path`` with the home directory written ``~`` (as the model would type it)."""
+    home = os.path.expanduser("~").rstrip("/")
+    return "~" + path[len(home) :] if home and _within(path, home) else path
+
+
+def _shown(entry: str) -> str:
+    """``entry`` as it may go into the model's text: escaped if it holds control
+    characters (a user's own ``hidden`` entry is any string)."""
+    return entry if entry.isprintable() else ascii(entry)
 
 
 __all__ = [
     "DEFAULT_HIDDEN",
     "MAX_SPLIT",
+    "NAMED",
     "TooManyEntries",
     "check_entry",
+    "describe",
+    "existing",
+    "hidden_paths",
+    "hidden_report",
     "hide_args",
+    "mentioned",
     "merge_hidden",
+    "mount_args",
+    "pin_args",
+    "unhidden",
 ]

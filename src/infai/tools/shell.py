@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from infai.llm import ToolSpec
@@ -22,8 +23,12 @@ from infai.llm import ToolSpec
 from .base import ToolContext, ToolOutput
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
+from .sandbox_hide import describe, mentioned
 
 DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
+CONFINED = (
+    "Commands run in a sandbox: no writes outside the working directory or to .git/, no network."
+)
 OUTSIDE = {
     "type": "boolean",
     "description": (
@@ -44,8 +49,7 @@ class Bash:
 
     spec = ToolSpec(
         "bash",
-        f"{DESCRIPTION} Commands run in a sandbox: no writes outside the working "
-        "directory or to .git/, no network.",
+        f"{DESCRIPTION} {CONFINED}",
         schema(["command"], command=STR, timeout_seconds=INT, outside_sandbox=OUTSIDE),
     )
 
@@ -63,6 +67,9 @@ class Bash:
                 "to the user, who may refuse it.",
                 schema(["command"], command=STR, timeout_seconds=INT),
             )
+        else:  # confined: the model is told what reads as empty there, and why
+            hidden = describe(self.sandbox.settings.hidden, self.sandbox.private)
+            self.spec = ToolSpec("bash", f"{DESCRIPTION} {CONFINED} {hidden}", Bash.spec.parameters)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
@@ -124,9 +131,24 @@ class Bash:
             text += f"\n[... {dropped} more bytes cut]"
         if launch.confined and stopped_by_sandbox(text):
             text += f"\n{STOPPED_NOTE}"
+        if launch.confined:
+            text += self._hidden_note(command, context.working_dir)
         code = proc.returncode
         return ToolOutput(
             f"exit code {code}\n{text}", is_error=code != 0, metadata={"exit_code": code}
+        )
+
+    def _hidden_note(self, command: str, working_dir: Path) -> str:
+        """A line naming the hidden paths the command names (nothing if none): what
+        it read there was empty because of the user's policy, not the machine."""
+        entries: tuple[str | Path, ...] = (*self.sandbox.settings.hidden, *self.sandbox.private)
+        named = mentioned(command, entries, working_dir.resolve())
+        if not named:
+            return ""
+        shown = ", ".join(p if p.isprintable() else ascii(p) for p in named)
+        return (
+            f"\n[sandbox] hidden from commands by the user's policy (sandbox.hidden; "
+            f"infai's own files always), so empty here whatever is on the machine: {shown}"
         )
 
 

@@ -5,10 +5,12 @@ same :class:`~infai.tools.Sandbox` the ``bash`` tool uses and judges them by
 their effect. A write outside the working directory must leave the host's file
 system unchanged, a write to the working directory's ``.git/`` must fail, and
 a connection to a listener this process opens on loopback must never arrive.
-It also reports what explains a failure: where ``bwrap`` is, its version,
-whether user namespaces are enabled (needed unless infai runs as root) and the
-configured mode. Exit status 0 means shell commands will run confined, 1 that
-they will not.
+Each hidden path that exists (``sandbox.hidden``, and infai's own config and
+store) is read in the sandbox and must read as empty. It also reports what
+explains a failure: where ``bwrap`` is, its version, whether user namespaces
+are enabled (needed unless infai runs as root) and the configured mode; and
+which paths are hidden, which defaults the user's ``unhide`` took out. Exit
+status 0 means shell commands will run confined, 1 that they will not.
 """
 
 from __future__ import annotations
@@ -20,18 +22,24 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..inert import inert_json
-from .common import echo, emit_json
+from .common import echo, emit_json, store_of
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
     from infai.tools import Sandbox
 
+#: prints, one line per path given, how many bytes it reads as (a directory: its listing)
+READ_EACH = (
+    'for p in "$@"; do if [ -d "$p" ]; then ls -A -- "$p"; else cat -- "$p"; fi 2>/dev/null '
+    "| wc -c; done"
+)
 USERNS_FILES = (
     "/proc/sys/user/max_user_namespaces",
     "/proc/sys/kernel/unprivileged_userns_clone",
@@ -111,8 +119,24 @@ def _network_check(sandbox: Sandbox) -> bool:
         return False
 
 
+def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
+    """Read each existing path of ``rows`` in the sandbox, judged by what came back:
+    sets each one's ``empty_in_sandbox``; whether all were."""
+    there = [r for r in rows if r["exists"]]
+    if not there:
+        return True
+    with tempfile.TemporaryDirectory(prefix="infai-doctor-") as wd:
+        command = shlex.join(["sh", "-c", READ_EACH, "sh", *(r["path"] for r in there)])
+        counts = _run(sandbox, command, Path(wd)).stdout.split()
+    for n, found in enumerate(there):
+        found["empty_in_sandbox"] = n < len(counts) and counts[n] == "0"
+    return all(r["empty_in_sandbox"] for r in there)
+
+
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
+    from infai.tools import hidden_report
+
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
     report: dict[str, Any] = {
@@ -123,11 +147,15 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "user_namespaces": _user_namespaces(),
         "probe_ok": probe.ok,
         "reason": probe.reason,
+        **hidden_report(sandbox.settings.hidden, sandbox.private),
     }
     if probe.ok:
         report.update(_write_checks(sandbox))
         report["network_blocked"] = _network_check(sandbox)
-        failed = [k for k in ("write_outside_blocked", "write_git_blocked") if not report[k]]
+        rows = [*report["hidden"], *report["private"]]
+        report["hidden_paths_empty"] = _hidden_check(sandbox, rows)
+        checks = ("write_outside_blocked", "write_git_blocked", "hidden_paths_empty")
+        failed = [k for k in checks if not report[k]]
         if not report["write_inside_allowed"]:
             failed.append("write_inside_allowed")
         if not sandbox.settings.network and not report["network_blocked"]:
@@ -139,15 +167,26 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
 
 
 def _sandbox_here() -> tuple[Sandbox, str]:
-    """The sandbox commands run in here (the configuration of the current directory);
-    in ``mode = "off"`` the checks still try bwrap, to say whether it would work."""
-    from infai.agent import load_config
-    from infai.tools import Sandbox, SandboxSettings
+    """The sandbox commands run in here: the workspace's, so with the current
+    directory's configuration and infai's own files protected and hidden. In
+    ``mode = "off"`` the checks still try bwrap, to say whether it would work.
 
-    settings = load_config(Path(os.getcwd())).sandbox  # a ConfigError is bad input
-    if settings.mode == "off":
-        return Sandbox(SandboxSettings(mode="auto", network=settings.network)), "off"
-    return Sandbox(settings), settings.mode
+    The store is opened only for where its home is; one that cannot be opened
+    (a database that is down) leaves infai's files out, not the whole check."""
+    from infai.agent import Workspace, load_config
+    from infai.store import StoreError
+    from infai.tools import Sandbox
+
+    try:
+        store = store_of(click.get_current_context())
+    except StoreError as exc:
+        echo(f"infai: the store cannot be opened ({exc}): its files are not listed", err=True)
+        sandbox = Sandbox(load_config(Path(os.getcwd())).sandbox)  # a ConfigError: bad input
+    else:
+        sandbox = Workspace(store, Path(os.getcwd()), model_name="offline").sandbox
+    if sandbox.mode == "off":
+        return replace(sandbox, settings=replace(sandbox.settings, mode="auto")), "off"
+    return sandbox, sandbox.mode
 
 
 def _report(as_json: bool) -> None:
@@ -169,6 +208,7 @@ def _report(as_json: bool) -> None:
                 echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
         if "network_blocked" in report:
             echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
+        _print_hidden(report, mode)
         if confined:
             echo("the sandbox works: shell commands run confined")
         elif mode == "off":
@@ -176,6 +216,27 @@ def _report(as_json: bool) -> None:
         else:
             echo(f"the sandbox does not work here: {report['reason']}")
     sys.exit(0 if confined else 1)
+
+
+def _print_hidden(report: dict[str, Any], mode: str) -> None:
+    """The hidden paths that exist (one inside another shown once), how many more
+    are configured, and what ``unhide`` took out; ``echo`` keeps names inert."""
+    if mode == "off":
+        echo("hidden paths (none while sandbox.mode is off; with it on):")
+    else:
+        echo("hidden paths (they read as empty in the sandbox):")
+    own = {r["entry"] for r in report["private"]}
+    for row in (*report["hidden"], *report["private"]):
+        if not row["exists"] or row["inside"]:
+            continue
+        state = {True: "hidden", False: "NOT HIDDEN"}.get(row.get("empty_in_sandbox"))
+        own_note = " (infai's own config and store)" if row["entry"] in own else ""
+        echo(f"  {row['entry']:<30} {state or 'not checked'}{own_note}")
+    absent = sum(1 for r in report["hidden"] if not r["exists"])
+    if absent:
+        echo(f"  ({absent} more configured, not on this machine)")
+    if report["unhidden"]:
+        echo(f"unhidden by your config (sandbox.unhide): {', '.join(report['unhidden'])}")
 
 
 @click.command("doctor")
