@@ -51,7 +51,7 @@ class SessionReader:
     def __init__(self, paths: SessionPaths, plan: Recovery | None = None) -> None:
         self.paths = paths
         self.session_id = paths.root.name
-        state = analyze(paths) if plan is None else plan
+        state = analyze(paths, leftovers=False) if plan is None else plan
         self._count = state.count
         self._head_seq = state.last.seq if state.last else -1
         self._head_id = state.last.id if state.last else None
@@ -310,7 +310,7 @@ class SessionReader:
 
     def refresh(self) -> None:
         """See what was committed since this reader was opened or last refreshed."""
-        state = analyze(self.paths)
+        state = analyze(self.paths, leftovers=False)
         self.close()
         self._count = state.count
         self._head_seq = state.last.seq if state.last else -1
