@@ -100,3 +100,28 @@ def test_a_reader_never_loads_salvage_or_dataclasses() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_a_reader_never_loads_typing_hashlib_or_the_contract() -> None:
+    """Peak RSS of a resume is a target too (store_bench): the contract's protocols (and
+    ``typing`` with them), the check reports and ``open_store`` are for the layers above,
+    and ``hashlib`` would probe every algorithm it knows; a reader needs none of them."""
+    heavy = ("typing", "hashlib", "infai.store.contract", "infai.store.report", "infai.store.open")
+    code = (
+        "import sys; from infai.store import Store, SessionReader; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert out == "[]"
+
+
+def test_the_lazy_names_still_resolve() -> None:
+    """What a reader no longer loads is still there for whoever asks for it by name."""
+    from infai.store import REMOVED, FsckReport, SessionStore, is_database_url, open_store
+    from infai.store.contract import REMOVED as CONTRACT_REMOVED
+
+    assert REMOVED == CONTRACT_REMOVED
+    assert FsckReport.__name__ == "FsckReport" and SessionStore.__name__ == "SessionStore"
+    assert is_database_url("postgresql://x/y") and callable(open_store)

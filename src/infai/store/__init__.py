@@ -33,7 +33,6 @@ Typical use::
 """
 
 from .codec import NIL_ID, now_rfc3339
-from .contract import REMOVED, Lease, SessionLog, SessionStore, SessionView
 from .errors import (
     BackendUnavailable,
     BlobDigestError,
@@ -54,7 +53,6 @@ from .errors import (
 from .events import Context, Entry, Event, EventSpec
 from .home import default_home
 from .info import FORMAT_VERSION, SessionInfo, SessionSummary
-from .open import is_database_url, open_store
 from .options import StoreOptions
 from .records import (
     KINDS,
@@ -74,10 +72,10 @@ from .records import (
     record_from_obj,
     record_to_obj,
 )
-from .report import FsckReport, Problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .contract import REMOVED, Lease, SessionLog, SessionStore, SessionView
     from .file import FileIO, OsIO, SessionReader, SessionWriter, Store
     from .gc import DEFAULT_GRACE as GC_GRACE
     from .gc import GcReport, objects_reached
@@ -85,39 +83,52 @@ if TYPE_CHECKING:
     from .imports import TOOLS as IMPORT_TOOLS
     from .imports import ForeignSession, ImportOutcome, ImportReport, importer_for
     from .imports import commit as commit_import
+    from .open import is_database_url, open_store
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
+    from .report import FsckReport, Problem
     from .salvage import SalvageReport, salvage_session
     from .search import SearchHit, SearchResults
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
 # resume) never loads the write path, and a database user never loads the directory
-# store (nor the reverse). name -> (module, attribute)
+# store (nor the reverse). Nor does a resume load what only the layers above use: the
+# contract's protocols (and with them ``typing``), the check reports, open_store.
+# name -> (module, attribute)
 _LAZY = {
     "FileIO": ("file", "FileIO"),
     "ForeignSession": ("imports", "ForeignSession"),
+    "FsckReport": ("report", "FsckReport"),
     "GC_GRACE": ("gc", "DEFAULT_GRACE"),
     "GcReport": ("gc", "GcReport"),
     "IMPORT_TOOLS": ("imports", "TOOLS"),
     "ImportOutcome": ("imports", "ImportOutcome"),
     "ImportReport": ("imports", "ImportReport"),
+    "Lease": ("contract", "Lease"),
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
+    "Problem": ("report", "Problem"),
+    "REMOVED": ("contract", "REMOVED"),
     "SCHEMA_VERSION": ("pg.schema", "LATEST"),
     "SalvageReport": ("salvage", "SalvageReport"),
     "SearchHit": ("search", "SearchHit"),
     "SearchResults": ("search", "SearchResults"),
+    "SessionLog": ("contract", "SessionLog"),
     "SessionReader": ("file", "SessionReader"),
+    "SessionStore": ("contract", "SessionStore"),
+    "SessionView": ("contract", "SessionView"),
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
     "collect_garbage": ("gc", "collect"),
     "commit_import": ("imports", "commit"),
     "export_lines": ("transfer", "export_lines"),
-    "importer_for": ("imports", "importer_for"),
-    "objects_reached": ("gc", "objects_reached"),
-    "salvage_session": ("salvage", "salvage_session"),
     "import_session": ("transfer", "import_session"),
+    "importer_for": ("imports", "importer_for"),
+    "is_database_url": ("open", "is_database_url"),
+    "objects_reached": ("gc", "objects_reached"),
+    "open_store": ("open", "open_store"),
+    "salvage_session": ("salvage", "salvage_session"),
 }
 
 

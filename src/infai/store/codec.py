@@ -11,11 +11,17 @@ connection.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re  # json imports it anyway
 
 from .errors import InvalidInput
+
+try:
+    # What ``hashlib.sha256`` is when Python has OpenSSL, without ``hashlib`` itself,
+    # which on import builds and probes a constructor for every algorithm it knows.
+    from _hashlib import openssl_sha256 as _sha256
+except ImportError:  # a Python built without OpenSSL
+    from hashlib import sha256 as _sha256
 
 #: the parent id of a root event
 NIL_ID = "00000000-0000-0000-0000-000000000000"
@@ -35,7 +41,7 @@ def dumps(obj: object) -> bytes:
 
 def digest_of(data: bytes) -> str:
     """The name of a blob holding ``data``: ``sha256:<hex>``."""
-    return PREFIX + hashlib.sha256(data).hexdigest()
+    return PREFIX + _sha256(data).hexdigest()
 
 
 def check_uuid(value: str, what: str = "id") -> str:

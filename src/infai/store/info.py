@@ -12,7 +12,6 @@ session moves between backends without loss.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeAlias
 
 from .codec import check_uuid, new_event_id, now_rfc3339
 from .errors import InvalidInput
@@ -29,8 +28,12 @@ BASE_FORMAT = 1
 #: the format of a session holding workspace kinds (snapshot, restore)
 WORKSPACE_FORMAT = 2
 
-#: a value :meth:`SessionStore.update_info` may set: text, or the ``extra`` object
-Changed: TypeAlias = str | dict[str, Any] | None
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # ``typing`` costs a resume memory; annotations are strings here
+    from typing import Any, TypeAlias
+
+    #: a value :meth:`SessionStore.update_info` may set: text, or the ``extra`` object
+    Changed: TypeAlias = str | dict[str, Any] | None
 
 #: the fields :meth:`SessionStore.update_info` may change
 UPDATABLE = frozenset({"name", "working_dir", "model", "extra"})

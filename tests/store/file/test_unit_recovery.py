@@ -261,6 +261,30 @@ def test_leftover_temp_files_are_removed(store: Store) -> None:
     assert analyze(paths).empty
 
 
+def test_a_reader_does_not_list_the_session_for_leftovers(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader never removes a killed write's temp files (the next writer does), so
+    opening one reads only what it shows: no listing of the session directory."""
+    sid, paths, ids = make_session(store)
+    (paths.root / "session.json.tmp").write_bytes(b"{")
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: str | os.PathLike[str] = ".") -> list[str]:
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    with store.open_reader(sid) as reader:
+        assert [e.id for e in reader.context().events] == ids
+        reader.refresh()
+        assert reader.head == ids[-1]
+    assert str(paths.root) not in listed
+    assert analyze(paths, leftovers=False).remove == []
+    assert analyze(paths).remove == [str(paths.root / "session.json.tmp")]
+
+
 def test_open_writer_releases_lock_on_failed_recovery(store: Store) -> None:
     sid, paths, _ = make_session(store)
     data = bytearray(paths.chunk(0).read_bytes())

@@ -82,18 +82,21 @@ class ChunkFiles:
             i = j
         return out
 
-    def read_back(self, loc: Location) -> bytes:
-        """:meth:`read`, for a walk toward older lines: reads a block ending at the
-        line and serves the lines before it from that block."""
+    def read_back(self, chunk: int, offset: int, length: int) -> bytes:
+        """:meth:`read` of the line at ``(chunk, offset, length)``, for a walk toward
+        older lines: reads a block ending at the line and serves the lines before it
+        from that block. Plain numbers, not a :class:`Location`: a context calls this
+        once per event."""
+        end = offset + length
         cached = self._block
-        if cached is not None and cached[0] == loc.chunk and cached[1] <= loc.offset:
+        if cached is not None and cached[0] == chunk and cached[1] <= offset:
             start, block = cached[1], cached[2]
-            if loc.end - start <= len(block):
-                return block[loc.offset - start : loc.end - start]
-        start = min(loc.offset, max(0, loc.end - BLOCK))
-        block = self.read(Location(loc.chunk, start, loc.end - start))
-        self._block = (loc.chunk, start, block)
-        return block[loc.offset - start :]
+            if end - start <= len(block):
+                return block[offset - start : end - start]
+        start = min(offset, max(0, end - BLOCK))
+        block = self.read(Location(chunk, start, end - start))
+        self._block = (chunk, start, block)
+        return block[offset - start :]
 
     def close(self) -> None:
         """Close every chunk opened; a later read opens them again."""

@@ -51,7 +51,7 @@ class SessionReader:
     def __init__(self, paths: SessionPaths, plan: Recovery | None = None) -> None:
         self.paths = paths
         self.session_id = paths.root.name
-        state = analyze(paths) if plan is None else plan
+        state = analyze(paths, leftovers=False) if plan is None else plan
         self._count = state.count
         self._head_seq = state.last.seq if state.last else -1
         self._head_id = state.last.id if state.last else None
@@ -202,7 +202,8 @@ class SessionReader:
         """Load one event; a blob record stays unresolved unless ``resolve``."""
         entry = self.entry(event_id)
         data = self._chunks.read(entry.location)
-        return self._decode_event(data, entry.location, entry.seq, resolve, entry.id)[0]
+        loc = entry.location
+        return self._decode_event(data, loc.chunk, loc.offset, entry.seq, resolve, entry.id)[0]
 
     def events_between(self, start: int, stop: int) -> list[Event]:
         """Events ``start``..``stop - 1`` in order, records of blobs unresolved; nearby
@@ -218,7 +219,7 @@ class SessionReader:
             entries.append(self._checked_entry(raw, seq))
         datas = self._chunks.read_many([e.location for e in entries])
         return [
-            self._decode_event(data, e.location, e.seq, False, e.id)[0]
+            self._decode_event(data, e.location.chunk, e.location.offset, e.seq, False, e.id)[0]
             for e, data in zip(entries, datas, strict=True)
         ]
 
@@ -246,12 +247,15 @@ class SessionReader:
         seq = self._head_seq if at is None else self.seq_of(at)
         if seq < 0:
             return Context([])
-        loc: Location | None = self.entry_at(seq).location
+        loc = self.entry_at(seq).location
+        where: tuple[int, int, int] | None = (loc.chunk, loc.offset, loc.length)
         event_id = self._head_id if at is None else check_uuid(at, "event id")
         events: list[Event] = []
-        while loc is not None:
-            data = self._chunks.read_back(loc)
-            event, loc = self._decode_event(data, loc, seq, resolve, event_id)
+        read_back = self._chunks.read_back
+        while where is not None:
+            chunk, offset, length = where
+            data = read_back(chunk, offset, length)
+            event, where = self._decode_event(data, chunk, offset, seq, resolve, event_id)
             events.append(event)
             if event.kind == "compaction":
                 break
@@ -260,22 +264,30 @@ class SessionReader:
         return Context(events)
 
     def _decode_event(
-        self, data: bytes, loc: Location, seq: int, resolve: bool, event_id: str | None = None
-    ) -> tuple[Event, Location | None]:
-        """The event in a chunk line read at ``loc``: the one decoder of stored events.
+        self,
+        data: bytes,
+        chunk: int,
+        offset: int,
+        seq: int,
+        resolve: bool,
+        event_id: str | None = None,
+    ) -> tuple[Event, tuple[int, int, int] | None]:
+        """The event in a chunk line read at ``offset`` of ``chunk``: the one decoder of
+        stored events.
 
         The line's checksum, sequence number (and id, when known) are checked; its
         record was checked against its type when written, so it is rebuilt as is.
-        This is the resume path, kept lean. Returns the parent's location too.
+        This is the resume path, kept lean. Returns the parent's ``(chunk, offset,
+        length)`` too.
         """
         if not check_frame(data):
-            raise CorruptionError(self.paths.chunk(loc.chunk), loc.offset, "checksum mismatch")
+            raise CorruptionError(self.paths.chunk(chunk), offset, "checksum mismatch")
         try:
             obj = _raw_decode(data.decode())[0]
             if obj["seq"] != seq or (event_id is not None and obj["id"] != event_id):
                 raise CorruptionError(
-                    self.paths.chunk(loc.chunk),
-                    loc.offset,
+                    self.paths.chunk(chunk),
+                    offset,
                     f"index says #{seq} {event_id or ''}, chunk says #{obj['seq']} {obj['id']}",
                 )
             kind, digest = obj["kind"], obj["digest"]
@@ -300,17 +312,20 @@ class SessionReader:
             parent_loc = obj["parent_loc"]
             if (parent_loc is None) != (event.parent_seq < 0) or event.parent_seq >= seq:
                 raise CorruptionError(
-                    self.paths.chunk(loc.chunk), loc.offset, "parent link is inconsistent"
+                    self.paths.chunk(chunk), offset, "parent link is inconsistent"
                 )
-            return event, None if parent_loc is None else Location(*parent_loc)
+            if parent_loc is None:
+                return event, None
+            parent_chunk, parent_offset, parent_length = parent_loc
+            return event, (parent_chunk, parent_offset, parent_length)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptionError(
-                self.paths.chunk(loc.chunk), loc.offset, f"undecodable event: {exc}"
+                self.paths.chunk(chunk), offset, f"undecodable event: {exc}"
             ) from None
 
     def refresh(self) -> None:
         """See what was committed since this reader was opened or last refreshed."""
-        state = analyze(self.paths)
+        state = analyze(self.paths, leftovers=False)
         self.close()
         self._count = state.count
         self._head_seq = state.last.seq if state.last else -1

@@ -193,8 +193,12 @@ def _index_state(paths: SessionPaths, plan: Recovery, head_ixd: int) -> None:
             os.close(index_fd)
 
 
-def analyze(paths: SessionPaths) -> Recovery:
-    """Read the session's files and return the recovery plan (changes nothing)."""
+def analyze(paths: SessionPaths, *, leftovers: bool = True) -> Recovery:
+    """Read the session's files and return the recovery plan (changes nothing).
+
+    Without ``leftovers`` the session directory is not listed for temp files a
+    killed write left: a reader never removes them, so it need not look.
+    """
     if not paths.root.is_dir():
         raise FileNotFoundError(paths.root)
     plan = Recovery()
@@ -214,9 +218,10 @@ def analyze(paths: SessionPaths) -> Recovery:
         plan.head = encode_head(last.id, last.seq, last.seq + 1) if last else b""
         if have_head is not None:
             plan.notes.append(f"{paths.head}: rebuilt from the log")
-    for name in os.listdir(paths.root):
-        if name.endswith(".tmp"):
-            plan.remove.append(str(paths.root / name))
+    if leftovers:
+        for name in os.listdir(paths.root):
+            if name.endswith(".tmp"):
+                plan.remove.append(str(paths.root / name))
     return plan
 
 

@@ -89,13 +89,14 @@ class Store:
         self._listing_index: ListingIndex | None = None
         self._search_index: SearchIndex | None = None
         self._objects: FileObjects | None = None
+        self._index_dir = os.path.join(self.home, "index")  # a string: checked per append
 
     # -- derived indexes (<home>/index/: caches of the sessions, never the truth) --
 
     def _in_use(self, name: str, opened: object) -> bool:
         """Whether a derived index file is in use (writers update only those), checked
         without importing sqlite3 when it is not."""
-        return opened is not None or (self.home / "index" / name).exists()
+        return opened is not None or os.path.exists(os.path.join(self._index_dir, name))
 
     def listing_index(self) -> ListingIndex:
         """The derived listing index (see :mod:`.listing`), opened on first use."""

@@ -311,6 +311,7 @@ class SessionWriter(SessionReader):
         entries: list[bytes] = []
         locations: list[Location] = []
         offset = self._chunk_size
+        members_crc = 0  # CRC-32 of the lines so far, for a batch's closing line
         for i, line in enumerate(lines):
             line.ixd = self._ixd
             j = parent_at[i]
@@ -319,9 +320,9 @@ class SessionWriter(SessionReader):
             if i and i == len(lines) - 1:
                 # The closing line vouches for the rest of its batch: recovery checks
                 # one CRC over their bytes instead of walking every line back.
-                members = b"".join(encoded)
-                line.members = (len(members), zlib.crc32(members))
+                line.members = (offset - self._chunk_size, members_crc)
             data, entry = encode_event(line, self._chunk_no, offset)
+            members_crc = zlib.crc32(data, members_crc)
             encoded.append(data)
             entries.append(entry)
             locations.append(Location(self._chunk_no, offset, len(data)))
