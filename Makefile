@@ -24,11 +24,13 @@ lint: $(BIN)/infai
 	$(BIN)/mypy
 
 # Two workers, each test file whole on one worker (files share module-level servers).
+# The fast suite: everything but the crash and power-loss loops (`make crash`).
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile -m "not crash"
 
+# The slow loops: real SIGKILLs over and over, simulated power loss. CI runs both.
 crash: $(BIN)/infai
-	$(BIN)/pytest -m crash
+	$(BIN)/pytest -n 2 --dist loadfile -m crash
 
 bench: $(BIN)/infai
 	$(BIN)/python benchmarks/store_bench.py

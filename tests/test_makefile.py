@@ -19,3 +19,29 @@ def test_the_first_run_says_what_it_installs() -> None:
     assert "setting up .venv" in planned
     [install] = [line for line in planned.splitlines() if "install" in line and "[dev]" in line]
     assert " -q" not in install and "--progress-bar on" in install
+
+
+def test_ci_runs_the_user_install_the_fast_suite_and_the_crash_loops() -> None:
+    """`make test` stays fast by leaving the crash loops to `make crash`; CI runs both
+    (nothing is skipped in CI) after proving a plain `pip install .` works."""
+    make = shutil.which("make")
+    assert make is not None
+
+    def planned(target: str) -> str:
+        return subprocess.run(
+            [make, "-n", target], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+
+    [fast] = [line for line in planned("test").splitlines() if "pytest" in line]
+    [slow] = [line for line in planned("crash").splitlines() if "pytest" in line]
+    assert '-m "not crash"' in fast and "-m crash" in slow
+    steps = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert (
+        steps.index("bash .ci/user-install") < steps.index("make test") < steps.index("make crash")
+    )
+    install = (ROOT / ".ci" / "user-install").read_text()
+    assert 'pip" install -q --no-cache-dir .' in install and "[dev]" not in install
