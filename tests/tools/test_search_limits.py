@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from infai.tools import ToolContext, ToolOutput, builtin_tools
 from infai.tools import search as search_module
+from infai.tools.common import MAX_MATCHES
 
 
 def run(root: Path, tool_name: str, readable: Any = None, **arguments: Any) -> ToolOutput:
@@ -153,3 +154,69 @@ def test_the_whole_file_first_pass_never_loses_a_line(text: str) -> None:
         expected = [(n, line) for n, line in enumerate(lines, 1) if regex.search(source, line)]
         found = list(search_module.Matcher(source).lines(lines, search_module._Budget()))
         assert found == expected, source
+
+
+def _deep_tree(root: Path, depth: int, fanout: int = 3) -> int:
+    """A tree of ``fanout`` directories per level, each with one ``f.txt``; their count."""
+    if depth == 0:
+        return 0
+    count = 0
+    for i in range(fanout):
+        child = root / f"d{i}"
+        child.mkdir(parents=True)
+        (child / "f.txt").write_text("x")
+        count += 1 + _deep_tree(child, depth - 1, fanout)
+    return count
+
+
+def _within(seconds: float, call: Any) -> ToolOutput:
+    outcome: list[ToolOutput] = []
+    worker = threading.Thread(target=lambda: outcome.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, f"the glob ran for over {seconds}s"
+    return outcome[0]
+
+
+def test_repeated_double_stars_walk_the_tree_once(tmp_path: Path) -> None:
+    """Finding (issue 28, low): ``list_files`` with repeated ``**`` ran for over 90 s;
+    eight of them on a 363-directory tree take minutes on the old code."""
+    files = _deep_tree(tmp_path, 5)
+    pattern = "/".join(["**"] * 8) + "/*.txt"
+    listed = _within(30, lambda: run(tmp_path, "list_files", pattern=pattern))
+    assert not listed.is_error
+    assert len(listed.content.splitlines()) == min(files, MAX_MATCHES) + (
+        1 if files > MAX_MATCHES else 0
+    )
+    grepped = _within(30, lambda: run(tmp_path, "grep", pattern="x", glob="**/**/**/*.txt"))
+    assert "d0/f.txt:1:x" in grepped.content
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("list_files", {"pattern": "**/d*/**/d*/**/d*/**/*.txt"}),
+        ("grep", {"pattern": "x", "glob": "d*/**/d*/**/*.txt"}),
+    ],
+)
+def test_chained_double_stars_are_refused_with_the_reason(
+    tmp_path: Path, tool: str, arguments: dict[str, str]
+) -> None:
+    _deep_tree(tmp_path, 3)
+    result = run(tmp_path, tool, **arguments)
+    assert result.is_error
+    assert "'**' segments; at most" in result.content
+
+
+def test_a_glob_walk_stops_at_its_budget_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _deep_tree(tmp_path, 4)
+    monkeypatch.setattr(search_module, "MAX_GLOBBED", 50)
+    listed = run(tmp_path, "list_files", pattern="**/*")
+    assert "[walk stopped after 50 paths; narrow the pattern]" in listed.content
+    assert len([line for line in listed.content.splitlines() if not line.startswith("[")]) <= 50
+    monkeypatch.setattr(search_module, "MAX_GLOBBED", 10**6)
+    monkeypatch.setattr(search_module, "GLOB_SECONDS", 0.0)
+    grepped = run(tmp_path, "grep", pattern="x")
+    assert "[walk stopped after 0s; narrow the pattern]" in grepped.content

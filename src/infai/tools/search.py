@@ -16,6 +16,10 @@ read:
   file over :data:`MAX_FILE_BYTES` and stops after :data:`MAX_TOTAL_BYTES`,
   saying so.
 
+A glob's walk has a budget too (:class:`GlobBudget`: paths named and seconds),
+repeated ``**`` segments are merged, and at most :data:`MAX_RECURSIVE_SEGMENTS`
+remain: chained ones made pathlib walk every chain of directories, for minutes.
+
 The regular expression runs under the ``regex`` package's timeout, a budget of
 :data:`REGEX_SECONDS` for the whole search: a pattern that backtracks
 catastrophically ends the search with an error result, instead of pinning a
@@ -46,6 +50,14 @@ MAX_FILE_BYTES = 4 << 20
 MAX_TOTAL_BYTES = 64 << 20
 #: seconds the regular expression may run in all, over every line of every file
 REGEX_SECONDS = 5.0
+#: at most this many ``**`` segments in a glob once repeats are merged: each one
+#: multiplies the walk's work by the tree's depth (``**/a/**/b/**/c/**`` visits
+#: every chain of directories), so a few chained ones ran for minutes
+MAX_RECURSIVE_SEGMENTS = 2
+#: a glob's walk names at most this many paths before it stops (and says so)
+MAX_GLOBBED = 200_000
+#: seconds a glob's walk may run before it stops (and says so)
+GLOB_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -105,9 +117,45 @@ def _base(arguments: dict[str, Any], context: ToolContext, spec: ToolSpec) -> Re
         return "argument 'path' has a NUL byte in it, which no path can hold"
 
 
-def _globbed(base: Path, pattern: str, *, recursive: bool = False) -> Iterator[Path]:
-    """The paths the pattern matches under ``base`` (``ValueError`` for a bad pattern)."""
-    return base.rglob(pattern) if recursive else base.glob(pattern)
+def merged_recursion(pattern: str) -> str:
+    """The pattern with each run of ``**`` segments written once: ``**/**`` matches
+    exactly what ``**`` does, but pathlib walks the tree once per repeat, nested."""
+    parts: list[str] = []
+    for part in pattern.split("/"):
+        if part == "**" and parts and parts[-1] == "**":
+            continue
+        parts.append(part)
+    return "/".join(parts)
+
+
+class GlobBudget:
+    """How much a glob's walk may still do: it stops after :data:`MAX_GLOBBED`
+    paths or :data:`GLOB_SECONDS`, and the output says which."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + GLOB_SECONDS
+        self.left = MAX_GLOBBED
+        self.stopped: str | None = None
+
+    def walk(self, paths: Iterable[Path]) -> Iterator[Path]:
+        """``paths`` until the budget runs out."""
+        for path in paths:
+            if self.left <= 0:
+                self.stopped = f"[walk stopped after {MAX_GLOBBED:,} paths; narrow the pattern]"
+                return
+            if time.monotonic() > self.deadline:
+                self.stopped = f"[walk stopped after {GLOB_SECONDS:g}s; narrow the pattern]"
+                return
+            self.left -= 1
+            yield path
+
+
+def _globbed(
+    base: Path, pattern: str, budget: GlobBudget, *, recursive: bool = False
+) -> Iterator[Path]:
+    """The paths the pattern matches under ``base`` (``ValueError`` for a bad pattern);
+    ``recursive`` matches it at any depth, as ``rglob`` does."""
+    return budget.walk(base.glob(merged_recursion(f"**/{pattern}" if recursive else pattern)))
 
 
 class ListFiles:
@@ -139,8 +187,9 @@ class ListFiles:
             return error(f"{arguments.get('path', '.')} is not a directory")
         if not context.may_read(relative_name(context.working_dir, base.path)):
             return error(f"the read rules deny listing {arguments.get('path', '.')}")
+        walk = GlobBudget()
         try:
-            found = matches(base.path, _globbed(base.path, pattern), context)
+            found = matches(base.path, _globbed(base.path, pattern, walk), context)
         except ValueError as exc:
             return error(f"bad pattern {pattern!r}: {exc}")
         names = sorted(
@@ -150,6 +199,8 @@ class ListFiles:
         listed = names[:MAX_MATCHES]
         more = [f"[... {len(names) - len(listed)} more]"] if len(names) > len(listed) else []
         lines = [*listed, *more, *found.notes(base.shown(context.working_dir))]
+        if walk.stopped:
+            lines.append(walk.stopped)
         return ToolOutput("\n".join(lines) if listed else "\n".join(["(no matches)", *lines]))
 
 
@@ -219,13 +270,14 @@ class Grep:
         except (regex.error, ValueError, OverflowError, RecursionError) as exc:
             return error(f"bad regular expression: {exc}")
         glob = str(arguments.get("glob") or "*")
-        if problem := _glob_problem(glob, "glob"):
+        if problem := _glob_problem(glob, "glob", recursive=True):
             return error(problem)
         globbed: Iterable[Path]
+        walk = GlobBudget()
         if base.path.is_file():
             root, globbed = base.path.parent, [base.path]
         else:
-            root, globbed = base.path, _globbed(base.path, glob, recursive=True)
+            root, globbed = base.path, _globbed(base.path, glob, walk, recursive=True)
         try:
             found = matches(root, globbed, context, skip_git=True)
         except ValueError as exc:
@@ -241,6 +293,8 @@ class Grep:
                 "(it backtracks too much); simplify it"
             )
         notes = found.notes(base.shown(context.working_dir))
+        if walk.stopped:
+            notes.append(walk.stopped)
         if budget.too_big:
             notes.append(f"[{budget.too_big} files over {MAX_FILE_BYTES >> 20} MiB not searched]")
         if budget.exhausted:
@@ -310,9 +364,17 @@ class Matcher:
                 yield number, line
 
 
-def _glob_problem(pattern: str, field: str) -> str | None:
+def _glob_problem(pattern: str, field: str, *, recursive: bool = False) -> str | None:
     """Why a glob may not be used: it must stay under the directory searched
-    (leaving it is a matter for ``path``, which the permission policy sees)."""
+    (leaving it is a matter for ``path``, which the permission policy sees), and
+    its walk must not multiply (``recursive``: matched at any depth, as grep's)."""
     if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
         return f"{field} {pattern!r} must stay under the directory searched; give path instead"
+    chained = merged_recursion(f"**/{pattern}" if recursive else pattern).split("/").count("**")
+    if chained > MAX_RECURSIVE_SEGMENTS:
+        shown = chained - 1 if recursive else chained
+        return (
+            f"{field} {pattern!r} has {shown} '**' segments; at most "
+            f"{MAX_RECURSIVE_SEGMENTS - recursive} (each one walks the tree again below the last)"
+        )
     return None
