@@ -390,3 +390,59 @@ def test_only_the_repositorys_own_drivers_are_emptied(
     (plain / ".git").mkdir(parents=True)
     (plain / ".git" / "config").write_text("[core]\n\tbare = false\n")
     assert Sandbox().environment(working_dir=plain)["GIT_CONFIG_COUNT"] == str(len(GIT_OVERRIDES))
+
+
+def _remote_running_repo(root: Path) -> tuple[Path, Path, Any]:
+    """A repository whose own config makes a fetch, a push and an alias run a
+    script (``remote.origin.uploadpack``/``receivepack``: for a local remote they run
+    here), with the remote inside the working directory so the sandbox sees it."""
+    import subprocess
+
+    repo, marks = _evil_repo(root)
+    env = {"PATH": os.environ["PATH"], "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+    git("clone", "-q", "--bare", str(repo), str(repo / "remote.git"))
+    git("remote", "add", "origin", str(repo / "remote.git"))
+    script = marks / "evil.sh"
+    git("config", "remote.origin.uploadpack", f"{script} uploadpack; git-upload-pack")
+    git("config", "remote.origin.receivepack", f"{script} receivepack; git-receive-pack")
+    git("config", "alias.st", f"!{script} alias")
+    git("config", "submodule.sub.update", f"!{script} submodule")
+    return repo, marks, git
+
+
+@pytest.mark.parametrize("sandbox", [Sandbox(), Sandbox.off()], ids=["confined", "off"])
+def test_fetch_push_and_aliases_run_no_repository_configured_program(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    """Finding (issue 28, medium): ``remote.*.uploadpack``/``receivepack`` and an
+    ``alias.* = !cmd`` from ``.git/config`` ran under a narrowly allowed git command."""
+    repo, marks, git = _remote_running_repo(tmp_path)
+    settings = SandboxSettings(mode=sandbox.mode, writable=(".git",))
+    out = bash(
+        repo,
+        "git fetch -q origin; git push -q origin HEAD:refs/heads/other; git st",
+        Sandbox(settings),
+    )
+    assert sorted(p.name for p in marks.iterdir()) == ["evil.sh"], out.content
+    env = Sandbox(settings).environment(working_dir=repo)
+    given = {env[k]: env[k.replace("KEY", "VALUE")] for k in env if k.startswith("GIT_CONFIG_KEY_")}
+    assert given["submodule.sub.update"] == "checkout" and given["alias.st"] == ""
+    assert given["protocol.file.allow"] == "never"  # git keeps the first uploadpack
+    # the control: the same commands run plainly do run the scripts
+    git("fetch", "-q", "origin")
+    git("push", "-q", "origin", "HEAD:refs/heads/plain")
+    git("st")
+    assert {p.name for p in marks.iterdir()} >= {"ran-uploadpack", "ran-receivepack", "ran-alias"}
+
+
+def test_a_harmless_alias_or_submodule_setting_is_kept(tmp_path: Path) -> None:
+    repo, _, git = _remote_running_repo(tmp_path)
+    git("config", "alias.lg", "log --oneline")
+    git("config", "submodule.other.update", "rebase")
+    env = Sandbox().environment(working_dir=repo)
+    keys = {v for k, v in env.items() if k.startswith("GIT_CONFIG_KEY_")}
+    assert "alias.lg" not in keys and "submodule.other.update" not in keys
