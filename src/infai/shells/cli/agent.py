@@ -214,22 +214,27 @@ def _result_line(result: ToolResultRecord) -> str:
     return f"[{result.name} ok] {first[:200]}{more}"
 
 
+#: what stops a turn of ``run``: Ctrl-C, ``timeout``, a supervisor, a closed terminal
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (``timeout``, a closed terminal, a supervisor) stop a turn
-    as Ctrl-C does: the stream and any running tool stop, the turn is marked
+    """SIGINT, SIGTERM and SIGHUP stop a turn alike, whatever their inherited
+    disposition: the stream and any running tool stop, the turn is marked
     interrupted, and no tool process is left behind.
 
-    The handler raises KeyboardInterrupt itself rather than re-sending SIGINT: a
-    shell starts background jobs with SIGINT ignored, and a re-sent SIGINT would
-    then be ignored too. While the event loop runs, :func:`_signals_stop_the_task`
-    takes over.
+    A shell starts background jobs (``sh -c 'infai run ... &'``) with SIGINT
+    ignored, and Python then leaves it ignored: a handler is installed for each
+    signal here explicitly. It raises KeyboardInterrupt itself rather than
+    re-sending SIGINT, which could be ignored too. While the event loop runs,
+    :func:`_signals_stop_the_task` takes over.
     """
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, interrupt) for s in STOPPING}
     try:
         yield
     finally:
@@ -238,20 +243,21 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def _signals_stop_the_task(stopped_by: list[int]) -> Callable[[], None]:
-    """Route SIGTERM and SIGHUP through the running loop: they cancel the main task.
+    """Route SIGINT, SIGTERM and SIGHUP through the running loop: they cancel the main task.
 
     Store and tool work runs in worker threads, and the kernel may hand a
     process signal to any thread: a handler of the loop's own (its wakeup fd)
     wakes the main thread at once, whichever thread caught it (a quiet
     ``sleep 30`` tool would otherwise hold it asleep in ``select`` for 30 s).
-    Cancelling the task is what Ctrl-C does under ``asyncio.run``, and it works
-    whatever SIGINT's inherited disposition is. The signal is noted in
-    ``stopped_by`` so the caller turns the cancellation into KeyboardInterrupt.
-    Returns what puts the previous handlers back.
+    Cancelling the task is what Ctrl-C does under ``asyncio.run``, but
+    ``asyncio.run`` does it only when SIGINT was not inherited as ignored; a
+    handler of the loop's own does it whatever the disposition was. The signal
+    is noted in ``stopped_by`` so the caller turns the cancellation into
+    KeyboardInterrupt. Returns what puts the previous handlers back.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
-    numbers = (signal.SIGTERM, signal.SIGHUP)
+    numbers = STOPPING
     previous = {number: signal.getsignal(number) for number in numbers}
 
     def stop(number: int) -> None:
