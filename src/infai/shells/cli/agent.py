@@ -4,7 +4,10 @@
 ``--json``, one JSON object per agent event); it exits 0 when the turn ends
 normally, 1 when it fails (a provider error, too many steps), 2 on bad input,
 and 130 when interrupted (the session stays valid; the turn is marked
-interrupted). ``chat`` is a plain line-based loop over the same session object.
+interrupted). ``chat`` is a plain line-based loop over the same session object
+(SIGTERM and SIGHUP stop its answer and end it with 130; Ctrl-C only stops the
+answer). Each signal does so even when inherited as ignored, as a script's
+background job inherits SIGINT.
 In these headless shells a call the policy would ask about is denied unless an
 ``--allow`` rule allows it.
 
@@ -436,6 +439,33 @@ def _stdin_is_terminal() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
+def _chat_turn(runner: asyncio.Runner, session: AgentSession, text: str) -> bool:
+    """One prompt of ``chat``; True when SIGTERM or SIGHUP stopped it (the chat ends).
+
+    Ctrl-C stops the answer and the chat goes on; SIGTERM and SIGHUP stop it the
+    same way, then end the chat. Each does so whatever the signal's inherited
+    disposition (see :func:`_signals_stop_the_task`).
+    """
+    stopped_by: list[int] = []
+
+    async def turn() -> None:
+        restore = _signals_stop_the_task(stopped_by)
+        try:
+            await _turn(session, text, as_json=False)
+        finally:
+            restore()
+
+    try:
+        runner.run(turn())
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        echo("\ninfai: interrupted", err=True)
+    except KeyboardInterrupt:  # a signal just before the loop's handlers were in place
+        echo("\ninfai: interrupted", err=True)
+    return any(number != signal.SIGINT for number in stopped_by)
+
+
 @click.command("chat")
 @session_option
 @continue_option
@@ -455,18 +485,18 @@ def chat(
 
     A prompt marker ('> ') is shown on stderr when standard input is a terminal.
     A new session left empty (no prompt was sent) is removed again on the way out.
+    Ctrl-C stops an answer; SIGTERM or SIGHUP stop it and end the chat (exit 130).
     """
     space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     created = session_id is None and not resume
+    terminated = False
     # one event loop for the whole chat: an SDK client's connections belong to it
-    with session, asyncio.Runner() as runner:
+    with session, asyncio.Runner() as runner, _terminate_as_interrupt():
         echo(f"session {session.session_id} ({session.model.name}); /help, /quit", err=True)
         try:
             for text in _chat_lines(_stdin_is_terminal()):
-                try:
-                    runner.run(_turn(session, text, as_json=False))
-                except KeyboardInterrupt:
-                    echo("\ninfai: interrupted", err=True)
+                if terminated := _chat_turn(runner, session, text):
+                    break
         finally:
             empty = session.view.count == 0
             runner.run(_close(space, session))
@@ -476,6 +506,8 @@ def chat(
     else:
         command = come_back_command(session.session_id, "chat")
         echo(f"infai: session {session.session_id}; come back with: {command}", err=True)
+    if terminated:
+        sys.exit(130)
 
 
 @click.command("models")
