@@ -135,24 +135,32 @@ def test_a_nul_byte_in_a_path_is_an_error_result_before_the_policy_rules(
 
 
 @pytest.mark.parametrize(
-    ("arguments", "field"),
+    ("tool", "arguments", "field", "wanted"),
     [
-        ({"path": "a.txt", "start_line": "abc"}, "start_line"),
-        ({"path": 5}, "path"),
-        ({"path": ["a.txt"]}, "path"),
-        ({}, "path"),
+        ("read_file", {"path": "a.txt", "start_line": "abc"}, "start_line", "an integer"),
+        ("read_file", {"path": 5}, "path", "a string"),
+        ("read_file", {"path": ["a.txt"]}, "path", "a string"),
+        ("read_file", {}, "path", "is required"),
+        # str.isdigit() holds for these, int() refuses them: once "tool failed: ValueError"
+        ("read_file", {"path": "a.txt", "start_line": "\u00b2"}, "start_line", "an integer"),
+        ("read_file", {"path": "a.txt", "end_line": "9" * 5000}, "end_line", "an integer"),
+        ("bash", {"command": "true", "timeout_seconds": "\u00b2"}, "timeout_seconds", "an integer"),
+        ("edit_file", {"path": "a.txt", "old_text": 5, "new_text": "x"}, "old_text", "a string"),
+        ("grep", {"pattern": "h", "glob": {}}, "glob", "a string"),
     ],
 )
-def test_badly_typed_arguments_are_an_error_naming_the_field(
-    store: Store, tmp_path: Path, arguments: dict[str, Any], field: str
+def test_badly_typed_arguments_are_an_error_naming_the_field_and_its_type(
+    store: Store, tmp_path: Path, tool: str, arguments: dict[str, Any], field: str, wanted: str
 ) -> None:
     """Checked before the policy rules: it never sees a path the tool would read
     differently (the old policy matched str(["a.txt"]), the tool read "5")."""
     (tmp_path / "a.txt").write_text("hello\n")
     policy = Recording()
-    model = ScriptedModel([calling("read_file", **arguments), "ok"])
+    model = ScriptedModel([calling(tool, **arguments), "ok"])
     sid, events = drive(store, tmp_path, model, policy)
     assert isinstance(events[-1], TurnEnded) and events[-1].outcome == "done"
     (result,) = results(store, sid)
     assert result.is_error and f"argument {field!r}" in result.content
+    assert wanted in result.content and "failed" not in result.content
     assert policy.seen == []
+    assert (tmp_path / "a.txt").read_text() == "hello\n"

@@ -54,7 +54,9 @@ class Reply:
     #: wire quirks of real servers: "bare_finish" (a finish chunk with no delta),
     #: "usage_without_choices", "repeat_name" (the name in every fragment),
     #: "no_index" (fragments without an index), "no_usage", "late_id" (id and
-    #: name in the second fragment); anthropic: "redacted" (a redacted thinking
+    #: name in the second fragment), "no_finish" (no ``finish_reason`` at all, as
+    #: some services behind OpenRouter), "no_done" (the stream ends cleanly
+    #: without ``data: [DONE]``); anthropic: "redacted" (a redacted thinking
     #: block), "two_thinking" (two thinking blocks, each with its signature)
     quirks: set[str] = field(default_factory=set)
 
@@ -249,7 +251,9 @@ class FakeOpenAI(FakeServer):
                     fragment["id"] = call_id
                 yield chunk({"tool_calls": [fragment]})
         finish = reply.stop or ("tool_calls" if reply.tool_calls else "stop")
-        if "bare_finish" in quirks:
+        if "no_finish" in quirks:
+            pass
+        elif "bare_finish" in quirks:
             yield _sse(
                 {
                     "id": "chatcmpl-fake",
@@ -261,8 +265,9 @@ class FakeOpenAI(FakeServer):
             )
         else:
             yield chunk({}, finish)
+        done = [] if "no_done" in quirks else ["data: [DONE]\n\n"]
         if "no_usage" in quirks:
-            yield "data: [DONE]\n\n"
+            yield from done
             return
         usage = {
             "prompt_tokens": reply.input_tokens,
@@ -281,7 +286,7 @@ class FakeOpenAI(FakeServer):
         if "usage_without_choices" in quirks:
             del final["choices"]
         yield _sse(final)
-        yield "data: [DONE]\n\n"
+        yield from done
 
 
 class FakeAnthropic(FakeServer):

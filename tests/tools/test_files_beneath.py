@@ -239,3 +239,21 @@ def test_edit_keeps_crlf_line_endings(tmp_path: Path) -> None:
         "edit_file", tmp_path, path="unix.txt", old_text="x\ny", new_text="z\nw"
     ).is_error
     assert lf.read_bytes() == b"z\nw\n"
+
+
+def test_edit_matches_across_mixed_endings_and_never_splits_a_crlf(tmp_path: Path) -> None:
+    """The old edit_file found no old_text spanning lines of both endings, and took an
+    old_text ending in a bare ``\\r`` literally, leaving a lone ``\\n`` behind."""
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_bytes(b"a\r\nb\r\nc\nd\r\ne\r\n")
+    out = run("edit_file", tmp_path, path="mixed.txt", old_text="b\nc\nd", new_text="1\n2")
+    assert not out.is_error, out.content
+    assert mixed.read_bytes() == b"a\r\n1\r\n2\r\ne\r\n"  # the file's ending, everywhere
+    win = tmp_path / "win.txt"
+    win.write_bytes(b"one\r\ntwo\r\n")
+    out = run("edit_file", tmp_path, path="win.txt", old_text="one\r", new_text="1\n")
+    assert not out.is_error, out.content
+    assert win.read_bytes() == b"1\r\ntwo\r\n"
+    out = run("edit_file", tmp_path, path="win.txt", old_text="two", new_text="2\n\r\n3")
+    assert not out.is_error and win.read_bytes() == b"1\r\n2\r\n\r\n3\r\n"
+    assert b"\n" not in win.read_bytes().replace(b"\r\n", b"")  # no lone ending at all

@@ -9,6 +9,12 @@ messages). Reasoning that such servers stream as ``reasoning_content`` or
 index; a call whose arguments are not a JSON object is settled with an
 ``error`` (the loop answers it with an error result) rather than run on a
 guess. Usage comes from the final chunk (``stream_options.include_usage``).
+
+A reply is complete when the stream carried a ``finish_reason`` or ended with
+``data: [DONE]``: some services (seen behind OpenRouter) end a whole reply
+with ``[DONE]`` and never send a reason, and then the stop reason is inferred
+(tool calls: tool use; else the end of the turn). A stream that stops with
+neither was cut short, and is an error.
 """
 
 from __future__ import annotations
@@ -150,11 +156,50 @@ class OpenAIModel(SdkModel):
             **self._options(request),
         )
         reply = _Reply(self.spec.model)
+        watch = _watch_for_done(stream)
         async with stream:
             async for chunk in stream:
                 for event in reply.chunk(chunk):
                     yield event
+        reply.done = watch is not None and watch.done
         yield reply.settled()
+
+
+class _DoneWatch:
+    """An SSE decoder that passes every event on and notes whether ``[DONE]`` came.
+
+    The SDK reads ``[DONE]`` itself and ends the iteration without a word, the
+    same as when the body just stops; only its decoder sees the difference.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.done = False
+
+    def _note(self, sse: Any) -> Any:
+        if str(getattr(sse, "data", "")).startswith("[DONE]"):
+            self.done = True
+        return sse
+
+    def iter_bytes(self, iterator: Any) -> Iterator[Any]:
+        for sse in self.inner.iter_bytes(iterator):
+            yield self._note(sse)
+
+    async def aiter_bytes(self, iterator: Any) -> AsyncIterator[Any]:
+        async for sse in self.inner.aiter_bytes(iterator):
+            yield self._note(sse)
+
+
+def _watch_for_done(stream: Any) -> _DoneWatch | None:
+    """Put a :class:`_DoneWatch` around the stream's SSE decoder (the SDK keeps it
+    as ``_decoder`` and first uses it when iterated). An SDK without one gives
+    None: only a ``finish_reason`` then says a reply is whole, as before."""
+    inner = getattr(stream, "_decoder", None)
+    if inner is None or not hasattr(inner, "aiter_bytes"):
+        return None
+    watch = _DoneWatch(inner)
+    stream._decoder = watch
+    return watch
 
 
 class _Reply:
@@ -165,6 +210,8 @@ class _Reply:
         self.reasoning: list[str] = []
         self.calls: dict[int, _Call] = {}
         self.finish: str | None = None
+        #: the stream ended with ``data: [DONE]``
+        self.done = False
         self.usage: Usage | None = None
         self.model_id = model_id
 
@@ -226,11 +273,15 @@ class _Reply:
         return settled
 
     def settled(self) -> Done | ProviderError:
-        """The whole reply, once the stream has ended (an error if it ended early)."""
-        if self.finish is None:
+        """The whole reply, once the stream has ended (an error if it ended early:
+        neither a ``finish_reason`` nor ``[DONE]``)."""
+        if self.finish is None and not self.done:
             return ProviderError("openai: the stream ended before the reply did", retryable=True)
         calls = self.tool_calls()
-        stop = "tool_use" if calls else STOP_REASONS.get(self.finish, "end_turn")
+        stop = "tool_use" if calls else STOP_REASONS.get(self.finish or "stop", "end_turn")
+        metadata: dict[str, Any] = {"provider": "openai"}
+        if self.finish is not None:  # none: inferred from a stream ended by [DONE]
+            metadata["finish_reason"] = self.finish
         return Done(
             Message(
                 role="assistant",
@@ -240,6 +291,6 @@ class _Reply:
                 usage=self.usage,
                 stop_reason=stop,
                 model=self.model_id,
-                metadata={"provider": "openai", "finish_reason": self.finish},
+                metadata=metadata,
             )
         )

@@ -73,7 +73,11 @@ def _fits(value: object, wanted: str) -> bool:
     if wanted == "string":
         return isinstance(value, str)
     if wanted == "integer" and isinstance(value, str):
-        return value.strip().lstrip("+-").isdigit()
+        try:  # what the tools then do with it (str.isdigit let "²" through)
+            int(value.strip())
+        except ValueError:  # not a numeral, or one past the digits int() takes
+            return False
+        return True
     if wanted in ("integer", "number"):  # 0.5 seconds is a fine timeout, whatever the schema
         return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
     if wanted == "object":

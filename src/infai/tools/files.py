@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,25 +184,56 @@ def _in_endings(text: str, ending: str) -> str:
     return plain if ending == "\n" else plain.replace("\n", ending)
 
 
+#: a line break of any kind, CRLF first
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _splits_a_pair(text: str, at: int) -> bool:
+    """Whether offset ``at`` falls between the ``\\r`` and the ``\\n`` of a CRLF."""
+    return 0 < at < len(text) and text[at - 1] == "\r" and text[at] == "\n"
+
+
+def _occurrences(text: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """The matches of ``pattern`` that neither begin nor end inside a CRLF (replacing
+    one would leave half a line ending behind)."""
+    return [
+        match
+        for match in pattern.finditer(text)
+        if not _splits_a_pair(text, match.start()) and not _splits_a_pair(text, match.end())
+    ]
+
+
+def _any_endings(old: str) -> re.Pattern[str]:
+    """``old`` with each line break matching any kind of line break."""
+    return re.compile(r"(?:\r\n|\r|\n)".join(re.escape(part) for part in _BREAK.split(old)))
+
+
 def edited(text: str, old: str, new: str) -> tuple[str | None, int]:
     """``text`` with its one occurrence of ``old`` replaced by ``new``, keeping the
     text's line endings (the model sees and sends ``\\n``); ``(None, count)`` when
     ``old`` does not occur exactly once.
 
-    ``old`` and ``new`` are first put in the file's own line ending; if that
-    is not found, as given (a file of mixed endings).
+    ``old`` is first looked for in the file's own line ending, and ``new`` put
+    in it; if not found, with any line ending at each of its breaks (a file of
+    mixed endings), and ``new`` put in the ending of the text it replaces when
+    that has one kind, else the file's. A match never begins or ends between
+    the two characters of a CRLF.
     """
+    if not old:
+        return None, 0
     ending = line_ending(text)
-    tries = [(_in_endings(old, ending), _in_endings(new, ending))]
-    if ending != "\n":
-        tries.append((old, new))
     count = 0
-    for want, put in tries:
-        count = text.count(want) if want else 0
-        if count == 1:
-            return text.replace(want, put, 1), 1
+    exact = re.compile(re.escape(_in_endings(old, ending)))
+    for pattern in (exact, _any_endings(old)):
+        found = _occurrences(text, pattern)
+        count = len(found)
         if count > 1:
             break
+        if count == 1:
+            [match] = found
+            kinds = set(_BREAK.findall(match.group()))
+            local = kinds.pop() if pattern is not exact and len(kinds) == 1 else ending
+            return text[: match.start()] + _in_endings(new, local) + text[match.end() :], 1
     return None, count
 
 

@@ -4,7 +4,10 @@
 ``--json``, one JSON object per agent event); it exits 0 when the turn ends
 normally, 1 when it fails (a provider error, too many steps), 2 on bad input,
 and 130 when interrupted (the session stays valid; the turn is marked
-interrupted). ``chat`` is a plain line-based loop over the same session object.
+interrupted). ``chat`` is a plain line-based loop over the same session object
+(SIGTERM and SIGHUP stop its answer and end it with 130; Ctrl-C only stops the
+answer). Each signal does so even when inherited as ignored, as a script's
+background job inherits SIGINT.
 In these headless shells a call the policy would ask about is denied unless an
 ``--allow`` rule allows it.
 
@@ -214,22 +217,27 @@ def _result_line(result: ToolResultRecord) -> str:
     return f"[{result.name} ok] {first[:200]}{more}"
 
 
+#: what stops a turn of ``run``: Ctrl-C, ``timeout``, a supervisor, a closed terminal
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (``timeout``, a closed terminal, a supervisor) stop a turn
-    as Ctrl-C does: the stream and any running tool stop, the turn is marked
+    """SIGINT, SIGTERM and SIGHUP stop a turn alike, whatever their inherited
+    disposition: the stream and any running tool stop, the turn is marked
     interrupted, and no tool process is left behind.
 
-    The handler raises KeyboardInterrupt itself rather than re-sending SIGINT: a
-    shell starts background jobs with SIGINT ignored, and a re-sent SIGINT would
-    then be ignored too. While the event loop runs, :func:`_signals_stop_the_task`
-    takes over.
+    A shell starts background jobs (``sh -c 'infai run ... &'``) with SIGINT
+    ignored, and Python then leaves it ignored: a handler is installed for each
+    signal here explicitly. It raises KeyboardInterrupt itself rather than
+    re-sending SIGINT, which could be ignored too. While the event loop runs,
+    :func:`_signals_stop_the_task` takes over.
     """
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, interrupt) for s in STOPPING}
     try:
         yield
     finally:
@@ -238,20 +246,21 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def _signals_stop_the_task(stopped_by: list[int]) -> Callable[[], None]:
-    """Route SIGTERM and SIGHUP through the running loop: they cancel the main task.
+    """Route SIGINT, SIGTERM and SIGHUP through the running loop: they cancel the main task.
 
     Store and tool work runs in worker threads, and the kernel may hand a
     process signal to any thread: a handler of the loop's own (its wakeup fd)
     wakes the main thread at once, whichever thread caught it (a quiet
     ``sleep 30`` tool would otherwise hold it asleep in ``select`` for 30 s).
-    Cancelling the task is what Ctrl-C does under ``asyncio.run``, and it works
-    whatever SIGINT's inherited disposition is. The signal is noted in
-    ``stopped_by`` so the caller turns the cancellation into KeyboardInterrupt.
-    Returns what puts the previous handlers back.
+    Cancelling the task is what Ctrl-C does under ``asyncio.run``, but
+    ``asyncio.run`` does it only when SIGINT was not inherited as ignored; a
+    handler of the loop's own does it whatever the disposition was. The signal
+    is noted in ``stopped_by`` so the caller turns the cancellation into
+    KeyboardInterrupt. Returns what puts the previous handlers back.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
-    numbers = (signal.SIGTERM, signal.SIGHUP)
+    numbers = STOPPING
     previous = {number: signal.getsignal(number) for number in numbers}
 
     def stop(number: int) -> None:
@@ -430,6 +439,33 @@ def _stdin_is_terminal() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
+def _chat_turn(runner: asyncio.Runner, session: AgentSession, text: str) -> bool:
+    """One prompt of ``chat``; True when SIGTERM or SIGHUP stopped it (the chat ends).
+
+    Ctrl-C stops the answer and the chat goes on; SIGTERM and SIGHUP stop it the
+    same way, then end the chat. Each does so whatever the signal's inherited
+    disposition (see :func:`_signals_stop_the_task`).
+    """
+    stopped_by: list[int] = []
+
+    async def turn() -> None:
+        restore = _signals_stop_the_task(stopped_by)
+        try:
+            await _turn(session, text, as_json=False)
+        finally:
+            restore()
+
+    try:
+        runner.run(turn())
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        echo("\ninfai: interrupted", err=True)
+    except KeyboardInterrupt:  # a signal just before the loop's handlers were in place
+        echo("\ninfai: interrupted", err=True)
+    return any(number != signal.SIGINT for number in stopped_by)
+
+
 @click.command("chat")
 @session_option
 @continue_option
@@ -449,18 +485,18 @@ def chat(
 
     A prompt marker ('> ') is shown on stderr when standard input is a terminal.
     A new session left empty (no prompt was sent) is removed again on the way out.
+    Ctrl-C stops an answer; SIGTERM or SIGHUP stop it and end the chat (exit 130).
     """
     space, session = open_session(store, session_id, resume, model_name, allow, Path(os.getcwd()))
     created = session_id is None and not resume
+    terminated = False
     # one event loop for the whole chat: an SDK client's connections belong to it
-    with session, asyncio.Runner() as runner:
+    with session, asyncio.Runner() as runner, _terminate_as_interrupt():
         echo(f"session {session.session_id} ({session.model.name}); /help, /quit", err=True)
         try:
             for text in _chat_lines(_stdin_is_terminal()):
-                try:
-                    runner.run(_turn(session, text, as_json=False))
-                except KeyboardInterrupt:
-                    echo("\ninfai: interrupted", err=True)
+                if terminated := _chat_turn(runner, session, text):
+                    break
         finally:
             empty = session.view.count == 0
             runner.run(_close(space, session))
@@ -470,6 +506,8 @@ def chat(
     else:
         command = come_back_command(session.session_id, "chat")
         echo(f"infai: session {session.session_id}; come back with: {command}", err=True)
+    if terminated:
+        sys.exit(130)
 
 
 @click.command("models")
