@@ -3,7 +3,7 @@
 ``python uring_shim.py [--report FILE] PATH… [--exec ARGV…]``: for each PATH
 (a listening Unix stream socket outside), tries every way a confined process
 could reach it and prints one JSON object per path (to FILE if given, else to
-stdout): ``visible`` (the path exists here), ``uring`` (an ``AF_UNIX`` socket
+stdout): ``visible`` (a socket is at the path here), ``uring`` (an ``AF_UNIX`` socket
 made by io_uring's ``IORING_OP_SOCKET``, then a plain ``connect``: "connected"
 or the error), ``socket`` (``socket(AF_UNIX)`` and ``connect``), ``dgram`` (a
 datagram ``socketpair`` re-``connect``-ed to PATH), and ``socket_fds`` (the
@@ -22,6 +22,7 @@ import json
 import mmap
 import os
 import socket
+import stat
 import struct
 import sys
 
@@ -123,11 +124,18 @@ def socket_fds() -> list[str]:
     return found
 
 
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def attack(path: str) -> dict[str, object]:
     """Every way to reach ``path``, each with what came of it."""
     return {
         "path": path,
-        "visible": os.path.exists(path),
+        "visible": _is_socket(path),
         "uring": _outcome(lambda: _via_uring(path)),
         "socket": _outcome(lambda: _via_socket(path)),
         "dgram": _outcome(lambda: _via_dgram(path)),

@@ -30,6 +30,7 @@ import pytest
 import uring_shim
 from infai.tools import Sandbox, SandboxSettings, ToolContext
 from infai.tools.mcp import McpHub, ServerConfig
+from infai.tools.sandbox_hide import hidden_paths
 from infai.tools.sandbox_sockets import socket_entries
 from infai.tools.shell import Bash
 from mcp_servers import SCRIPT
@@ -123,7 +124,9 @@ def test_the_users_socket_directories_are_hidden_and_unreachable(
     runtime = base / "run-user"  # $XDG_RUNTIME_DIR: the D-Bus user bus, agents…
     tmux_dir = base / "tmuxtmp" / f"tmux-{os.getuid()}"
     agent_dir = base / f"ssh-{uuid.uuid4().hex[:8]}"
-    paths = [runtime / "bus", tmux_dir / "default", agent_dir / "agent.42"]
+    docker = base / "docker" / "docker.sock"  # not a socket directory: the socket alone
+    paths = [runtime / "bus", tmux_dir / "default", agent_dir / "agent.42", docker]
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{docker}")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("TMUX_TMPDIR", str(base / "tmuxtmp"))
     monkeypatch.setenv("TMUX", f"{tmux_dir / 'default'},4242,0")
@@ -133,7 +136,7 @@ def test_the_users_socket_directories_are_hidden_and_unreachable(
         for inside in attack(wd, paths):
             assert not inside["visible"], inside
             assert inside["uring"] == "EPERM" and inside["socket"] == "EACCES", inside
-        assert [heard(s) for s in servers] == [0, 0, 0]
+        assert [heard(s) for s in servers] == [0, 0, 0, 0]
         listing = Bash(sandbox=Sandbox())
         out = asyncio.run(
             listing.run(
@@ -228,3 +231,15 @@ def test_socket_entries_follow_the_environment(tmp_path: Path) -> None:
     general = socket_entries({"XDG_RUNTIME_DIR": "/tmp"}, str(tmp_path), ["/tmp"])
     assert "/tmp" not in general
     assert str(tmp_path) not in socket_entries({"XDG_RUNTIME_DIR": str(tmp_path)}, str(tmp_path))
+
+
+def test_a_socket_path_holding_the_working_directory_is_not_hidden(tmp_path: Path) -> None:
+    """A runtime directory set to a directory the user works in (even through a
+    link) would otherwise hide the work, or be split entry by entry."""
+    wd = tmp_path / "home" / "proj"
+    wd.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "home")
+    (tmp_path / "home" / "agent.sock").write_text("")
+    entries = [str(tmp_path / "link"), str(wd), str(tmp_path / "home" / "agent.sock")]
+    found = hidden_paths((), wd.resolve(), unscanned=entries)
+    assert found == {str((tmp_path / "home" / "agent.sock").resolve()): False}

@@ -79,8 +79,9 @@ def socket_entries(
     ``/tmp`` visible).
 
     A path that is, or contains, the working directory is left out (a runtime
-    directory set to ``$HOME`` is not hidden: the user works there), and so is
-    one of the general directories of :data:`NEVER`."""
+    directory set to ``$HOME`` is not hidden: the user works there; through a
+    symlink, :func:`~infai.tools.sandbox_hide.hidden_paths` leaves it out once
+    resolved), and so is one of the general directories of :data:`NEVER`."""
     tmp_visible = any(_within("/tmp", os.path.normpath(r)) for r in (working_dir, *roots))
     entries = list(SYSTEM_SOCKETS)
     runtime = environ.get("XDG_RUNTIME_DIR", "")
@@ -99,7 +100,7 @@ def socket_entries(
         for e in dict.fromkeys(entries)
         if (tmp_visible or not _within(e, "/tmp"))
         and e not in never
-        and not (os.path.exists(e) and _within(working_dir, os.path.realpath(e)))
+        and not _within(working_dir, e)
     ]
 
 

@@ -43,10 +43,10 @@ params = ctypes.create_string_buffer(120)
 fd = libc.syscall(ctypes.c_long(425), ctypes.c_long(1), params)
 print("ring" if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
 """
-#: for each path argument, one JSON line: whether it is visible, and how a stream
+#: for each path argument, one JSON line: whether a socket is there, and how a stream
 #: ``socket`` + ``connect`` and a datagram pair re-pointed at it ended
 CONNECT_PROBE = """
-import errno, json, os, socket, sys
+import errno, json, os, socket, stat, sys
 def attempt(work):
     try:
         work()
@@ -61,7 +61,11 @@ def dgram(path):
     with a, b:
         a.connect(path)
 for path in sys.argv[1:]:
-    print(json.dumps({"visible": os.path.exists(path),
+    try:
+        visible = stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        visible = False
+    print(json.dumps({"visible": visible,
                       "socket": attempt(lambda: stream(path)),
                       "dgram": attempt(lambda: dgram(path))}))
 """
