@@ -118,6 +118,29 @@ def test_io_uring_cannot_make_a_socket_for_a_visible_listener(wd: Path) -> None:
 
 
 @needs_bwrap
+def test_a_datagram_pair_cannot_be_pointed_at_a_datagram_socket_outside(wd: Path) -> None:
+    """A datagram socket can be re-``connect``-ed, or ``sendto`` any path: a pair of
+    them (allowed before) reached journald-like listeners outside."""
+    path = wd / "journal.sock"
+    send = (
+        "import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); "
+        f"a.sendto(b'forged', {str(path)!r})"
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.setblocking(False)
+        tool = Bash(sandbox=Sandbox())
+        command = shlex.join([sys.executable, "-c", send])
+        out = asyncio.run(tool.run({"command": command}, ToolContext(wd, "s")))
+        assert "Permission denied" in out.content, out.content
+        with pytest.raises(BlockingIOError):
+            server.recv(100)
+        # control: outside the sandbox the datagram arrives
+        asyncio.run(tool.run({"command": command, "outside_sandbox": True}, ToolContext(wd, "s")))
+        assert server.recv(100) == b"forged"
+
+
+@needs_bwrap
 def test_the_users_socket_directories_are_hidden_and_unreachable(
     wd: Path, base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
