@@ -23,9 +23,13 @@ dropped:
   itself dying;
 - with no capabilities (``--cap-drop ALL``, which matters when infai runs as
   root) the command cannot unmount or remount what is read-only;
-- it cannot create a Unix-domain socket (a seccomp filter,
-  :mod:`infai.tools.seccomp`), so it cannot ask a process outside (Docker,
-  the D-Bus user bus, an ssh agent) to act for it;
+- it cannot get a Unix-domain socket to connect with (a seccomp filter,
+  :mod:`infai.tools.seccomp`: no ``socket(AF_UNIX)``, no datagram
+  ``socketpair``, no io_uring), so it cannot ask a process outside (Docker,
+  the D-Bus user bus, an ssh agent, tmux) to act for it; and the usual socket
+  paths (``/run/user``, ``$XDG_RUNTIME_DIR``, ``$SSH_AUTH_SOCK``, ``$TMUX``'s,
+  PostgreSQL's, the system bus, Docker's…: :mod:`infai.tools.sandbox_sockets`)
+  read as empty;
 - the *hidden* paths read as empty (:mod:`infai.tools.sandbox_hide`): the
   well-known credential files and directories of :data:`DEFAULT_HIDDEN`
   (``~/.ssh``, ``~/.aws``, ``~/.netrc``…), the user's ``hidden`` ones, and
@@ -89,6 +93,7 @@ from .sandbox_hide import (
     mount_args,
     pin_args,
 )
+from .sandbox_sockets import socket_entries
 from .seccomp import filter_fd, filter_program
 
 Mode = Literal["auto", "required", "off"]
@@ -528,8 +533,9 @@ class Sandbox:
             if not target.exists():
                 target.mkdir(mode=0o700, parents=True, exist_ok=True)  # or a command could
             protected.append(str(target))
+        sockets = socket_entries(os.environ, str(wd), [str(r) for r in roots[1:]])
         try:
-            hidden = hidden_paths((*self.settings.hidden, *self.private), wd)
+            hidden = hidden_paths((*self.settings.hidden, *self.private), wd, unscanned=sockets)
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         for root in roots:

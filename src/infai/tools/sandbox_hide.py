@@ -178,9 +178,15 @@ def hide_args(entries: Iterable[str | Path], working_dir: Path) -> list[str]:
     return mount_args(hidden_paths(entries, working_dir))
 
 
-def hidden_paths(entries: Iterable[str | Path], working_dir: Path) -> dict[str, bool]:
+def hidden_paths(
+    entries: Iterable[str | Path], working_dir: Path, *, unscanned: Iterable[str] = ()
+) -> dict[str, bool]:
     """The paths to cover for ``entries`` (each: whether it is a directory), one
     inside another left out, in mount order. Raises :class:`TooManyEntries`.
+    ``unscanned``: absolute paths hidden the same way but for the symlinks inside
+    a directory, whose targets are left alone; not remembered, and left out when
+    they are or contain the working directory (the socket paths of
+    :mod:`infai.tools.sandbox_sockets`).
 
     A path once found stays hidden in this process (for the same ``entries``)
     while it exists: run in ``$HOME``, a command could rename the link
@@ -204,6 +210,8 @@ def hidden_paths(entries: Iterable[str | Path], working_dir: Path) -> dict[str, 
     resolved = [r for path in expanded for r in _resolved(path, scan=True)]
     now = {path for path, _ in resolved}
     resolved += [r for path in earlier if path not in now for r in _resolved(path, scan=True)]
+    for path in unscanned:  # one that is or holds the working directory is left whole
+        resolved += [r for r in _resolved(path, scan=False) if not _within(wd, r[0])]
     with _SEEN_LOCK:
         seen.update(now)
     for path, is_dir in resolved:

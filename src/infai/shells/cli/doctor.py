@@ -6,7 +6,10 @@ their effect. A write outside the working directory must leave the host's file
 system unchanged, a write to the working directory's ``.git/`` must fail, and
 a connection to a listener this process opens on loopback must never arrive.
 Each hidden path that exists (``sandbox.hidden``, and infai's own config and
-store) is read in the sandbox and must read as empty. It also reports what
+store) is read in the sandbox and must read as empty. io_uring must be refused
+in the sandbox, and Unix-socket listeners this process opens (under
+``$XDG_RUNTIME_DIR``, ``/tmp`` and in the working directory) must never hear
+from it (:mod:`.doctor_sockets`; PASS/FAIL lines). It also reports what
 explains a failure: where ``bwrap`` is, its version, whether user namespaces
 are enabled (needed unless infai runs as root) and the configured mode; and
 which paths are hidden, which defaults the user's ``unhide`` took out. Exit
@@ -30,6 +33,7 @@ import click
 
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
+from .doctor_sockets import socket_lines, unix_socket_check, uring_check
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
@@ -154,7 +158,15 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         report["network_blocked"] = _network_check(sandbox)
         rows = [*report["hidden"], *report["private"]]
         report["hidden_paths_empty"] = _hidden_check(sandbox, rows)
-        checks = ("write_outside_blocked", "write_git_blocked", "hidden_paths_empty")
+        report.update(uring_check(sandbox))
+        report.update(unix_socket_check(sandbox))
+        checks = (
+            "write_outside_blocked",
+            "write_git_blocked",
+            "hidden_paths_empty",
+            "io_uring_blocked",
+            "unix_sockets_unreachable",
+        )
         failed = [k for k in checks if not report[k]]
         if not report["write_inside_allowed"]:
             failed.append("write_inside_allowed")
@@ -208,6 +220,8 @@ def _report(as_json: bool) -> None:
                 echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
         if "network_blocked" in report:
             echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
+        for line in socket_lines(report):
+            echo(line)
         _print_hidden(report, mode)
         if confined:
             echo("the sandbox works: shell commands run confined")

@@ -1,0 +1,188 @@
+"""``infai doctor``'s socket checks: can a sandboxed command reach a process outside?
+
+Issue 28: a command that gets a Unix-domain socket can ask an unconfined
+process to act for it (tmux types into the user's pane, an ssh agent signs).
+Two real attempts, judged by effect:
+
+- io_uring: ``io_uring_setup`` called by its number in the sandbox must fail
+  (a ring creates sockets without the ``socket`` call the filter inspects).
+  The same call is made outside, to say whether the kernel here has io_uring
+  at all (if not, the check passes without proving the filter; the test suite
+  proves it either way);
+- Unix listeners: doctor listens on a socket in a fresh directory under
+  ``$XDG_RUNTIME_DIR`` (or ``/run/user/UID``), under ``/tmp`` and in the
+  working directory (a path the command can see, so only the filter stops it);
+  the sandboxed command tries ``socket(AF_UNIX)`` + ``connect`` and a datagram
+  ``socketpair`` re-pointed at each. No connection may arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infai.tools import Sandbox
+
+#: io_uring_setup(1, params) by its number (425 on every architecture); prints
+#: "ring" when a ring was made, else the error's name
+URING_PROBE = """
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(ctypes.c_long(425), ctypes.c_long(1), params)
+print("ring" if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
+"""
+#: for each path argument, one JSON line: whether a socket is there, and how a stream
+#: ``socket`` + ``connect`` and a datagram pair re-pointed at it ended
+CONNECT_PROBE = """
+import errno, json, os, socket, stat, sys
+def attempt(work):
+    try:
+        work()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return "connected"
+def stream(path):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+def dgram(path):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        a.connect(path)
+for path in sys.argv[1:]:
+    try:
+        visible = stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        visible = False
+    print(json.dumps({"visible": visible,
+                      "socket": attempt(lambda: stream(path)),
+                      "dgram": attempt(lambda: dgram(path))}))
+"""
+
+
+def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
+    """What ``argv`` printed, run as a shell command would be (in the sandbox unless
+    ``outside``)."""
+    launch = sandbox.launch(shlex.join(argv), wd, outside=outside)
+    try:
+        done = subprocess.run(
+            launch.argv,
+            cwd=wd,
+            env=launch.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            pass_fds=launch.fds,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not run: {exc}"
+    finally:
+        launch.close()
+    return done.stdout.strip()
+
+
+def uring_check(sandbox: Sandbox) -> dict[str, Any]:
+    """``io_uring``: what io_uring_setup answered in the sandbox and outside it, and
+    ``io_uring_blocked``: whether no ring was made in the sandbox."""
+    probe = [sys.executable, "-c", URING_PROBE]
+    with tempfile.TemporaryDirectory(prefix="infai-doctor-") as wd:
+        inside = _run(sandbox, probe, Path(wd))
+        outside = _run(sandbox, probe, Path(wd), outside=True)
+    return {
+        "io_uring": {"in_sandbox": inside, "outside": outside},
+        "io_uring_blocked": inside != "ring" and not inside.startswith("not run"),
+    }
+
+
+def _runtime_dir() -> str | None:
+    """``$XDG_RUNTIME_DIR``, else ``/run/user/UID``, if it is a directory doctor may
+    write in."""
+    for where in (os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{os.getuid()}"):
+        if os.path.isabs(where) and os.path.isdir(where) and os.access(where, os.W_OK):
+            return where
+    return None
+
+
+def _listen(path: Path, stack: ExitStack) -> socket.socket:
+    server = stack.enter_context(socket.socket(socket.AF_UNIX))
+    server.bind(str(path))
+    server.listen(8)
+    server.setblocking(False)
+    return server
+
+
+def _heard(server: socket.socket) -> int:
+    count = 0
+    while True:
+        try:
+            conn, _ = server.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+def unix_socket_check(sandbox: Sandbox) -> dict[str, Any]:
+    """``unix_sockets``: one row per listener (``where``, ``path``, ``visible`` in the
+    sandbox, ``reached``: a connection arrived), and ``unix_sockets_unreachable``."""
+    with ExitStack() as stack:
+        wd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="infai-doctor-")))
+        places = [("/tmp", tempfile.mkdtemp(prefix="infai-doctor-", dir="/tmp"))]
+        if runtime := _runtime_dir():
+            places.insert(0, ("$XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="doctor-", dir=runtime)))
+        for _, made in places:
+            stack.callback(shutil.rmtree, made, True)
+        places.append(("working directory", str(wd)))
+        paths = [Path(d) / "s" for _, d in places]
+        servers = [_listen(p, stack) for p in paths]
+        said = _run(sandbox, [sys.executable, "-c", CONNECT_PROBE, *map(str, paths)], wd)
+        seen = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
+        rows = []
+        for n, ((where, _), path, server) in enumerate(zip(places, paths, servers, strict=True)):
+            row = seen[n] if n < len(seen) else {}
+            rows.append({"where": where, "path": str(path), **row, "reached": _heard(server) > 0})
+    return {
+        "unix_sockets": rows,
+        "unix_sockets_unreachable": len(seen) == len(rows) and not any(r["reached"] for r in rows),
+    }
+
+
+def socket_lines(report: dict[str, Any]) -> list[str]:
+    """The PASS/FAIL lines of these checks, for people."""
+    lines = []
+    if "io_uring" in report:
+        ring = report["io_uring"]
+        verdict = "PASS" if report["io_uring_blocked"] else "FAIL"
+        outside = "a ring" if ring["outside"] == "ring" else ring["outside"]
+        lines.append(
+            f"{verdict} io_uring in the sandbox: {ring['in_sandbox']} (outside it: {outside})"
+        )
+    rows = report.get("unix_sockets", ())
+    if rows and not any(row["where"] == "$XDG_RUNTIME_DIR" for row in rows):
+        lines.append("SKIP unix socket listener in $XDG_RUNTIME_DIR: there is none here")
+    for row in rows:
+        ok = not row["reached"] and "socket" in row
+        how = "hidden" if not row.get("visible") else "visible, no socket to connect with"
+        if row["reached"]:
+            how = "a connection arrived"
+        elif "socket" not in row:
+            how = "the probe did not run"
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'} unix socket listener in {row['where']} unreachable: {how}"
+        )
+    return lines
+
+
+__all__ = ["socket_lines", "unix_socket_check", "uring_check"]
