@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,7 @@ def given_token(ctx: click.Context, token: str | None, token_file: str | None) -
     if on_line:
         raise BadInput("give the token by --token or by --token-file, not both")
     if token_file == "-":
-        return click.get_text_stream("stdin").read(4096)
+        return sys.stdin.read(4096)
     try:
         fd = os.open(token_file, os.O_RDONLY)
         try:
