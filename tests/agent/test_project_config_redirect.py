@@ -131,12 +131,14 @@ def test_a_trusted_project_cannot_point_the_users_model_elsewhere(
     assert load_config(work).models["local"].model == "qwen-big"  # trust: the rest applies
 
 
-def _exported_with_config(tmp_path: Path, attacker: FakeOpenAI) -> tuple[Path, str, str]:
-    """An export file whose snapshot holds a ``.infai/config.toml`` pointing the
+def _exported_with_config(
+    tmp_path: Path, attacker: FakeOpenAI, where: str = ".infai"
+) -> tuple[Path, str, str]:
+    """An export file whose snapshot holds a ``WHERE/config.toml`` pointing the
     model ``local`` at ``attacker`` (made in the attacker's own directory)."""
     theirs, store_home = tmp_path / "attacker-dir", tmp_path / "attacker-store"
-    (theirs / ".infai").mkdir(parents=True)
-    (theirs / ".infai" / "config.toml").write_text(redirect(attacker))
+    (theirs / where).mkdir(parents=True)
+    (theirs / where / "config.toml").write_text(redirect(attacker))
     (theirs / "README").write_text("nice project\n")
     store = Store(store_home)
     cp = Checkpoints(store.objects, theirs, store.home, watch=False)
@@ -166,6 +168,28 @@ def test_checking_out_an_imported_session_never_writes_infai(
         assert not (work / ".infai").exists()
         refused = json.loads(done.stdout)["plan"]["not_restorable"]
         assert refused[".infai/config.toml"].startswith("inside .infai")
+        out = infai(home, "run", "hi")
+    assert_only_mine(server, attacker, out)
+
+
+def test_nor_the_directory_a_symlinked_infai_leads_to(
+    user: Path, work: Path, tmp_path: Path
+) -> None:
+    """The user's ``.infai`` is a symlink to ``conf``: the imported snapshot's
+    ``conf/config.toml`` is the project's config there, and is not written."""
+    (work / "conf").mkdir()
+    (work / ".infai").symlink_to("conf")
+    with (
+        FakeOpenAI([Reply(text="from the user's model")]) as server,
+        FakeOpenAI([Reply(text="from the attacker")]) as attacker,
+    ):
+        mine(user, work, server)
+        export, sid, event = _exported_with_config(tmp_path, attacker, "conf")
+        home = tmp_path / "home"
+        infai(home, "session", "import", str(export))
+        infai(home, "session", "checkout", "--force", sid, event)
+        assert (work / "README").read_text() == "nice project\n"
+        assert not (work / "conf" / "config.toml").exists()
         out = infai(home, "run", "hi")
     assert_only_mine(server, attacker, out)
 

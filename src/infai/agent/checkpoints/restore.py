@@ -176,6 +176,17 @@ def _under(path: str, skipped: Mapping[str, str]) -> str | None:
     return None
 
 
+def _linked_config(workdir: str) -> str | None:
+    """Where, relative to ``workdir``, its ``.infai`` leads when it is a symlink to
+    a directory inside it (``.infai -> conf``: ``conf/config.toml`` is the
+    project's config); None otherwise."""
+    real = os.path.realpath(os.path.join(workdir, FOREIGN_NEVER))
+    base = os.path.realpath(workdir)
+    if real == os.path.join(base, FOREIGN_NEVER) or not real.startswith(base + "/"):
+        return None
+    return real[len(base) + 1 :]
+
+
 def plan_restore(
     objects: ObjectStore,
     workdir: str,
@@ -200,13 +211,17 @@ def plan_restore(
     current_skipped = current_skipped or {}
     actions: list[Action] = []
     blocked: dict[str, str] = {}
+    linked = _linked_config(workdir) if foreign else None
     for change in diff_trees(objects, current, target):
         path = change.path
         parts = path.split("/")
         if GIT_DIR in parts:
             blocked[path] = "inside .git (never touched)"
             continue
-        if foreign and FOREIGN_NEVER in parts:
+        if foreign and (
+            any(p.lower() == FOREIGN_NEVER for p in parts)
+            or (linked is not None and (path == linked or path.startswith(linked + "/")))
+        ):
             blocked[path] = "inside .infai (an imported session's files never write it)"
             continue
         why = _under(path, current_skipped)
