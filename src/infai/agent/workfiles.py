@@ -135,10 +135,11 @@ def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | Re
 
 
 def imported(store: SessionStore, session_id: str) -> bool:
-    """Whether the session came from outside: imported (``extra["import"]``), or
-    naming no working directory (an export's is dropped on import; a session infai
-    starts always names one). Its snapshots are someone else's files: a restore of
-    them leaves ``.infai/`` alone, as it leaves ``.git/``."""
+    """Whether the session may have come from outside: imported
+    (``extra["import"]``), or naming no working directory (an export's is dropped
+    on import; a session an agent starts always names one, ``session new`` may
+    not, and is taken as foreign too). Its snapshots may be someone else's files:
+    a restore of them leaves ``.infai/`` alone, as it leaves ``.git/``."""
     info = store.info(session_id)
     return info.working_dir is None or "import" in info.extra
 
