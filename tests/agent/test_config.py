@@ -98,7 +98,11 @@ def test_an_untrusted_project_cannot_choose_where_keys_go_or_allow_tools(
     user.write_text(USER.replace('model = "fast"', f'trusted_projects = ["{work.parent}"]'))
     trusted = load_config(work, user)
     assert trusted.models["evil"].base_url == "https://evil.example"
-    assert Rule("allow", "bash", "*") in trusted.rules and trusted.warnings == ()
+    assert Rule("allow", "bash", "*") in trusted.rules
+    # but for the user's own model, which no project's file may send elsewhere
+    assert trusted.models["local"].base_url == "http://127.0.0.1:11434/v1"
+    (warning,) = trusted.warnings
+    assert "models.local left out: it would change base_url of 'local'" in warning
 
 
 def test_thinking_settings(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from infai.agent import Workspace
 from infai.agent.config import ConfigError, load_config
 from infai.store import Store
 from infai.tools import SandboxSettings, ToolContext, ToolOutput
-from infai.tools.sandbox_hide import DEFAULT_HIDDEN
+from infai.tools.sandbox_hide import DEFAULT_HIDDEN, default_hidden
 from infai.tools.shell import Bash
 
 
@@ -37,7 +37,7 @@ def files(tmp_path: Path, user: str, project: str = "") -> tuple[Path, Path]:
 def test_the_defaults_name_the_well_known_credentials(tmp_path: Path) -> None:
     work, user = files(tmp_path, "")
     hidden = load_config(work, user).sandbox.hidden
-    assert hidden == DEFAULT_HIDDEN
+    assert hidden == default_hidden() and hidden[: len(DEFAULT_HIDDEN)] == DEFAULT_HIDDEN
     for path in ("~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gh", "~/.netrc", "~/.kube"):
         assert path in hidden
     for path in ("~/.git-credentials", "~/.docker/config.json", "~/.npmrc", "~/.pypirc"):

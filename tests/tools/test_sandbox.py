@@ -103,9 +103,9 @@ def test_git_dir_and_protected_paths_stay_read_only(wd: Path, tmp_path: Path) ->
     assert not (wd / ".git" / "hooks").exists()
     assert (store / "session.log").read_text() == "mine"
     assert not (config_dir / "config.toml").exists()
-    # an existing .infai is read-only too (a missing one a command may create:
-    # a project's file is untrusted anyway, and `git init` makes a missing .git)
-    (wd / ".infai").mkdir()
+    # .infai is read-only too, whether or not it existed: a missing one is made
+    # empty before the command (`git init` may still make a missing .git)
+    assert (wd / ".infai").is_dir() and not any((wd / ".infai").iterdir())
     bash(wd, "echo x > .infai/config.toml", sandbox)
     assert not (wd / ".infai" / "config.toml").exists()
 

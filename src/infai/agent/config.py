@@ -46,7 +46,10 @@ model table, a default naming a model it was refused, its ``allow`` rules and
 its MCP servers.
 Its ``ask`` and ``deny`` rules, ``compact_at`` and plain models apply. To
 trust a project, list its directory (or a parent) in your own file:
-``trusted_projects = ["~/src/myproject"]``; its file then applies in full.
+``trusted_projects = ["~/src/myproject"]``; its file then applies in full
+but for one thing, trusted or not: a table for a model your own file defines
+that changes its ``provider``, ``base_url`` or ``key_env`` is left out, with a
+warning (a project may add models, never send yours, with your key, elsewhere).
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ MODEL_KEYS = {
 #: settings a project's file may not give a model unless the user trusts the project:
 #: they decide where your key is sent, and which key
 KEY_SETTINGS = ("base_url", "key_env")
+#: settings of a model of the user's own file no project's file may change, trusted
+#: or not: they decide where the user's prompts and key go
+ROUTE_SETTINGS = ("provider", "base_url", "key_env")
 TRUST_HINT = "add its directory to trusted_projects in your own config"
 #: model names the registry reads itself (``offline`` no file may define at all)
 BUILTIN_PREFIXES = ("scripted:", "openai:", "anthropic:")
@@ -292,7 +298,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{path}: models must be a table of tables")
                 for name, table in value.items():
-                    refused = _merge_model(path, name, table, tables, untrusted)
+                    refused = _merge_model(path, name, table, tables, untrusted, path == project)
                     if refused:
                         if name not in tables:  # not the user's model, which stands
                             left_out.add(name)
@@ -352,10 +358,15 @@ def _mcp(
 
 
 def _merge_model(
-    path: Path, name: str, table: Any, tables: dict[str, dict[str, Any]], untrusted: bool
+    path: Path,
+    name: str,
+    table: Any,
+    tables: dict[str, dict[str, Any]],
+    untrusted: bool,
+    project: bool,
 ) -> str | None:
-    """Merge ``[models.NAME]`` from ``path`` into ``tables``; or, for an untrusted
-    project's table that may not stand, leave it out and say why."""
+    """Merge ``[models.NAME]`` from ``path`` into ``tables``; or, for a project's
+    table that may not stand, leave it out and say why."""
     if name == "offline":
         raise ConfigError(
             f"{path}: models.offline: 'offline' is the built-in model "
@@ -365,6 +376,9 @@ def _merge_model(
     refused = _untrusted_model(name, checked, tables) if untrusted else None
     if refused:
         return f"{path}: models.{name} left out: {refused} ({TRUST_HINT})"
+    redirected = _redirected(name, checked, tables) if project else None
+    if redirected:
+        return f"{path}: models.{name} left out: {redirected}"
     tables.setdefault(name, {}).update(checked)
     return None
 
@@ -410,6 +424,26 @@ def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> 
     if str(table.get("model", "")).startswith("scripted:"):
         return "a project's config may not choose a scripted model (it replays tool calls)"
     return None
+
+
+def _redirected(name: str, table: dict[str, Any], user: dict[str, Any]) -> str | None:
+    """Why a project's ``[models.NAME]`` is left out even when the project is
+    trusted (None: it may be merged): it changes where a model of the user's own
+    file sends the prompts, or with which key (:data:`ROUTE_SETTINGS`).
+
+    Trust covers what the project's authors wrote, but the file can be written
+    by others too (a command run in the project, a restored snapshot): a project
+    may add models, never point the user's own elsewhere."""
+    mine = user.get(name)
+    if mine is None:
+        return None
+    changed = [k for k in ROUTE_SETTINGS if k in table and table[k] != mine.get(k)]
+    if not changed:
+        return None
+    return (
+        f"it would change {', '.join(changed)} of {name!r}, a model of your own config: "
+        "a project's config may add models, never send yours elsewhere"
+    )
 
 
 def _sandbox(

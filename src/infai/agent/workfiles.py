@@ -134,6 +134,16 @@ def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | Re
     return None
 
 
+def imported(store: SessionStore, session_id: str) -> bool:
+    """Whether the session may have come from outside: imported
+    (``extra["import"]``), or naming no working directory (an export's is dropped
+    on import; a session an agent starts always names one, ``session new`` may
+    not, and is taken as foreign too). Its snapshots may be someone else's files:
+    a restore of them leaves ``.infai/`` alone, as it leaves ``.git/``."""
+    info = store.info(session_id)
+    return info.working_dir is None or "import" in info.extra
+
+
 def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[str]:
     """Other sessions open now that may be writing in ``workdir``: those naming it
     as their working directory (the store's
@@ -274,7 +284,10 @@ class WorkFiles:
             empty = RestorePlan(self.workdir, now.tree, now.tree, ())
             return now, empty, last_tree, None
         skipped = target[1].skipped if isinstance(target[1], SnapshotRecord) else None
-        now, plan = self.cp.plan(target[1].tree, last=last_tree, target_skipped=skipped)
+        foreign = imported(self.store, view.session_id)
+        now, plan = self.cp.plan(
+            target[1].tree, last=last_tree, target_skipped=skipped, foreign=foreign
+        )
         return now, plan, last_tree, target[0]
 
     def restore(

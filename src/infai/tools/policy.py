@@ -77,6 +77,7 @@ from .commands import Analysis, analyse
 from .rules import (
     DELEGATING,
     ESCALATED,
+    GUARDED,
     MCP_PREFIX,
     PATH_ARGUMENT,
     READ_ONLY,
@@ -236,7 +237,7 @@ class Policy:
                 target = target_of(tool, arguments, context.working_dir, context.resolve)
             except ValueError as exc:
                 return Ruling("deny", "default", f"the path cannot be resolved: {exc}")
-            return self._rule_on_path(tool, path_of(tool, arguments), target)
+            return self._rule_on_path(tool, path_of(tool, arguments), target, context.working_dir)
         for verdict in VERDICTS:
             if rule := self._first(verdict, (tool,), ("",)):
                 return Ruling(rule.verdict, by=f"rule '{rule}'")
@@ -248,7 +249,7 @@ class Policy:
             return Ruling("ask", "default", f"{tool} is an MCP server's tool: it may do anything")
         return Ruling("ask", "default", f"{tool} can change things")
 
-    def _rule_on_path(self, tool: str, given: str, target: Target) -> Ruling:
+    def _rule_on_path(self, tool: str, given: str, target: Target, working_dir: Path) -> Ruling:
         if rule := self._first("deny", (tool,), target.denied_as):
             return Ruling("deny", by=f"rule '{rule}'")
         writing = tool in WRITING and target.path is not None
@@ -269,7 +270,7 @@ class Policy:
                 continue
             if not target.inside and not starts_outside(rule.pattern):
                 passed_over = f"; rule '{rule}' covers the working directory only"
-            elif writing and guarded(target.subject) and not is_exact(rule.pattern):
+            elif writing and _guarded(target, working_dir) and not is_exact(rule.pattern):
                 passed_over = f"; rule '{rule}' does not reach .git/ or .infai/ (exact paths only)"
             else:
                 return Ruling("allow", by=f"rule '{rule}'")
@@ -413,6 +414,22 @@ class Policy:
         if self.caller:
             reason = f"{self.caller} asks: {reason}"
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
+
+
+def _guarded(target: Target, working_dir: Path) -> bool:
+    """Whether a write reaches a ``.git/`` or ``.infai/`` directory: one is named on
+    the way (the path as given, or resolved), or the path resolves into the
+    working directory's own, which may be a symlink to a directory of another
+    name (``.infai -> conf``: ``conf/config.toml`` is the project's config)."""
+    if any(guarded(subject) for subject in target.denied_as):
+        return True
+    if target.path is None:
+        return False
+    for name in GUARDED:
+        real = (working_dir / name).resolve()
+        if target.path == real or real in target.path.parents:
+            return True
+    return False
 
 
 def _hard_links(path: Path | None) -> int:

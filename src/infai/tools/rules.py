@@ -198,8 +198,9 @@ def starts_outside(pattern: str) -> bool:
 
 
 def guarded(subject: str) -> bool:
-    """Whether a path is under a ``.git/`` or ``.infai/`` directory (:data:`GUARDED`)."""
-    return any(part in GUARDED for part in Path(subject).parts)
+    """Whether a path is under a ``.git/`` or ``.infai/`` directory (:data:`GUARDED`),
+    in any case (``.INFAI`` is ``.infai`` on a case-insensitive file system)."""
+    return any(part.lower() in GUARDED for part in Path(subject).parts)
 
 
 def exact_only_reason(tool: str, subject: str) -> str:

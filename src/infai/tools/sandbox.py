@@ -11,7 +11,9 @@ dropped:
 - the session's working directory is mounted writable, and so are the
   absolute directories listed in ``sandbox.writable``;
 - inside those, ``.git/`` and ``.infai/`` of the working directory are mounted
-  read-only again (unless ``writable`` names them), and so are the *protected*
+  read-only again (unless ``writable`` names them; a missing ``.infai/`` is made
+  empty first, so a command cannot write the project's config into a new one),
+  and so are the *protected*
   paths (infai's own configuration and store directories), whatever the
   configuration says: a command run in ``$HOME`` cannot rewrite infai's
   config or sessions. A protected directory that does not exist yet is
@@ -32,7 +34,8 @@ dropped:
   read as empty;
 - the *hidden* paths read as empty (:mod:`infai.tools.sandbox_hide`): the
   well-known credential files and directories of :data:`DEFAULT_HIDDEN`
-  (``~/.ssh``, ``~/.aws``, ``~/.netrc``…), the user's ``hidden`` ones, and
+  (``~/.ssh``, ``~/.aws``, ``~/.netrc``…) and where the environment moves them
+  (``$KUBECONFIG``, ``$XDG_CONFIG_HOME/gh``…), the user's ``hidden`` ones, and
   infai's own config and store (:attr:`Sandbox.private`), except the working
   directory and the way down to it.
 
@@ -73,6 +76,7 @@ confines. Configuration (user file only: a project's file may not loosen it)::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -85,9 +89,9 @@ from typing import Any, Literal
 
 from .git_hardening import GIT_ENV, GIT_OVERRIDES, driver_overrides
 from .sandbox_hide import (
-    DEFAULT_HIDDEN,
     TooManyEntries,
     check_entry,
+    default_hidden,
     hidden_paths,
     merge_hidden,
     mount_args,
@@ -131,6 +135,10 @@ SECRET_ENV: tuple[str, ...] = (
 )
 #: working-directory entries mounted read-only unless ``writable`` names them
 READ_ONLY_ENTRIES = (".git", ".infai")
+#: those of them made (an empty directory) when missing, so a command cannot make
+#: them: a ``.infai/config.toml`` of its own would choose where the next run sends
+#: the user's prompts and key (a missing ``.git`` a command may make: ``git init``)
+MADE_READ_ONLY = (".infai",)
 
 #: what a command prints when the sandbox stopped it
 STOPPED_MARKERS = (
@@ -164,7 +172,7 @@ class SandboxSettings:
     secret_env: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     #: paths commands cannot read (:mod:`infai.tools.sandbox_hide`)
-    hidden: tuple[str, ...] = DEFAULT_HIDDEN
+    hidden: tuple[str, ...] = field(default_factory=default_hidden)
 
 
 # -- configuration ---------------------------------------------------------------------
@@ -542,12 +550,27 @@ class Sandbox:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
         writable = {e.rstrip("/") for e in self.settings.writable}
+        wd_writable = not any(wd == Path(p) or Path(p) in wd.parents for p in protected)
         for name in READ_ONLY_ENTRIES:
             if name not in writable:
+                if name in MADE_READ_ONLY and wd_writable:
+                    _mount_point(wd / name)
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
         for kept in protected:
             args += ["--ro-bind", kept, kept]
         return [*args, *mount_args(hidden), "--chdir", str(wd), "--"]
+
+
+def _mount_point(path: Path) -> None:
+    """Make ``path`` an empty directory if nothing is there, to be mounted read-only.
+
+    Why on the host: a mount point bwrap made itself would be made there too
+    (through the writable bind of the working directory), and one removed after
+    the command could be removed under another command still running (the kernel
+    then detaches that command's mount). Left when it cannot be made (a working
+    directory infai's user may not write): a command cannot make it either."""
+    with contextlib.suppress(OSError):
+        os.mkdir(path, 0o755)
 
 
 def stopped_by_sandbox(output: str) -> bool:

@@ -14,6 +14,11 @@ The rules:
 
 - an entry is absolute or ``~/…``, expanded when a command starts; one that
   does not exist is skipped (no error): the defaults name many tools' files;
+- the defaults follow the environment infai runs in where tools let it move
+  their credentials (:data:`ENV_HIDDEN`: ``$KUBECONFIG``'s files,
+  ``$AWS_SHARED_CREDENTIALS_FILE``, ``$DOCKER_CONFIG/config.json``,
+  ``$XDG_CONFIG_HOME/gh``, ``$CODEX_HOME/auth.json``…), read when the
+  configuration is (:func:`followed`);
 - a symlink is resolved and its target hidden (a mount over a link lands on
   its target anyway); so is the target of each symlink directly inside a
   hidden directory (``~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id_ed25519``). A
@@ -35,8 +40,9 @@ The rules:
   anew for a command to write.
 
 Configuration: ``hidden`` adds paths (from any config file, a project's
-included: hiding more only narrows); ``unhide`` takes defaults out again and is
-read from the user's own file only (a project's would loosen the sandbox).
+included: hiding more only narrows); ``unhide`` takes defaults out again (the
+path it names and every hidden path inside it) and is read from the user's own
+file only (a project's would loosen the sandbox).
 
 Not covered: another path to the same files (a hard link made earlier, a bind
 mount elsewhere on the host), a path created after the command (or a
@@ -55,7 +61,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +89,34 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
     "~/.password-store",
     "~/.local/share/keyrings",
     "~/.terraform.d/credentials.tfrc.json",
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    "~/.config/containers/auth.json",
 )
+#: where the environment moves a credential location (see :func:`followed`): each
+#: variable, and what under its value is hidden ("": the value itself)
+ENV_HIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("XDG_CONFIG_HOME", ("gh", "hub", "git/credentials", "containers/auth.json", "gcloud")),
+    ("XDG_RUNTIME_DIR", ("containers/auth.json",)),
+    ("XDG_DATA_HOME", ("keyrings",)),
+    ("KUBECONFIG", ("",)),
+    ("AWS_SHARED_CREDENTIALS_FILE", ("",)),
+    ("AWS_CONFIG_FILE", ("",)),
+    ("DOCKER_CONFIG", ("config.json",)),
+    ("REGISTRY_AUTH_FILE", ("",)),
+    ("GH_CONFIG_DIR", ("",)),
+    ("CLOUDSDK_CONFIG", ("",)),
+    ("AZURE_CONFIG_DIR", ("",)),
+    ("CODEX_HOME", ("auth.json",)),
+    ("CLAUDE_CONFIG_DIR", (".credentials.json",)),
+    ("GNUPGHOME", ("",)),
+    ("PASSWORD_STORE_DIR", ("",)),
+    ("CARGO_HOME", ("credentials", "credentials.toml")),
+    ("PGPASSFILE", ("",)),
+    ("NPM_CONFIG_USERCONFIG", ("",)),
+)
+#: of those, the variables that hold a list of paths, ``:``-separated
+PATH_LISTS = ("KUBECONFIG",)
 #: entries of one directory on the way down to the working directory hidden one by one
 MAX_SPLIT = 256
 #: where the sandbox mounts its own file systems: hiding there means nothing
@@ -106,6 +139,40 @@ class TooManyEntries(Exception):
 # -- configuration ---------------------------------------------------------------------
 
 
+def followed(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The credential locations ``environ`` (default: infai's own environment)
+    moves away from the defaults (:data:`ENV_HIDDEN`: ``$KUBECONFIG``'s files,
+    ``$DOCKER_CONFIG/config.json``, ``$XDG_CONFIG_HOME/gh``…), ``~/``-spelt
+    under the home directory.
+
+    Why: a user whose ``gh`` keeps its token under ``$XDG_CONFIG_HOME`` or whose
+    kubeconfig is ``$KUBECONFIG`` has them where no default names them, and a
+    command could read them there. A variable unset or empty, a relative value,
+    and a value that is ``/``, the home directory or one above it (that would hide
+    every file the user has) are left out."""
+    env = os.environ if environ is None else environ
+    home = os.path.expanduser("~")
+    out: list[str] = []
+    for name, below in ENV_HIDDEN:
+        value = env.get(name, "")
+        for base in value.split(os.pathsep) if name in PATH_LISTS else [value]:
+            base = os.path.expanduser(base) if base else ""
+            if not os.path.isabs(base):
+                continue
+            for rest in below:
+                path = os.path.normpath(os.path.join(base, rest))
+                entry = _tilde(path)
+                if not _within(home, path) and entry not in out:
+                    out.append(entry)
+    return tuple(out)
+
+
+def default_hidden(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """What is hidden when no configuration says otherwise: :data:`DEFAULT_HIDDEN`
+    and the locations the environment moved (:func:`followed`)."""
+    return merge_hidden(DEFAULT_HIDDEN, followed(environ), ())
+
+
 def check_entry(where: str, entry: str) -> None:
     """A ValueError naming ``where`` unless ``entry`` is absolute or ``~/…``."""
     if not Path(entry).expanduser().is_absolute():
@@ -115,7 +182,9 @@ def check_entry(where: str, entry: str) -> None:
 def merge_hidden(
     current: Sequence[str], hidden: Sequence[str], unhide: Sequence[str]
 ) -> tuple[str, ...]:
-    """``current`` with a file's ``hidden`` added and its ``unhide`` taken out.
+    """``current`` with a file's ``hidden`` added and its ``unhide`` taken out: the
+    entry it names and every entry inside it (``unhide = ["~/.kube"]`` takes out
+    a ``$KUBECONFIG`` of ``~/.kube/work`` too).
 
     An ``unhide`` entry that names no hidden path is a ValueError: a typo there
     would leave the user believing something is readable that is not (or the
@@ -125,7 +194,7 @@ def merge_hidden(
         if _key(entry) not in {_key(e) for e in merged}:
             merged.append(entry)
     for entry in unhide:
-        keep = [e for e in merged if _key(e) != _key(entry)]
+        keep = [e for e in merged if not _within(_key(e), _key(entry))]
         if len(keep) == len(merged):
             raise ValueError(
                 f"sandbox.unhide: {entry!r} is not a hidden path (hidden: {', '.join(merged)})"
@@ -157,10 +226,10 @@ def hidden_report(hidden: Sequence[str], private: Sequence[str | Path]) -> dict[
 
 
 def unhidden(hidden: Sequence[str]) -> list[str]:
-    """The entries of :data:`DEFAULT_HIDDEN` that ``hidden`` leaves out (the user's
+    """The entries of :func:`default_hidden` that ``hidden`` leaves out (the user's
     ``unhide``), as spelled there."""
     kept = {_key(e) for e in hidden}
-    return [e for e in DEFAULT_HIDDEN if _key(e) not in kept]
+    return [e for e in default_hidden() if _key(e) not in kept]
 
 
 def _key(entry: str) -> str:
@@ -484,12 +553,15 @@ def _shown(entry: str) -> str:
 
 __all__ = [
     "DEFAULT_HIDDEN",
+    "ENV_HIDDEN",
     "MAX_SPLIT",
     "NAMED",
     "TooManyEntries",
     "check_entry",
+    "default_hidden",
     "describe",
     "existing",
+    "followed",
     "hidden_paths",
     "hidden_report",
     "hide_args",

@@ -102,6 +102,7 @@ class Checkpoints:
         *,
         last: str | None = None,
         target_skipped: Mapping[str, str] | None = None,
+        foreign: bool = False,
     ) -> tuple[SnapshotResult, RestorePlan]:
         """Snapshot the files now, then plan going to ``target``.
 
@@ -109,6 +110,8 @@ class Checkpoints:
         "before restore" snapshot, so going back gives these files again) and
         the plan. ``last`` is the tree of the last snapshot recorded on the
         timeline: planned paths changed since are the plan's conflicts.
+        ``foreign``: the target came from outside (an imported session): nothing
+        inside ``.infai`` is planned (:func:`~.restore.plan_restore`).
         """
         self._no_pending()
         now = self.snapshot(previous=last)
@@ -120,6 +123,7 @@ class Checkpoints:
             last=last,
             target_skipped=target_skipped,
             current_skipped=now.every_skipped,
+            foreign=foreign,
         )
         return now, plan
 

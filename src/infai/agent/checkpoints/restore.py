@@ -5,7 +5,8 @@ Model, in prose: a restore goes from the files on disk now (the tree
 replaced is already in the store) to the tree ``target``. The *plan* lists only
 paths that differ, each with the state it will get and the state it has:
 write a file, make a link, remove, or flip the executable bit. It never
-includes a path inside ``.git``, a path ignored or over the size cap on disk now
+includes a path inside ``.git`` (nor, for an imported session, inside
+``.infai``), a path ignored or over the size cap on disk now
 (those are never touched), or a path the target snapshot itself left out (it
 cannot know what was there): those are reported as not restorable. *Conflicts*
 are planned paths that changed on disk since ``last``, the last snapshot the
@@ -79,6 +80,10 @@ from .disk import Known, Op, State, _fsync_dir, _op, converge
 from .disk import RestoreError as RestoreError
 from .disk import _Disk as _Disk
 from .walk import GIT_DIR
+
+#: the directory a restore of an imported session's files never touches (a
+#: project's configuration; see :func:`plan_restore`)
+FOREIGN_NEVER = ".infai"
 
 JOURNAL_VERSION = 1
 #: why a rollback left a path as the restore made it
@@ -171,6 +176,17 @@ def _under(path: str, skipped: Mapping[str, str]) -> str | None:
     return None
 
 
+def _linked_config(workdir: str) -> str | None:
+    """Where, relative to ``workdir``, its ``.infai`` leads when it is a symlink to
+    a directory inside it (``.infai -> conf``: ``conf/config.toml`` is the
+    project's config); None otherwise."""
+    real = os.path.realpath(os.path.join(workdir, FOREIGN_NEVER))
+    base = os.path.realpath(workdir)
+    if real == os.path.join(base, FOREIGN_NEVER) or not real.startswith(base + "/"):
+        return None
+    return real[len(base) + 1 :]
+
+
 def plan_restore(
     objects: ObjectStore,
     workdir: str,
@@ -180,21 +196,33 @@ def plan_restore(
     last: str | None = None,
     target_skipped: Mapping[str, str] | None = None,
     current_skipped: Mapping[str, str] | None = None,
+    foreign: bool = False,
 ) -> RestorePlan:
     """The plan to go from ``current`` (the disk now, just snapshotted) to ``target``.
 
     ``last`` is the tree of the last snapshot the agent knew (conflicts are
     planned paths that changed since); ``target_skipped`` and
-    ``current_skipped`` are the two snapshots' skipped maps.
+    ``current_skipped`` are the two snapshots' skipped maps. ``foreign``: the
+    snapshots came from outside (an imported session), so nothing inside a
+    ``.infai`` directory (:data:`FOREIGN_NEVER`) is planned either: its
+    ``config.toml`` would choose where the user's next run sends prompts and key.
     """
     target_skipped = target_skipped or {}
     current_skipped = current_skipped or {}
     actions: list[Action] = []
     blocked: dict[str, str] = {}
+    linked = _linked_config(workdir) if foreign else None
     for change in diff_trees(objects, current, target):
         path = change.path
-        if GIT_DIR in path.split("/"):
+        parts = path.split("/")
+        if GIT_DIR in parts:
             blocked[path] = "inside .git (never touched)"
+            continue
+        if foreign and (
+            any(p.lower() == FOREIGN_NEVER for p in parts)
+            or (linked is not None and (path == linked or path.startswith(linked + "/")))
+        ):
+            blocked[path] = "inside .infai (an imported session's files never write it)"
             continue
         why = _under(path, current_skipped)
         if why is not None:

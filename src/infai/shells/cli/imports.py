@@ -29,6 +29,7 @@ import click
 from infai.errors import InfaiError
 from infai.store import IMPORT_TOOLS, SessionStore
 
+from ..inert import inert
 from .common import echo, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
@@ -49,9 +50,10 @@ MAX_WARNINGS = 20
 
 
 def _printable(text: str) -> str:
-    """``text`` with control characters shown escaped: file names and ids come from
-    other tools' files, and must not drive the terminal."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    """``text`` made inert (:func:`~infai.shells.inert.inert`) and on one line, any
+    other character that is not printable shown escaped too: file names and ids
+    come from other tools' files, and must not drive the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in inert(text))
 
 
 def _files(tool: str, paths: tuple[Path, ...]) -> list[Path]:
@@ -130,12 +132,12 @@ def _run(store: SessionStore, tool: str, files: list[Path], quiet: bool) -> list
         TextColumn("importing"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a file name, never markup
     )
     with Progress(*columns, console=console, transient=True, disable=not show) as progress:
         task = progress.add_task("", total=len(files))
         for path in files:
-            progress.update(task, description=path.name)
+            progress.update(task, description=_printable(path.name))
             results.append(_import_file(store, tool, path))
             progress.advance(task)
     return results

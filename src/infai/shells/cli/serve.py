@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,13 @@ def is_loopback(host: str) -> bool:
     "--token",
     envvar="INFAI_SERVER_TOKEN",
     help="Bearer token (default: $INFAI_SERVER_TOKEN, else made once and kept in "
-    "HOME/server-token with mode 0600).",
+    "HOME/server-token with mode 0600). On the command line every local user can read "
+    "it in the process list: prefer --token-file or the variable.",
+)
+@click.option(
+    "--token-file",
+    metavar="PATH",
+    help="Read the bearer token from PATH (mode 0600 or stricter; '-': standard input).",
 )
 @click.option(
     "--model",
@@ -95,6 +102,7 @@ def serve_command(
     port: int,
     allow_remote: bool,
     token: str | None,
+    token_file: str | None,
     model_name: str | None,
     allow: tuple[str, ...],
     approval_timeout: float,
@@ -110,6 +118,7 @@ def serve_command(
             f"refusing to listen on {host}: not a loopback address; give --allow-remote "
             "if other machines should reach this server"
         )
+    token = given_token(ctx, token, token_file)
     store = serve_store(ctx, lock_timeout)
     space = workspace(store, Path(os.getcwd()), model_name, allow)  # config, model, rules
     secret, where = server_token(store, token)
@@ -142,6 +151,45 @@ def serve_store(ctx: click.Context, lock_timeout: float | None) -> SessionStore:
         given = spec.lock_timeout if spec is not None else None
         lock_timeout = SERVE_LOCK_TIMEOUT if given is None else given
     return store_of(ctx, lock_timeout=lock_timeout)
+
+
+#: what ``--token`` on the command line draws, on stderr
+TOKEN_ARGV_WARNING = (
+    "infai: warning: --token puts the token in the process list, where every local "
+    "user can read it; give it by --token-file PATH ('-': standard input) or "
+    "$INFAI_SERVER_TOKEN"
+)
+
+
+def given_token(ctx: click.Context, token: str | None, token_file: str | None) -> str | None:
+    """The token the user gave: ``--token-file``'s contents, else ``--token`` (from
+    the command line, with a warning on stderr: ``ps`` shows it to every local
+    user; or from ``$INFAI_SERVER_TOKEN``), else None (the home's file)."""
+    from click.core import ParameterSource
+
+    on_line = ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE
+    if token_file is None:
+        if on_line:
+            echo(TOKEN_ARGV_WARNING, err=True)
+        return token
+    if on_line:
+        raise BadInput("give the token by --token or by --token-file, not both")
+    if token_file == "-":
+        return sys.stdin.read(4096)
+    try:
+        fd = os.open(token_file, os.O_RDONLY)
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise BadInput(f"--token-file {token_file}: cannot read: {exc.strerror}") from None
+    if mode & 0o077:
+        raise BadInput(
+            f"--token-file {token_file}: readable by others (mode {mode:o}): chmod 600 it"
+        )
+    return data.decode(errors="replace")
 
 
 def server_token(store: SessionStore, given: str | None) -> tuple[str, str]:
@@ -184,6 +232,7 @@ __all__ = [
     "SERVE_LOCK_TIMEOUT",
     "accepted_hosts",
     "build_app",
+    "given_token",
     "is_loopback",
     "serve_command",
 ]

@@ -1,8 +1,8 @@
 """The server's bearer token: where it comes from, how it is kept, how it is checked.
 
-The token is given (``--token`` or ``$INFAI_SERVER_TOKEN``) or made at first
-start and kept as ``<home>/server-token`` with mode 0600; a token file others
-can read is refused rather than trusted. Every request but to :data:`OPEN_PATHS`
+The token is given (``--token-file``, ``--token`` or ``$INFAI_SERVER_TOKEN``)
+or made at first start and kept as ``<home>/server-token`` with mode 0600; a
+token file others can read is refused rather than trusted. Every request but to :data:`OPEN_PATHS`
 must carry it as ``Authorization: Bearer TOKEN``; without it the answer is 401
 before routing, the same for every path, so a caller without the token learns
 nothing about which sessions exist.
