@@ -14,10 +14,21 @@ turns an allowed ``git st`` into any command); none can be listed in advance:
 running it) and overrides each (a remote's program cannot be overridden, git
 keeps the first value: the file transport is refused instead). Used by
 :mod:`.sandbox`, which builds each command's environment.
+
+A config file that the repository's config includes (``include.path`` or
+``includeIf.*.path``) is config as much as ``.git/config`` is, but it may sit in
+the working tree (``path = ../.gitconfig.project``), an ordinary file a command
+or a write tool could change, and the user's own ``git status`` would then run
+its ``core.fsmonitor``, unconfined: :func:`included_config_files` names such
+files so that the sandbox mounts them read-only and the write tools guard them
+as they guard ``.git/``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -136,3 +147,88 @@ def _may_name_drivers(path: Path) -> bool:
         if dot_git.exists():
             return True
     return False
+
+
+#: a section header, and an include's ``path = …`` line, in a git config file
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)$')
+_PATH_KEY = re.compile(r'^\s*path\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^#;]*?))\s*(?:[#;].*)?$', re.I)
+#: how many config files an include chain is followed through
+_MAX_INCLUDED = 32
+
+
+def included_config_files(working_dir: Path) -> tuple[Path, ...]:
+    """The files the repository seen from ``working_dir`` includes as config, from
+    its ``.git/config`` (and ``config.worktree``) and, in turn, from those files;
+    each resolved (``~/`` is the home directory, a relative path is relative to
+    the including file's directory), whether it exists yet or not. Conditions of
+    ``includeIf`` are not judged: a file inactive now may be active after a
+    checkout. Read as text, never by running git; none outside a repository."""
+    git_dir = _git_dir(working_dir.resolve())
+    if git_dir is None:
+        return ()
+    todo = [git_dir / "config", git_dir / "config.worktree"]
+    with contextlib.suppress(OSError):
+        common = (git_dir / "commondir").read_text().strip()
+        todo.append((git_dir / common).resolve() / "config")
+    seen: set[Path] = set(todo)
+    found: list[Path] = []
+    while todo and len(found) < _MAX_INCLUDED:
+        for target in _includes(todo.pop(0)):
+            if target not in seen:
+                seen.add(target)
+                found.append(target)
+                todo.append(target)
+    return tuple(found)
+
+
+def read_only_included_configs(wd: Path, roots: list[Path]) -> list[str]:
+    """The git config files the repository includes that lie in a writable root
+    (:func:`included_config_files`), to be mounted
+    read-only; one not there yet is made empty (an empty config is no config to
+    git), or a command could create it."""
+    kept = []
+    for path in included_config_files(wd):
+        if not any(r in path.parents for r in roots):
+            continue
+        if not path.exists() and path.parent.is_dir():
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+        if path.exists():
+            kept.append(str(path))
+    return kept
+
+
+def _git_dir(path: Path) -> Path | None:
+    """The git directory of the repository holding ``path`` (a worktree's own, for
+    a ``.git`` file), or None outside any."""
+    for parent in (path, *path.parents):
+        dot_git = parent / ".git"
+        if dot_git.is_dir():
+            return dot_git
+        if dot_git.is_file():
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                line = dot_git.read_text().strip()
+                if line.startswith("gitdir:"):
+                    return (parent / line.removeprefix("gitdir:").strip()).resolve()
+            return None
+    return None
+
+
+def _includes(config: Path) -> list[Path]:
+    """The include paths one config file names, resolved."""
+    try:
+        text = config.read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    in_include = False
+    for line in text.splitlines():
+        if section := _SECTION.match(line):
+            in_include = section.group(1).lower() in ("include", "includeif")
+            line = section.group(2)
+        if in_include and (key := _PATH_KEY.match(line)):
+            value = key.group(1) if key.group(1) is not None else key.group(2)
+            if value:
+                target = Path(os.path.expanduser(value))
+                found.append((config.parent / target).resolve())
+    return found

@@ -74,6 +74,7 @@ from typing import Any, Literal
 
 from .base import Decision, ToolContext
 from .commands import Analysis, analyse
+from .git_hardening import included_config_files
 from .rules import (
     DELEGATING,
     ESCALATED,
@@ -271,7 +272,10 @@ class Policy:
             if not target.inside and not starts_outside(rule.pattern):
                 passed_over = f"; rule '{rule}' covers the working directory only"
             elif writing and _guarded(target, working_dir) and not is_exact(rule.pattern):
-                passed_over = f"; rule '{rule}' does not reach .git/ or .infai/ (exact paths only)"
+                passed_over = (
+                    f"; rule '{rule}' does not reach .git/ or .infai/ or git's included "
+                    "config (exact paths only)"
+                )
             else:
                 return Ruling("allow", by=f"rule '{rule}'")
         if not target.inside:
@@ -420,7 +424,8 @@ def _guarded(target: Target, working_dir: Path) -> bool:
     """Whether a write reaches a ``.git/`` or ``.infai/`` directory: one is named on
     the way (the path as given, or resolved), or the path resolves into the
     working directory's own, which may be a symlink to a directory of another
-    name (``.infai -> conf``: ``conf/config.toml`` is the project's config)."""
+    name (``.infai -> conf``: ``conf/config.toml`` is the project's config); or
+    a config file the repository's git config includes, which is git config too."""
     if any(guarded(subject) for subject in target.denied_as):
         return True
     if target.path is None:
@@ -429,7 +434,7 @@ def _guarded(target: Target, working_dir: Path) -> bool:
         real = (working_dir / name).resolve()
         if target.path == real or real in target.path.parents:
             return True
-    return False
+    return target.path in included_config_files(working_dir)
 
 
 def _hard_links(path: Path | None) -> int:

@@ -17,7 +17,9 @@ dropped:
   paths (infai's own configuration and store directories), whatever the
   configuration says: a command run in ``$HOME`` cannot rewrite infai's
   config or sessions. A protected directory that does not exist yet is
-  created (empty) first, so a command cannot create it either;
+  created (empty) first, so a command cannot create it either; so are git
+  config files the repository includes from the working tree
+  (:func:`~infai.tools.git_hardening.included_config_files`);
 - there is no network (only a loopback of its own) unless ``network = true``;
 - the command is PID 1's only child in its namespace: when it ends, times out
   or is cancelled, the namespace dies and with it everything it started
@@ -87,7 +89,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from .git_hardening import GIT_ENV, GIT_OVERRIDES, driver_overrides
+from .git_hardening import (
+    GIT_ENV,
+    GIT_OVERRIDES,
+    driver_overrides,
+    read_only_included_configs,
+)
 from .sandbox_hide import (
     TooManyEntries,
     check_entry,
@@ -546,6 +553,7 @@ class Sandbox:
             hidden = hidden_paths((*self.settings.hidden, *self.private), wd, unscanned=sockets)
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
+        protected += read_only_included_configs(wd, roots)
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
