@@ -448,6 +448,9 @@ class AgentSession(SessionFiles):
                     readable=(
                         self.permissions.may_read if isinstance(self.permissions, Policy) else None
                     ),
+                    reads_denied=(
+                        isinstance(self.permissions, Policy) and self.permissions.denies_reads()
+                    ),
                 ),
                 system=system,
                 cache=self.cache,

@@ -113,7 +113,12 @@ class TaskTool:
                 prompt,
                 toolbox=toolbox,
                 permissions=permissions,
-                context=ToolContext(context.working_dir, child.id, readable=context.readable),
+                context=ToolContext(
+                    context.working_dir,
+                    child.id,
+                    readable=context.readable,
+                    reads_denied=context.reads_denied,
+                ),
                 system=system,
                 max_steps=self.max_steps,
                 objects=getattr(self.store, "objects", None),  # tool manifests

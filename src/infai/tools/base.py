@@ -23,6 +23,10 @@ class ToolContext:
 
     ``readable`` is the read policy the searching tools apply to every file they
     would read or name (``None``: all may be); the permission policy supplies it.
+    ``reads_denied``: some read rule denies a path, so a file with several hard
+    links may be a denied file under another name: the searches leave such
+    files out (the read policy judges names, and a link's other names are not
+    known without a walk of the whole disk).
     :meth:`resolve` resolves a path once per call: the policy that checks a path
     and the tool that then uses it share that one resolution.
     """
@@ -31,6 +35,7 @@ class ToolContext:
     session_id: str
     call_event_id: str | None = None
     readable: Readable | None = None
+    reads_denied: bool = False
     _resolved: dict[str, Resolved] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -221,11 +221,19 @@ class Policy:
                 return rule
         return None
 
+    def denies_reads(self) -> bool:
+        """Whether any rule denies ``read_file`` or ``grep`` a path: then a file with
+        several hard links may be a denied file under another name."""
+        return any(
+            rule.verdict == "deny" and any(fnmatchcase(t, rule.tool) for t in READS)
+            for rule in self.all_rules()
+        )
+
     def may_read(self, relative_path: str) -> bool:
         """False when a deny rule for ``read_file`` or ``grep`` matches this path
         (relative to the working directory), so searches skip what may not be read."""
         path = os.path.normpath(relative_path)
-        return self._first("deny", ("read_file", "grep"), (path,)) is None
+        return self._first("deny", READS, (path,)) is None
 
     def rule_on(self, tool: str, arguments: Mapping[str, Any], context: ToolContext) -> Ruling:
         """The ruling for a call, by the precedence in this module's docstring."""
@@ -253,6 +261,15 @@ class Policy:
     def _rule_on_path(self, tool: str, given: str, target: Target, working_dir: Path) -> Ruling:
         if rule := self._first("deny", (tool,), target.denied_as):
             return Ruling("deny", by=f"rule '{rule}'")
+        if tool == "edit_file" and (rule := self._first("deny", READS, target.denied_as)):
+            why = f"{target.subject} may not be read, and an edit reads it (old_text must match)"
+            return Ruling("deny", f"rule '{rule}'", why)
+        if tool in READS_A_FILE and self.denies_reads() and _hard_links(target.path) > 1:
+            why = (
+                f"{target.subject} has {_hard_links(target.path)} hard links: another name "
+                "of it may be a file the read rules deny"
+            )
+            return Ruling("ask", "default", why)
         writing = tool in WRITING and target.path is not None
         if writing and (root := self._protected_root(target.path)) is not None:
             why = f"{target.subject} is in {root}: infai's own files are never written by tools"
@@ -418,6 +435,12 @@ class Policy:
         if self.caller:
             reason = f"{self.caller} asks: {reason}"
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
+
+
+#: the tools whose deny rules are read rules (:meth:`Policy.may_read`)
+READS = ("read_file", "grep")
+#: the tools that read one named file's bytes back to the model
+READS_A_FILE = ("read_file", "edit_file", "grep")
 
 
 def _guarded(target: Target, working_dir: Path) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -75,7 +76,10 @@ class Found:
         if self.leaving:
             notes.append(f"[{self.leaving} links leading out of {searched} not read]")
         if self.denied:
-            notes.append(f"[{self.denied} paths the read rules deny left out]")
+            notes.append(
+                f"[{self.denied} paths the read rules deny left out (or hard-linked files, "
+                "which may be a denied file under another name)]"
+            )
         return notes
 
 
@@ -101,11 +105,22 @@ def matches(
             found.leaving += 1
             continue
         names = {relative_name(context.working_dir, p) for p in (named, real)}
-        if not all(context.may_read(name) for name in names):
+        if not all(context.may_read(name) for name in names) or (
+            context.reads_denied and _hard_linked(real)
+        ):
             found.denied += 1
             continue
         found.paths.append((named, real))
     return found
+
+
+def _hard_linked(path: Path) -> bool:
+    """Whether ``path`` is a regular file with more than one name."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_nlink > 1
 
 
 def _base(arguments: dict[str, Any], context: ToolContext, spec: ToolSpec) -> Resolved | str:
