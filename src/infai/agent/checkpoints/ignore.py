@@ -5,9 +5,9 @@ each file's patterns are relative to the directory holding it. For one path,
 the deepest ``.gitignore`` that has an opinion decides (within one file the
 last matching pattern wins, and ``!pattern`` says "not ignored"); an ignored
 directory is never entered, so nothing below it can be re-included. This module
-keeps one compiled :class:`pathspec.GitIgnoreSpec` per directory (pathspec
-implements git's pattern language for one file; the stacking across directories
-is done here, as git does it) and is asked about one entry at a time while the
+keeps one compiled :class:`~.gitmatch.PatternList` per directory (git's
+pattern language for one file; the stacking across directories is done here,
+as git does it) and is asked about one entry at a time while the
 snapshot walks the tree: the walk itself never enters an ignored directory.
 
 Below the working directory's own levels lie the repository's (found by
@@ -23,22 +23,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pathspec import GitIgnoreSpec
+from .gitmatch import PatternList
 
 #: the name git reads in every directory
 IGNORE_FILE = ".gitignore"
 
 
-def compile_patterns(data: bytes) -> GitIgnoreSpec:
-    """One pattern file's bytes as a spec (git reads them as bytes; undecodable
-    ones are kept as surrogates, so they match only themselves)."""
-    return GitIgnoreSpec.from_lines(data.decode("utf-8", "surrogateescape").splitlines())
+def compile_patterns(data: bytes) -> PatternList:
+    """One pattern file's bytes, compiled (undecodable bytes are kept as
+    surrogates, as in the walk's paths, so they match only themselves)."""
+    return PatternList.parse(data)
 
 
 @dataclass(frozen=True, slots=True)
 class _Level:
     prefix: str  # the directory's path relative to the root, "" or ending in "/"
-    spec: GitIgnoreSpec
+    spec: PatternList
     #: prepended to a path below ``prefix`` before matching: "" for the walk's
     #: own levels, the working directory's path relative to the pattern file's
     #: directory for a repository level (see the module)
@@ -63,7 +63,7 @@ class IgnoreRules:
 
     @classmethod
     def rerooted(
-        cls, bases: Sequence[tuple[str, GitIgnoreSpec]], everything: bool = False
+        cls, bases: Sequence[tuple[str, PatternList]], everything: bool = False
     ) -> IgnoreRules:
         """The root's rules from the repository's levels, lowest precedence
         first: (the working directory's path relative to the level's directory,
@@ -73,16 +73,17 @@ class IgnoreRules:
     def enter(self, prefix: str, gitignore: bytes | None) -> IgnoreRules:
         """The rules inside the directory ``prefix`` (``""`` for the root, else
         ``"a/b/"``), given its ``.gitignore`` bytes (``None`` if it has none)."""
-        if not gitignore:
+        spec = compile_patterns(gitignore) if gitignore else None
+        if not spec:
             return self
-        level = _Level(prefix, compile_patterns(gitignore))
+        level = _Level(prefix, spec)
         return IgnoreRules((*self._levels, level), self._everything)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether git ignores ``path`` (relative to the root, no trailing slash).
 
-        The deepest level with a matching pattern decides; a directory is
-        asked with a trailing slash so that ``name/`` patterns match it.
+        The deepest level with a matching pattern decides (``name/`` patterns
+        only match when ``is_dir``).
         """
         if self._everything:
             return True
@@ -90,9 +91,9 @@ class IgnoreRules:
             rel = path[len(level.prefix) :]
             if level.reroot:
                 rel = level.reroot + rel
-            result = level.spec.check_file(rel + "/" if is_dir else rel)
-            if result.include is not None:
-                return bool(result.include)
+            decided = level.spec.decide(rel, is_dir)
+            if decided is not None:
+                return decided
         return False
 
     @property

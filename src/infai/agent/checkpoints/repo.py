@@ -44,8 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathspec import GitIgnoreSpec
-
+from .gitmatch import PatternList
 from .ignore import IGNORE_FILE, IgnoreRules, compile_patterns
 from .statcache import RACY_NS
 from .walk import _fingerprint
@@ -204,7 +203,7 @@ def _read_in_tree(path: Path) -> bytes:
         os.close(fd)
 
 
-def _inside_ignored(levels: list[tuple[str, GitIgnoreSpec]], rel: str) -> bool:
+def _inside_ignored(levels: list[tuple[str, PatternList]], rel: str) -> bool:
     """Whether a directory from the top down to the working one (``rel``) is
     ignored by the levels ((base, spec), lowest precedence first) that apply
     to it: those of the directories above it."""
@@ -214,9 +213,9 @@ def _inside_ignored(levels: list[tuple[str, GitIgnoreSpec]], rel: str) -> bool:
         for base, spec in reversed(levels):
             if len(base) > len(path) or not path.startswith(base):
                 continue  # a level of this directory or one below: not for it
-            result = spec.check_file(path[len(base) :] + "/")
-            if result.include is not None:
-                if result.include:
+            decided = spec.decide(path[len(base) :], True)
+            if decided is not None:
+                if decided:
                     return True
                 break
     return False
@@ -225,11 +224,12 @@ def _inside_ignored(levels: list[tuple[str, GitIgnoreSpec]], rel: str) -> bool:
 def build_rules(files: list[PatternFile], found: list[bytes], rel: str) -> tuple[IgnoreRules, str]:
     """The root's rules from the pattern files' bytes, and their fingerprint
     (``""`` when all are empty)."""
-    levels: list[tuple[str, GitIgnoreSpec]] = []
+    levels: list[tuple[str, PatternList]] = []
     fp = ""
     for n, (file, data) in enumerate(zip(files, found, strict=True)):
-        if data:
-            levels.append((file.base, compile_patterns(data)))
+        spec = compile_patterns(data)
+        if spec:
+            levels.append((file.base, spec))
             fp = _fingerprint(fp, f"repo{n}:{file.base}:{rel}", data)
     if not levels:
         return IgnoreRules(), ""
