@@ -178,7 +178,9 @@ def test_a_worktree_subdirectory_uses_the_common_info_exclude(tmp_path: Path) ->
     assert recorded == {"f.txt", "w.txt"}
 
 
-def test_a_submodule_is_its_own_repository(tmp_path: Path) -> None:
+def _super_with_submodule(tmp_path: Path) -> Path:
+    """super/ with *.log, src/ and (info/exclude) *.bak ignored, and the
+    submodule deps/lib ignoring *.out (.gitignore) and *.tmp (info/exclude)."""
     lib = tmp_path / "lib"
     lib.mkdir()
     _git(lib, "init", "-q", "-b", "main")
@@ -188,17 +190,40 @@ def test_a_submodule_is_its_own_repository(tmp_path: Path) -> None:
     sup = tmp_path / "super"
     sup.mkdir()
     _git(sup, "init", "-q", "-b", "main")
-    write(sup, [(".gitignore", "*.log\nsrc/\n"), ("top.txt", "t")])
+    write(sup, [(".gitignore", "*.log\nsrc/\n"), ("top.txt", "t"), ("x.log", "x")])
     (sup / ".git" / "info" / "exclude").write_text("*.bak\n")
     _git(sup, "submodule", "add", "-q", str(lib), "deps/lib")
     module_git = sup / ".git" / "modules" / "deps" / "lib"
     (module_git / "info").mkdir(exist_ok=True)
     (module_git / "info" / "exclude").write_text("*.tmp\n")
-    wd = sup / "deps" / "lib" / "src"
-    write(wd, [(p, p) for p in ["a.log", "a.bak", "a.out", "a.tmp", "a.txt"]])
+    names = ["a.log", "a.bak", "a.out", "a.tmp", "a.txt"]
+    write(sup / "deps" / "lib" / "src", [(p, p) for p in names])
+    return sup
+
+
+def test_a_submodule_is_its_own_repository(tmp_path: Path) -> None:
+    wd = _super_with_submodule(tmp_path) / "deps" / "lib" / "src"
     # the superproject's *.log, src/ and *.bak do not apply; the submodule's own rules do
     recorded = _agrees_with_git(wd, tmp_path / "home")
     assert recorded == {"lib.c", "a.log", "a.bak", "a.txt"}
+
+
+def test_a_nested_repository_met_by_the_walk_has_its_own_rules(tmp_path: Path) -> None:
+    sup = _super_with_submodule(tmp_path)
+    nested = sup / "vendor" / "tool"  # a clone inside the tree, no submodule
+    nested.mkdir(parents=True)
+    _git(nested, "init", "-q", "-b", "main")
+    write(nested, [(".gitignore", "*.txt\n"), ("n.log", "n"), ("n.txt", "n"), ("n.c", "n")])
+    result, recorded = _snapshot(sup, tmp_path / "home")
+    for inner in (sup / "deps" / "lib", nested):
+        under = inner.relative_to(sup).as_posix() + "/"
+        on_disk = _files_on_disk(inner)
+        mine = {p[len(under) :] for p in recorded if p.startswith(under)}
+        assert mine == set(on_disk) - _git_ignored(inner, on_disk), inner
+        assert mine  # (not left out whole)
+    outer = [p for p in _files_on_disk(sup) if not p.startswith(("deps/lib/", "vendor/tool/"))]
+    assert {p for p in recorded if p in outer} == set(outer) - _git_ignored(sup, outer)
+    assert "x.log" in result.skipped and "deps/lib/src/a.log" in recorded
 
 
 def test_outside_a_repository_only_the_working_directory_s_rules_apply(tmp_path: Path) -> None:

@@ -63,12 +63,17 @@ class IgnoreRules:
 
     @classmethod
     def rerooted(
-        cls, bases: Sequence[tuple[str, PatternList]], everything: bool = False
+        cls,
+        bases: Sequence[tuple[str, PatternList]],
+        everything: bool = False,
+        prefix: str = "",
     ) -> IgnoreRules:
-        """The root's rules from the repository's levels, lowest precedence
-        first: (the working directory's path relative to the level's directory,
-        ``""`` or ``"a/b/"``; its spec)."""
-        return cls(tuple(_Level("", spec, reroot) for reroot, spec in bases), everything)
+        """The rules of a repository's top levels, lowest precedence first:
+        (the path of the directory ``prefix`` relative to the level's
+        directory, ``""`` or ``"a/b/"``; its patterns). ``prefix``: where the
+        walk meets them, ``""`` for its root, a nested repository's path else."""
+        levels = tuple(_Level(prefix, spec, reroot) for reroot, spec in bases)
+        return cls(levels, everything)
 
     def enter(self, prefix: str, gitignore: bytes | None) -> IgnoreRules:
         """The rules inside the directory ``prefix`` (``""`` for the root, else

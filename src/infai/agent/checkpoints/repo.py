@@ -24,6 +24,12 @@ rest, whatever directory infai runs in:
   itself ignored by those levels, git ignores everything in it: so does the
   snapshot (every entry of the working directory is left out as ignored).
 
+A repository nested below the working directory (a submodule, or a clone
+inside the tree: a directory holding such a ``.git``) is its own too: the walk
+enters it if the outer rules do not ignore it, and inside it applies the global
+excludes file, its ``info/exclude`` and its own ``.gitignore`` files only
+(:meth:`RepoRules.nested`), as if infai ran there.
+
 Finding the repository and asking ``git config`` where the global file is
 happen once, on a :class:`RepoRules`' first use (so never on a warm snapshot's
 path). The pattern files themselves are ``stat``-ed at every snapshot (no
@@ -250,6 +256,10 @@ class RepoRules:
         self._rel = ""
         self._keys: list[_StatKey | None] = []
         self._compiled: tuple[list[bytes], IgnoreRules, str] | None = None
+        #: the global excludes file's bytes and patterns, for nested repositories
+        self._global: tuple[bytes, PatternList] = (b"", PatternList([]))
+        #: nested repositories' ``info/exclude`` bytes → their patterns
+        self._nested_specs: dict[bytes, PatternList] = {}
 
     @property
     def files(self) -> list[PatternFile]:
@@ -275,4 +285,27 @@ class RepoRules:
             return self._compiled[1], self._compiled[2]  # compiled once
         rules, fp = build_rules(files, found, self._rel)
         self._compiled = (found, rules, fp)
+        self._global = (found[0], compile_patterns(found[0]))
         return rules, fp
+
+    def nested(self, path: str, prefix: str) -> tuple[IgnoreRules, str] | None:
+        """The rules a nested repository at ``path`` (``prefix`` in the walk)
+        starts from: the global excludes file and its own ``info/exclude``
+        (read at each visit: the walk visits a directory again only when it
+        changed, and no watcher sees a ``.git``); ``None`` if its ``.git`` is
+        no repository's. Its superproject's rules do not apply in it."""
+        git_dir = _git_dir(path)
+        if git_dir is None:
+            return None
+        try:
+            data = _info_exclude(git_dir).read_bytes()
+        except OSError:
+            data = b""
+        spec = self._nested_specs.get(data)
+        if spec is None:
+            if len(self._nested_specs) > 64:
+                self._nested_specs.clear()
+            spec = self._nested_specs[data] = compile_patterns(data)
+        fp = _fingerprint("", f"nested:{prefix}", self._global[0] + b"\0" + data)
+        bases = [("", level) for level in (self._global[1], spec) if level]
+        return IgnoreRules.rerooted(bases, prefix=prefix), fp

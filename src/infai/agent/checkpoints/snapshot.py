@@ -275,6 +275,7 @@ class Snapshotter:
                     children,
                 )
                 walk.progress = progress
+                walk.nested = self.repo_rules.nested
                 if walk.reusable(""):
                     root = walk.reuse("")
                     got: tuple[str, int, int, bool] | None = (
