@@ -226,6 +226,23 @@ def test_a_nested_repository_met_by_the_walk_has_its_own_rules(tmp_path: Path) -
     assert "x.log" in result.skipped and "deps/lib/src/a.log" in recorded
 
 
+def test_a_changed_nested_info_exclude_applies_to_the_next_warm_snapshot(
+    tmp_path: Path,
+) -> None:
+    sup = _super_with_submodule(tmp_path)
+    exclude = sup / ".git" / "modules" / "deps" / "lib" / "info" / "exclude"
+    home = tmp_path / "home"
+    snap = Snapshotter(FileObjects(home), sup, home=home, clock=later)  # watching
+    try:
+        assert "deps/lib/src/a.tmp" in snap.snapshot().skipped
+        assert "deps/lib/src/a.tmp" in snap.snapshot().skipped  # armed
+        exclude.write_text("*.c\n")
+        got = snap.snapshot()
+        assert "deps/lib/src/lib.c" in got.skipped and "deps/lib/src/a.tmp" not in got.skipped
+    finally:
+        snap.close()
+
+
 def test_outside_a_repository_only_the_working_directory_s_rules_apply(tmp_path: Path) -> None:
     outer = tmp_path / "plain"
     write(outer, [(".gitignore", "*.txt\n"), ("wd/a.txt", "a"), ("wd/.gitignore", "*.md\n")])

@@ -260,6 +260,8 @@ class RepoRules:
         self._global: tuple[bytes, PatternList] = (b"", PatternList([]))
         #: nested repositories' ``info/exclude`` bytes → their patterns
         self._nested_specs: dict[bytes, PatternList] = {}
+        #: the nested ``info/exclude`` files the walks read, with their stat then
+        self._nested_keys: dict[Path, _StatKey | None] = {}
 
     @property
     def files(self) -> list[PatternFile]:
@@ -291,14 +293,16 @@ class RepoRules:
     def nested(self, path: str, prefix: str) -> tuple[IgnoreRules, str] | None:
         """The rules a nested repository at ``path`` (``prefix`` in the walk)
         starts from: the global excludes file and its own ``info/exclude``
-        (read at each visit: the walk visits a directory again only when it
-        changed, and no watcher sees a ``.git``); ``None`` if its ``.git`` is
-        no repository's. Its superproject's rules do not apply in it."""
+        (read at each visit, its ``stat`` kept for :meth:`nested_changed`);
+        ``None`` if its ``.git`` is no repository's. Its superproject's rules
+        do not apply in it."""
         git_dir = _git_dir(path)
         if git_dir is None:
             return None
+        exclude = _info_exclude(git_dir)
+        self._nested_keys[exclude] = _stat_key(PatternFile(exclude, "", False))
         try:
-            data = _info_exclude(git_dir).read_bytes()
+            data = exclude.read_bytes()
         except OSError:
             data = b""
         spec = self._nested_specs.get(data)
@@ -309,3 +313,20 @@ class RepoRules:
         fp = _fingerprint("", f"nested:{prefix}", self._global[0] + b"\0" + data)
         bases = [("", level) for level in (self._global[1], spec) if level]
         return IgnoreRules.rerooted(bases, prefix=prefix), fp
+
+    def nested_changed(self) -> bool:
+        """Whether a nested repository's ``info/exclude`` read by an earlier walk
+        changed since (its ``stat``, or changed within the racy window): no
+        watcher sees a ``.git``, so the next walk must visit everything."""
+        if not self._nested_keys:
+            return False
+        racy = _now_ns() - RACY_NS
+        for path, was in self._nested_keys.items():
+            key = _stat_key(PatternFile(path, "", False))
+            if key != was or (key is not None and max(key[3], key[4]) >= racy):
+                return True
+        return False
+
+    def forget_nested(self) -> None:
+        """Before a walk that visits everything: it finds the nested ones again."""
+        self._nested_keys.clear()

@@ -248,9 +248,11 @@ class Snapshotter:
         # is stopped) loses them, so until one ends the next walks everything
         self._armed = False
         rules, base = self.repo_rules.rules()
-        if base != self._base:
+        if base != self._base or self.repo_rules.nested_changed():
             needs = None  # the repository's patterns changed: no cached tree stands
             self._base = base
+        if needs is None:
+            self.repo_rules.forget_nested()
         for attempt in (0, 1):
             # The generation the last walk ended with saves a read: the cache is
             # valid for it, and a removal since is caught by the check below.
