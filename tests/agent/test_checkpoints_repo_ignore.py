@@ -358,23 +358,12 @@ def test_random_trees_agree_with_git_check_ignore(tmp_path: Path) -> None:
     assert ignored_some > 20 and recorded_some > 15 and everything > 0
 
 
-_TOKENS = [
-    "a",
-    "b",
-    "1",
-    ".",
-    "*",
-    "**",
-    "?",
-    "[ab]",
-    "[!a]",
-    "[^b]",
-    "[a-c]",
-    "[]a]",
-    "[[:digit:]]",
-]
-_TOKENS += ["[[:bogus:]]", "[a", "\\*", "\\[", "/", "/", "**/", "/**", "x "]
-_FILE_NAMES = ["a", "b", "ab", "a1", "1", "b.a", ".b", "*", "[a]", "ba", "aa", "c"]
+_TOKENS = ["a", "b", "1", ".", "*", "**", "***", "?", "[ab]", "[!a]", "[^b]", "[a-c]", "[]a]"]
+_TOKENS += ["[[:digit:]]", "[[:alpha:][:digit:]]", "[[:bogus:]]", "[[:x]", "[a", "[a-]", "[-a]"]
+_TOKENS += ["[\\]]", "[a\\-c]", "[!]", "\\*", "\\[", "\\", "/", "/", "**/", "/**", "a**", "#", "x "]
+# names with spaces, brackets, a backslash, and a two-byte character (git matches bytes)
+_FILE_NAMES = ["a", "b", "ab", "a1", "1", "b.a", ".b", "*", "[a]", "ba", "aa", "c", "-", "!a"]
+_FILE_NAMES += ["#a", "a ", "]", "a\\b", "A", "\u00e9", "b-a"]
 
 
 def _random_pattern(rng: random.Random) -> str:

@@ -16,9 +16,10 @@ against the path's last component; otherwise against the whole path relative to
 the file's directory (a leading ``/`` only anchors). ``*`` and ``?`` never
 match ``/``; ``**`` between slashes (or at either end) matches any number of
 directories; ``[...]`` is a set (``!`` or ``^`` negates, ranges, ``[:alpha:]``
-and the other ASCII classes); ``\\`` escapes the next character. A malformed
-set or a trailing lone ``\\`` makes the pattern match nothing, as in git. For
-one path, the *last* pattern of the file that matches decides.
+and the other ASCII classes); ``\\`` escapes the next character. Like git, it
+all works on bytes, not characters. A malformed set or a trailing lone ``\\``
+makes the pattern match nothing, as in git. For one path, the *last* pattern
+of the file that matches decides.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_BOM = "\ufeff"
+_BOM = "\xef\xbb\xbf"  # UTF-8's byte order mark, one character per byte
 #: ASCII character classes of ``[:name:]``, as git's sane ctype has them
 _CLASSES = {
     "alnum": "a-zA-Z0-9",
@@ -209,6 +210,13 @@ def parse_line(line: str) -> Pattern | None:
     return Pattern(negative, dir_only, basename, None, re.compile(src, re.DOTALL).fullmatch)
 
 
+def as_bytes(path: str) -> str:
+    """A path as git sees it, one character per byte (its UTF-8 bytes, an
+    undecodable byte kept as it was): git matches bytes, so ``?`` matches one
+    byte of ``é`` and ``??`` matches all of it."""
+    return path.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
 class PatternList:
     """The patterns of one ignore file, asked about paths relative to its directory."""
 
@@ -219,10 +227,10 @@ class PatternList:
 
     @classmethod
     def parse(cls, data: bytes) -> PatternList:
-        """An ignore file's bytes (undecodable ones kept as surrogates, as paths are)."""
-        text = data.decode("utf-8", "surrogateescape")
+        """An ignore file's bytes, matched as bytes (see :func:`as_bytes`)."""
+        text = data.decode("latin-1")  # one character per byte: see as_bytes()
         if text.startswith(_BOM):
-            text = text[1:]
+            text = text[len(_BOM) :]
         found = []
         for line in text.split("\n"):
             got = parse_line(line[:-1] if line.endswith("\r") else line)
@@ -233,6 +241,8 @@ class PatternList:
     def decide(self, path: str, is_dir: bool) -> bool | None:
         """``True`` ignored, ``False`` re-included (``!``), ``None`` no opinion, for
         ``path`` (relative to the file's directory, no trailing slash)."""
+        if not path.isascii():
+            path = as_bytes(path)
         name = path[path.rfind("/") + 1 :]
         for pat in self.patterns:
             if pat.dir_only and not is_dir:

@@ -30,8 +30,7 @@ IGNORE_FILE = ".gitignore"
 
 
 def compile_patterns(data: bytes) -> PatternList:
-    """One pattern file's bytes, compiled (undecodable bytes are kept as
-    surrogates, as in the walk's paths, so they match only themselves)."""
+    """One pattern file's bytes, compiled (matched on bytes, as git does)."""
     return PatternList.parse(data)
 
 
