@@ -161,6 +161,17 @@ def test_the_global_excludes_file_is_anchored_at_the_top(tmp_path: Path) -> None
     assert recorded == {"x/anchored.txt", "keep.bak"}
 
 
+def test_a_relative_core_excludes_file_is_relative_to_the_top(tmp_path: Path) -> None:
+    top = tmp_path / "repo"
+    top.mkdir()
+    _git(top, "init", "-q", "-b", "main")
+    _git(top, "config", "core.excludesFile", "my-ignore")  # the repository's own config
+    (top / "my-ignore").write_text("*.q\n")
+    wd = top / "pkg"
+    write(wd, [("a.q", "q"), ("my-ignore", "*.txt\n"), ("b.txt", "b")])
+    assert _agrees_with_git(wd, tmp_path / "home") == {"my-ignore", "b.txt"}
+
+
 def test_a_worktree_subdirectory_uses_the_common_info_exclude(tmp_path: Path) -> None:
     main = tmp_path / "main"
     main.mkdir()
