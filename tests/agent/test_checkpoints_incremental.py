@@ -237,7 +237,7 @@ def test_the_watcher_notes_the_names_events_are_about() -> None:
 def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import snapshot as snapshot_module
+    from infai.agent.checkpoints import repo as repo_module
 
     wd, home = tmp_path / "wd", tmp_path / "home"
     (wd / ".git" / "info").mkdir(parents=True)
@@ -246,13 +246,14 @@ def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
     (wd / "x.a").write_text("a")
     (wd / "x.b").write_text("b")
     reads: list[int] = []
-    from infai.agent.checkpoints.ignore import read_excludes as real_read
+    from infai.agent.checkpoints.repo import PatternFile
+    from infai.agent.checkpoints.repo import read_patterns as real_read
 
-    def counting(paths: list[Path]) -> list[bytes]:
+    def counting(paths: list[PatternFile]) -> list[bytes]:
         reads.append(1)
         return real_read(paths)
 
-    monkeypatch.setattr(snapshot_module, "read_excludes", counting, raising=True)
+    monkeypatch.setattr(repo_module, "read_patterns", counting, raising=True)
     objects = FileObjects(home)
     snap = Snapshotter(objects, wd, home=home, clock=later, watch=False)
     try:
@@ -261,7 +262,7 @@ def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
         snap.snapshot()
         assert len(reads) == 2
         # seconds later, the same stat: not read again
-        monkeypatch.setattr(snapshot_module, "_now_ns", lambda: time.time_ns() + 10**10)
+        monkeypatch.setattr(repo_module, "_now_ns", lambda: time.time_ns() + 10**10)
         snap.snapshot()
         snap.snapshot()
         assert len(reads) == 2

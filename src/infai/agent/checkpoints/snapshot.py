@@ -4,8 +4,9 @@ Model, in prose: a snapshot walks the working directory with ``os.scandir``
 (never following a symlink: a link is recorded as a link, its target's bytes
 being the object), never entering a directory named ``.git`` (the user's
 repository is neither read nor written), not entering directories git would
-ignore (:mod:`.ignore`), and leaving out files over the size cap and special
-files. What is left out is reported, path to reason, an ignored directory as one
+ignore (:mod:`.ignore`; the repository's rules above the working directory come
+from :mod:`.repo`), and leaving out files over the size cap and special files.
+What is left out is reported, path to reason, an ignored directory as one
 entry. Every directory becomes a tree object (:mod:`infai.store.trees`), every
 file or link a content object; all of them go into the store in one
 :meth:`~infai.store.objects.ObjectStore.batch`, opened only if something is new.
@@ -56,9 +57,9 @@ from infai.store.gc import DEFAULT_GRACE
 from infai.store.objects import ObjectStore
 from infai.store.records import SnapshotRecord
 
-from .ignore import IgnoreRules, exclude_files, read_excludes
-from .statcache import RACY_NS, DirEntry, StatCache, cache_path
-from .walk import GIT_DIR, Progress, _fingerprint, _LazyBatch, _Walk, with_ancestors
+from .repo import RepoRules
+from .statcache import DirEntry, StatCache, cache_path
+from .walk import GIT_DIR, Progress, _LazyBatch, _Walk, with_ancestors
 from .watch import Watcher
 
 __all__ = ["DEFAULT_SIZE_CAP", "GIT_DIR", "Progress", "SnapshotResult", "Snapshotter"]
@@ -74,20 +75,8 @@ SAVE_INTERVAL_S = 5.0
 #: the cache's digests are touched again once their last put is this old (seconds)
 TOUCH_INTERVAL_S = DEFAULT_GRACE / 2
 
-#: the real clock, for the racy rule of the pattern files (a seam for tests)
-_now_ns = time.time_ns
 #: the wall clock the cache's ``touched`` time is read from (a seam for tests)
 _wall = time.time
-
-
-def _stat_key(path: Path) -> tuple[int, int, int, int, int] | None:
-    """What says a pattern file is unchanged: (dev, inode, size, mtime, ctime),
-    ``None`` if it cannot be read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class SnapshotError(InfaiError):
@@ -167,14 +156,12 @@ class Snapshotter:
         self.watcher = Watcher() if watch else None
         #: a full walk watched every directory it entered: events now say what changed
         self._armed = False
-        #: the whole-tree pattern files (found on the first snapshot) and the
-        #: fingerprint of what they held at the last one
-        self._exclude_files: list[Path] | None = None
+        #: the repository's pattern files above the walk (see :mod:`.repo`) and
+        #: the fingerprint of what they held at the last snapshot
+        self.repo_rules = RepoRules(self.workdir)
         self._base = ""
-        self._base_compiled: tuple[list[bytes], IgnoreRules, str] | None = None
         #: the store's generation checked at the end of the last walk
         self._generation: int | None = None
-        self._exclude_keys: list[tuple[int, int, int, int, int] | None] = []
         #: the last walk's recorded subdirectories and skipped paths per
         #: directory, valid for the cache dict they go with (see ``_Walk``)
         self._carry: (
@@ -193,36 +180,6 @@ class Snapshotter:
         watcher = getattr(self, "watcher", None)
         if watcher is not None:
             watcher.close()
-
-    def _base_rules(self) -> tuple[IgnoreRules, str]:
-        """The root's rules before its ``.gitignore``: the global excludes file
-        and ``info/exclude`` (looked at by every snapshot: no watcher sees them
-        change), and their fingerprint (``""`` when both are empty).
-
-        They are read again only when a ``stat`` differs from the last read's,
-        or one was changed within :data:`~.statcache.RACY_NS` of now (a
-        rewrite in the same clock tick keeps its ``stat``: git's racy rule)."""
-        if self._exclude_files is None:
-            self._exclude_files = exclude_files(self.workdir)
-        keys = [_stat_key(path) for path in self._exclude_files]
-        racy = _now_ns() - RACY_NS
-        if (
-            self._base_compiled is not None
-            and keys == self._exclude_keys
-            and all(key is None or max(key[3], key[4]) < racy for key in keys)
-        ):
-            return self._base_compiled[1], self._base_compiled[2]
-        self._exclude_keys = keys
-        found = read_excludes(self._exclude_files)
-        if self._base_compiled is not None and self._base_compiled[0] == found:
-            return self._base_compiled[1], self._base_compiled[2]  # compiled once
-        rules, fp = IgnoreRules(), ""
-        for n, data in enumerate(found):
-            if data:
-                rules = rules.enter("", data)
-                fp = _fingerprint(fp, f"exclude{n}", data)
-        self._base_compiled = (found, rules, fp)
-        return rules, fp
 
     def _needs(self) -> set[str] | None:
         """What the watcher says to re-examine (``None``: everything)."""
@@ -290,10 +247,12 @@ class Snapshotter:
         # the events just drained live in ``needs`` alone: a walk that fails (or
         # is stopped) loses them, so until one ends the next walks everything
         self._armed = False
-        rules, base = self._base_rules()
-        if base != self._base:
-            needs = None  # the whole-tree patterns changed: no cached tree stands
+        rules, base = self.repo_rules.rules()
+        if base != self._base or self.repo_rules.nested_changed():
+            needs = None  # the repository's patterns changed: no cached tree stands
             self._base = base
+        if needs is None:
+            self.repo_rules.forget_nested()
         for attempt in (0, 1):
             # The generation the last walk ended with saves a read: the cache is
             # valid for it, and a removal since is caught by the check below.
@@ -318,6 +277,7 @@ class Snapshotter:
                     children,
                 )
                 walk.progress = progress
+                walk.nested = self.repo_rules.nested
                 if walk.reusable(""):
                     root = walk.reuse("")
                     got: tuple[str, int, int, bool] | None = (

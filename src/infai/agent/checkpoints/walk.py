@@ -42,6 +42,11 @@ PROGRESS_INTERVAL_S = 0.25
 
 _NO_NAMES: set[str] = set()
 
+#: the rules a nested repository (a directory below the root holding a
+#: ``.git``) starts from, given its path and prefix, and their fingerprint;
+#: ``None`` if its ``.git`` is no repository's (see :mod:`.repo`)
+NestedRules = Callable[[str, str], "tuple[IgnoreRules, str] | None"]
+
 #: a tree entry before it becomes a TreeEntry: (name, type, digest, size, executable)
 _Row = tuple[str, EntryType, str, int, bool]
 
@@ -158,6 +163,8 @@ class _Walk:
             assert self.watcher is not None
             self._events = self.watcher.names
         self.progress: Progress | None = None
+        #: where a nested repository's rules come from (``None``: the outer ones go on)
+        self.nested: NestedRules | None = None
         self.seen = 0
         self._report_at = time.monotonic() + PROGRESS_INTERVAL_S
 
@@ -232,15 +239,42 @@ class _Walk:
         out.extend(self.direct)  # (an unrecorded root's)
         return out
 
-    def _gitignore(self, entries: list[os.DirEntry[str]]) -> bytes | None:
+    def _gitignore(self, entries: list[os.DirEntry[str]]) -> tuple[bytes | None, bool]:
+        """The directory's ``.gitignore`` bytes (``None``: none, or unreadable)
+        and whether it holds a ``.git``."""
+        data: bytes | None = None
+        dotgit = False
         for entry in entries:
-            if entry.name == IGNORE_FILE and entry.is_file(follow_symlinks=False):
+            name = entry.name
+            if name == GIT_DIR:
+                dotgit = True
+            elif name == IGNORE_FILE and entry.is_file(follow_symlinks=False):
                 try:
                     with open(entry.path, "rb") as f:
-                        return f.read()
+                        data = f.read()
                 except OSError:
-                    return None
-        return None
+                    data = None
+        return data, dotgit
+
+    def _rules_here(
+        self,
+        entries: list[os.DirEntry[str]],
+        path: str,
+        prefix: str,
+        rules: IgnoreRules,
+        fp: str,
+    ) -> tuple[IgnoreRules, str]:
+        """The rules in force in a directory and their fingerprint, from its
+        parent's: a nested repository's own, then its ``.gitignore`` if any."""
+        gitignore, dotgit = self._gitignore(entries)
+        if dotgit and prefix and self.nested is not None:
+            restart = self.nested(path, prefix)
+            if restart is not None:  # a repository of its own: its rules, not ours
+                rules, fp = restart
+        if gitignore:
+            rules = rules.enter(prefix, gitignore)
+            fp = _fingerprint(fp, prefix, gitignore)
+        return rules, fp
 
     def _read(self, entry: os.DirEntry[str], st: os.stat_result, rel: str) -> FileEntry | None:
         """Read and store one file or link; its cache entry (stat key of what was read)."""
@@ -446,10 +480,7 @@ class _Walk:
         except OSError as exc:
             self.skip(prefix or "./", f"unreadable: {exc.strerror}")
             return None
-        gitignore = self._gitignore(entries)
-        if gitignore:
-            rules = rules.enter(prefix, gitignore)
-            fp = _fingerprint(fp, prefix, gitignore)
+        rules, fp = self._rules_here(entries, path, prefix, rules, fp)
         old = self.old.get(prefix)
         same_rules = old is not None and old.fingerprint == fp
         rows: list[_Row] = []
