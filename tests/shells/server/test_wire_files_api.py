@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,13 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
     assert asked.status_code == 409, asked.text
     assert asked.json()["plan"]["hand_made"] == asked.json()["plan"]["conflicts"] == ["a.txt"]
     assert (work / "a.txt").read_text() == "two\n"
-    back = turn(h, sid, "again", **{"from": end_one, "force": True})
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "again", **{"from": end_one, "force": True})
+        seen = stream.until("turn_ended")
+    back = [e.data for e in seen if e.name == "settled"]
     assert (work / "a.txt").read_text() == "one\n"
+    said = [json.dumps(e.data, ensure_ascii=False) for e in seen if e.name != "settled"]
+    assert any("restored 1 file: a.txt (+1 -1)" in x for x in said), said  # a notice
     assert [e["kind"] for e in back][:2] == ["restore", "message"]
     assert back[0]["parent_id"] == end_one
 

@@ -192,20 +192,21 @@ async def checkout_files(call: Call) -> Response:
 
 async def restore_first(
     served: Served, body: dict[str, Any], from_event: str | None
-) -> Response | None:
+) -> Response | tuple[str, ...]:
     """Before a prompt: pick ``from_event`` (if given) and restore the picked event's
-    files; a 409 answer if refused (nothing changed), else None (start the turn)."""
+    files; a 409 answer if refused (nothing changed), else what the restore said
+    (the files it changed, those kept, ...): the turn sends it as its first deltas."""
     agent = served.agent
     agent.on_restore = choice_of(body)
     if from_event is not None:
         await asyncio.to_thread(agent.select, from_event)
     if agent.pending_parent is None:
-        return None
+        return ()
     try:
-        await agent.restore_files()
+        done = await agent.restore_files()
     except RestoreRefused as exc:
         return refused(exc)
-    return None
+    return tuple(done.notices) if done is not None else ()
 
 
 __all__ = [
