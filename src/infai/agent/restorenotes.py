@@ -34,6 +34,8 @@ from .checkpoints.diff import line_counts
 #: text files at most this many of a restore get their lines counted (the rest:
 #: "modified"): a restore of thousands of files never reads them all to say so
 COUNTED = 50
+#: nor one larger than this (bytes, either side): its lines are not counted
+COUNTED_SIZE = 256 * 1024
 
 
 def by_the_agent(record: object) -> bool:
@@ -109,7 +111,8 @@ def _what(objects: ObjectStore, action: Action, count: bool) -> tuple[str, str, 
         return "mode", "now executable" if new.executable else "no longer executable", None
     if old.type != new.type:
         return "type", f"now a {_kind(new)}", None
-    lines = line_counts(objects, old, new) if count else None
+    small = max(old.size, new.size) <= COUNTED_SIZE
+    lines = line_counts(objects, old, new) if count and small else None
     if lines is None:
         return "modified", "modified", None
     return "modified", f"+{lines[0]} -{lines[1]}", lines
