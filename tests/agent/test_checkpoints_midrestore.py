@@ -204,14 +204,15 @@ def test_the_restore_reports_the_path_left_and_records_what_it_did(
         first = files.snapshot_record(writer, None, "turn start")
         assert first is not None
         event = writer.append(first, "system")
-        write(wd, [("a.txt", "a v2\n"), ("b.txt", "b v2\n")])
-        second = files.snapshot_record(writer, None, "turn start")
+        write(wd, [("a.txt", "a v2\n"), ("b.txt", "b v2\n")])  # as a tool would
+        second = files.snapshot_record(writer, None, "after bash")
         assert second is not None
         writer.append(second, "system")
         _during(monkeypatch, lambda: (wd / "b.txt").write_text("b saved meanwhile\n"))
         done = files.restore(writer, event.id, OnRestore(), attach=None)
         monkeypatch.undo()
         assert "left as it is: changed during the restore: b.txt" in done.notices
+        assert "restored 1 file: a.txt (+1 -1)" in done.notices  # b.txt, left, is not named
         assert done.touched == ["a.txt"]
         restore = done.events[-1].record
         assert isinstance(restore, RestoreRecord)

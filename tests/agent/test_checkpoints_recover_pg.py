@@ -67,7 +67,7 @@ class Sessions:
                 self.first = writer.append(first, "system").id
                 self.target = first.tree
                 (self.work / "a.txt").write_text("two\n")
-                second = files.snapshot_record(writer, None, "turn start")
+                second = files.snapshot_record(writer, None, "after bash")  # a tool's change
                 assert second is not None
                 writer.append(second, "system")
                 monkeypatch.setattr(Checkpoints, "apply", apply)
@@ -171,7 +171,7 @@ def test_a_rollback_in_another_session_is_recorded_nowhere(
             first_id = writer.append(first, "system").id
             (work / "a.txt").write_text("two\n")
             (work / "b.txt").write_text("two\n")
-            second = files.snapshot_record(writer, None, "turn start")
+            second = files.snapshot_record(writer, None, "after bash")  # a tool's change
             assert second is not None
             writer.append(second, "system")
             monkeypatch.setattr(restore_module._Disk, "put", put)

@@ -124,8 +124,12 @@ def test_a_restore_asks_about_another_open_session_in_the_directory(
             other.close()
             unrelated.close()
         assert store.marked_open([other.session_id]) == []  # closing released it
-        done = asyncio.run(session.checkout(first))
-        assert (work / "a.txt").read_text() == "one\n" and done.notices == []
+        with pytest.raises(RestoreRefused) as again:  # only a.txt, edited by hand, is asked
+            asyncio.run(session.checkout(first))
+        assert again.value.others == [] and again.value.conflicts == ["a.txt"]
+        done = asyncio.run(session.checkout(first, OnRestore(force=True)))
+        assert (work / "a.txt").read_text() == "one\n"
+        assert done.notices == ["restored 1 file: a.txt (+1 -1)"]
         assert other_writers(store, session.session_id, str(work)) == []
 
 

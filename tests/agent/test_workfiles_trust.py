@@ -156,17 +156,17 @@ def test_a_notice_naming_a_path_not_restored_quotes_a_newline(tmp_path: Path) ->
     (work / "a.txt").write_text("v1\n")
     sid = store.create_session(working_dir=str(work)).id
     events = []
-    for content in ("v1\n", "v2\n"):
-        (work / "a.txt").write_text(content)
+    for content, reason in (("v1\n", "turn start"), ("v2\n", "after bash")):
+        (work / "a.txt").write_text(content)  # v2: as a tool would write it
         cp = Checkpoints(store.objects, work, store.home, size_cap=50, watch=False)
         snap = cp.snapshot()
         cp.close()
-        assert FORGED in snap.record("turn start").skipped
+        assert FORGED in snap.record(reason).skipped
         with store.open_writer(sid) as writer:
-            events.append(writer.append(snap.record("turn start"), "system").id)
+            events.append(writer.append(snap.record(reason), "system").id)
     done = checkout(store, sid, events[0])
     assert (work / "a.txt").read_text() == "v1\n"
-    (notice,) = done.notices
-    assert notice == (
-        "1 path(s) cannot be restored (not recorded): " + json.dumps(FORGED, ensure_ascii=False)
-    )
+    assert done.notices == [
+        "restored 1 file: a.txt (+1 -1)",
+        "1 path(s) cannot be restored (not recorded): " + json.dumps(FORGED, ensure_ascii=False),
+    ]

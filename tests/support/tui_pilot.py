@@ -51,12 +51,14 @@ def workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) ->
     return space
 
 
-def files_workspace(tmp_path: Path, model: Any = None) -> Workspace:
+def files_workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Workspace:
     """A workspace whose sessions record their files on the timeline, by its own
-    configuration (checkpoints on whatever the tests' shared one says)."""
+    configuration (checkpoints on whatever the tests' shared one says); ``allow``:
+    rules that let the model's tool calls run without asking."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+    config = Config(default_model="offline")
+    space = Workspace(Store(tmp_path / "home"), work, config=config, allow=allow)
     if model is not None:
         space.model = model
     return space
@@ -113,6 +115,11 @@ def inside_screen(app: InfaiApp, selector: str) -> bool:
 def write_call(path: str) -> Message:
     arguments = {"path": path, "content": "hello\n"}
     return Message(role="assistant", tool_calls=(ToolCall("w1", "write_file", arguments),))
+
+
+def bash_call(command: str) -> Message:
+    """A reply calling the bash tool: files changed by the agent, not by hand."""
+    return Message(role="assistant", tool_calls=(ToolCall("b1", "bash", {"command": command}),))
 
 
 def walk(node: Any) -> list[Any]:

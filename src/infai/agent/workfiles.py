@@ -13,9 +13,11 @@ Continuing from an older event E first puts E's files back: the files now are
 snapshotted and, if they differ from the timeline's last word, recorded on the
 branch being left ("before restore"), so going back there gives them again;
 the restore is planned, its conflicts (paths changed outside the agent since
-the last snapshot) refuse it unless the caller forces or keeps them
-(:class:`OnRestore`), and only then applied and recorded as a ``restore`` event
-after E, which the prompt then follows. ``checkout`` does the same with the
+the last snapshot, and those whose last recorded change was made outside it:
+:func:`~.restorenotes.hand_made`) refuse it unless the caller forces or keeps
+them (:class:`OnRestore`), and only then applied and recorded as a ``restore``
+event after E, which the prompt then follows; what it changed is named, path
+by path, in a notice (:func:`~.restorenotes.restored`). ``checkout`` does the same with the
 restore recorded at HEAD (files only, the conversation stays). Every call here
 blocks on the disk: async callers run them in a worker thread.
 
@@ -33,7 +35,6 @@ file name cannot print a line of its choosing.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -55,6 +56,8 @@ from infai.store import (
 from .checkpoints import Checkpoints, Recovery, RestoreError, RestorePlan
 from .config import CheckpointSettings
 from .recovered import JOURNAL, record_recovered
+from .restorenotes import hand_made, restored
+from .restorenotes import quoted as _quoted
 
 
 class RestoreRefused(RestoreError):
@@ -98,6 +101,10 @@ class Restored:
     before_id: str | None = None
     #: the events appended (the "before restore" snapshot, the restore), oldest first
     events: list[Event] = field(default_factory=list)
+    #: every path changed, with what happened to it (``path``, ``change``, and
+    #: ``added``/``removed`` lines of a text file modified), as
+    #: :func:`~.restorenotes.restored` says it (also in ``notices``)
+    changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -288,6 +295,9 @@ class WorkFiles:
         now, plan = self.cp.plan(
             target[1].tree, last=last_tree, target_skipped=skipped, foreign=foreign
         )
+        unseen = {a.path for a in plan.actions} - set(plan.conflicts)
+        if unseen:  # edits recorded, but made outside the agent: asked about too
+            plan = plan.with_hand_made(hand_made(view, self.cp.objects, unseen, event_id, left))
         return now, plan, last_tree, target[0]
 
     def restore(
@@ -349,6 +359,8 @@ class WorkFiles:
             others = other_writers(self.store, writer.session_id, self.workdir)
             return Restored(None, plan.to_obj(), notices=_others_notice(others))
         notices += _others_notice(self._check(writer, plan, choice))
+        if plan.kept:
+            notices.append("kept as they are: " + ", ".join(_quoted(p) for p in plan.kept))
         before, appended = None, []
         if now.tree != last_tree:
             parent = left or writer.head
@@ -377,13 +389,16 @@ class WorkFiles:
         )
         event = writer.append(record, "system", parent=metadata["parent"])
         self.cp.finish()  # after the record: a kill between leaves the journal to find it
+        said, changed = restored(self.cp.objects, plan.actions, touched)
+        notices += [said] if said else []
         notices += _left_notices(touched.left)
         if plan.not_restorable:
             notices.append(
                 f"{len(plan.not_restorable)} path(s) cannot be restored (not recorded): "
                 + ", ".join(_quoted(p) for p in sorted(plan.not_restorable)[:10])
             )
-        return Restored(event.id, plan.to_obj(), touched, notices, before, [*appended, event])
+        appended.append(event)
+        return Restored(event.id, plan.to_obj(), touched, notices, before, appended, changed)
 
     def close(self) -> None:
         """Save the stat cache (best effort: it only spares hashing next time)."""
@@ -535,21 +550,18 @@ def _others_notice(others: list[str]) -> list[str]:
     return [f"other open sessions may be writing in this directory: {', '.join(others)}"]
 
 
-def _quoted(path: str) -> str:
-    """A path for a line of text: quoted with escapes, as git (and
-    ``checkpoints.diff``'s headers) quote names, when it holds a newline, tab,
-    quote or backslash; a file named ``x<newline>  y`` would otherwise print a
-    line of its choosing in a message."""
-    if any(c in path for c in '\n\t"\\'):
-        return json.dumps(path, ensure_ascii=False)
-    return path
-
-
 def _refusal(plan: RestorePlan, others: list[str]) -> str:
     parts = []
-    if plan.conflicts:
-        listed = "\n  ".join(_quoted(p) for p in plan.conflicts)
+    unseen = [p for p in plan.conflicts if p not in plan.hand_made]
+    if unseen:
+        listed = "\n  ".join(_quoted(p) for p in unseen)
         parts.append(f"files changed outside the agent since its last snapshot:\n  {listed}")
+    if plan.hand_made:
+        listed = "\n  ".join(_quoted(p) for p in plan.hand_made)
+        parts.append(
+            "files last changed outside the agent (recorded between its turns, not "
+            f"after a tool), which the restore would replace or remove:\n  {listed}"
+        )
     if others:
         parts.append(f"other open sessions may be writing here: {', '.join(others)}")
     return "restore refused (nothing changed); " + "; ".join(parts)

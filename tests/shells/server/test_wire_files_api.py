@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,19 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
     missing = h.client.get(f"/v1/sessions/{sid}/diff")  # from is required
     assert missing.status_code == 400 and "from" in missing.json()["error"]
 
-    # continuing from the first turn's end restores its files
-    back = turn(h, sid, "again", **{"from": end_one})
+    # continuing from the first turn's end would overwrite the user's edit, recorded
+    # by the second turn's start: a question first (issue 24), then its files
+    asked = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": "again", "from": end_one})
+    assert asked.status_code == 409, asked.text
+    assert asked.json()["plan"]["hand_made"] == asked.json()["plan"]["conflicts"] == ["a.txt"]
+    assert (work / "a.txt").read_text() == "two\n"
+    with h.watch(sid) as (stream, _):
+        h.prompt(sid, "again", **{"from": end_one, "force": True})
+        seen = stream.until("turn_ended")
+    back = [e.data for e in seen if e.name == "settled"]
     assert (work / "a.txt").read_text() == "one\n"
+    said = [json.dumps(e.data, ensure_ascii=False) for e in seen if e.name != "settled"]
+    assert any("restored 1 file: a.txt (+1 -1)" in x for x in said), said  # a notice
     assert [e["kind"] for e in back][:2] == ["restore", "message"]
     assert back[0]["parent_id"] == end_one
 
@@ -89,10 +100,18 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
     assert dry.status_code == 200 and dry.json()["restore"] is None
     assert [a["path"] for a in dry.json()["plan"]["actions"]] == ["a.txt"]
     assert (work / "a.txt").read_text() == "mine\n"
-    done = h.client.post(f"/v1/sessions/{sid}/checkout", json={"event": end_two})
+    # "mine", recorded by the turn's start, is the user's: asked about, then taken
+    asked = h.client.post(f"/v1/sessions/{sid}/checkout", json={"event": end_two})
+    assert asked.status_code == 409 and asked.json()["plan"]["hand_made"] == ["a.txt"]
+    assert (work / "a.txt").read_text() == "mine\n"
+    done = h.client.post(f"/v1/sessions/{sid}/checkout", json={"event": end_two, "force": True})
     assert done.status_code == 200, done.text
     assert validate(done.json(), FILE_COMPONENTS["Checkout"]) is None
     assert (work / "a.txt").read_text() == "two\n"
+    assert done.json()["changed"] == [
+        {"path": "a.txt", "change": "modified", "added": 1, "removed": 1}
+    ]
+    assert "restored 1 file: a.txt (+1 -1)" in done.json()["notices"]
 
 
 def test_a_summarised_select_restores_the_event_files_or_asks(

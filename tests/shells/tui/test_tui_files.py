@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from infai.agent import WorkFiles, Workspace
-from infai.llm import ScriptedModel
+from infai.llm import Message, ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, Notice
 from infai.shells.tui.filescreens import DiffScreen, RestoreScreen
@@ -33,6 +33,7 @@ from infai.store import Entry, RestoreRecord, SnapshotRecord
 from tui_pilot import (
     SIZES,
     StoreCalls,
+    bash_call,
     files_workspace,
     inside_screen,
     run_app,
@@ -42,6 +43,15 @@ from tui_pilot import (
 )
 
 REPLIES = ["first answer", "second answer", "third answer", "fourth answer"]
+#: the second turn's changes made by the agent (a bash call), as :func:`two_turns` wants
+BY_TOOL: list[Message | str] = [
+    "first answer",
+    bash_call("printf 'two\\n' > a.txt && printf 'b2\\n' > b.txt"),
+    "second answer",
+    "third answer",
+    "fourth answer",
+]
+ALLOW = ("bash *",)
 #: an escape sequence that sets the terminal's title, in a file's name
 TITLE = "\x1b]0;pwned\x07"
 ATTACKS = re.compile("\x1b\\]|\x07")
@@ -74,16 +84,17 @@ async def turn(pilot: Pilot[None], app: InfaiApp, text: str) -> None:
 
 
 async def two_turns(pilot: Pilot[None], app: InfaiApp, work: Path) -> str:
-    """Turn one with a.txt "one", b.txt "b1"; turn two with "two", "b2". Returns
-    the first answer's id (the event to continue from)."""
+    """Turn one with a.txt "one", b.txt "b1" (written before it); turn two, whose
+    bash call (the model's :data:`BY_TOOL`) makes them "two", "b2": the agent's
+    changes, which going back replaces without asking. Returns the first
+    answer's id (the event to continue from)."""
     (work / "a.txt").write_text("one\n")
     (work / "b.txt").write_text("b1\n")
     await turn(pilot, app, "first")
     first_answer = path_entries(app)[-1]
     assert first_answer.role == "assistant"
-    (work / "a.txt").write_text("two\n")
-    (work / "b.txt").write_text("b2\n")
     await turn(pilot, app, "second")
+    assert (work / "a.txt").read_text() == "two\n" and (work / "b.txt").read_text() == "b2\n"
     return first_answer.id
 
 
@@ -110,7 +121,7 @@ CHOICES = [
 def test_a_continue_asks_about_files_changed_outside_and_does_as_answered(
     tmp_path: Path, key: str, size: tuple[int, int]
 ) -> None:
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    space = files_workspace(tmp_path, ScriptedModel(BY_TOOL), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
 
@@ -173,15 +184,16 @@ def test_a_continue_asks_about_files_changed_outside_and_does_as_answered(
 def test_the_timeline_marks_file_changes_shows_a_diff_and_a_continue_restores(
     tmp_path: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    replies = [*BY_TOOL[:3], bash_call("printf '\\000\\002' > c.bin"), *BY_TOOL[3:]]
+    space = files_workspace(tmp_path, ScriptedModel(replies), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
         (work / "c.bin").write_bytes(b"\x00\x01")
         picked = await two_turns(pilot, app, work)
-        (work / "c.bin").write_bytes(b"\x00\x02")
-        await turn(pilot, app, "third")
+        await turn(pilot, app, "third")  # the model's bash call changes c.bin
+        assert (work / "c.bin").read_bytes() == b"\x00\x02"
         assert app.session is not None
         spare = space.store.create_session(working_dir=str(tmp_path)).id  # its writer's class
         calls = StoreCalls(monkeypatch, space.store, spare)
@@ -189,8 +201,8 @@ def test_the_timeline_marks_file_changes_shows_a_diff_and_a_continue_restores(
         timeline = app.query_one(Timeline)
         labels = [str(n.label) for n in walk(timeline.root)]
         assert any("▣ files: 3 files recorded · turn start" in x for x in labels), labels
-        assert any("▣ files: 2 changed · turn start" in x for x in labels), labels
-        assert any("▣ files: 1 changed · turn start" in x for x in labels), labels
+        assert any("▣ files: 2 changed · after bash" in x for x in labels), labels
+        assert any("▣ files: 1 changed · after bash" in x for x in labels), labels
         # d on the second turn's snapshot: what changed from the first's
         nodes = {str(n.label): n for n in walk(timeline.root) if n.data}
         second = next(n for label, n in nodes.items() if "2 changed" in label)
@@ -211,7 +223,7 @@ def test_the_timeline_marks_file_changes_shows_a_diff_and_a_continue_restores(
         assert "binary" in diff and "c.bin" in diff
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, DiffScreen))
-        # no conflict: the continue restores without asking
+        # every change since the pick is the agent's: the continue restores without asking
         timeline.select_node(next(n for n in walk(timeline.root) if n.data == picked))
         await until(pilot, lambda: app.query_one(PendingBar).display, "the pending bar")
         await send(pilot, "again")
@@ -361,7 +373,7 @@ def test_opening_a_session_shows_what_recovering_its_files_said(tmp_path: Path) 
 
 
 def test_a_conflicting_path_and_its_diff_are_drawn_inert(tmp_path: Path) -> None:
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    space = files_workspace(tmp_path, ScriptedModel(BY_TOOL), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
     evil = work / f"evil{TITLE}.txt"
@@ -402,7 +414,7 @@ def test_a_continue_to_files_already_on_disk_still_follows_the_picked_event(
     """The files are the picked event's already (put back by hand): nothing is
     restored, but the files now are recorded on the branch left ("before
     restore", which moves HEAD); the prompt must still follow the pick."""
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    space = files_workspace(tmp_path, ScriptedModel(BY_TOOL), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
 
@@ -432,7 +444,7 @@ def test_a_continue_to_files_already_on_disk_still_follows_the_picked_event(
 def test_ctrl_c_during_a_restore_lets_it_finish_and_gives_the_prompt_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    space = files_workspace(tmp_path, ScriptedModel(BY_TOOL), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
     started, release = threading.Event(), threading.Event()
@@ -464,7 +476,7 @@ def test_ctrl_c_during_a_restore_lets_it_finish_and_gives_the_prompt_back(
 
 
 def test_another_open_session_in_the_directory_is_asked_about(tmp_path: Path) -> None:
-    space = files_workspace(tmp_path, ScriptedModel(REPLIES))
+    space = files_workspace(tmp_path, ScriptedModel(BY_TOOL), ALLOW)
     work = space.working_dir
     app = InfaiApp(space)
 

@@ -205,6 +205,23 @@ def _text(objects: ObjectStore, info: FileInfo | None) -> list[str] | None:
     return text.splitlines(keepends=True)
 
 
+def line_counts(
+    objects: ObjectStore, old: FileInfo | None, new: FileInfo | None
+) -> tuple[int, int] | None:
+    """(lines added, lines removed) from ``old`` to ``new`` (``None``: no file),
+    as a unified diff counts them; ``None`` when either side is not text (or is
+    over :data:`DIFF_SIZE_CAP`), so a restore can say ``a.txt (+2 -1)``."""
+    before, after = _text(objects, old), _text(objects, new)
+    if before is None or after is None:
+        return None
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
+
+
 def _header(side: str, path: str) -> str:
     """A diff header's name, quoted with escapes as git does when it holds a
     newline, tab, quote or backslash (else a name could write header lines)."""

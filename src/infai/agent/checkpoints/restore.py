@@ -8,10 +8,14 @@ write a file, make a link, remove, or flip the executable bit. It never
 includes a path inside ``.git`` (nor, for an imported session, inside
 ``.infai``), a path ignored or over the size cap on disk now
 (those are never touched), or a path the target snapshot itself left out (it
-cannot know what was there): those are reported as not restorable. *Conflicts*
-are planned paths that changed on disk since ``last``, the last snapshot the
-agent took: edits made outside the agent. The caller decides (keep mine with
-:meth:`RestorePlan.without`, take the snapshot's, or refuse).
+cannot know what was there): those are reported as not restorable, but for
+ignored ones, which a restore leaves alone without a word (:attr:`RestorePlan.ignored`
+lists those it would otherwise have changed). *Conflicts* are planned paths
+that changed on disk since ``last``, the last snapshot the agent took: edits
+made outside the agent; the caller adds those whose last recorded change was
+made outside the agent too (:meth:`RestorePlan.with_hand_made`). The caller
+decides (keep mine with :meth:`RestorePlan.without`, take the snapshot's, or
+refuse).
 
 *Applying* is crash-safe by a journal, ``<home>/journal/<hash of the working
 directory>.json``, written and fsynced before the first change. It holds every
@@ -130,6 +134,10 @@ class RestorePlan:
     conflicts: tuple[str, ...] = ()
     not_restorable: dict[str, str] = field(default_factory=dict)
     kept: tuple[str, ...] = ()
+    #: conflicts whose last change was recorded, but made outside the agent (not by a tool)
+    hand_made: tuple[str, ...] = ()
+    #: paths that differ but are ignored on one side: left alone, and not reported
+    ignored: tuple[str, ...] = ()
 
     @property
     def touched(self) -> list[str]:
@@ -144,6 +152,19 @@ class RestorePlan:
             actions=tuple(a for a in self.actions if a.path not in keep),
             conflicts=tuple(p for p in self.conflicts if p not in keep),
             kept=tuple(sorted(set(self.kept) | (keep & {a.path for a in self.actions}))),
+            hand_made=tuple(p for p in self.hand_made if p not in keep),
+        )
+
+    def with_hand_made(self, paths: Iterable[str]) -> RestorePlan:
+        """The plan with ``paths`` (planned paths whose last change, though
+        recorded, was made outside the agent) among its conflicts: a restore
+        over them is asked about like one over an edit not recorded yet."""
+        planned = {a.path for a in self.actions}
+        hand = set(paths) & planned
+        return replace(
+            self,
+            conflicts=tuple(sorted(set(self.conflicts) | hand)),
+            hand_made=tuple(sorted(set(self.hand_made) | hand)),
         )
 
     def to_obj(self) -> dict[str, object]:
@@ -156,6 +177,8 @@ class RestorePlan:
             "conflicts": list(self.conflicts),
             "not_restorable": dict(self.not_restorable),
             "kept": list(self.kept),
+            "hand_made": list(self.hand_made),
+            "ignored": list(self.ignored),
         }
 
 
@@ -212,6 +235,7 @@ def plan_restore(
     actions: list[Action] = []
     blocked: dict[str, str] = {}
     linked = _linked_config(workdir) if foreign else None
+    ignored: list[str] = []
     for change in diff_trees(objects, current, target):
         path = change.path
         parts = path.split("/")
@@ -224,17 +248,20 @@ def plan_restore(
         ):
             blocked[path] = "inside .infai (an imported session's files never write it)"
             continue
-        why = _under(path, current_skipped)
-        if why is not None:
-            blocked[path] = f"left alone: {why} on disk now"
-            continue
-        why = _under(path, target_skipped)
-        if why is not None and change.new is None:
-            blocked[path] = f"not in the snapshot ({why})"
-            continue
-        actions.append(Action(path, _op(change.old, change.new), change.old, change.new))
+        now = _under(path, current_skipped)
+        then = _under(path, target_skipped) if change.new is None else None
+        why = now if now is not None else then
+        if why is None:
+            actions.append(Action(path, _op(change.old, change.new), change.old, change.new))
+        elif _ignored(why):
+            ignored.append(path)  # the user's choice: left alone, nothing to say
+        elif now is not None:
+            blocked[path] = f"left alone: {now} on disk now"
+        else:
+            blocked[path] = f"not in the snapshot ({then})"
     for path, why in target_skipped.items():
-        blocked.setdefault(path, f"not in the snapshot ({why})")
+        if not _ignored(why):  # an ignored path is never touched: nothing to report
+            blocked.setdefault(path, f"not in the snapshot ({why})")
     written = {a.path for a in actions if a.after is not None and a.after.type != "dir"}
     for path in list(written):
         # a file written where a directory holds files the restore leaves alone
@@ -253,7 +280,14 @@ def plan_restore(
         actions=tuple(actions),
         conflicts=tuple(sorted(set(conflicts))),
         not_restorable=dict(sorted(blocked.items())),
+        ignored=tuple(sorted(ignored)),
     )
+
+
+def _ignored(why: str) -> bool:
+    """Whether a skipped path's reason is an ignore rule (not the size cap, not
+    an unreadable or special file)."""
+    return why.startswith("ignored")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,11 @@ them (paths, sizes, digests, and what the snapshot skipped), ``diff`` compares
 two events' files (or one event's with the working directory now), and
 ``checkout`` puts an event's files back on disk, recorded on the timeline as a
 restore at HEAD (the conversation stays where it is); ``--dry-run`` prints the
-plan and changes nothing. Files changed outside the agent since its last
-snapshot make ``checkout`` refuse (exit 2, nothing changed) unless ``--force``.
-Everything a file holds is printed through the inert helpers.
+plan and changes nothing. Files changed outside the agent (since its last
+snapshot, or recorded between turns rather than after a tool) that the restore
+would replace or remove make ``checkout`` refuse (exit 2, nothing changed, the
+files named) unless ``--force``; a restore prints one line naming every file it
+changed. Everything a file holds is printed through the inert helpers.
 """
 
 from __future__ import annotations
@@ -90,8 +92,10 @@ def checkout_command(
     from infai.agent import OnRestore, checkout
 
     done = checkout(store, session_id, event_id, OnRestore(force=force), dry_run=dry_run)
+    said = _summary(done.notices, done.touched)
     for notice in done.notices:
-        echo(f"infai: {notice}", err=True)
+        if notice != said:  # the summary is the result: on stdout, below
+            echo(f"infai: {notice}", err=True)
     if as_json:
         emit_json(
             {
@@ -100,10 +104,18 @@ def checkout_command(
                 "restore": done.event_id,
                 "before": done.before_id,
                 "touched": done.touched,
+                "changed": done.changed,
             }
         )
         return
-    _say_plan(done.plan, dry_run, len(done.touched))
+    _say_plan(done.plan, dry_run, said)
+
+
+def _summary(notices: list[str], touched: list[str]) -> str:
+    """The notice naming every file the restore changed ("restored 2 files: ...")."""
+    if not touched:
+        return ""
+    return next((n for n in notices if n.startswith("restored ")), "")
 
 
 def _shown(path: str) -> str:
@@ -115,14 +127,18 @@ def _shown(path: str) -> str:
     return path
 
 
-def _say_plan(plan: dict[str, Any], dry_run: bool, touched: int) -> None:
+def _say_plan(plan: dict[str, Any], dry_run: bool, said: str) -> None:
+    """A dry run: each planned path and what would happen to it; a restore: the
+    line naming every file it changed (``restored 2 files: a.txt (+2 -1), ...``).
+    Either way, the paths that cannot be restored."""
     actions: list[Any] = list(plan.get("actions", []))
-    for action in actions:
-        if isinstance(action, dict):
-            echo(f"  {action.get('op', '?')} {_shown(str(action.get('path', '')))}")
+    if dry_run:
+        for action in actions:
+            if isinstance(action, dict):
+                echo(f"  {action.get('op', '?')} {_shown(str(action.get('path', '')))}")
     for path, why in sorted(dict(plan.get("not_restorable", {})).items()):
         echo(f"  cannot restore: {_shown(path)} ({why})")
     if dry_run:
         echo(f"dry run: {len(actions)} path(s) would change; nothing changed")
     else:
-        echo(f"restored: {touched} path(s) changed")
+        echo(said or "restored: no file changed")

@@ -237,15 +237,15 @@ async def prompt(call: Call) -> Response:
     await call.known_event(from_event)
     served = await call.sessions.serve(call.session_id)
     answer = await restore_first(served, call.body, from_event)  # the picked event's files
-    if answer is not None:
+    if isinstance(answer, Response):
         return answer
     from_event = None  # picked (and its files restored) by restore_first
     if not call.body.get("stream"):
-        turn = await served.start(call.body["text"], from_event)
+        turn = await served.start(call.body["text"], from_event, answer)
         return ok({"turn": turn.id, "session": served.session_id}, 202)
     feed, _, _ = served.watch()  # before the turn starts: its first frame is turn_started
     try:
-        turn = await served.start(call.body["text"], from_event)
+        turn = await served.start(call.body["text"], from_event, answer)
     except BaseException:
         feed.close()
         raise

@@ -55,6 +55,7 @@ from infai.agent import (
     Turn,
     TurnEnded,
 )
+from infai.llm import Notice
 from infai.store import Event, SessionStore, ToolCallRecord, ToolResultRecord
 from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
@@ -346,9 +347,13 @@ class Served:
 
     # -- the slot ------------------------------------------------------------
 
-    async def start(self, text: str, from_event: str | None = None) -> Running:
+    async def start(
+        self, text: str, from_event: str | None = None, said: tuple[str, ...] = ()
+    ) -> Running:
         """Start a turn in the background (:meth:`AgentSession.start`); raises
-        :class:`~infai.agent.Busy` if the slot is taken."""
+        :class:`~infai.agent.Busy` if the slot is taken. ``said``: notices of the
+        work done for it before it started (the restore of the picked event's
+        files), sent as its first deltas, where its watchers see them."""
         previous = self.turn
         if previous is not None and previous.task is not None and previous.task.done():
             with suppress(TimeoutError):  # over: its last frames are on their way
@@ -362,6 +367,10 @@ class Served:
             running = Running(turn)
             self.turn = running
             self.publish(frame("turn_started", {"turn": turn.id}))
+            for text_said in said:
+                delta = delta_frame(Streamed(Notice(text_said)), turn.id)
+                running.deltas.append(delta)
+                self.publish(delta)
         return running
 
     async def cancel(self, turn_id: str | None = None) -> Turn:

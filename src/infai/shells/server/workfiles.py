@@ -7,7 +7,8 @@ snapshot at or before it (:mod:`infai.agent.workfiles`). ``GET …/files`` and
 ``POST …/checkout`` puts an event's files back, recorded at HEAD. A prompt
 that continues from an older event (``from``, or an event picked with
 ``select``) first restores that event's files (:func:`restore_first`). Files
-changed outside the agent since its last snapshot, or another open session
+changed outside the agent (since its last snapshot, or recorded between turns
+rather than after a tool: the plan's ``hand_made``), or another open session
 writing in the directory, are a question, not an error: the answer is 409 with
 the plan and its ``conflicts`` as data, and nothing changed; the client asks
 its user and sends the request again with ``"force": true`` (take the
@@ -72,11 +73,26 @@ FILE_COMPONENTS: dict[str, Schema] = {
         "required": ["plan"],
         "properties": {
             "dry_run": {"type": "boolean"},
-            "plan": {"type": "object", "description": "actions, conflicts, not_restorable, kept"},
+            "plan": {
+                "type": "object",
+                "description": "actions, conflicts (hand_made: those last changed outside "
+                "the agent though recorded), not_restorable, kept, ignored",
+            },
             "restore": {"type": ["string", "null"], "description": "The restore event."},
             "before": {"type": ["string", "null"]},
             "touched": {"type": "array", "items": {"type": "string"}},
-            "notices": {"type": "array", "items": {"type": "string"}},
+            "changed": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Every path changed: path, change (added, removed, modified, "
+                "mode, type), and added/removed lines of a text file modified.",
+            },
+            "notices": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "What to tell the user; one names every file changed "
+                "(restored 2 files: a.txt (+2 -1), mine.txt (removed)).",
+            },
         },
     },
     "RestoreRefused": {
@@ -168,6 +184,7 @@ async def checkout_files(call: Call) -> Response:
             "restore": done.event_id,
             "before": done.before_id,
             "touched": done.touched,
+            "changed": done.changed,
             "notices": done.notices,
         }
     )
@@ -175,20 +192,21 @@ async def checkout_files(call: Call) -> Response:
 
 async def restore_first(
     served: Served, body: dict[str, Any], from_event: str | None
-) -> Response | None:
+) -> Response | tuple[str, ...]:
     """Before a prompt: pick ``from_event`` (if given) and restore the picked event's
-    files; a 409 answer if refused (nothing changed), else None (start the turn)."""
+    files; a 409 answer if refused (nothing changed), else what the restore said
+    (the files it changed, those kept, ...): the turn sends it as its first deltas."""
     agent = served.agent
     agent.on_restore = choice_of(body)
     if from_event is not None:
         await asyncio.to_thread(agent.select, from_event)
     if agent.pending_parent is None:
-        return None
+        return ()
     try:
-        await agent.restore_files()
+        done = await agent.restore_files()
     except RestoreRefused as exc:
         return refused(exc)
-    return None
+    return tuple(done.notices) if done is not None else ()
 
 
 __all__ = [

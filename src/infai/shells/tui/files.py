@@ -177,8 +177,9 @@ class Files(Prompting):
         chat = self.query_one(ChatView)
         for notice in done.notices:
             await chat.notice(f"files: {notice}")
-        if done.touched:
-            self.notify(f"restored {len(done.touched)} file(s) of the picked event")
+        said = next((n for n in done.notices if n.startswith("restored ")), "")
+        if done.touched and said:
+            self.notify(said, timeout=10)
 
     def _snapshot_progress(self, event: AgentEvent) -> bool:
         """A long snapshot's progress goes to the status bar only, in place of the

@@ -1,8 +1,9 @@
 """Dialogs of the files on the timeline: the restore question, and a diff.
 
 A continue from an older event restores that event's files first; when files
-changed outside the agent since its last snapshot (or another open session
-works in the directory), the restore is refused with nothing changed and
+it would replace or remove were last changed outside the agent (since its last
+snapshot, or recorded between turns rather than after a tool), or another open
+session works in the directory, the restore is refused with nothing changed and
 :class:`RestoreScreen` asks what to do: keep mine, take the snapshot's, leave
 the files alone and continue the conversation only, or cancel (the prompt goes
 back to the box). :class:`DiffScreen` shows what changed in an event's files,
@@ -54,8 +55,8 @@ def restore_question(conflicts: Sequence[str], others: Sequence[str]) -> Text:
     """The paths changed outside the agent and the other sessions, inert."""
     text = Text()
     if conflicts:
-        text.append(inert(f"{len(conflicts)} file(s) changed outside the agent since its last"))
-        text.append(" snapshot; restoring would replace them:\n")
+        text.append(inert(f"{len(conflicts)} file(s) changed outside the agent (by you, not"))
+        text.append(" by a tool); restoring would replace or remove them:\n")
         for path in conflicts[:LISTED_PATHS]:
             text.append(inert(f"  {path}\n"), style="bold")
         if len(conflicts) > LISTED_PATHS:
