@@ -69,8 +69,11 @@ def test_mono_pkg_secret_node_modules_and_dist_stay_out(tmp_path: Path, pkg: Pat
     (pkg / "src" / "app.js").write_bytes(b"console.log('app v2')\n")
     infai(home, "run", "--continue", "two")
 
-    # going back to the first turn puts app.js back and leaves the ignored files
-    infai(home, "run", "--continue", "--from", user_event, "instead")
+    # going back to the first turn puts app.js back and leaves the ignored files;
+    # app.js was changed by hand (not by a tool), so the restore asks for --force
+    refused = infai(home, "run", "--continue", "--from", user_event, "instead", code=2)
+    assert "src/app.js" in refused.stderr and "dist" not in refused.stderr
+    infai(home, "run", "--continue", "--from", user_event, "--force", "instead")
     assert (pkg / "src" / "app.js").read_bytes() == b"console.log('app v1')\n"
     assert (pkg / "dist" / "bundle.js").read_bytes() == b"built bundle\n"
     assert (pkg / ".env").read_bytes() == SECRET + b"\n"
