@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from .pg import PgStore
     from .report import FsckReport, Problem
     from .salvage import SalvageReport, salvage_session
-    from .search import SearchHit, SearchResults
+    from .search import DamagedSession, SearchHit, SearchResults
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -97,6 +97,7 @@ if TYPE_CHECKING:
 # contract's protocols (and with them ``typing``), the check reports, open_store.
 # name -> (module, attribute)
 _LAZY = {
+    "DamagedSession": ("search", "DamagedSession"),
     "FileIO": ("file", "FileIO"),
     "ForeignSession": ("imports", "ForeignSession"),
     "FsckReport": ("report", "FsckReport"),
@@ -158,6 +159,7 @@ __all__ = [
     "CompactionRecord",
     "Context",
     "CorruptionError",
+    "DamagedSession",
     "Entry",
     "Event",
     "EventNotFound",

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
-    from .search import Progress, SearchResults
+    from .search import DamagedSession, Progress, SearchResults
 
 #: what a store's ``watch`` callback gets as ``seq`` when the session was removed
 REMOVED = -2
@@ -244,12 +244,16 @@ class SessionStore(Protocol):
         kind or a limit below 1 raise ``InvalidInput`` naming them. Ranking differs
         between backends (FTS5's bm25, PostgreSQL's ts_rank); what matches does not.
         A hit list (a list) whose ``window`` says when only the newest matches were
-        looked at (the directory store, for a very common word).
+        looked at (the directory store, for a very common word). An event whose
+        bytes do not verify (a flipped byte, a blob that no longer matches its
+        digest) is left out of the index and never fails a search: the answer's
+        ``damaged`` names each session of its scope with such events.
         """
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
         """Build the search index again from every session (``progress(done, total)``
-        in sessions); search works without calling this: it is for repair."""
+        in sessions); search works without calling this: it is for repair. Returns
+        the sessions whose damaged events were left out (as a search names them)."""
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session (reads everything); ``repair`` first fixes what is

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..info import Changed
     from ..report import FsckReport
-    from ..search import Progress, SearchResults
+    from ..search import DamagedSession, Progress, SearchResults
     from .listing import ListingIndex
     from .lock import DirMark, WriterLock
     from .objects import FileObjects
@@ -174,9 +174,10 @@ class Store:
             limit=limit,
         )
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
-        """Delete the search index and build it again from every session."""
-        self.search_index().rebuild(self.listing_index().rows(), self.open_reader, progress)
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
+        """Delete the search index and build it again from every session; the sessions
+        whose damaged events (or whole session) it had to leave out."""
+        return self.search_index().rebuild(self.listing_index().rows(), self.open_reader, progress)
 
     # -- sessions -----------------------------------------------------------
 

@@ -85,7 +85,7 @@ from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
 if TYPE_CHECKING:
     from ..info import Changed
-    from ..search import Progress, SearchResults
+    from ..search import DamagedSession, Progress, SearchResults
 
 #: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
 LEASE_PREFIX = "infai-turn:"
@@ -388,11 +388,12 @@ class PgStore:
             self.db, parsed, session=session, working_dir=working_dir, kind=kind, limit=limit
         )
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
-        """Drop the derived search rows and index every event again."""
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
+        """Drop the derived search rows and index every event again; the sessions whose
+        damaged events were left out."""
         from . import search
 
-        search.rebuild(self.db, progress)
+        return search.rebuild(self.db, progress)
 
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease; if another process holds it, wait up to the
