@@ -26,7 +26,6 @@ from ..errors import (
 )
 from ..home import default_home
 from ..info import (
-    WORKSPACE_FORMAT,
     SessionInfo,
     SessionSummary,
     check_changes,
@@ -348,12 +347,13 @@ class Store:
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
 
-    def _workspace_format(self, paths: SessionPaths) -> None:
-        """Before a session's first snapshot or restore event: its metadata says
-        format 2, which an older infai refuses instead of misreading."""
+    def _raise_format(self, paths: SessionPaths, needed: int) -> None:
+        """Before a session's first event of a newer format's kinds (snapshot or
+        restore: 2; gap: 3): its metadata says that format, which an older infai
+        refuses instead of misreading."""
         info = self._read_info(paths)
-        if info.format < WORKSPACE_FORMAT:
-            upgraded = info.replace(format=WORKSPACE_FORMAT, updated_at=now_rfc3339())
+        if info.format < needed:
+            upgraded = info.replace(format=needed, updated_at=now_rfc3339())
             atomic_write(self.io, str(paths.meta), dumps(check_info(upgraded).to_obj()) + b"\n")
 
     def _write_info(self, paths: SessionPaths, **changes: Changed) -> SessionInfo:
@@ -472,7 +472,7 @@ class Store:
             self.options,
             lock,
             on_first_append=lambda: self._touch(paths),
-            on_workspace=lambda: self._workspace_format(paths),
+            on_format=lambda needed: self._raise_format(paths, needed),
             on_close=lambda: self._closed_writer(sid),
             on_commit=lambda events: self._appended(sid, events),
         )
