@@ -18,6 +18,15 @@ writer's idea of HEAD is stale fails with
 :class:`~infai.store.errors.HeadConflict` instead of forking HEAD silently. A
 turn takes the session's lease first (:meth:`SessionStore.lease`); a second
 process gets :class:`~infai.store.errors.SessionBusy` at once.
+
+Errors are the contract's too, the same on both backends (the contract tests
+check them on each): a session that is not there is
+:class:`~infai.store.errors.SessionNotFound`, an event that is not in the view
+(by id, or a sequence number outside ``0..count-1``)
+:class:`~infai.store.errors.EventNotFound`, a malformed id or value
+:class:`~infai.store.errors.InvalidInput`, and stored bytes that do not verify
+:class:`~infai.store.errors.CorruptionError`: that one means damage, never a
+caller's mistake.
 """
 
 from __future__ import annotations
@@ -63,7 +72,8 @@ class SessionView(Protocol):
         """How many events this snapshot holds (sequence numbers run ``0..count-1``)."""
 
     def entry_at(self, seq: int) -> Entry:
-        """The entry of the ``seq``-th event, without its record."""
+        """The entry of the ``seq``-th event, without its record; a ``seq`` outside
+        ``0..count-1`` raises ``EventNotFound`` (a damaged entry ``CorruptionError``)."""
 
     def seq_of(self, event_id: str) -> int:
         """The sequence number of ``event_id``; raises ``EventNotFound``."""
@@ -178,7 +188,10 @@ class SessionStore(Protocol):
         """Change name, working_dir, model or extra atomically; returns the new metadata."""
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Write ``info`` as the session's metadata unchanged, timestamps included (import)."""
+        """Write ``info`` as the session's metadata unchanged, timestamps included
+        (import); atomically, and on the file store under the session's writer lock
+        (as :meth:`update_info`). A session that is not there raises
+        ``SessionNotFound`` and nothing is written."""
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently active first; ones that cannot be

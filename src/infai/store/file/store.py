@@ -338,10 +338,17 @@ class Store:
         return lock
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Write ``info`` as the session's metadata, unchanged (import uses it)."""
+        """Write ``info`` as the session's metadata, unchanged (import uses it), under
+        the writer lock as :meth:`update_info` (this store's writer's, if it has the
+        session open); raises :class:`SessionNotFound`."""
         check_info(info)
         paths = self.paths(info.id)
-        atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+        lock = None if paths.root.name in self._writers else self._lock(paths)
+        try:
+            atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+        finally:
+            if lock is not None:
+                lock.release()
         self._noted(info.id)
 
     def _touch(self, paths: SessionPaths) -> None:

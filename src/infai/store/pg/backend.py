@@ -321,13 +321,16 @@ class PgStore:
         return info
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Overwrite the row's metadata with ``info`` as given (import)."""
+        """Overwrite the row's metadata with ``info`` as given (import); one statement,
+        so atomic; raises :class:`SessionNotFound` when there is no such session."""
         check_info(info)
         with self.db.conn() as conn:
-            conn.execute(
+            done = conn.execute(
                 "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
                 (json.dumps(info.to_obj()), info.updated_at, info.id),
             )
+            if done.rowcount == 0:
+                raise SessionNotFound(info.id)
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently updated first (session rows only)."""
