@@ -13,6 +13,7 @@ from infai.store import (
     RECORD_TYPES,
     BranchSummaryRecord,
     CompactionRecord,
+    GapRecord,
     InvalidInput,
     MessageRecord,
     Record,
@@ -136,6 +137,7 @@ def test_kinds_table() -> None:
         "branch_summary",
         "snapshot",
         "restore",
+        "gap",
     }
     for kind, rtype in RECORD_TYPES.items():
         assert rtype.kind == kind
@@ -229,6 +231,7 @@ RECORDS: dict[str, st.SearchStrategy[Record]] = {
         kept=_strs,
         metadata=_meta,
     ),
+    "gap": st.builds(GapRecord, summary=_text, lost=_strs),
 }
 
 

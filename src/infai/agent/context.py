@@ -2,7 +2,8 @@
 
 The active path from the store (HEAD back to the nearest compaction) becomes
 provider-neutral :class:`~infai.llm.Message` values. A compaction's summary and
-a branch summary become user messages that say what they are. Tool calls join
+a branch summary become user messages that say what they are, and so does a
+gap salvage left where damaged events were lost. Tool calls join
 the assistant message that made them, and every call gets a result right after
 it: a crash or a cancellation can leave a call with no result in the store, and
 such a call gets a synthesized "interrupted" error result, so nothing dangling
@@ -24,6 +25,7 @@ from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
     Event,
+    GapRecord,
     MessageRecord,
     SessionLog,
     ToolCallRecord,
@@ -195,5 +197,7 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
             elif isinstance(record, BranchSummaryRecord):
                 text = f"Summary of work on a branch that was left:\n{record.summary}"
                 out.append(Message(role="user", content=text))
+            elif isinstance(record, GapRecord):  # said, so the model sees why a turn is missing
+                out.append(Message(role="user", content=f"[Note: {record.summary}]"))
     settle_pending()
     return out

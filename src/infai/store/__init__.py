@@ -61,6 +61,7 @@ from .records import (
     WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
+    GapRecord,
     MessageRecord,
     Record,
     RestoreRecord,
@@ -88,7 +89,7 @@ if TYPE_CHECKING:
     from .pg import PgStore
     from .report import FsckReport, Problem
     from .salvage import SalvageReport, salvage_session
-    from .search import SearchHit, SearchResults
+    from .search import DamagedSession, SearchHit, SearchResults
     from .transfer import export_lines, import_session
 
 # Imported on first use: ``import infai.store`` loads neither backend, a reader (a
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
 # contract's protocols (and with them ``typing``), the check reports, open_store.
 # name -> (module, attribute)
 _LAZY = {
+    "DamagedSession": ("search", "DamagedSession"),
     "FileIO": ("file", "FileIO"),
     "ForeignSession": ("imports", "ForeignSession"),
     "FsckReport": ("report", "FsckReport"),
@@ -158,6 +160,7 @@ __all__ = [
     "CompactionRecord",
     "Context",
     "CorruptionError",
+    "DamagedSession",
     "Entry",
     "Event",
     "EventNotFound",
@@ -165,6 +168,7 @@ __all__ = [
     "FileIO",
     "ForeignSession",
     "FsckReport",
+    "GapRecord",
     "GcRefused",
     "GcReport",
     "HeadConflict",

@@ -18,6 +18,15 @@ writer's idea of HEAD is stale fails with
 :class:`~infai.store.errors.HeadConflict` instead of forking HEAD silently. A
 turn takes the session's lease first (:meth:`SessionStore.lease`); a second
 process gets :class:`~infai.store.errors.SessionBusy` at once.
+
+Errors are the contract's too, the same on both backends (the contract tests
+check them on each): a session that is not there is
+:class:`~infai.store.errors.SessionNotFound`, an event that is not in the view
+(by id, or a sequence number outside ``0..count-1``)
+:class:`~infai.store.errors.EventNotFound`, a malformed id or value
+:class:`~infai.store.errors.InvalidInput`, and stored bytes that do not verify
+:class:`~infai.store.errors.CorruptionError`: that one means damage, never a
+caller's mistake.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ if TYPE_CHECKING:
     from .options import StoreOptions
     from .records import Record
     from .report import FsckReport
-    from .search import Progress, SearchResults
+    from .search import DamagedSession, Progress, SearchResults
 
 #: what a store's ``watch`` callback gets as ``seq`` when the session was removed
 REMOVED = -2
@@ -63,7 +72,8 @@ class SessionView(Protocol):
         """How many events this snapshot holds (sequence numbers run ``0..count-1``)."""
 
     def entry_at(self, seq: int) -> Entry:
-        """The entry of the ``seq``-th event, without its record."""
+        """The entry of the ``seq``-th event, without its record; a ``seq`` outside
+        ``0..count-1`` raises ``EventNotFound`` (a damaged entry ``CorruptionError``)."""
 
     def seq_of(self, event_id: str) -> int:
         """The sequence number of ``event_id``; raises ``EventNotFound``."""
@@ -178,7 +188,10 @@ class SessionStore(Protocol):
         """Change name, working_dir, model or extra atomically; returns the new metadata."""
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Write ``info`` as the session's metadata unchanged, timestamps included (import)."""
+        """Write ``info`` as the session's metadata unchanged, timestamps included
+        (import); atomically, and on the file store under the session's writer lock
+        (as :meth:`update_info`). A session that is not there raises
+        ``SessionNotFound`` and nothing is written."""
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently active first; ones that cannot be
@@ -244,12 +257,16 @@ class SessionStore(Protocol):
         kind or a limit below 1 raise ``InvalidInput`` naming them. Ranking differs
         between backends (FTS5's bm25, PostgreSQL's ts_rank); what matches does not.
         A hit list (a list) whose ``window`` says when only the newest matches were
-        looked at (the directory store, for a very common word).
+        looked at (the directory store, for a very common word). An event whose
+        bytes do not verify (a flipped byte, a blob that no longer matches its
+        digest) is left out of the index and never fails a search: the answer's
+        ``damaged`` names each session of its scope with such events.
         """
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
         """Build the search index again from every session (``progress(done, total)``
-        in sessions); search works without calling this: it is for repair."""
+        in sessions); search works without calling this: it is for repair. Returns
+        the sessions whose damaged events were left out (as a search names them)."""
 
     def fsck(self, session_id: str, *, repair: bool = False) -> FsckReport:
         """Verify the whole session (reads everything); ``repair`` first fixes what is

@@ -67,6 +67,13 @@ class GcReport:
     #: the grace period used, in seconds: the default one, not a shorter one
     #: asked for, while a session is open (see :func:`collect`)
     grace: float = DEFAULT_GRACE
+    #: bytes the objects took on disk before, and after (None on a dry run)
+    disk_before: int = 0
+    disk_after: int | None = None
+    #: bytes of disk given back (measured), or on a dry run about how many would be
+    reclaimed: int = 0
+    #: what the backend did to give space back, or leaves to its own maintenance
+    space_note: str | None = None
 
     def to_obj(self) -> dict[str, object]:
         """JSON-ready (digests left out: they can be many)."""
@@ -80,6 +87,10 @@ class GcReport:
             "removed": self.removed,
             "freed": self.freed,
             "grace": self.grace,
+            "disk_before": self.disk_before,
+            "disk_after": self.disk_after,
+            "reclaimed": self.reclaimed,
+            "space_note": self.space_note,
         }
 
 
@@ -192,15 +203,20 @@ def collect(
     doomed = every - live - recent
     report.recent = len((every - live) & recent)
     report.objects, report.bytes = objects.stats()
+    report.disk_before = objects.disk_bytes()
     if dry_run:
         report.digests = sorted(doomed)
         report.removed = len(doomed)
         report.freed = sum(_size(objects, digest) for digest in doomed)
+        report.reclaimed = objects.reclaimable(doomed)
         return report
     report.freed = objects.remove(doomed, grace=grace) if doomed else 0
     gone = objects.missing(doomed)
     report.digests = sorted(gone)
     report.removed = len(gone)
+    report.space_note = objects.compact()
+    report.disk_after = objects.disk_bytes()
+    report.reclaimed = max(report.disk_before - report.disk_after, 0)
     return report
 
 

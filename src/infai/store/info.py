@@ -21,12 +21,26 @@ from .errors import InvalidInput
 #: and ``restore`` events (kinds version 2), whose trees live in the store-wide
 #: objects. A session is created as format 1 and becomes format 2 when its first
 #: workspace event is appended, so sessions without snapshots stay readable by an
-#: older infai, which refuses format 2 rather than misreading it.
-FORMAT_VERSION = 2
+#: older infai, which refuses format 2 rather than misreading it. Format 3: the
+#: session may hold ``gap`` events (kinds version 3, written by salvage), and
+#: becomes format 3 the same way, before its first one.
+FORMAT_VERSION = 3
 #: the format a new session is created with
 BASE_FORMAT = 1
 #: the format of a session holding workspace kinds (snapshot, restore)
 WORKSPACE_FORMAT = 2
+#: the format of a session holding a ``gap`` event
+GAP_FORMAT = 3
+
+
+def format_for(kinds: set[str] | frozenset[str]) -> int:
+    """The session format events of ``kinds`` need (:data:`BASE_FORMAT` and up)."""
+    if "gap" in kinds:
+        return GAP_FORMAT
+    if "snapshot" in kinds or "restore" in kinds:
+        return WORKSPACE_FORMAT
+    return BASE_FORMAT
+
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # ``typing`` costs a resume memory; annotations are strings here

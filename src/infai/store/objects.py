@@ -102,6 +102,19 @@ class ObjectStore(Protocol):
     def stats(self) -> tuple[int, int]:
         """How many objects there are and their total size in bytes."""
 
+    def disk_bytes(self) -> int:
+        """What the objects take on disk now (the directory store: its database, log
+        and packs; PostgreSQL: the objects tables with their indexes and TOAST)."""
+
+    def reclaimable(self, digests: Iterable[str]) -> int:
+        """About how many of :meth:`disk_bytes` removing ``digests`` and then
+        :meth:`compact` would give back to the file system (gc's dry run)."""
+
+    def compact(self) -> str | None:
+        """Give the space removed objects left back to the file system, as far as the
+        backend can while others work (gc calls it after removing); what was done or
+        what the backend leaves to its own maintenance, in words (None: nothing to say)."""
+
 
 #: a well-formed object digest (precompiled: a warm snapshot checks dozens per run,
 #: and a per-character test was a fifth of its Python time)

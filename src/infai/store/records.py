@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: Version of the set of event kinds and their record shapes (2 added
-#: ``snapshot`` and ``restore``; a version 1 session holds none and reads as is).
-KINDS_VERSION = 2
+#: ``snapshot`` and ``restore``, 3 ``gap``; a session of an older version holds
+#: none of the newer kinds and reads as is).
+KINDS_VERSION = 3
 
 
 class _Value:
@@ -257,6 +258,23 @@ class RestoreRecord(_Value):
         self.metadata = metadata or {}
 
 
+class GapRecord(_Value):
+    """Where events of a damaged session were lost: written by salvage between the
+    nearest kept ancestor (or the root) and the kept events that followed the lost
+    ones, so those are kept with a visible hole instead of dropped.
+
+    ``lost`` names the ids of the events lost here, nearest first (the lost parent,
+    its lost parent, ...); ``summary`` says so in words for people and models.
+    """
+
+    kind = "gap"
+    __slots__ = ("summary", "lost")
+
+    def __init__(self, *, summary: str, lost: list[str] | None = None) -> None:
+        self.summary = summary
+        self.lost = lost or []
+
+
 Record = (
     MessageRecord
     | ToolCallRecord
@@ -265,6 +283,7 @@ Record = (
     | BranchSummaryRecord
     | SnapshotRecord
     | RestoreRecord
+    | GapRecord
 )
 
 RECORD_TYPES: dict[str, type[Record]] = {
@@ -275,9 +294,12 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "branch_summary": BranchSummaryRecord,
     "snapshot": SnapshotRecord,
     "restore": RestoreRecord,
+    "gap": GapRecord,
 }
 #: kinds that record the workspace, not the conversation: never sent to a model
 WORKSPACE_KINDS = frozenset({"snapshot", "restore"})
+#: the kinds salvage writes where damaged events were lost (session format 3)
+GAP_KINDS = frozenset({"gap"})
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
 
 # -- the adapter ------------------------------------------------------------
@@ -291,6 +313,7 @@ _STR_LISTS = {
     "facts",
     "touched",
     "kept",
+    "lost",
 }
 _DICTS = {"metadata", "arguments", "skipped"}
 _INTS = {"tokens_before", "files", "bytes", "changed", *Usage.__slots__}

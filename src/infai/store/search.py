@@ -138,6 +138,45 @@ class SearchHit:
         return f"SearchHit({self.session_id}, {self.event_id}, {self.marked()!r})"
 
 
+class DamagedSession:
+    """A session search could not index whole: some of its events (or all of it) do
+    not verify, so they are left out of every search until it is repaired.
+
+    Why this exists: one flipped byte in one session must not cost every other
+    session its hits. The index keeps what verifies, remembers what it skipped,
+    and each answer names the damaged sessions of its scope, so a search never
+    looks complete when it is not.
+    """
+
+    __slots__ = ("events", "problem", "session_id")
+
+    def __init__(self, session_id: str, events: int | None, problem: str) -> None:
+        self.session_id = session_id
+        #: how many events were left out; None when the session could not be read at all
+        self.events = events
+        #: the first problem found, with its file and offset (or table and row)
+        self.problem = problem
+
+    def note(self) -> str:
+        """One line for people (the CLI's warning on stderr)."""
+        what = (
+            "could not be read, so none of its events is searched"
+            if self.events is None
+            else f"{self.events} damaged event(s) left out of search"
+        )
+        return (
+            f"session {self.session_id}: {what} ({self.problem});"
+            f" see infai session fsck {self.session_id}"
+        )
+
+    def to_obj(self) -> dict[str, Any]:
+        """JSON-ready: ``{"session_id", "events", "problem"}``."""
+        return {"session_id": self.session_id, "events": self.events, "problem": self.problem}
+
+    def __repr__(self) -> str:
+        return f"DamagedSession({self.session_id}, {self.events}, {self.problem!r})"
+
+
 class SearchResults(list[SearchHit]):
     """The hits of one search, best first, and whether older matches were left out.
 
@@ -146,17 +185,31 @@ class SearchResults(list[SearchHit]):
     :attr:`window` is then how many of the newest matches were looked at, and the
     hits are those newest first; None when every match was looked at. A plain list
     otherwise, so code that only wants the hits iterates it as one.
+    :attr:`damaged` names the sessions of the search's scope whose events could
+    not all be indexed (:class:`DamagedSession`): their hits may be missing.
     """
 
-    def __init__(self, hits: Iterable[SearchHit] = (), window: int | None = None) -> None:
+    def __init__(
+        self,
+        hits: Iterable[SearchHit] = (),
+        window: int | None = None,
+        damaged: Iterable[DamagedSession] = (),
+    ) -> None:
         super().__init__(hits)
         #: None: every match was ranked; a number: only the newest this many were looked at
         self.window = window
+        #: sessions whose damaged events are left out of the index (their hits may be missing)
+        self.damaged = list(damaged)
 
     def to_obj(self, query: str) -> dict[str, Any]:
-        """The answer as JSON-ready data: ``{"query", "window", "hits"}`` (the CLI's
-        ``--json`` and the server's body agree)."""
-        return {"query": query, "window": self.window, "hits": [h.to_obj() for h in self]}
+        """The answer as JSON-ready data: ``{"query", "window", "hits", "damaged"}``
+        (the CLI's ``--json`` and the server's body agree)."""
+        return {
+            "query": query,
+            "window": self.window,
+            "hits": [h.to_obj() for h in self],
+            "damaged": [d.to_obj() for d in self.damaged],
+        }
 
     def window_note(self) -> str | None:
         """One line for people when older matches were left out, else None."""
@@ -424,13 +477,14 @@ def make_snippet(
 # -- the HEAD path ----------------------------------------------------------------------
 
 
-def path_bits(parents: dict[int, int] | list[int], head: int) -> bytearray:
-    """A bitmap of the sequence numbers on the path from the root to ``head``."""
+def path_bits(parents: dict[int, int], head: int) -> bytearray:
+    """A bitmap of the sequence numbers on the path from the root to ``head``; an
+    event whose parent is unknown (a damaged one) ends the path as a root would."""
     bits = bytearray((head >> 3) + 1 if head >= 0 else 0)
     seq = head
     while seq >= 0:
         bits[seq >> 3] |= 1 << (seq & 7)
-        seq = parents[seq]
+        seq = parents.get(seq, -1)
     return bits
 
 

@@ -194,3 +194,25 @@ def test_a_very_common_word_says_only_the_newest_matches_were_looked_at(
         await until(pilot, lambda: "1 hit" in _status(panel), "the next answer")
 
     run_app(app, scenario, (80, 24))
+
+
+def test_a_damaged_session_is_named_under_the_field(tmp_path: Path) -> None:
+    """One flipped byte in one session: the panel still finds the others' hits and
+    says which session was left partly unsearched."""
+    space = workspace(tmp_path)
+    ids = seed(space)
+    store = space.store
+    assert isinstance(store, Store)
+    chunk = store.paths(ids["fix"]).chunk(0)
+    data = bytearray(chunk.read_bytes())
+    data[30] ^= 0x04  # the first event: "the parser drops quoted strings"
+    chunk.write_bytes(bytes(data))
+    app = InfaiApp(space, ids["here"])
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app.session is not None, "the session")
+        panel = await searched(pilot, app, "lexer")
+        assert len(shown(panel)) == 1
+        assert f"damaged sessions left partly unsearched: {ids['fix'][:8]}" in _status(panel)
+
+    run_app(app, scenario, (80, 24))

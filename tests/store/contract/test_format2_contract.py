@@ -14,6 +14,7 @@ import pytest
 
 from infai.store import (
     FORMAT_VERSION,
+    GapRecord,
     MessageRecord,
     SessionStore,
     SnapshotRecord,
@@ -40,12 +41,26 @@ def test_the_first_workspace_event_makes_a_session_format_2(store: SessionStore)
         assert store.info(sid).format == 1  # still readable by an older infai
         tree = store.objects.put(b'{"v":1,"entries":[]}')
         writer.append(SnapshotRecord(tree=tree), "system")
-        assert store.info(sid).format == 2 == FORMAT_VERSION
+        assert store.info(sid).format == 2 == FORMAT_VERSION - 1  # 3: gaps (salvage)
         writer.append(MessageRecord(content="more"), "user")
     assert store.info(sid).format == 2
     data = io.BytesIO(b"".join(export_lines(store, sid)))
     store.remove_session(sid)
     assert import_session(store, data, "x.jsonl").format == 2  # import keeps it honest
+
+
+def test_a_gap_makes_a_session_format_3_after_a_snapshot_made_it_2(
+    store: SessionStore,
+) -> None:
+    sid = store.create_session().id
+    with store.open_writer(sid) as writer:
+        writer.append(SnapshotRecord(tree=store.objects.put(b'{"v":1,"entries":[]}')), "system")
+        assert store.info(sid).format == 2
+        writer.append(GapRecord(summary="1 event lost here", lost=[sid]), "system")
+        assert store.info(sid).format == 3 == FORMAT_VERSION
+    with store.open_reader(sid) as reader:
+        gap = reader.event(reader.head or "", resolve=True)
+    assert gap.kind == "gap" and gap.record == GapRecord(summary="1 event lost here", lost=[sid])
 
 
 def test_a_newer_format_is_refused(store: SessionStore) -> None:
@@ -59,8 +74,9 @@ def test_a_newer_format_is_refused(store: SessionStore) -> None:
         assert isinstance(store, PgStore)
         with psycopg.connect(store.url, autocommit=True) as pg:
             pg.execute(
-                "UPDATE infai_sessions SET info = jsonb_set(info, '{format}', '3') WHERE id = %s",
-                (sid,),
+                "UPDATE infai_sessions SET info = jsonb_set(info, '{format}', to_jsonb(%s))"
+                " WHERE id = %s",
+                (FORMAT_VERSION + 1, sid),
             )
     with pytest.raises(UnsupportedFormat, match="upgrade infai"):
         store.info(sid)

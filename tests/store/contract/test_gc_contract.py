@@ -154,3 +154,24 @@ def test_search_finds_workspace_events_by_path_never_by_digest(store: SessionSto
     assert [h.kind for h in store.search("huge.bin")] == ["snapshot"]
     assert [h.kind for h in store.search("parser.py")] == ["restore"]
     assert store.search(tree.removeprefix("sha256:")) == []
+
+
+def test_gc_says_what_it_did_with_the_space(store: SessionStore) -> None:
+    with store.objects.batch() as batch:
+        for i in range(50):
+            batch.put(i.to_bytes(4, "big") * 2000)
+    age_all(store)
+    dry = collect_garbage(store, dry_run=True)
+    assert dry.removed == 50 and dry.disk_before > 0 and dry.disk_after is None
+    report = collect_garbage(store)
+    assert report.removed == 50 and report.disk_after is not None
+    assert report.space_note is not None
+    if isinstance(store, PgStore):  # the files keep their size: said, not pretended
+        assert dry.reclaimed == 0 and "VACUUM FULL" in report.space_note
+        with psycopg.connect(store.url, autocommit=True) as pg:
+            row = pg.execute(
+                "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'infai_objects'"
+            ).fetchone()
+        assert row is not None and row[0] >= 1  # gc's VACUUM ran
+    else:
+        assert dry.reclaimed >= dry.freed and report.reclaimed >= 0.95 * report.freed

@@ -228,3 +228,47 @@ def test_an_unknown_event_is_named_once_in_the_error(store: Any) -> None:
     with store.open_reader(sid) as reader, pytest.raises(EventNotFound) as caught:
         reader.event(missing)
     assert str(caught.value) == f"no event {missing} in session {sid}"
+
+
+def test_both_backends_raise_the_same_errors(store: Any) -> None:
+    """A sequence number outside the view is no event (not damage); metadata for a
+    session that is not there is refused, and nothing is made."""
+    sid = store.create_session(name="errs").id
+    with store.open_writer(sid) as w:
+        w.append(msg("one"), "user")
+        w.append(msg("two"), "assistant")
+    with store.open_reader(sid) as reader:
+        assert reader.entry_at(1).seq == 1
+        for seq in (-1, 2, 10_000):
+            with pytest.raises(EventNotFound, match=f"#{seq}"):
+                reader.entry_at(seq)
+    info = store.info(sid)
+    ghost = info.replace(id="01a24300-0000-7000-8000-000000000001", name="ghost")
+    with pytest.raises(SessionNotFound):
+        store.restore_info(ghost)
+    assert not store.exists(ghost.id)
+    with pytest.raises(SessionNotFound):
+        store.update_info(ghost.id, name="ghost")
+    store.restore_info(info.replace(name="restored"))
+    assert store.info(sid).name == "restored" and store.info(sid).updated_at == info.updated_at
+    with store.open_writer(sid):  # this store's own writer: its lock is used, no wait
+        store.restore_info(info)
+    assert store.info(sid).name == "errs"
+
+
+def test_file_restore_info_waits_for_the_writer_lock(tmp_path: Path) -> None:
+    """Metadata written by restore_info is written under the session's writer lock,
+    like update_info: another process's writer holds it, so it is refused after the
+    lock timeout, not written beside a live writer."""
+    from infai.store import StoreOptions, WriterLocked
+
+    home = tmp_path / "home"
+    writer_side = Store(home)
+    sid = writer_side.create_session(name="held").id
+    other = Store(home, StoreOptions(lock_timeout=0))
+    info = other.info(sid)
+    with writer_side.open_writer(sid), pytest.raises(WriterLocked):
+        other.restore_info(info.replace(name="sneaked"))
+    assert other.info(sid).name == "held"
+    other.restore_info(info.replace(name="after"))  # the writer is gone: it goes through
+    assert other.info(sid).name == "after"

@@ -19,7 +19,8 @@ from infai.store import Store
 from infai.store.codec import digest_of
 from infai.store.errors import BlobDigestError, ObjectNotFound
 from infai.store.file import objects as objects_module
-from infai.store.file.objects import SCHEMA_VERSION, FileObjects
+from infai.store.file.objects import FileObjects
+from infai.store.file.objschema import SCHEMA_VERSION
 from infai.store.file.packs import MAGIC, PACK_MIN
 
 SRC = Path(__file__).resolve().parents[3] / "src"

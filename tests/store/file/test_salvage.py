@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from infai.shells.cli import main
 from infai.store import (
     CorruptionError,
+    GapRecord,
     MessageRecord,
     Store,
     StoreOptions,
@@ -111,13 +112,16 @@ def test_salvage_keeps_every_branch_not_built_on_the_damage(store: Store) -> Non
     _flip(chunk, 3)  # "b": c hangs from it; d and e do not
     damaged = chunk.read_bytes()
     report = salvage_session(store, sid)
-    assert report.kept == 3 and [e for e, _ in report.lost] == [ids["b"], ids["c"]]
-    assert "checksum" in report.lost[0][1] and ids["b"] in report.lost[1][1]
+    assert report.kept == 4 and [e for e, _ in report.lost] == [ids["b"]]
+    assert "checksum" in report.lost[0][1]
+    [(gap, lost)] = report.gaps
+    assert lost == [ids["b"]]
     assert report.target is not None
     with store.open_reader(report.target) as reader:
         copied = {e.id: e for e in reader.entries()}
-    assert set(copied) == {ids["a"], ids["d"], ids["e"]}
+    assert set(copied) == {ids["a"], ids["d"], ids["e"], ids["c"], gap}
     assert copied[ids["d"]].parent_id == ids["a"] and copied[ids["e"]].parent_id == ids["d"]
+    assert copied[ids["c"]].parent_id == gap and copied[gap].parent_id == ids["a"]
     assert store.fsck(report.target).ok
     info = store.info(report.target)
     assert info.name == "work (salvaged)" and info.extra["salvaged_from"] == sid
@@ -129,14 +133,15 @@ def test_salvage_drops_an_event_whose_blob_is_damaged(store: Store) -> None:
     with store.open_writer(sid) as w:
         a = w.append(msg("a"), "user")
         big = w.append(ToolResultRecord(call_id="1", name="read", content="R" * 500), "tool")
-        w.append(msg("after the blob"), "assistant")
+        after = w.append(msg("after the blob"), "assistant")
     [blob] = list(store.paths(sid).blobs.iterdir())
     blob.write_bytes(blob.read_bytes().replace(b"RRRR", b"RRRX", 1))
     report = salvage_session(store, sid)
-    assert report.kept == 1 and report.lost[0][0] == big.id
+    assert report.kept == 2 and [e for e, _ in report.lost] == [big.id]
+    [(gap, _)] = report.gaps
     assert report.target is not None
     with store.open_reader(report.target) as reader:
-        assert [e.id for e in reader.entries()] == [a.id]
+        assert [e.id for e in reader.entries()] == [a.id, gap, after.id]
 
 
 def test_salvage_from_the_command_line(store: Store) -> None:
@@ -147,5 +152,44 @@ def test_salvage_from_the_command_line(store: Store) -> None:
     )
     assert result.exit_code == 1
     out = json.loads(result.stdout)
-    assert out["kept"] == 3 and [x["event"] for x in out["lost"]] == [ids["b"], ids["c"]]
+    assert out["kept"] == 4 and [x["event"] for x in out["lost"]] == [ids["b"]]
+    assert [g["lost"] for g in out["gaps"]] == [[ids["b"]]]
     assert Store(store.home).exists(out["target"])
+
+
+def test_one_flipped_byte_in_the_third_of_six_events_loses_only_that_event(
+    store: Store,
+) -> None:
+    """A chain of six: the four after the damaged third verify, so they are kept,
+    hung from a gap (naming the lost id) under the second; the model is told."""
+    sid = store.create_session(name="six").id
+    with store.open_writer(sid) as w:
+        ids = [w.append(msg(f"event {i}"), "user" if i % 2 == 0 else "assistant").id
+               for i in range(6)]  # fmt: skip
+    _flip(store.paths(sid).chunk(0), 2)
+    report = salvage_session(store, sid)
+    assert report.kept == 5 and [e for e, _ in report.lost] == [ids[2]]
+    [(gap, lost)] = report.gaps
+    assert lost == [ids[2]]
+    assert report.target is not None
+    with store.open_reader(report.target) as reader:
+        path = [e.id for e in reader.path(to_boundary=False)]
+        assert path == [ids[0], ids[1], gap, ids[3], ids[4], ids[5]]
+        assert reader.head == ids[5]
+        gap_event = reader.event(gap, resolve=True)
+        assert isinstance(gap_event.record, GapRecord) and gap_event.kind == "gap"
+        assert gap_event.record.lost == [ids[2]] and ids[2] in gap_event.preview
+        context = reader.context()
+    assert store.fsck(report.target).ok
+    assert store.info(report.target).format == 3  # an older infai refuses, not misreads
+    from infai.agent.context import to_messages
+
+    sent = to_messages(list(context.events))
+    assert [m.content for m in sent][:2] == ["event 0", "event 1"]
+    assert ids[2] in sent[2].content and sent[2].role == "user"
+    assert [m.content for m in sent][3:] == ["event 3", "event 4", "event 5"]
+    home = ["--home", str(store.home), "session"]
+    for command, shown in (("log", "gap/system"), ("tree", "gap/system"), ("fsck", ": ok")):
+        result = CliRunner().invoke(main, [*home, command, report.target])
+        assert result.exit_code == 0, (command, result.output, result.stderr)
+        assert shown in result.stdout and (command == "fsck" or ids[2] in result.stdout)

@@ -65,3 +65,34 @@ def test_blobs_are_indexed_once_and_leave_with_their_events(pg_url: str) -> None
         assert store.search("tardigrade") == []
         assert count(pg_url, "infai_search_blobs") == 0  # gone with the blob
         assert count(pg_url, "infai_search_state") == 0
+
+
+def test_a_damaged_record_leaves_every_other_hit_and_names_its_session(pg_url: str) -> None:
+    big = ToolResultRecord(call_id="c", name="cat", content="a quokka " + "y" * 4000)
+    with PgStore(pg_url, StoreOptions(blob_threshold=512)) as store:
+        bad, good, blobbed = (store.create_session().id for _ in range(3))
+        for sid in (bad, good):
+            with store.open_writer(sid) as w:
+                for i in range(6):
+                    w.append(MessageRecord(content=f"quokka {i}"), "user")
+        with store.open_writer(blobbed) as w:
+            w.append(big, "tool")
+            w.append(MessageRecord(content="quokka talk"), "user")
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # one byte changed in each
+            conn.execute(
+                "UPDATE infai_events SET record = replace(record, '{', '[')"
+                " WHERE session_id = %s AND seq = 2",
+                (bad,),
+            )
+            conn.execute("UPDATE infai_blobs SET data = overlay(data PLACING 'z'::bytea FROM 20)")
+        hits = store.search("quokka", limit=50)
+        assert len([h for h in hits if h.session_id == good]) == 6
+        assert sorted(h.seq for h in hits if h.session_id == bad) == [0, 1, 3, 4, 5]
+        assert [h.seq for h in hits if h.session_id == blobbed] == [1]
+        named = {d.session_id: d for d in hits.damaged}
+        assert set(named) == {bad, blobbed} and named[bad].events == 1
+        assert "event #2" in named[bad].problem and "blob" in named[blobbed].problem
+        assert store.search("quokka", session=good).damaged == []
+        again = store.rebuild_search_index()
+        assert {d.session_id for d in again} == {bad, blobbed}
+        assert len(store.search("quokka", limit=50)) == 12

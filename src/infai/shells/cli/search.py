@@ -9,8 +9,11 @@ markup and control characters in it are not interpreted). ``--json`` prints the
 answer as the store gives it (``SearchResults.to_obj``: the query, the window,
 the hits), the same object the server answers. When only a very common word's
 newest matches were looked at, a line on stderr says so (``window`` in JSON).
-``--rebuild`` builds the index again first, with a progress bar on stderr; a
-damaged index the store had to rebuild by itself is named on stderr too.
+``--rebuild`` builds the index again first, with a progress bar on stderr
+(without a query it only rebuilds); a damaged index the store had to rebuild by
+itself is named on stderr too. A session whose damaged events the index had to
+leave out is named in a warning on stderr (and under ``damaged`` in JSON); the
+search still answers from everything that verifies, and exits 0.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 import click
 
-from infai.store import KINDS, SearchHit, SessionStore
+from infai.store import KINDS, DamagedSession, SearchHit, SessionStore
 
 from .common import echo, emit_json, json_option, pass_store
 from .errors import mapped_errors
@@ -47,7 +50,12 @@ def hit_text(hit: SearchHit) -> Any:
     return Text("\n").join([head, snippet])
 
 
-def _rebuild(store: SessionStore) -> None:
+def _warn(damaged: list[DamagedSession]) -> None:
+    for session in damaged:
+        echo(f"infai: warning: {_safe(session.note())}", err=True)
+
+
+def _rebuild(store: SessionStore) -> list[DamagedSession]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -64,12 +72,13 @@ def _rebuild(store: SessionStore) -> None:
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        store.rebuild_search_index(progress)
+        damaged = store.rebuild_search_index(progress)
     echo("infai: search index rebuilt", err=True)
+    return damaged
 
 
 @click.command("search")
-@click.argument("query")
+@click.argument("query", required=False)
 @click.option("--session", "session_id", metavar="SESSION", help="Only this session's events.")
 @click.option("--dir", "working_dir", metavar="DIR", help="Only sessions working in DIR or below.")
 @click.option("--kind", type=click.Choice(KINDS), help="Only events of this kind.")
@@ -80,7 +89,7 @@ def _rebuild(store: SessionStore) -> None:
 @pass_store
 def search_command(
     store: SessionStore,
-    query: str,
+    query: str | None,
     session_id: str | None,
     working_dir: str | None,
     kind: str | None,
@@ -88,12 +97,21 @@ def search_command(
     rebuild: bool,
     as_json: bool,
 ) -> None:
-    """Search every session and branch: words, "phrases", pref*, -word, a OR b."""
-    if rebuild:
-        _rebuild(store)
+    """Search every session and branch: words, "phrases", pref*, -word, a OR b.
+
+    With --rebuild and no QUERY, only build the index again."""
+    if query is None and not rebuild:
+        raise click.UsageError("Missing argument 'QUERY' (or give --rebuild alone).")
+    damaged = _rebuild(store) if rebuild else []
+    if query is None:
+        _warn(damaged)
+        if as_json:
+            emit_json({"rebuilt": True, "damaged": [d.to_obj() for d in damaged]})
+        return
     hits = store.search(query, session=session_id, working_dir=working_dir, kind=kind, limit=limit)
     for note in store.index_notes:
         echo(f"infai: repaired: {note}", err=True)
+    _warn(hits.damaged)
     if as_json:
         emit_json(hits.to_obj(query))
         return

@@ -303,8 +303,9 @@ def session_fsck(
 def session_salvage(store: SessionStore, session_id: str, as_json: bool) -> None:
     """Copy every event that verifies into a new session; the damaged one is left as is.
 
-    Kept: the intact prefix and every branch that does not descend from the
-    damage, with their ids. Exits 1 when anything was lost.
+    Kept: every event whose own bytes verify, with its id; one whose parent was
+    lost hangs from a gap event that names the lost ids, under the nearest kept
+    ancestor. Exits 1 when anything was lost.
     """
     from infai.store import salvage_session
 
@@ -316,11 +317,14 @@ def session_salvage(store: SessionStore, session_id: str, as_json: bool) -> None
                 "target": report.target,
                 "kept": report.kept,
                 "lost": [{"event": e, "why": why} for e, why in report.lost],
+                "gaps": [{"event": g, "lost": ids} for g, ids in report.gaps],
             }
         )
     else:
         for event_id, why in report.lost:
             echo(f"lost {event_id}: {why}", err=True)
+        for gap, ids in report.gaps:
+            echo(f"gap {gap} stands for {len(ids)} lost: {', '.join(ids)}", err=True)
         where = f"into {report.target}" if report.target else "(nothing verified: no session made)"
         echo(f"salvaged {report.kept} events, lost {len(report.lost)} {where}")
     if report.lost or report.target is None:

@@ -151,6 +151,14 @@ def copy_command(
         raise click.ClickException(f"{failed} of {len(wanted)} sessions were not copied")
 
 
+#: what a dry run on PostgreSQL says about disk space (a real run says what it did)
+PG_SPACE_NOTE = (
+    "PostgreSQL: removing keeps the table's files at their size; the VACUUM gc runs"
+    " after removing (autovacuum would soon) makes the space reusable for new objects,"
+    " and only VACUUM FULL infai_objects (it locks the table) gives it back to the disk"
+)
+
+
 def _size(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
@@ -173,7 +181,8 @@ def _size(count: float) -> str:
 @pass_store
 def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json: bool) -> None:
     """Remove stored file contents, trees and manifests that no event of any session
-    reaches (never anything reachable); reports objects and bytes freed.
+    reaches (never anything reachable); reports objects and bytes freed, and how
+    much disk came back (with --dry-run: about how much would).
 
     Objects put within the grace period are kept even if nothing reaches them yet:
     a snapshot puts its files before it appends its event. A grace shorter than the
@@ -183,7 +192,7 @@ def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from infai.store import GC_GRACE, collect_garbage
+    from infai.store import GC_GRACE, PgStore, collect_garbage
 
     seconds = GC_GRACE if grace is None else grace * 60
     console = Console(stderr=True)
@@ -211,6 +220,19 @@ def gc_command(store: SessionStore, dry_run: bool, grace: float | None, as_json:
         f" ({report.reachable} reachable from {report.sessions} sessions,"
         f" {report.recent} kept as recent)"
     )
+    if dry_run:
+        echo(
+            f"about {_size(report.reclaimed)} of disk would come back"
+            f" (the objects take {_size(report.disk_before)})"
+        )
+    else:
+        after = report.disk_after if report.disk_after is not None else report.disk_before
+        echo(
+            f"disk: {_size(report.disk_before)} before, {_size(after)} now,"
+            f" {_size(report.reclaimed)} given back"
+        )
+    if report.space_note is not None or (dry_run and isinstance(store, PgStore)):
+        echo(report.space_note or PG_SPACE_NOTE)
 
 
 __all__ = ["gc_command", "same_session", "store_group"]

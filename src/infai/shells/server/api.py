@@ -257,6 +257,12 @@ COMPONENTS: dict[str, Schema] = {
                 " the newest of this many matches, newest first.",
             ),
             "hits": {"type": "array", "items": _ref("SearchHit")},
+            "damaged": {
+                "type": "array",
+                "description": "Sessions whose damaged events are left out of search (their"
+                " hits may be missing): session_id, events (null: none could be read), problem.",
+                "items": {"type": "object"},
+            },
         },
     },
 }

@@ -8,9 +8,10 @@ which reads the disk or the database), and its errors go through the one
 table (:mod:`.errors`): a query the grammar refuses, an unknown kind, a limit
 out of range is 400 naming it; a lost database 503.
 
-The answer is ``{"query", "window", "hits": [SearchHit…]}``, best first
-(:meth:`~infai.store.SearchResults.to_obj`; ``window`` is a number when only
-that many of the newest matches were looked at, else null), each hit as
+The answer is ``{"query", "window", "hits": [SearchHit…], "damaged"}``, best
+first (:meth:`~infai.store.SearchResults.to_obj`; ``window`` is a number when
+only that many of the newest matches were looked at, else null; ``damaged``
+names the sessions whose damaged events are left out), each hit as
 :meth:`~infai.store.SearchHit.to_obj` gives it (the snippet plus the character
 offsets of the matched words, for the client to mark its own way), encoded
 inert like every body (:class:`.channel.InertJSON`).

@@ -133,6 +133,9 @@ class SearchScreen(ModalScreen[SearchHit | None]):
             return
         status.remove_class("error")
         count = f"{len(hits)} hit{'s' if len(hits) != 1 else ''}" if hits else "no hits"
+        if hits.damaged:  # hits may be missing from these: said, never hidden
+            names = ", ".join(d.session_id[:8] for d in hits.damaged)
+            count += f" (damaged sessions left partly unsearched: {names}; see session fsck)"
         if (cut := hits.window_note()) is not None:  # only the newest matches looked at
             self._show(hits, f"{count}: {cut}")
             return

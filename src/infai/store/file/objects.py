@@ -47,27 +47,9 @@ from types import TracebackType
 from ..codec import PREFIX, digest_of
 from ..errors import BlobDigestError, CorruptionError, ObjectNotFound, StoreIOError
 from ..objects import check_digest
+from . import objspace
+from .objschema import SCHEMA_VERSION, migrate
 from .packs import PACK_MIN, PackReader, PackWriter, pack_path, sync_dir
-
-#: the database's schema version (``PRAGMA user_version``; 2 added ``puts``,
-#: 3 packs and a rowid ``objects`` table)
-SCHEMA_VERSION = 3
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS objects (
-        digest TEXT PRIMARY KEY,
-        size INTEGER NOT NULL,
-        data BLOB,
-        pack INTEGER,
-        pos INTEGER
-    )""",
-    "CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack) WHERE pack IS NOT NULL",
-    """CREATE TABLE IF NOT EXISTS packs (
-        id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL
-    )""",
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0)",
-    "CREATE TABLE IF NOT EXISTS puts (digest TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID",
-)
 
 #: a put refreshes its time: a narrow row, so putting an existing object again
 #: never rewrites the object's bytes
@@ -246,37 +228,6 @@ class _Batch:
             self._owner._lock.release()
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Create the schema, or bring version 1 or 2 to the current one: the
-    ``WITHOUT ROWID`` objects table is copied into the rowid one (its bytes stay
-    inline). One transaction; a second process finds the work done."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        found = conn.execute("PRAGMA user_version").fetchone()[0]
-        if found < SCHEMA_VERSION:
-            old = (
-                found < 3
-                and conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'"
-                ).fetchone()
-            )
-            if old:
-                conn.execute("ALTER TABLE objects RENAME TO objects_v2")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            if old:
-                conn.execute(
-                    "INSERT INTO objects (digest, size, data) "
-                    "SELECT digest, size, data FROM objects_v2"
-                )
-                conn.execute("DROP TABLE objects_v2")
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
 class FileObjects:
     """The store's objects in ``<home>/objects/objects.sqlite`` (created on first write)."""
 
@@ -300,6 +251,9 @@ class FileObjects:
                 try:
                     conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+                    # a new database only (before its first table and before WAL);
+                    # an older one is converted by gc (objspace.compact)
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.execute("PRAGMA synchronous = NORMAL")
                     found = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -309,7 +263,7 @@ class FileObjects:
                             self.path, 0, f"schema version {found} is newer than this infai"
                         )
                     if found < SCHEMA_VERSION:
-                        _migrate(conn)
+                        migrate(conn)
                 except sqlite3.DatabaseError as exc:
                     raise CorruptionError(self.path, 0, f"not a readable database: {exc}") from exc
                 self._conn = conn
@@ -583,6 +537,29 @@ class FileObjects:
                 .fetchone()
             )
         return int(row[0]), int(row[1])
+
+    def disk_bytes(self) -> int:
+        """What the objects take on disk now: the database, its log and the packs."""
+        return objspace.disk_bytes(self.path, self.packs)
+
+    def reclaimable(self, digests: Iterable[str]) -> int:
+        """About how many bytes removing ``digests`` and :meth:`compact` would give
+        back to the file system (see :mod:`.objspace`)."""
+        if not self._exists():
+            return 0
+        with self._lock:
+            return objspace.reclaimable(self._connect(), self.path, digests)
+
+    def compact(self) -> str | None:
+        """Give the space removals left inside the database and its log back to the
+        file system (see :mod:`.objspace`); what was done, in words."""
+        if not self._exists():
+            return None
+        with self._lock:
+            try:
+                return objspace.compact(self._connect())
+            except sqlite3.Error as exc:
+                raise self._io_error("compact the database", exc) from exc
 
     def close(self) -> None:
         """Close the database connection (idempotent)."""

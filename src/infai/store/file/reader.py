@@ -82,9 +82,11 @@ class SessionReader:
         return os.pread(self._index_fd, length, offset)
 
     def entry_at(self, seq: int) -> IndexEntry:
-        """The index entry of the ``seq``-th event, checked."""
+        """The index entry of the ``seq``-th event, checked; a ``seq`` outside this
+        snapshot raises :class:`EventNotFound` (as on every backend), an entry that
+        fails its check :class:`CorruptionError`."""
         if not 0 <= seq < self._count:
-            raise CorruptionError(self.paths.index, seq * INDEX_WIDTH, f"no event #{seq}")
+            raise EventNotFound(f"#{seq}", self.session_id)
         raw = self._overrides.get(seq)
         if raw is None:
             raw = self._read_index(INDEX_WIDTH, seq * INDEX_WIDTH)

@@ -24,7 +24,9 @@ opened and its new events indexed, a session that vanished is dropped, a
 session whose indexed prefix no longer matches is indexed again. So appends by
 other processes (an older infai too) are found, and the index file may be
 deleted at any time: the next search builds it again, and a damaged one is
-deleted and built again with a note (:attr:`Store.index_notes`).
+deleted and built again with a note (:attr:`Store.index_notes`). An event
+whose bytes do not verify is left out, and every search names its session
+(:mod:`.search_damage`): one damaged session never costs the others their hits.
 
 Which matches a query returns, and in what order, is :mod:`.search_rank`'s
 business: bm25 over a bounded window of the newest matches.
@@ -33,6 +35,7 @@ business: bm25 over a bounded window of the newest matches.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import threading
 import time
@@ -40,11 +43,12 @@ import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import StoreError
+from ..errors import CorruptionError, StoreError
 from ..events import Event
 from ..records import record_to_obj
 from ..search import (
     SNIPPET_CHARS,
+    DamagedSession,
     Progress,
     Query,
     SearchHit,
@@ -54,7 +58,9 @@ from ..search import (
     on_path,
     searchable_text,
 )
+from . import search_damage
 from .derived import DerivedDB, is_damage, now_ns, signature
+from .search_damage import Lost
 from .search_rank import best
 
 TYPE_CHECKING = False
@@ -62,8 +68,12 @@ if TYPE_CHECKING:
     from .listing import Shown as Row
     from .reader import SessionReader
 
-VERSION = 2  # 2: documents numbered least recently active session first (the rank window)
-SCHEMA = """
+#: 2: documents numbered least recently active session first (the rank window);
+#: 3: the events left out as damaged (:mod:`.search_damage`)
+VERSION = 3
+SCHEMA = (
+    search_damage.SCHEMA
+    + """
 CREATE TABLE IF NOT EXISTS sessions (
     sid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -91,6 +101,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     text, content='', tokenize='unicode61 remove_diacritics 2'
 );
 """
+)
 #: events read and indexed per transaction while catching up
 BATCH = 2000
 #: a writer's appended events are indexed in one transaction once this many are queued
@@ -175,6 +186,8 @@ class SearchIndex:
         self._tuned: sqlite3.Connection | None = None
         #: the sessions table as last read: (connection, its change stamp, rows)
         self._known_cache: tuple[sqlite3.Connection, tuple[int, int], _Known] | None = None
+        #: sessions the last catch-up could not open: ``session id -> problem``
+        self.unreadable: dict[str, str] = {}
 
     def _connect(self, busy_ms: int = 5000) -> sqlite3.Connection:
         """The index's connection, tuned once per connection for a file that is large
@@ -214,14 +227,21 @@ class SearchIndex:
         head_path: bytes,
         events: Sequence[Event],
         blob_text: Callable[[Event], str],
+        skipped: Sequence[Lost] = (),
     ) -> None:
-        """Index ``events`` (the session's next ones, in order) and move its HEAD path."""
+        """Index ``events`` (the session's next ones, in order, but for ``skipped``:
+        those that did not verify, kept as damaged) and move its HEAD path. An event
+        whose blob does not verify is skipped too."""
         doc = conn.execute("SELECT coalesce(max(doc), 0) FROM events").fetchone()[0] + 1
-        ev_rows, texts, fts = [], [], []
+        ev_rows, texts, fts, lost = [], [], [], list(skipped)
         for event in events:
             bid = None
             if event.digest is not None:
-                bid = self._blob(conn, event, blob_text)
+                try:
+                    bid = self._blob(conn, event, blob_text)
+                except CorruptionError as exc:
+                    lost.append(Lost(event.seq, event.parent_seq, event.id, str(exc)))
+                    continue
             else:
                 assert event.record is not None
                 text = searchable_text(event.kind, record_to_obj(event.record))
@@ -237,15 +257,25 @@ class SearchIndex:
         conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ev_rows)
         conn.executemany("INSERT INTO texts VALUES (?, ?)", texts)
         conn.executemany("INSERT INTO fts (rowid, text) VALUES (?, ?)", fts)
+        search_damage.record(conn, sid, lost)
 
         def parents() -> dict[int, int]:
-            rows = conn.execute("SELECT seq, parent_seq FROM events WHERE sid = ?", (sid,))
+            rows = conn.execute(
+                "SELECT seq, parent_seq FROM events WHERE sid = ?"
+                " UNION ALL SELECT seq, parent_seq FROM damaged WHERE sid = ?",
+                (sid, sid),
+            )
             return dict(rows.fetchall())
 
-        path = advance_path(head_path, {e.seq: e.parent_seq for e in events}, parents)
+        ids = {e.seq: e.id for e in events} | {x.seq: x.id or "" for x in lost}
+        if not ids:
+            return
+        moved = {e.seq: e.parent_seq for e in events} | {x.seq: x.parent_seq for x in lost}
+        path = advance_path(head_path, moved, parents)
+        last = max(ids)
         conn.execute(
             "UPDATE sessions SET indexed = ?, last_id = ?, head_path = ? WHERE sid = ?",
-            (events[-1].seq + 1, events[-1].id, bytes(path), sid),
+            (last + 1, ids[last], bytes(path), sid),
         )
 
     @staticmethod
@@ -279,6 +309,7 @@ class SearchIndex:
             )
         ]
         conn.execute("DELETE FROM events WHERE sid = ?", (sid,))
+        conn.execute("DELETE FROM damaged WHERE sid = ?", (sid,))
         for bid in bids:
             if conn.execute("SELECT 1 FROM events WHERE blob = ? LIMIT 1", (bid,)).fetchone():
                 continue
@@ -364,6 +395,7 @@ class SearchIndex:
         session whose HEAD's signature changed since it was indexed is caught up (the
         signature is taken before anything is read)."""
         conn = self._connect()
+        self.unreadable.clear()
         known = self._known(conn)
         live = {r[0] for r in rows}
         gone = [sid for text, (sid, _) in known.items() if text not in live]
@@ -400,39 +432,44 @@ class SearchIndex:
     ) -> None:
         try:
             reader = open_reader(session_id)
-        except StoreError:
-            return  # unreadable now (a newer format, damage): searched again once readable
+        except StoreError as exc:  # a newer format, damage: searched again once readable
+            self.unreadable[session_id] = str(exc)
+            return
         with reader:
             with DerivedDB.transaction(conn):
                 sid, indexed, last_id, _ = self._session(conn, session_id)
                 if indexed and (
-                    indexed > reader.count or reader.entry_at(indexed - 1).id != last_id
+                    indexed > reader.count
+                    or not search_damage.same_last(reader, indexed - 1, last_id)
                 ):
                     self._drop(conn, sid)  # not the session that was indexed: start over
                     sid, indexed, last_id, _ = self._session(conn, session_id)
             while True:
-                batch = reader.events_between(indexed, indexed + BATCH)
+                stop = min(indexed + BATCH, reader.count)
+                batch, skipped = search_damage.read_verified(reader, indexed, stop)
                 with DerivedDB.transaction(conn):
-                    if batch:
+                    if stop > indexed:
                         path = conn.execute(
                             "SELECT head_path FROM sessions WHERE sid = ?", (sid,)
                         ).fetchone()[0]
-                        self._add(conn, sid, path or b"", batch, lambda e: _blob_text(reader, e))
-                        indexed += len(batch)
+                        text = functools.partial(_blob_text, reader)
+                        self._add(conn, sid, path or b"", batch, text, skipped)
+                        indexed = stop
                     if indexed >= reader.count:
                         conn.execute(
                             "UPDATE sessions SET head_sig = ? WHERE sid = ?", (head_sig, sid)
                         )
-                if indexed >= reader.count or not batch:
+                if indexed >= reader.count:
                     break
 
     def rebuild(
         self, rows: Sequence[Row], open_reader: OpenReader, progress: Progress | None
-    ) -> None:
-        """Delete the file and index every session again."""
+    ) -> list[DamagedSession]:
+        """Delete the file and index every session again; the sessions left damaged."""
         with self.db.lock:
             self.db.discard(None)  # asked for: not a repair to report
             self.sync(rows, open_reader, progress)
+            return search_damage.damaged_sessions(self._connect(), None, dict(self.unreadable))
 
     # -- searching ----------------------------------------------------------------
 
@@ -487,6 +524,8 @@ class SearchIndex:
             ids = ", ".join("?" * len(wanted))
             found_sids = conn.execute(f"SELECT sid FROM sessions WHERE id IN ({ids})", wanted)
             sids = [r[0] for r in found_sids]
+        scope = {k: v for k, v in self.unreadable.items() if sids is None or k in wanted}
+        damaged = search_damage.damaged_sessions(conn, sids, scope)
         found, window = best(conn, query, cond, args, limit, sids)
         names = {r[0]: (r[2], r[3]) for r in rows}
         texts: dict[int, str] = {}
@@ -514,7 +553,7 @@ class SearchIndex:
                     working_dir=wd,
                 )
             )
-        return SearchResults(hits, window)
+        return SearchResults(hits, window, damaged)
 
     def close(self) -> None:
         """Index what is queued, then close the SQLite connection."""

@@ -26,7 +26,6 @@ from ..errors import (
 )
 from ..home import default_home
 from ..info import (
-    WORKSPACE_FORMAT,
     SessionInfo,
     SessionSummary,
     check_changes,
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..info import Changed
     from ..report import FsckReport
-    from ..search import Progress, SearchResults
+    from ..search import DamagedSession, Progress, SearchResults
     from .listing import ListingIndex
     from .lock import DirMark, WriterLock
     from .objects import FileObjects
@@ -174,9 +173,10 @@ class Store:
             limit=limit,
         )
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
-        """Delete the search index and build it again from every session."""
-        self.search_index().rebuild(self.listing_index().rows(), self.open_reader, progress)
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
+        """Delete the search index and build it again from every session; the sessions
+        whose damaged events (or whole session) it had to leave out."""
+        return self.search_index().rebuild(self.listing_index().rows(), self.open_reader, progress)
 
     # -- sessions -----------------------------------------------------------
 
@@ -338,21 +338,29 @@ class Store:
         return lock
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Write ``info`` as the session's metadata, unchanged (import uses it)."""
+        """Write ``info`` as the session's metadata, unchanged (import uses it), under
+        the writer lock as :meth:`update_info` (this store's writer's, if it has the
+        session open); raises :class:`SessionNotFound`."""
         check_info(info)
         paths = self.paths(info.id)
-        atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+        lock = None if paths.root.name in self._writers else self._lock(paths)
+        try:
+            atomic_write(self.io, str(paths.meta), dumps(info.to_obj()) + b"\n")
+        finally:
+            if lock is not None:
+                lock.release()
         self._noted(info.id)
 
     def _touch(self, paths: SessionPaths) -> None:
         self._write_info(paths)
 
-    def _workspace_format(self, paths: SessionPaths) -> None:
-        """Before a session's first snapshot or restore event: its metadata says
-        format 2, which an older infai refuses instead of misreading."""
+    def _raise_format(self, paths: SessionPaths, needed: int) -> None:
+        """Before a session's first event of a newer format's kinds (snapshot or
+        restore: 2; gap: 3): its metadata says that format, which an older infai
+        refuses instead of misreading."""
         info = self._read_info(paths)
-        if info.format < WORKSPACE_FORMAT:
-            upgraded = info.replace(format=WORKSPACE_FORMAT, updated_at=now_rfc3339())
+        if info.format < needed:
+            upgraded = info.replace(format=needed, updated_at=now_rfc3339())
             atomic_write(self.io, str(paths.meta), dumps(check_info(upgraded).to_obj()) + b"\n")
 
     def _write_info(self, paths: SessionPaths, **changes: Changed) -> SessionInfo:
@@ -471,7 +479,7 @@ class Store:
             self.options,
             lock,
             on_first_append=lambda: self._touch(paths),
-            on_workspace=lambda: self._workspace_format(paths),
+            on_format=lambda needed: self._raise_format(paths, needed),
             on_close=lambda: self._closed_writer(sid),
             on_commit=lambda events: self._appended(sid, events),
         )

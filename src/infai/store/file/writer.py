@@ -36,7 +36,8 @@ import zlib
 from ..codec import NIL_ID, check_role, check_timestamp, check_uuid, digest_of, now_rfc3339
 from ..errors import InvalidInput, StoreIOError
 from ..events import Event, EventSpec
-from ..records import RECORD_TYPES, WORKSPACE_KINDS, Record, encode_record, preview
+from ..info import BASE_FORMAT, format_for
+from ..records import RECORD_TYPES, Record, encode_record, preview
 from .blobs import put_blobs
 from .format import (
     INDEX_WIDTH,
@@ -71,7 +72,7 @@ class SessionWriter(SessionReader):
         on_first_append: Callable[[], None] | None = None,
         on_close: Callable[[], object] | None = None,
         on_commit: Callable[[list[Event]], None] | None = None,
-        on_workspace: Callable[[], None] | None = None,
+        on_format: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(paths, plan)
         self._io = io
@@ -87,9 +88,11 @@ class SessionWriter(SessionReader):
         self._head_fd = -1
         self._lookups = 0
         self._on_first_append = on_first_append
-        #: called once before the first snapshot or restore event is written (the
-        #: session's metadata then says format 2; see infai.store.info)
-        self._on_workspace = on_workspace
+        #: called with the format needed before the first event of a kind a newer
+        #: format brings (snapshot, restore: 2; gap: 3) is written, so the session's
+        #: metadata says so first (see infai.store.info)
+        self._on_format = on_format
+        self._format_done = BASE_FORMAT
         self._on_close = on_close
         #: called with the events of each append once it is durable (the search index)
         self._on_commit = on_commit
@@ -239,10 +242,10 @@ class SessionWriter(SessionReader):
             if self._on_first_append is not None:
                 self._on_first_append()
                 self._on_first_append = None
-            workspace = any(spec[5].kind in WORKSPACE_KINDS for spec in specs)
-            if workspace and self._on_workspace is not None:
-                self._on_workspace()  # before the events: never a v1 session holding them
-                self._on_workspace = None
+            needed = format_for({spec[5].kind for spec in specs})
+            if needed > self._format_done and self._on_format is not None:
+                self._on_format(needed)  # before the events: never an older format holding them
+                self._format_done = needed
             self._commit(lines, blobs, parent_at)
         except OSError as exc:
             self._failed = exc

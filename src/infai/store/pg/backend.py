@@ -85,7 +85,7 @@ from .session import CHANNEL, PgSessionReader, PgSessionWriter
 
 if TYPE_CHECKING:
     from ..info import Changed
-    from ..search import Progress, SearchResults
+    from ..search import DamagedSession, Progress, SearchResults
 
 #: turn leases are advisory locks on a 64-bit hash of this prefix and the session id
 LEASE_PREFIX = "infai-turn:"
@@ -321,13 +321,16 @@ class PgStore:
         return info
 
     def restore_info(self, info: SessionInfo) -> None:
-        """Overwrite the row's metadata with ``info`` as given (import)."""
+        """Overwrite the row's metadata with ``info`` as given (import); one statement,
+        so atomic; raises :class:`SessionNotFound` when there is no such session."""
         check_info(info)
         with self.db.conn() as conn:
-            conn.execute(
+            done = conn.execute(
                 "UPDATE infai_sessions SET info = %s, updated_at = %s WHERE id = %s",
                 (json.dumps(info.to_obj()), info.updated_at, info.id),
             )
+            if done.rowcount == 0:
+                raise SessionNotFound(info.id)
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session's metadata, most recently updated first (session rows only)."""
@@ -388,11 +391,12 @@ class PgStore:
             self.db, parsed, session=session, working_dir=working_dir, kind=kind, limit=limit
         )
 
-    def rebuild_search_index(self, progress: Progress | None = None) -> None:
-        """Drop the derived search rows and index every event again."""
+    def rebuild_search_index(self, progress: Progress | None = None) -> list[DamagedSession]:
+        """Drop the derived search rows and index every event again; the sessions whose
+        damaged events were left out."""
         from . import search
 
-        search.rebuild(self.db, progress)
+        return search.rebuild(self.db, progress)
 
     def lease(self, session_id: str) -> Lease:
         """Take the session's turn lease; if another process holds it, wait up to the

@@ -159,6 +159,36 @@ class PgObjects:
             conn.execute("UPDATE infai_objects_generation SET value = value + 1")
         return int(row[0])
 
+    def disk_bytes(self) -> int:
+        """The objects tables' size on disk, indexes and TOAST included."""
+        with self._db.conn() as conn:
+            row = conn.execute(
+                "SELECT pg_total_relation_size('infai_objects')"
+                " + pg_total_relation_size('infai_object_puts')"
+            ).fetchone()
+        return int(row[0])
+
+    def reclaimable(self, digests: Iterable[str]) -> int:
+        """Nothing: PostgreSQL keeps a table's files at their size after a DELETE
+        and a plain VACUUM (see :meth:`compact`)."""
+        return 0
+
+    def compact(self) -> str:
+        """A plain ``VACUUM`` of the objects tables (pooled connections are in
+        autocommit mode, as ``VACUUM`` needs). It takes no lock that stops reads or
+        writes, and makes the space of the removed rows reusable by new objects;
+        the files shrink only by empty pages at their end. Autovacuum would do the
+        same soon after; ``VACUUM FULL`` would give the space back but locks the
+        table while it rewrites it, so it is left to the database's owner."""
+        with self._db.conn() as conn:
+            conn.execute("VACUUM (ANALYZE) infai_objects, infai_object_puts")
+        return (
+            "PostgreSQL: VACUUM ran on infai_objects (autovacuum would soon): the removed"
+            " objects' space is reusable for new ones, but the table's files keep their"
+            " size; only VACUUM FULL infai_objects (it locks the table while it runs)"
+            " gives it back to the file system"
+        )
+
     def recent(self, seconds: float) -> set[str]:
         """Digests put (or put again) within the last ``seconds``, by the server's clock."""
         with self._db.conn() as conn:

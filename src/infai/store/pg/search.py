@@ -20,6 +20,15 @@ is ahead of their indexed count get their new events indexed, in batches, one
 transaction per batch holding the session's state row, so two processes
 catching up at once do not index twice. A database migrated from schema 1 is
 indexed by its first search (or ``infai search --rebuild``).
+
+An event whose record does not verify (text that is not a JSON object; a blob
+that no longer hashes to its digest) is not indexed from it: its row (or its
+blob's) gets the one lexeme :data:`DAMAGED`, which holds a space, so no query's
+word can match it, and the catch-up moves on. Every search and rebuild then
+names the sessions of its scope holding such rows
+(:class:`~infai.store.search.DamagedSession`): one damaged event never fails a
+search, nor hides that hits may be missing. No table is added: the marker lives
+in the derived rows and goes with them.
 """
 
 from __future__ import annotations
@@ -28,8 +37,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..codec import digest_of
 from ..errors import CorruptionError
 from ..search import (
+    DamagedSession,
     Progress,
     Query,
     SearchHit,
@@ -47,6 +58,11 @@ from .db import Database
 BATCH = 1000
 #: characters of one event's text that are indexed
 MAX_INDEXED_CHARS = 400_000
+#: the lexeme of a row whose record does not verify (a space inside: no query has it)
+DAMAGED = "infai damaged"
+#: :data:`DAMAGED` as a ``tsvector`` and as a ``tsquery`` (quoted: one lexeme)
+_DAMAGED_TSV = f"$$'{DAMAGED}'$$::tsvector"
+_DAMAGED_TSQ = f"$$'{DAMAGED}'$$::tsquery"
 
 
 def _text(kind: str, raw: str | bytes, where: str) -> str:
@@ -54,7 +70,17 @@ def _text(kind: str, raw: str | bytes, where: str) -> str:
         obj = json.loads(raw)
     except ValueError as exc:
         raise CorruptionError(where, 0, f"undecodable record: {exc}") from None
-    return searchable_text(kind, obj if isinstance(obj, dict) else {})
+    if not isinstance(obj, dict):
+        raise CorruptionError(where, 0, "the record is not a JSON object")
+    return searchable_text(kind, obj)
+
+
+def _verified_text(kind: str, raw: str | bytes, where: str) -> str | None:
+    """The record's words, or None when it does not verify (indexed as :data:`DAMAGED`)."""
+    try:
+        return _vector_text(_text(kind, raw, where))
+    except CorruptionError:
+        return None
 
 
 def _vector_text(text: str) -> str:
@@ -99,14 +125,14 @@ def _batch(db: Database, sid: str) -> bool:
             return False
         where = f"database session {sid}"
         inline = [
-            (sid, seq, _vector_text(_text(kind, record, f"{where} event #{seq}")))
+            (sid, seq, _verified_text(kind, record, f"{where} event #{seq}"))
             for seq, _p, kind, record, digest in rows
             if digest is None
         ]
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO infai_search (session_id, seq, tsv) VALUES"
-                " (%s, %s, to_tsvector('simple', %s)) ON CONFLICT DO NOTHING",
+                "INSERT INTO infai_search (session_id, seq, tsv) VALUES (%s, %s,"
+                f" coalesce(to_tsvector('simple', %s), {_DAMAGED_TSV})) ON CONFLICT DO NOTHING",
                 inline,
             )
         _index_blobs(conn, {(r[4], r[2]) for r in rows if r[4] is not None})
@@ -143,22 +169,50 @@ def _index_blobs(conn: Any, digests: set[tuple[str, str]]) -> None:
         row = conn.execute("SELECT data FROM infai_blobs WHERE digest = %s", (digest,)).fetchone()
         if row is None:
             continue  # missing: fsck reports it; the event cannot be shown either
-        text = _text(kind, bytes(row[0]), f"database blob {digest}")
+        data = bytes(row[0])
+        text = None
+        if digest_of(data) == digest:
+            text = _verified_text(kind, data, f"database blob {digest}")
         conn.execute(
             "INSERT INTO infai_search_blobs (digest, tsv) VALUES"
-            " (%s, to_tsvector('simple', %s)) ON CONFLICT DO NOTHING",
-            (digest, _vector_text(text)),
+            f" (%s, coalesce(to_tsvector('simple', %s), {_DAMAGED_TSV})) ON CONFLICT DO NOTHING",
+            (digest, text),
         )
         have.add(digest)
 
 
-def rebuild(db: Database, progress: Progress | None) -> None:
-    """Drop every derived row and index all events again."""
+def rebuild(db: Database, progress: Progress | None) -> list[DamagedSession]:
+    """Drop every derived row and index all events again; the sessions left damaged."""
     with db.conn() as conn, conn.transaction():
         conn.execute("DELETE FROM infai_search_state")
         conn.execute("DELETE FROM infai_search")
         conn.execute("DELETE FROM infai_search_blobs")
     catch_up(db, progress)
+    return damaged(db, None)
+
+
+def damaged(db: Database, sessions: list[str] | None) -> list[DamagedSession]:
+    """The sessions (of ``sessions``; None: all) holding events indexed as
+    :data:`DAMAGED`, by session id (found through the GIN indexes: cheap)."""
+    scope = "" if sessions is None else " AND e.session_id::text = ANY(%s)"
+    with db.conn() as conn:
+        rows = conn.execute(
+            "SELECT e.session_id, e.seq, e.digest FROM infai_search s JOIN infai_events e"
+            f" ON e.session_id = s.session_id AND e.seq = s.seq WHERE s.tsv @@ {_DAMAGED_TSQ}"
+            f"{scope} UNION ALL SELECT e.session_id, e.seq, e.digest FROM infai_search_blobs b"
+            f" JOIN infai_events e ON e.digest = b.digest WHERE b.tsv @@ {_DAMAGED_TSQ}{scope}"
+            " ORDER BY 1, 2",
+            [] if sessions is None else [sessions, sessions],
+        ).fetchall()
+    found: dict[str, DamagedSession] = {}
+    for sid, seq, digest in rows:
+        key = str(sid)
+        if key in found:
+            found[key].events = (found[key].events or 0) + 1
+            continue
+        what = "record does not decode" if digest is None else f"blob {digest} does not verify"
+        found[key] = DamagedSession(key, 1, f"database session {key} event #{seq}: its {what}")
+    return list(found.values())
 
 
 def search(
@@ -173,9 +227,10 @@ def search(
     """Catch up, then the best ``limit`` hits (see :mod:`infai.store.search`); every
     match is ranked (no window)."""
     catch_up(db)
-    cond, args = _filters(db, session, working_dir, kind)
+    cond, args, scope = _filters(db, session, working_dir, kind)
+    hurt = damaged(db, scope)
     if cond is None:
-        return SearchResults()
+        return SearchResults(damaged=hurt)
     sql = (
         "WITH q AS (SELECT to_tsquery('simple', %s) AS q), m AS ("
         " SELECT s.session_id, s.seq, ts_rank(s.tsv, q.q) AS score"
@@ -193,16 +248,19 @@ def search(
     with db.conn() as conn:
         found = conn.execute(sql, (query.to_tsquery(), *args, limit)).fetchall()
         blobs = _blob_data(conn, {r[8] for r in found if r[8] is not None})
-    return SearchResults(_hit(row, blobs, query) for row in found)
+    return SearchResults((_hit(row, blobs, query) for row in found), damaged=hurt)
 
 
 def _filters(
     db: Database, session: str | None, working_dir: str | None, kind: str | None
-) -> tuple[str | None, list[Any]]:
-    cond, args = "", list[Any]()
+) -> tuple[str | None, list[Any], list[str] | None]:
+    """The hits' SQL condition and its arguments (None: nothing can match), and the
+    sessions in scope (None: all)."""
+    cond, args, scope = "", list[Any](), None
     if session is not None:
         cond += " AND m.session_id = %s"
         args.append(session)
+        scope = [session]
     if kind is not None:
         cond += " AND e.kind = %s"
         args.append(kind)
@@ -213,11 +271,13 @@ def _filters(
                 " WHERE info->>'working_dir' IS NOT NULL"
             ).fetchall()
         wanted = [sid for sid, wd in rows if dir_matches(wd, working_dir)]
+        named = [str(sid) for sid in wanted]
+        scope = named if scope is None else [s for s in scope if s in named]
         if not wanted:
-            return None, []
+            return None, [], scope
         cond += " AND m.session_id = ANY(%s)"
         args.append(wanted)
-    return cond, args
+    return cond, args, scope
 
 
 def _blob_data(conn: Any, digests: set[str]) -> dict[str, bytes]:

@@ -38,11 +38,10 @@ from ..errors import (
     StoreError,
 )
 from ..events import Context, Entry, Event, EventSpec
-from ..info import WORKSPACE_FORMAT
+from ..info import BASE_FORMAT, format_for
 from ..options import StoreOptions
 from ..records import (
     RECORD_TYPES,
-    WORKSPACE_KINDS,
     Record,
     encode_record,
     preview,
@@ -398,12 +397,13 @@ class PgSessionWriter(PgSessionReader):
                         record.kind, role, ts, preview(record), text, digest,
                     )
                 )  # fmt: skip
-            if any(spec[5].kind in WORKSPACE_KINDS for spec in specs):
-                # the session now holds workspace kinds: its format says so (info.py)
+            needed = format_for({spec[5].kind for spec in specs})
+            if needed > BASE_FORMAT:
+                # the session now holds a newer format's kinds: its format says so (info.py)
                 conn.execute(
                     "UPDATE infai_sessions SET info = jsonb_set(info, '{format}', to_jsonb(%s))"
                     " WHERE id = %s AND (info->>'format')::int < %s",
-                    (WORKSPACE_FORMAT, self.session_id, WORKSPACE_FORMAT),
+                    (needed, self.session_id, needed),
                 )
             with conn.cursor() as cur:
                 if blobs:
