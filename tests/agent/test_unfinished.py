@@ -11,6 +11,7 @@ messages in a row.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def sent(request: Request) -> list[tuple[str, str]]:
 
 def no_two_users_in_a_row(messages: tuple[Message, ...]) -> bool:
     roles = [m.role for m in messages]
-    return all(not (a == b == "user") for a, b in zip(roles, roles[1:], strict=False))
+    return all(not (a == b == "user") for a, b in itertools.pairwise(roles))
 
 
 def test_opening_records_a_killed_turn_once_and_the_model_is_told(store: Store) -> None:
@@ -106,7 +107,7 @@ def test_a_tool_call_with_no_result_is_recorded_past_its_snapshot(store: Store) 
         writer.append_batch(
             [
                 (MessageRecord(content="looking"), "assistant"),
-                (ToolCallRecord(call_id="c1", name="bash", arguments={"command": "ls"}), "assistant"),
+                (ToolCallRecord(call_id="c1", name="bash", arguments={"x": 1}), "assistant"),
             ]
         )
         writer.append(SnapshotRecord(tree="sha256:" + "0" * 64, reason="after bash"), "system")
@@ -121,14 +122,16 @@ def test_a_tool_call_with_no_result_is_recorded_past_its_snapshot(store: Store) 
     assert request.messages[3].content == f"{INTERRUPTED_NOTE}\n\nagain"
 
 
+CANCELLED = MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True})
+
+
 @pytest.mark.parametrize(
     "tail",
     [
         [(MessageRecord(content="a note appended by hand"), "user")],  # no turn was started
         [(prompt_record("asked"), "user"), (MessageRecord(content="answered"), "assistant")],
-        [(prompt_record("asked"), "user"), (MessageRecord(content=INTERRUPTED_TURN,
-            metadata={"interrupted": True}), "user")],  # cancelled: recorded already
-    ],  # fmt: skip
+        [(prompt_record("asked"), "user"), (CANCELLED, "user")],  # recorded already
+    ],
     ids=["appended", "answered", "cancelled"],
 )
 def test_a_finished_turn_or_a_message_no_turn_answers_is_left_alone(

@@ -17,11 +17,14 @@ process last left it (another process wrote, and may have died writing).
 What counts as unfinished, from HEAD back past the files' snapshots and
 restores: a turn's prompt (:data:`~.loop.TURN_PROMPT`) with no answer; a tool
 call or a tool result of a turn (the model was still to answer), found by
-walking back to the turn's prompt; a reply cut short whose marker is missing.
-The marker itself, an answer, a compaction, a summary, or a user message that
-no turn was started for (``infai session append``, an imported session) is
-not. Recording it moves HEAD onto the marker, so a second opener (or a reopen)
-finds nothing to record: it is recorded once.
+walking back to the turn's prompt. The marker itself, an answer (a reply cut
+short too: the next prompt follows the model's words, not another prompt), a
+compaction, a summary, or a user message that no turn was started for
+(``infai session append``, an imported session) is not. Only the index is read,
+and the one prompt record that decides it (never a reply: a large one is a blob
+that opening a session does not read). Recording it moves HEAD onto the
+marker, so a second opener (or a reopen) finds nothing to record: it is
+recorded once.
 """
 
 from __future__ import annotations
@@ -83,11 +86,6 @@ def unfinished(view: SessionView) -> bool:
         return False
     if entry.kind in ("tool_call", "tool_result"):
         return _prompt_before(view, entry)
-    if entry.kind != "message":
-        return False
-    if entry.role == "assistant":  # a reply cut short, its marker never written
-        record = _record(view, entry)
-        return record is not None and record.metadata.get("interrupted") is True
     return _is_prompt(view, entry)
 
 

@@ -48,9 +48,9 @@ def slow_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
     real = SessionWriter.append
 
     def append(self: SessionWriter, record: Any, role: str, **kw: Any) -> Any:
-        if role == "user" and not (isinstance(record, MessageRecord) and record.metadata.get(
-            "interrupted"
-        )):
+        if role == "user" and not (
+            isinstance(record, MessageRecord) and record.metadata.get("interrupted")
+        ):
             time.sleep(SLOW_APPEND)  # a slow disk under the prompt (in a worker thread)
         return real(self, record, role, **kw)
 
