@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, run_turn
+from infai.agent import AgentSession, TurnEnded, run_turn
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import ScriptedModel
 from infai.store import Event, MessageRecord, SessionWriter, Store, StoreError
@@ -108,3 +108,25 @@ def test_asked_is_the_stored_prompt_or_what_kept_it_from_being_stored(
     assert isinstance(asked.record, MessageRecord) and asked.record.content == "first"
     assert asked.id == first_id
     assert "the disk is gone" in str(failure)
+
+
+def test_a_cancel_right_after_start_frees_the_slot_and_stores_nothing(store: Store) -> None:
+    """Cancelled before it ever ran, a turn's task would skip its whole body, the
+    slot's release included: the session would answer Busy for good."""
+    sid = store.create_session().id
+
+    async def scenario(session: AgentSession) -> str:
+        turn = await session.start("never mind")
+        await session.cancel(turn.id)
+        assert await turn.wait() == TurnEnded("cancelled")
+        again = await session.start("this one")  # was Busy: the slot never freed
+        await again.wait()
+        return (await again.asked()).id
+
+    with AgentSession(
+        store, sid, model=ScriptedModel(["ok"]), toolbox=Toolbox(), permissions=AllowAll()
+    ) as session:
+        asked = asyncio.run(scenario(session))
+        contents = [e.preview for e in session.view.path()]
+        assert session.view.path()[0].id == asked
+    assert contents == ["this one", "ok"]  # nothing of the cancelled one: no prompt, no marker

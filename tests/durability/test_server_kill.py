@@ -1,5 +1,6 @@
 """A real ``infai serve`` killed with SIGKILL the moment it answers 202 to a prompt:
-the prompt it accepted is in the store, under the id the 202 named.
+the prompt it accepted is in the store, under the id the 202 named (marked
+``crash``: two real servers started and killed).
 
 Both backends: the directory store (reopened, so its recovery runs) and
 PostgreSQL (a throwaway cluster, tests/support/pgserver.py).
@@ -54,6 +55,7 @@ def listening(url: str, deadline: float) -> str:
             time.sleep(0.05)
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("backend", ["directory", "postgresql"])
 def test_a_prompt_answered_202_survives_a_sigkill_right_after(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest

@@ -389,6 +389,9 @@ class AgentSession(SessionFiles):
         self.turn = turn
         turn.prompt = asyncio.get_running_loop().create_future()
         turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
+        # let it begin: a task cancelled before its first step never runs its body,
+        # so its ``finally`` (which frees the slot) would never run either
+        await asyncio.sleep(0)
         return turn
 
     async def _run(self, turn: Turn, text: str) -> TurnEnded:

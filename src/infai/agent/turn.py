@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from infai.errors import InfaiError
 from infai.store import Event
@@ -45,7 +46,8 @@ class Turn:
         ended the turn before that (a store's failure), or :class:`SlotConflict` if
         it was cancelled first."""
         assert self.task is not None and self.prompt is not None
-        await asyncio.wait([self.prompt, self.task], return_when=asyncio.FIRST_COMPLETED)
+        waiting: list[asyncio.Future[Any]] = [self.prompt, self.task]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if self.prompt.done():
             return self.prompt.result()
         if self.failure is not None:
