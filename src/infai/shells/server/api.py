@@ -495,7 +495,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "and the prompt's event id (watch the turn on the stream), or with stream: true "
         "streams the turn itself and cancels it if the client goes.",
         {
-            202: ("The turn started.", "TurnStarted"),
+            202: ("The prompt is stored and the turn started.", "TurnStarted"),
             200: ("With stream: true, the turn's frames up to its turn_ended.", None),
         },
         params=(SESSION,), body=PROMPT, errors=(409,), stream=True,
