@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from infai.agent import Saved, Streamed, TurnEnded, run_turn, to_messages
-from infai.agent.context import INTERRUPTED
-from infai.agent.loop import INTERRUPTED_TURN, AgentEvent
+from infai.agent.context import INTERRUPTED, INTERRUPTED_NOTE
+from infai.agent.loop import INTERRUPTED_TURN, TURN_PROMPT, AgentEvent
 from infai.llm import (
     Done,
     FunctionModel,
@@ -104,7 +104,7 @@ def test_a_plain_turn_stores_the_prompt_and_the_settled_reply(store: Store) -> N
         deltas = [e.event for e in events if isinstance(e, Streamed)]
         assert "".join(d.text for d in deltas if isinstance(d, TextDelta)).startswith("Hello!")
         (_, _, user), (_, _, reply) = stored(w)
-        assert user == MessageRecord(content="hi")
+        assert user == MessageRecord(content="hi", metadata={TURN_PROMPT: True})
         assert isinstance(reply, MessageRecord) and reply.content.startswith("Hello!")
         assert reply.model == "scripted" and reply.stop_reason == "end_turn"
         assert reply.usage is not None and reply.usage.output_tokens > 0
@@ -267,11 +267,10 @@ def test_cancelling_during_the_stream_keeps_the_prompt_and_what_was_said(store: 
         model = ScriptedModel(["42"])
         asyncio.run(drive(w, model, "go on"))
     sent = [(m.role, m.content) for m in model.requests[0].messages]
-    assert sent == [
+    assert sent == [  # the marker is said as a note, with the next prompt: one user message
         ("user", "question"),
         ("assistant", "The answer is"),
-        ("user", INTERRUPTED_TURN),
-        ("user", "go on"),
+        ("user", f"{INTERRUPTED_NOTE}\n\ngo on"),
     ]
 
 

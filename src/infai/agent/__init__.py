@@ -17,8 +17,9 @@ from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
 from .prompt import system_prompt
-from .session import AgentSession, Busy, NotInFlight, SlotConflict, Turn
+from .session import AgentSession
 from .subagent import Narrowed, TaskTool
+from .turn import Busy, NotInFlight, SlotConflict, Turn
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,

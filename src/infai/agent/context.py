@@ -8,6 +8,12 @@ the assistant message that made them, and every call gets a result right after
 it: a crash or a cancellation can leave a call with no result in the store, and
 such a call gets a synthesized "interrupted" error result, so nothing dangling
 is ever sent. A result whose call is not on the path is not sent either.
+
+The interruption marker (a cancelled turn's, or one recorded for a turn whose
+process was killed: :mod:`.unfinished`) is sent as :data:`INTERRUPTED_NOTE`,
+joined with the user messages beside it into one: a prompt left without an
+answer, the note and the next prompt reach the model as one user message that
+says what happened, never as user messages in a row with nothing between them.
 """
 
 from __future__ import annotations
@@ -42,6 +48,18 @@ class UnsendableEvent(InfaiError):
 
 
 INTERRUPTED = "interrupted: this tool call did not finish (the session stopped before it did)"
+
+#: what the model is sent for an interruption marker
+INTERRUPTED_NOTE = (
+    "[turn interrupted: the turn before this point stopped before it finished; "
+    "what it had not said or done did not happen]"
+)
+
+
+def is_marker(record: MessageRecord, role: str) -> bool:
+    """Whether a stored message is the interruption marker."""
+    return role == "user" and record.metadata.get("interrupted") is True
+
 
 #: what a model is sent in place of a tool output the session's own tool had
 #: pruned before it was imported (OpenCode's words, as its model saw them)
@@ -141,6 +159,7 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
     ``pruned`` are sent as :data:`PRUNED_OUTPUT`."""
     out: list[Message] = []
     pending: dict[str, ToolCall] = {}  # calls still waiting for their result
+    notes: set[int] = set()  # where in ``out`` an interruption marker's note is
 
     def settle_pending() -> None:
         for call in pending.values():
@@ -182,7 +201,10 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
             )
         else:
             settle_pending()
-            if isinstance(record, MessageRecord):
+            if isinstance(record, MessageRecord) and is_marker(record, event.role):
+                notes.add(len(out))
+                out.append(Message(role="user", content=INTERRUPTED_NOTE))
+            elif isinstance(record, MessageRecord):
                 role = _sendable_role(event)
                 # an assistant's metadata carries what its provider needs back
                 # (an Anthropic thinking signature); nothing else is sent on
@@ -200,4 +222,28 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
             elif isinstance(record, GapRecord):  # said, so the model sees why a turn is missing
                 out.append(Message(role="user", content=f"[Note: {record.summary}]"))
     settle_pending()
+    return _join_notes(out, notes)
+
+
+def _join_notes(messages: list[Message], notes: set[int]) -> list[Message]:
+    """``messages`` with each run of user messages in a row that holds a note (at
+    the indexes ``notes``) joined into one, their texts in order."""
+    out: list[Message] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if run and notes.intersection(run):
+            text = "\n\n".join(messages[i].content for i in run)
+            out.append(replace(messages[run[0]], content=text))
+        else:
+            out.extend(messages[i] for i in run)
+        run.clear()
+
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            run.append(index)
+            continue
+        flush()
+        out.append(message)
+    flush()
     return out

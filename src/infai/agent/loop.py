@@ -2,7 +2,8 @@
 
 The durability contract, in order:
 
-1. the user's message is appended (durable) before the model is asked anything;
+1. the user's message is appended (durable) before the model is asked anything,
+   marked as a turn's prompt (:data:`TURN_PROMPT`);
 2. the model's deltas stream live (:class:`Streamed`) and are never persisted;
 3. the settled assistant message and the tool calls it made are appended in one
    transaction, so every call is durable before it runs (the message names the
@@ -14,8 +15,11 @@ The durability contract, in order:
 A provider error ends the turn as data (:class:`TurnEnded` with ``"error"``);
 nothing of the failed generation is stored. Cancelling the task (Ctrl-C, a
 client gone) stops the stream or the running tool; an interruption marker is
-appended so the turn reads as interrupted, and context assembly gives any call
-left without a result an "interrupted" one.
+appended so the turn reads as interrupted (from the moment the prompt is stored:
+a cancel that comes while it is being stored waits for it, then marks it), and
+context assembly gives any call left without a result an "interrupted" one. A
+turn whose process is killed outright records no marker; the next process that
+opens the session for a turn records it (:mod:`.unfinished`).
 """
 
 from __future__ import annotations
@@ -76,6 +80,20 @@ log = logging.getLogger("infai.agent")
 AfterTool = Callable[[Any], Awaitable["Record | str | None"]]
 
 INTERRUPTED_TURN = "[turn interrupted]"
+#: the metadata key that marks a user message as a turn's prompt (``True``): a
+#: turn was started to answer it, so one left without an answer was interrupted
+#: (see :mod:`.unfinished`); a message appended by other means is not one
+TURN_PROMPT = "turn"
+
+
+def prompt_record(text: str) -> MessageRecord:
+    """The record of a turn's prompt, marked as one (:data:`TURN_PROMPT`)."""
+    return MessageRecord(content=text, metadata={TURN_PROMPT: True})
+
+
+def interruption_marker(**why: Any) -> MessageRecord:
+    """The interruption marker: the turn before it stopped without finishing."""
+    return MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True, **why})
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +219,9 @@ class _Turn:
         self.compact_at = compact_at
         self.cache = cache
         self.on_saved = on_saved
+        #: whether this turn has appended anything (its prompt first): a cancel
+        #: before that leaves nothing to mark interrupted
+        self.appended = False
         self.compaction_failed = False  # one failed compaction per turn is enough
         self.compacted = False
         #: text and reasoning of the reply being streamed (kept if the turn is cut)
@@ -210,6 +231,7 @@ class _Turn:
     # -- appends ---------------------------------------------------------------
 
     def _settled(self, events: list[Event]) -> list[Saved]:
+        self.appended = self.appended or bool(events)
         self.cache.appended(events)
         if self.on_saved is not None:
             for event in events:
@@ -217,8 +239,21 @@ class _Turn:
         return [Saved(e) for e in events]
 
     async def append(self, record: Record, role: str) -> list[Saved]:
-        """Append one record (in a worker thread) and report it saved."""
-        return self._settled([await off_loop(self.writer.append, record, role)])
+        """Append one record (in a worker thread) and report it saved; a cancel that
+        comes while the append runs waits for it (:func:`off_loop`), and what it
+        stored is reported saved before the cancel goes on, so the interruption
+        marker follows it and every watcher hears of it."""
+        done: list[Event] = []
+
+        def work() -> Event:
+            done.append(self.writer.append(record, role))
+            return done[0]
+
+        try:
+            return self._settled([await off_loop(work)])
+        except asyncio.CancelledError:
+            self._settled(done)
+            raise
 
     async def append_batch(
         self, records: list[tuple[MessageRecord | ToolCallRecord, str]]
@@ -234,13 +269,13 @@ class _Turn:
     async def store_prompt(self, prompt: str) -> AsyncIterator[AgentEvent]:
         """The user's message, durable before anything is generated."""
         try:
-            stored = await self.append(MessageRecord(content=prompt), "user")
+            stored = await self.append(prompt_record(prompt), "user")
         except HeadConflict:
             # Another process appended since this session was read (a shared store).
             # Nothing was generated yet, so the prompt simply follows what they wrote.
             yield Streamed(Notice("another writer added to this session; your prompt follows it"))
             self.cache.invalidate()
-            stored = await self.append(MessageRecord(content=prompt), "user")
+            stored = await self.append(prompt_record(prompt), "user")
         for item in stored:
             yield item
 
@@ -283,7 +318,7 @@ class _Turn:
             if not self.compacted:
                 self.writer.select(None)  # back to the prompt, as stored
         if self.compacted:
-            for again in await self.append(MessageRecord(content=prompt), "user"):
+            for again in await self.append(prompt_record(prompt), "user"):
                 yield again
 
     async def ask_model(self) -> AsyncIterator[AgentEvent | Message | ProviderError | None]:
@@ -397,7 +432,7 @@ class _Turn:
         marked ``interrupted``, sent to the model next turn as what it had said), then
         the interruption marker; returns why they could not be, if they could not."""
         self.cache.invalidate()
-        marker = MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True})
+        marker = interruption_marker()
         said, thought = "".join(self.partial), "".join(self.partial_reasoning)
         self.partial, self.partial_reasoning = [], []
         try:
@@ -483,13 +518,13 @@ async def run_turn(
         objects=objects,
         after_tool=after_tool,
     )
-    asked: Event | None = None
-    async for item in turn.store_prompt(prompt):
-        if isinstance(item, Saved):
-            asked = item.event
-        yield item
-    assert asked is not None
     try:
+        asked: Event | None = None
+        async for item in turn.store_prompt(prompt):
+            if isinstance(item, Saved):
+                asked = item.event
+            yield item
+        assert asked is not None
         async for item in turn.compact_before(prompt, asked):
             yield item
         for number in range(max_steps):
@@ -502,6 +537,8 @@ async def run_turn(
                     return
         yield TurnEnded("error", f"stopped after {max_steps} model calls in one turn")
     except asyncio.CancelledError as cancelled:
+        if not turn.appended:  # cancelled before its prompt was stored: nothing to mark
+            raise
         failure = await turn.mark_interrupted()
         if failure is not None:
             raise cancelled from failure

@@ -33,6 +33,12 @@ writer, which reads HEAD and everything another process appended meanwhile
 (``infai session append``, ``infai run --session``), so the turn builds on
 them; an event picked to continue from is carried over.
 
+A turn another process left unfinished (killed mid-turn: its prompt or tool
+call has no answer) is recorded as interrupted before this one writes: at open
+where the writer's lock excludes every other process, else when the lease is
+taken and HEAD has moved since (:mod:`.unfinished`). :meth:`start` returns at
+once; :meth:`Turn.asked` waits until the prompt is durable.
+
 The session's files on the timeline (restores before a continue, snapshots
 after tools, checkout) are the :class:`~.session_files.SessionFiles` half of
 the class, in their own module.
@@ -48,57 +54,35 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
 from infai.llm import Model, close_model
-from infai.store import Event, InvalidInput, Lease, SessionInfo, SessionStore, SessionView
+from infai.store import (
+    Event,
+    InvalidInput,
+    Lease,
+    MessageRecord,
+    SessionInfo,
+    SessionStore,
+    SessionView,
+)
 from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, pruned_outputs
 from .hub import EventHub
-from .loop import AgentEvent, Saved, TurnEnded, run_turn
+from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
 from .session_files import SessionFiles
+from .turn import Busy, NotInFlight, Turn
+from .unfinished import record_unfinished
 from .workfiles import OnRestore, WorkFiles
 
 #: the key in a session's ``extra`` metadata that keeps its "allow always" rules
 KEPT_RULES = "allowed"
-
-
-class SlotConflict(InfaiError):
-    """The session cannot do this now: its one slot for work that writes says no."""
-
-
-class Busy(SlotConflict):
-    """A turn, a compaction or a branch switch is already running in this session."""
-
-
-class NotInFlight(SlotConflict):
-    """There is no such turn in flight to cancel."""
-
-
-@dataclass
-class Turn:
-    """A turn started with :meth:`AgentSession.start`: its id, its task, its end."""
-
-    id: str
-    task: asyncio.Task[TurnEnded] | None = None
-    #: how it ended, once it has
-    outcome: TurnEnded | None = field(default=None)
-    #: the exception that ended it, if one did (a store's failure, say): a shell
-    #: answers a session that could not be saved differently from a model's error
-    failure: Exception | None = field(default=None)
-
-    async def wait(self) -> TurnEnded:
-        """Wait for the turn to end (a cancelled turn ends ``cancelled``)."""
-        assert self.task is not None
-        await asyncio.wait([self.task])
-        return self.outcome or TurnEnded("cancelled")
 
 
 def kept_rules(info: SessionInfo) -> list[Rule]:
@@ -175,8 +159,16 @@ class AgentSession(SessionFiles):
         #: :func:`~.workfiles.other_writers`), released while parked, as the
         #: directory store's writer lock is
         self._open_mark: Lease | None = None
+        #: the interruption markers recorded by :meth:`acquire`, not yet published
+        self._found: list[Event] = []
+        #: HEAD as this object last left it: the lease finding it moved means another
+        #: process wrote meanwhile (see :mod:`.unfinished`)
+        self._left: str | None = None
         try:
             self._open_mark = store.open_mark(self.session_id, str(self.working_dir))
+            if not store.shared_writers:  # the writer's lock: nobody else is in a turn
+                record_unfinished(self.writer)
+                self._left = self.writer.head
             if info.model != model.name:
                 store.update_info(self.session_id, model=model.name)
             if files is not None:
@@ -276,6 +268,10 @@ class AgentSession(SessionFiles):
                 refresh = getattr(self.writer, "refresh", None)
                 if self._lease is not None and refresh is not None:
                     refresh()
+                if self.writer.head != self._left:  # another process wrote, may have died
+                    found = record_unfinished(self.writer)
+                    if found is not None:
+                        self._found.append(found)
             except BaseException:
                 if self._lease is not None:
                     self._lease.release()
@@ -286,6 +282,8 @@ class AgentSession(SessionFiles):
     def release(self) -> None:
         """Give back one :meth:`acquire`; the last one releases the lease."""
         self._held -= 1
+        if self._held == 0:
+            self._left = self.writer.head
         if self._held == 0 and self._lease is not None:
             lease, self._lease = self._lease, None
             lease.release()
@@ -329,6 +327,10 @@ class AgentSession(SessionFiles):
         except BaseException:
             self.busy = None
             raise
+        found, self._found = self._found, []
+        for marker in found:  # an unfinished turn another process left
+            self.cache.invalidate()
+            self._saved(marker)
 
     async def _free(self) -> None:
         """Give the slot back: the lease released and, between turns, the writer
@@ -385,7 +387,11 @@ class AgentSession(SessionFiles):
         turn = Turn(str(uuid.uuid4()))
         await self._hold(f"turn {turn.id} is in flight")
         self.turn = turn
+        turn.prompt = asyncio.get_running_loop().create_future()
         turn.task = asyncio.get_running_loop().create_task(self._run(turn, text))
+        # let it begin: a task cancelled before its first step never runs its body,
+        # so its ``finally`` (which frees the slot) would never run either
+        await asyncio.sleep(0)
         return turn
 
     async def _run(self, turn: Turn, text: str) -> TurnEnded:
@@ -425,6 +431,15 @@ class AgentSession(SessionFiles):
         return turn
 
     def _saved(self, event: Event) -> None:
+        turn = self.turn
+        if (
+            turn is not None
+            and turn.prompt is not None
+            and not turn.prompt.done()
+            and isinstance(event.record, MessageRecord)
+            and event.record.metadata.get(TURN_PROMPT) is True
+        ):
+            turn.prompt.set_result(event)  # the turn's first append of a prompt
         self.hub.publish(Saved(event))
 
     async def _turn(self, text: str) -> AsyncIterator[AgentEvent]:

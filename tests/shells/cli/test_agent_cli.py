@@ -54,7 +54,8 @@ def test_run_json_events(home: Path, work: Path) -> None:
     lines = [json.loads(x) for x in infai(home, "run", "--json", "hi").stdout.splitlines()]
     files, lines = lines[0]["event"], lines[1:]  # a turn starts by recording the files
     assert files["kind"] == "snapshot" and files["record"]["reason"] == "turn start"
-    assert lines[0]["type"] == "saved" and lines[0]["event"]["record"] == {"content": "hi"}
+    prompt = {"content": "hi", "metadata": {"turn": True}}  # a turn answers it
+    assert lines[0]["type"] == "saved" and lines[0]["event"]["record"] == prompt
     assert {x["type"] for x in lines[1:-2]} == {"stream"}
     assert lines[-2]["type"] == "saved" and lines[-2]["event"]["role"] == "assistant"
     sid = lines[0]["session"]  # every line names its session (issue 13)

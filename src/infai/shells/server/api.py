@@ -180,8 +180,9 @@ COMPONENTS: dict[str, Schema] = {
     },
     "TurnStarted": {
         "type": "object",
-        "required": ["turn", "session"],
-        "properties": {"turn": _ID, "session": _ID},
+        "description": "Sent once the prompt is stored (durable): prompt is its event.",
+        "required": ["turn", "session", "prompt"],
+        "properties": {"turn": _ID, "session": _ID, "prompt": _ID},
     },
     "TurnCancelled": {
         "type": "object",
@@ -496,10 +497,11 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST", "/v1/sessions/{session_id}/prompt", "prompt",
-        "Start a turn; answers at once with its id (watch it on the stream), or with "
-        "stream: true streams the turn itself and cancels it if the client goes.",
+        "Start a turn; answers once its prompt is stored (durable) with the turn's id "
+        "and the prompt's event id (watch the turn on the stream), or with stream: true "
+        "streams the turn itself and cancels it if the client goes.",
         {
-            202: ("The turn started.", "TurnStarted"),
+            202: ("The prompt is stored and the turn started.", "TurnStarted"),
             200: ("With stream: true, the turn's frames up to its turn_ended.", None),
         },
         params=(SESSION,), body=PROMPT, errors=(409,), stream=True,

@@ -242,15 +242,23 @@ async def prompt(call: Call) -> Response:
     from_event = None  # picked (and its files restored) by restore_first
     if not call.body.get("stream"):
         turn = await served.start(call.body["text"], from_event, answer)
-        return ok({"turn": turn.id, "session": served.session_id}, 202)
+        asked = await turn.turn.asked()  # accepted means stored: answered only once durable
+        return ok({"turn": turn.id, "session": served.session_id, "prompt": asked.id}, 202)
     feed, _, _ = served.watch()  # before the turn starts: its first frame is turn_started
     try:
         turn = await served.start(call.body["text"], from_event, answer)
     except BaseException:
         feed.close()
         raise
+    try:
+        asked = await turn.turn.asked()
+    except BaseException:  # the client went before it was stored, or storing failed
+        feed.close()
+        if turn.task is not None:
+            turn.task.cancel()
+        raise
     frames = _turn_frames(turn, feed)
-    headers = {"Infai-Turn": turn.id}
+    headers = {"Infai-Turn": turn.id, "Infai-Prompt": asked.id}
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n", headers=headers)
 
 
