@@ -178,6 +178,7 @@ class Setup:
         return got
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["applied", "appended", "finished"])
 def test_a_restore_killed_around_its_record_is_recorded_once(tmp_path: Path, point: str) -> None:
     s = Setup(tmp_path)
@@ -190,6 +191,7 @@ def test_a_restore_killed_around_its_record_is_recorded_once(tmp_path: Path, poi
     assert s.recover(s.a) is None and len(s.all_restores()) == 1
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["noted", "appended", "finished"])
 def test_a_recovery_killed_around_its_record_is_recorded_once(tmp_path: Path, point: str) -> None:
     """The recovery that deleted the journal before recording: killed at
@@ -205,6 +207,7 @@ def test_a_recovery_killed_around_its_record_is_recorded_once(tmp_path: Path, po
     assert got.metadata[JOURNAL] == tag and s.head_tree(s.a) == s.tree_one
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["noted", "appended", "finished"])
 def test_a_recovery_in_another_session_killed_after_recording_there(
     tmp_path: Path, point: str
@@ -219,6 +222,7 @@ def test_a_recovery_in_another_session_killed_after_recording_there(
     assert len(s.restores(s.a)) == 1 and s.head_tree(s.a) == s.tree_one
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["noted", "appended", "finished"])
 def test_a_stand_in_record_killed_is_not_recorded_again_elsewhere(
     tmp_path: Path, point: str
@@ -254,6 +258,7 @@ def _as_older_infai(s: Setup, *, tag: bool) -> None:
     path.write_text(json.dumps(body))
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("tag", [True, False], ids=["tagged", "untagged"])
 @pytest.mark.parametrize("point", ["noted", "appended", "finished"])
 def test_an_older_journal_recovered_with_kills_is_recorded_once(

@@ -243,6 +243,7 @@ def first_problem(b: Built) -> Problem:
     ],
     ids=["single", "single-strict", "batch", "alone-in-last-chunk"],
 )
+@pytest.mark.crash
 def test_last_record_torn_at_every_byte(
     tmp_path: Path,
     last: Literal["single", "batch"],
@@ -325,6 +326,7 @@ def index_cases(size: int) -> Iterator[tuple[str, int | None]]:
     [("fast", 64), ("fast", 2), ("strict", 64)],
     ids=["fast", "fast-sync-every-2", "strict"],
 )
+@pytest.mark.crash
 def test_index_torn_or_lost_is_rebuilt(
     tmp_path: Path, durability: Literal["fast", "strict"], interval: int
 ) -> None:
@@ -350,6 +352,7 @@ def test_index_torn_or_lost_is_rebuilt(
 # -- (c) a flipped byte in a middle record --------------------------------------------
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("case", ["index-durable", "index-deleted"])
 def test_flipped_byte_in_middle_record_is_reported_by_file_and_offset(
     tmp_path: Path, case: str
@@ -467,6 +470,7 @@ def test_missing_blob_is_reported(tmp_path: Path) -> None:
 # -- (e) the last line: invalid, zero-filled, or without its newline ------------------
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("member", [-1, -2, -3], ids=["last-line", "batch-member", "batch-first"])
 def test_complete_invalid_last_line_is_corruption(tmp_path: Path, member: int) -> None:
     b = build(tmp_path, last="batch")
@@ -640,6 +644,7 @@ def test_recovery_twice_changes_nothing_the_second_time(tmp_path: Path, name: st
 # -- (g) an uncommitted batch tail is discarded whole -----------------------------------
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("chunk_size", [4 * 1024 * 1024, 1], ids=["same-chunk", "new-chunk"])
 def test_uncommitted_batch_tail_is_discarded_whole(tmp_path: Path, chunk_size: int) -> None:
     b = build(tmp_path / "real", last="single", chunk_size=chunk_size)
