@@ -739,3 +739,18 @@ def test_an_idle_session_is_closed_and_its_writer_freed(
     with h.watch(sid) as (stream, _):  # and the server opens it again when asked
         h.prompt(sid, "more")
         stream.until("turn_ended")
+
+
+def test_the_bound_socket_takes_connections_before_uvicorn_serves() -> None:
+    """`infai serve` prints where it listens right after bind: a client connecting
+    at once was refused until uvicorn started (seen in a test of a killed server)."""
+    import socket as socket_module
+
+    from infai.shells.server.run import bind
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        with socket_module.create_connection(sock.getsockname()[:2], timeout=2):
+            pass
+    finally:
+        sock.close()

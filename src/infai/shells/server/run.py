@@ -37,7 +37,9 @@ class InfaiServer(uvicorn.Server):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (port 0: a free one), ready for uvicorn."""
+    """A socket bound to ``host:port`` (port 0: a free one) and listening, ready for
+    uvicorn: a client that connects as soon as ``infai serve`` says where it
+    listens waits in the backlog instead of being refused."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host.strip("[]"), port, type=socket.SOCK_STREAM
     )[0]
@@ -45,6 +47,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen(2048)  # uvicorn's backlog; it listens again with the same
     except OSError:
         sock.close()
         raise
