@@ -30,6 +30,21 @@ from .watch import Watcher
 
 #: the directory name a snapshot never enters and a restore never touches
 GIT_DIR = ".git"
+#: the project's infai directory: the sandbox makes it, empty, before each command
+#: (a mount point kept read-only, :data:`infai.tools.sandbox.MADE_READ_ONLY`), so at
+#: the top and empty it is infai's, not the user's: never recorded, never restored
+INFAI_DIR = ".infai"
+
+
+def _infai_mount_point(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is an empty directory (what the sandbox leaves as ``.infai``)."""
+    try:
+        if not entry.is_dir(follow_symlinks=False):
+            return False
+        with os.scandir(entry.path) as found:
+            return next(found, None) is None
+    except OSError:
+        return False
 
 #: directories deeper than this are left out (skipped, so a restore leaves them
 #: alone): the walk recurses once per level, and Python's stack is not unbounded
@@ -493,6 +508,8 @@ class _Walk:
         for entry in entries:
             name = entry.name
             if name == GIT_DIR:
+                continue
+            if not prefix and name == INFAI_DIR and _infai_mount_point(entry):
                 continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
