@@ -53,8 +53,8 @@ def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> Non
         ("exec -a name rm -fr x", "rm -rf x"),
         ("sudo -u root rm -fr x", "rm -rf x"),
         ("timeout -s KILL 5 rm -fr x", "rm -rf x"),
-        ("xargs -0 -n1 rm -fr", "rm -rf"),
-        ("xargs", "echo"),
+        ("xargs -0 -n1 rm -fr", "rm -rf {}"),  # with the words it reads
+        ("xargs", "echo {}"),
         ("find . -type f -exec rm -f {} ;", "rm -f {}"),
         ("find a b -delete", "rm -rf a b"),
         ("find -delete", "rm -rf ."),
