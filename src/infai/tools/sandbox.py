@@ -464,8 +464,9 @@ class Sandbox:
     def launch(self, command: str, working_dir: Path, *, outside: bool = False) -> Launch:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
-        not work here. Raises :class:`SandboxUnavailable` for mode required."""
-        shell = ["/bin/sh", "-c", command]
+        not work here. Raises :class:`SandboxUnavailable` for mode required, and
+        :class:`~.bash_path.ShellMissing` where bash is not installed."""
+        shell = shell_argv(command)
         found = self.probe()
         if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
             return Launch(shell, self.environment(working_dir=working_dir), confined=False)
