@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 
-from infai.tools import Policy, Rule, ToolContext, ToolOutput, builtin_tools
-from infai.tools import bash_path
+from infai.tools import (
+    Policy,
+    Rule,
+    Sandbox,
+    SandboxSettings,
+    ToolContext,
+    ToolOutput,
+    bash_path,
+    builtin_tools,
+)
 from infai.tools.shell import Bash
 
 
@@ -60,7 +68,8 @@ def test_deny_rm_is_not_walked_past(work: Path, attack: str) -> None:
 
 
 def test_commands_run_under_bash_not_sh(work: Path) -> None:
-    out = through(Policy([Rule.parse("allow", "bash")]), work, command="echo $'a\\tb' ${BASH_VERSION:+bash}")
+    command = "echo $'a\\tb' ${BASH_VERSION:+bash}"
+    out = through(Policy([Rule.parse("allow", "bash")]), work, command=command)
     assert out.content.splitlines()[1] == "a\tb bash"
 
 
@@ -74,7 +83,9 @@ def test_without_bash_the_command_is_refused_and_nothing_runs(
     assert not (work / "pwned").exists()
 
 
-def test_a_bash_earlier_on_path_is_not_the_shell(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bash_earlier_on_path_is_not_the_shell(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = work / "bin" / "bash"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\ntouch pwned\n")
@@ -91,8 +102,6 @@ def test_variables_that_change_how_bash_starts_never_reach_it(
     monkeypatch.setenv("BASH_ENV", str(work / "startup"))
     monkeypatch.setenv("ENV", str(work / "startup"))
     monkeypatch.setenv("BASH_FUNC_ls%%", "() { touch pwned; }")
-    from infai.tools import Sandbox, SandboxSettings
-
     sandbox = Sandbox(SandboxSettings(mode="off", pass_env=("*ENV", "BASH_FUNC_*")))
     out = asyncio.run(Bash(sandbox=sandbox).run({"command": "ls"}, ToolContext(work, "s")))
     assert not out.is_error and not (work / "pwned").exists()
@@ -180,8 +189,14 @@ def test_what_a_wrapper_runs_is_not_covered_by_an_allow_rule_for_another_program
     work: Path, command: str
 ) -> None:
     """Allow rules see what the shell starts (``xargs``), deny rules what it runs."""
-    policy = Policy([Rule.parse("deny", "bash rm *"), Rule.parse("allow", "bash echo *"),
-                     Rule.parse("allow", "bash xargs *"), Rule.parse("allow", "bash flock *")])
+    policy = Policy(
+        [
+            Rule.parse("deny", "bash rm *"),
+            Rule.parse("allow", "bash echo *"),
+            Rule.parse("allow", "bash xargs *"),
+            Rule.parse("allow", "bash flock *"),
+        ]
+    )
     assert through(policy, work, command=command).is_error
     assert (work / "victim").exists()
 

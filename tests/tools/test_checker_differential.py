@@ -87,9 +87,9 @@ def braced(draw: st.DrawFn, depth: int) -> str:
         return draw(st.sampled_from(["${x}", "${#}", "${x-}", "$x", "$#"]))
     body = []
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["a", "}", "{", "#", ";", "single", "escaped", "ansi",
-                                     "substitution"]))  # fmt: skip
-        body.append(draw(piece(kind, depth)) if len(kind) > 1 else kind)
+        kind = draw(st.sampled_from(["a", "}", "{", "#", ";", "'}'", '"}"', "\\}", "single",
+                                     "escaped", "ansi", "substitution"]))  # fmt: skip
+        body.append(draw(piece(kind, depth)) if len(kind) > 3 else kind)
     return "${x" + draw(st.sampled_from(BRACE_OPERATORS)) + "".join(body) + "}"
 
 
@@ -223,7 +223,7 @@ def test_what_bash_runs_is_what_the_checker_sees_or_it_says_unclear(stubs: Path)
         "$'\\x6c\\x73' a",  # $'...' decoded as bash does
         "$'l\\0zz's a",  # a NUL ends $'...'
         "ls $'r\\zm' $'\\x' $'\\u' $'\\c'",  # unknown escapes keep their backslash
-        "ls `p \\\"a\\\"` \"`p \\\"a\\\"`\"",  # \" in backquotes in double quotes
+        'ls `p \\"a\\"` "`p \\"a\\"`"',  # \" in backquotes in double quotes
     ],
 )
 def test_constructs_the_checker_reads_as_bash_does(stubs: Path, command: str) -> None:
@@ -238,7 +238,7 @@ def test_constructs_the_checker_reads_as_bash_does(stubs: Path, command: str) ->
     "command",
     [
         "ls ${x-'}'}; touch p #'",  # a quoted } inside ${...}
-        'ls "${x-\'}\'}"; touch p #\'',
+        "ls \"${x-'}'}\"; touch p #'",
         "ls ${x-\\}}; touch p",
         "ls ${x-{}; touch p; }",
         "ls ${x-$'}'}; touch p #'",

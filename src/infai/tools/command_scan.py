@@ -365,4 +365,3 @@ def _unescape(match: re.Match[str]) -> str:
     if code[0] == "c" and len(code) >= 2:
         return "\x7f" if code[1] == "?" else chr(ord(code[1].upper()) & 0x1F)
     return SIMPLE_ESCAPES.get(code, "\\" + code)
-

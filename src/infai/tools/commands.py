@@ -1,12 +1,14 @@
 """What a shell command runs: every simple command in it, normalised for rules.
 
-A ``bash`` call is one string, but the shell may run many programs from it:
-parts chained with ``;``, ``&&``, ``||``, ``|``, ``&`` or a newline; commands
-substituted with ``$(...)``, backquotes or ``<(...)`` (also inside double
-quotes); subshells and ``{ ...; }`` groups; and programs started by other
-programs: ``env X=1 cmd``, ``command cmd``, ``exec``, ``nohup``, ``nice``,
-``timeout``, ``sudo``, ``xargs cmd``, ``find ... -exec cmd ;``, ``sh -c '...'``,
-``eval ...``. :func:`analyse` finds each of them and gives it in two shapes:
+A ``bash`` call is one string, run by bash itself (:mod:`.bash_path`), and the
+shell may run many programs from it: parts chained with ``;``, ``&&``, ``||``,
+``|``, ``&`` or a newline; commands substituted with ``$(...)``, backquotes or
+``<(...)`` (also inside double quotes); subshells and ``{ ...; }`` groups; and
+programs started by other programs: ``env X=1 cmd``, ``timeout 5 cmd``,
+``sudo cmd``, ``xargs cmd``, ``find ... -exec cmd ;``, ``sh -c '...'``,
+``eval ...``, ``trap '...' EXIT`` (:mod:`.command_wrappers` lists them and
+reads each one's options). :func:`analyse` finds each of them and gives it in
+two shapes:
 
 - ``written``: the command as the person reads it (quotes removed, the program
   named by its basename when it is given as a path into a system directory such
@@ -21,29 +23,31 @@ programs: ``env X=1 cmd``, ``command cmd``, ``exec``, ``nohup``, ``nice``,
   :data:`~.command_forms.MAX_PERMUTED` flags, every two of them first), before
   or after a subcommand word (``git push -f``). A wrapper adds the command it
   starts as one more command; ``find ... -delete`` adds ``rm -rf`` of find's
-  starting points, ``xargs`` adds its command (``echo`` when none is given).
+  starting points, ``xargs`` adds its command with the words it reads as one
+  more argument, :data:`XARGS_INPUT` (``echo`` when none is given).
 
-Quoting is undone as the shell undoes it (``r''m``, ``"rm"``, ``\\rm`` and
-``$'\\x72m'`` are all ``rm``). Where a command cannot be named before it runs
-(a program given as ``$VAR``, a glob, a brace expansion or a substitution; the
-string of ``sh -c "$X"`` or ``eval "$(...)"``; nesting deeper than
-:data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a command, and
-the policy asks about it wherever deny or ask rules for ``bash`` exist.
+The string is scanned as bash reads it (:mod:`.command_scan`: comments, quotes,
+``${...}``, ``$'...'``). Where a command cannot be named before it runs (a
+program given as ``$VAR``, a glob, a brace expansion or a substitution; the
+string of ``sh -c "$X"`` or ``eval "$(...)"``; a heredoc; arithmetic, which can
+run ``a[$(cmd)]`` found in a variable; a shell reading its input; a wrapper
+option not known; a runner not followed; a reading shells differ on; nesting
+deeper than :data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a
+command, and the policy asks about it wherever deny or ask rules for ``bash``
+exist. Whatever else it cannot follow (``case``, an unbalanced quote) sets
+``unclear``, and an unclear command is never allowed by a rule that names only
+parts of it.
 
 Why a scanner of our own and not a library: ``shlex`` (even with
 ``punctuation_chars``) does not see ``$(...)`` inside double quotes, backquotes
 or nesting, and the one full bash parser for Python, ``bashlex``, is GPL-3
-licensed (infai is MIT) and unreleased since 2023. The scanner below follows
-the POSIX quoting rules and errs one way only: whatever it cannot follow
-(a heredoc, whose body is scanned as commands too, ``case``, arithmetic, an
-unbalanced quote, and everything ``hidden``) sets ``unclear``, and an unclear
-command is never allowed by a rule that names only parts of it. What it
-cannot tell at all: what a script, a Makefile, an alias, a function defined
-earlier, a variable's value or a program's own options do
-(``git diff --output=f``, ``sed -i``, ``tar --to-command``), code given to an
-interpreter (``python -c``, ``perl -e``), and what a wrapper not listed in
-:data:`WRAPPERS` starts (``strace cmd``: ``strace`` is the program rules see).
-The sandbox confines those, and "allow always" offers such programs exactly only.
+licensed (infai is MIT) and unreleased since 2023. The scanner is tested
+against bash itself (``tests/tools/test_checker_differential.py``). What it
+cannot tell at all: what a script, a Makefile, a function defined earlier, a
+variable's value or a program's own options do (``git diff --output=f``,
+``sed -i``, ``tar --to-command``), and code given to an interpreter
+(``python -c``, ``perl -e``). The sandbox confines those, and "allow always"
+offers such programs exactly only.
 """
 
 from __future__ import annotations
@@ -192,7 +196,7 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
         found.unsure("case is not followed")
         return
     assignments = 0
-    while assignments < len(words) and NAME_IS.match(words[assignments]):
+    while assignments < len(words) and NAME_IS.match(raw[assignments]):  # ''x=1 is a program
         assignments += 1
     _command(words[assignments:], dynamic[assignments:], words[:assignments], found, depth, wrapped)
 
@@ -310,9 +314,7 @@ def _unseen(program: str, args: list[str], dynamic: list[bool], found: _Found, d
     found.unseen(f"what {program} makes the shell run is not followed")
 
 
-def _wrapper(
-    program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int
-) -> None:
+def _wrapper(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
     """The command a wrapper (:data:`~.command_wrappers.WRAPPERS`) starts, as one more
     command (xargs: with the words it reads as one more argument)."""
     wrapped = wrapped_command(program, args)

@@ -43,7 +43,8 @@ variables of :data:`PASS_ENV` and the user's ``pass_env`` (names or ``*``
 patterns) reach it, never one that looks like a secret
 (:data:`SECRET_ENV`, the user's ``secret_env``, the key variables of the
 configured models), and never one that changes how bash starts or parses
-(:data:`~.bash_path.SHELL_STARTUP_ENV`: it runs under bash, :mod:`.bash_path`). And git cannot run code a repository configured
+(:data:`~.bash_path.SHELL_STARTUP_ENV`: it runs under bash, :mod:`.bash_path`).
+And git cannot run code a repository configured
 (``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
 credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
 ``GIT_CONFIG_VALUE_n`` override those settings for every git the command
