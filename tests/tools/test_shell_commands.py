@@ -95,6 +95,9 @@ def test_what_is_not_rm_rf_stays_so() -> None:
         ("echo $(open", "missing"),
         ("ls )", "unexpected"),
         ("$(" * (MAX_DEPTH + 3), "levels deep"),
+        ("~/rm -rf x", "known only when the command runs"),  # ~ is the home directory
+        ("x=1; ${x:-$'\\x72m'} -rf y", "quoting inside ${...}"),
+        ("echo ${a[$i]}", "arithmetic"),
     ],
 )
 def test_what_cannot_be_followed_is_unclear(command: str, why: str) -> None:

@@ -201,9 +201,9 @@ class Scanner:
         word = "".join(parts)
         unquoted = "".join(bare)
         braces = "{" in unquoted and re.search(r",|\.\.", unquoted) is not None
-        if braces or any(c in unquoted for c in "*?["):
-            dynamic = True  # a glob or a brace expansion: the words are known only when run
         raw = self.text[start : self.pos]
+        if braces or any(c in unquoted for c in "*?[") or raw.startswith("~"):
+            dynamic = True  # a glob, a brace expansion, ~: the words are known only when run
         if raw.isdigit() and self.peek() in "<>":
             return  # a file descriptor number (2>...): part of the redirection
         if self.pos > start:
@@ -306,6 +306,12 @@ class Scanner:
         """The rest of ``${...}`` (past ``${``), to its own ``}``, as bash 5 finds it."""
         if self.peek() in " \t\n|":
             self.sink.unseen("${ ...; } runs commands in bash 5.3 and is not followed")
+        name = re.match(r"[#!]?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])?", self.text[self.pos :])
+        after = self.pos + (name.end() if name else 0)
+        if self.text[after : after + 1] == "[" or (
+            self.text[after : after + 1] == ":" and self.text[after + 1 : after + 2] not in "-=?+"
+        ):  # a subscript or an offset is arithmetic, which runs a[$(cmd)] found in a value
+            self.sink.unseen("arithmetic in ${...} (a subscript or an offset) is not followed")
         braces = 1
         while self.pos < len(self.text):
             char = self.peek()

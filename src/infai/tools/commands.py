@@ -79,6 +79,8 @@ NAME_IS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 #: variables whose value a shell later runs as code (``PS4`` under ``set -x``) or reads
 #: as a file of commands (``BASH_ENV``, ``ENV``)
 CODE_VARIABLES = re.compile(r"(PS4|BASH_ENV|ENV|PROMPT_COMMAND)\+?=")
+#: builtins that declare variables (with ``-i``, their values are arithmetic)
+DECLARING = ("declare", "typeset", "local", "export", "readonly")
 #: paths that are a program's standard input or another descriptor
 STDIN_PATHS = re.compile(r"-|/dev/stdin|/dev/fd/.*|/proc/.*|/dev/tcp/.*|/dev/udp/.*")
 
@@ -188,10 +190,13 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
         keyword = words[0] if words[0] in KEYWORDS else keyword
         del words[0], dynamic[0], raw[0]
     literal = bool(words) and raw[0] == words[0]
+    if keyword == "[[" or (literal and words[0] == "function"):
+        _conditional_or_function(simple, words, dynamic, raw, found, depth, wrapped)
+        return
     if not words or (literal and words[0] in ("fi", "done", "esac")):
         return
-    if literal and words[0] in ("for", "select", "function"):
-        return  # a loop header or a function's name: the commands come as their own parts
+    if literal and words[0] in ("for", "select"):
+        return  # a loop header: the commands come as their own parts
     if literal and words[0] == "case":
         found.unsure("case is not followed")
         return
@@ -199,6 +204,28 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
     while assignments < len(words) and NAME_IS.match(raw[assignments]):  # ''x=1 is a program
         assignments += 1
     _command(words[assignments:], dynamic[assignments:], words[:assignments], found, depth, wrapped)
+
+
+def _conditional_or_function(
+    simple: Simple,
+    words: list[str],
+    dynamic: list[bool],
+    raw: list[str],
+    found: _Found,
+    depth: int,
+    wrapped: bool,
+) -> None:
+    """``[[ ... ]]`` runs nothing but its substitutions (recorded already), yet its
+    ``-eq`` and the like evaluate values as arithmetic; ``function name { ...``
+    goes on with the commands after the name."""
+    if words and words[0] == "function":
+        rest = Simple(words[2:], dynamic[2:], raw[2:], simple.writes)
+        _record(rest, found, depth, wrapped)
+    elif any(word in ARITHMETIC_TESTS for word in words):
+        found.unseen("arithmetic in [[ ... ]] is not followed")
+
+
+ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 
 
 def _command(
@@ -307,6 +334,8 @@ def _unseen(program: str, args: list[str], dynamic: list[bool], found: _Found, d
     arithmetic (``a[$(cmd)]``), ``mapfile -C``; ``coproc``."""
     if program == "alias" and not any("=" in a for a in args):
         return
+    if program in DECLARING and not any(a.startswith("-") and "i" in a for a in args):
+        return  # declare -i x=...: the value is evaluated as arithmetic
     if program in ("mapfile", "readarray") and not any(
         a.startswith("-") and "C" in a for a in args
     ):
@@ -374,4 +403,5 @@ def _find(program: str, args: list[str], dynamic: list[bool], found: _Found, dep
 SPECIAL: dict[str, Callable[[str, list[str], list[bool], _Found, int], None]] = {
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _unseen,
     "let": _unseen, "mapfile": _unseen, "readarray": _unseen, "find": _find,
+    **dict.fromkeys(DECLARING, _unseen),
 }  # fmt: skip
