@@ -70,6 +70,26 @@ def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> Non
         ("rm -fvr x", "rm -rfv x"),
         ("rm x -r -f", "rm -rf x"),
         ("chmod --recursive 777 x", "chmod -R 777 x"),
+        ("xargs -i rm -f {}", "rm -f {}"),  # -i takes its value attached only
+        ("xargs -I {} rm -f {}", "rm -f {}"),
+        ("xargs --max-args 1 rm -f", "rm -f {}"),
+        ("sudo -Eu root rm -fr x", "rm -rf x"),  # a cluster ending in a valued option
+        ("sudo X=1 rm -fr x", "rm -rf x"),
+        ("env - rm -fr x", "rm -rf x"),
+        ("env --un X rm -fr x", "rm -rf x"),  # a unique prefix: --unset X
+        ("nice -5 rm -fr x", "rm -rf x"),
+        ("time -p rm -fr x", "rm -rf x"),
+        ("watch -d rm -fr x", "rm -rf x"),
+        ("flock f rm -fr x", "rm -rf x"),
+        ("flock -w 5 f -c 'rm -fr x'", "rm -rf x"),
+        ("unshare --mount=/m -r rm -fr x", "rm -rf x"),
+        ("nsenter -t 1 -m rm -fr x", "rm -rf x"),
+        ("ionice -c 3 rm -fr x", "rm -rf x"),
+        ("taskset -c 0 rm -fr x", "rm -rf x"),
+        ("chroot --userspec u:g / rm -fr x", "rm -rf x"),
+        ("find -L / -delete", "rm -rf /"),
+        ("trap 'rm -fr x' EXIT", "rm -rf x"),
+        ("function f { rm -fr x; }", "rm -rf x"),
     ],
 )
 def test_wrapped_commands_and_normalised_flags(command: str, inner: str) -> None:
@@ -123,3 +143,33 @@ def test_deep_or_huge_input_stays_fast() -> None:
     for command in ("$(" * 5000, "(" * 5000, "`" * 5000, "${" * 5000, "eval " * 2000):
         assert analyse(command).unclear or analyse(command).commands
     assert time.monotonic() - started_at < 5
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "timeout --bogus 5 rm x",  # an option the table does not have
+        "sudo -Z rm x",
+        "env --i rm x",  # --ignore-environment or --ignore-signal: not one option
+        "xargs -n",  # a value missing
+        "strace rm x",
+        "zsh -c 'rm x'",
+        "/lib64/ld-linux-x86-64.so.2 /bin/rm x",
+        "echo rm x | bash",
+        "bash -s",
+        "sh /dev/stdin",
+        "coproc rm x",
+        "let 'x=1'",
+        "declare -i x=1",
+        "alias ls='rm x'",
+        "PS4='$(rm x)'",
+        "[[ $x -eq 1 ]]",
+        "((x))",
+    ],
+)
+def test_what_a_runner_starts_unseen_when_it_cannot_be_read(command: str) -> None:
+    assert analyse(command).hidden
+
+
+def test_a_script_file_is_not_a_shell_reading_its_input() -> None:
+    assert not analyse("bash script.sh").hidden and not analyse("sh -e ./x").hidden
