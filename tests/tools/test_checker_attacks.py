@@ -174,6 +174,10 @@ RUNNERS = [
     "x=abc; o='a[$(rm victim)]'; echo ${x:o}",
     "function f { rm victim; }; f",
     "PS4='$(rm victim)'; set -x; ls",
+    "hash -p /bin/rm ls; ls victim",
+    "BASH_CMDS[ls]=/bin/rm; ls victim",
+    "declare BASH_CMDS[ls]=/bin/rm; ls victim",
+    "BASH_ALIASES[ls]='rm victim'; shopt -s expand_aliases\nls",
     "coproc rm victim",
     "cat <<EOF\nx'\nEOF\nrm victim\n'",
 ]

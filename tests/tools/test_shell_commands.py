@@ -79,6 +79,7 @@ def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> Non
         ("env --un X rm -fr x", "rm -rf x"),  # a unique prefix: --unset X
         ("nice -5 rm -fr x", "rm -rf x"),
         ("time -p rm -fr x", "rm -rf x"),
+        ("sh -c 'time -f %e rm -fr x'", "rm -rf x"),  # sh has no time keyword: /usr/bin/time
         ("watch -d rm -fr x", "rm -rf x"),
         ("flock f rm -fr x", "rm -rf x"),
         ("flock -w 5 f -c 'rm -fr x'", "rm -rf x"),

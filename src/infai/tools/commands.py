@@ -76,11 +76,15 @@ OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "ksh93", "pdksh", "yash", "posh"
 #: what xargs adds to its command: the words it reads, known only when it runs
 XARGS_INPUT = "{}"
 NAME_IS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
-#: variables whose value a shell later runs as code (``PS4`` under ``set -x``) or reads
-#: as a file of commands (``BASH_ENV``, ``ENV``)
-CODE_VARIABLES = re.compile(r"(PS4|BASH_ENV|ENV|PROMPT_COMMAND)\+?=")
-#: builtins that declare variables (with ``-i``, their values are arithmetic)
-DECLARING = ("declare", "typeset", "local", "export", "readonly")
+#: variables whose value a shell later runs as code (``PS4`` under ``set -x``), reads
+#: as a file of commands (``BASH_ENV``, ``ENV``), or takes a program's path or an alias
+#: from (``BASH_CMDS[ls]=/bin/rm``, ``BASH_ALIASES``)
+CODE_VARIABLES = re.compile(r"(PS4|BASH_ENV|ENV|PROMPT_COMMAND)\+?=|.*(BASH_CMDS|BASH_ALIASES)")
+#: builtins that make the shell run code only with one option: ``declare -i`` (its
+#: values are arithmetic), ``hash -p /bin/rm ls`` and ``enable -f lib.so`` (a name runs
+#: another program, or a library's code)
+OPTIONED = {"declare": "i", "typeset": "i", "local": "i", "export": "i", "readonly": "i",
+            "hash": "p", "enable": "f"}  # fmt: skip
 #: paths that are a program's standard input or another descriptor
 STDIN_PATHS = re.compile(r"-|/dev/stdin|/dev/fd/.*|/proc/.*|/dev/tcp/.*|/dev/udp/.*")
 
@@ -189,6 +193,8 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
     ):
         keyword = words[0] if words[0] in KEYWORDS else keyword
         del words[0], dynamic[0], raw[0]
+    if keyword == "time" and words and words[0].startswith("-"):
+        words, dynamic, raw = ["time", *words], [False, *dynamic], ["time", *raw]  # sh: a program
     literal = bool(words) and raw[0] == words[0]
     if keyword == "[[" or (literal and words[0] == "function"):
         _conditional_or_function(simple, words, dynamic, raw, found, depth, wrapped)
@@ -331,11 +337,13 @@ def _source(program: str, args: list[str], dynamic: list[bool], found: _Found, d
 
 def _unseen(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
     """Builtins that can make later words run code: ``alias x=...``, ``let``'s
-    arithmetic (``a[$(cmd)]``), ``mapfile -C``; ``coproc``."""
+    arithmetic (``a[$(cmd)]``), ``mapfile -C``, those of :data:`OPTIONED`."""
     if program == "alias" and not any("=" in a for a in args):
         return
-    if program in DECLARING and not any(a.startswith("-") and "i" in a for a in args):
-        return  # declare -i x=...: the value is evaluated as arithmetic
+    if program in OPTIONED and not any(
+        a.startswith("-") and OPTIONED[program] in a for a in args
+    ):  # declare -i x=...: the value is arithmetic; hash -p, enable -f: another program
+        return
     if program in ("mapfile", "readarray") and not any(
         a.startswith("-") and "C" in a for a in args
     ):
@@ -403,5 +411,5 @@ def _find(program: str, args: list[str], dynamic: list[bool], found: _Found, dep
 SPECIAL: dict[str, Callable[[str, list[str], list[bool], _Found, int], None]] = {
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _unseen,
     "let": _unseen, "mapfile": _unseen, "readarray": _unseen, "find": _find,
-    **dict.fromkeys(DECLARING, _unseen),
+    **dict.fromkeys(OPTIONED, _unseen),
 }  # fmt: skip
