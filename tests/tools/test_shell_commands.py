@@ -158,6 +158,8 @@ def test_deep_or_huge_input_stays_fast() -> None:
         "/lib64/ld-linux-x86-64.so.2 /bin/rm x",
         "echo rm x | bash",
         "bash -s",
+        "bash -o pipefail",  # -o's value is not a script
+        "bash --rcfile x -",
         "sh /dev/stdin",
         "coproc rm x",
         "let 'x=1'",

@@ -288,7 +288,7 @@ def _shell(program: str, args: list[str], dynamic: list[bool], found: _Found, de
     a shell given no string and no script file reads its commands from its input."""
     at = _shell_string(args)
     if at is None:
-        operand = next((n for n, a in enumerate(args) if not a.startswith(("-", "+"))), None)
+        operand = _shell_operand(args)
         stdin = operand is None or dynamic[operand] or STDIN_PATHS.fullmatch(args[operand])
         reads = any(a.startswith("-") and not a.startswith("--") and "s" in a for a in args)
         if program != "su" and (stdin or reads):
@@ -297,6 +297,23 @@ def _shell(program: str, args: list[str], dynamic: list[bool], found: _Found, de
         found.unseen(f"the command string of {program} -c is known only when it runs")
     else:
         _script(args[at], found, depth + 1, wrapped=True, posix=program != "bash")
+
+
+def _shell_operand(args: list[str]) -> int | None:
+    """Where a shell's script file is named: the first word not an option nor an
+    option's value (``-o pipefail``, ``--rcfile f``); None when there is none."""
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        if arg == "--":
+            return at + 1 if at + 1 < len(args) else None
+        if not arg.startswith(("-", "+")) or arg in ("-", "+"):
+            return at
+        valued = arg in ("--rcfile", "--init-file") or (
+            not arg.startswith("--") and arg[-1] in "oO"
+        )
+        at += 2 if valued else 1
+    return None
 
 
 def _shell_string(args: list[str]) -> int | None:
