@@ -29,6 +29,7 @@ PROGRAMS = ("ls", "rm", "touch", "cat", "p", "q")
 STUB = '#!/bin/sh\nprintf "%s\\0" "${0##*/}" "$@" > "$LOGDIR/$$"\n'
 NOT_FOUND = (
     'command_not_found_handle() { printf "%s\\0" "$@" > "$LOGDIR/nf.$BASHPID"; return 0; }\n'
+    "TIMEFORMAT=\n"  # time prints nothing: stderr stays for errors
 )
 
 # -- the grammar ---------------------------------------------------------------------------------
@@ -48,6 +49,8 @@ ansi = st.lists(
 
 BRACE_OPERATORS = ("-", ":-", "#", "%")
 OPERATORS = ("; ", " && ", " | ", "\n", " & ", ";")
+#: (no "!": a negated status would stop a later && part)
+PREFIXES = ("", "", "", "time ", "time -- ", "x=1 ", "x='a b' ", "x=$(p) ", "\\time ")
 COMMENTS = ("", "", " #", " # )", " #'", " #`", " # }")
 
 
@@ -104,14 +107,16 @@ def scripts(draw: st.DrawFn, depth: int = 0) -> str:
     """Commands joined by operators; a part may be a group or a subshell."""
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["command", "command", "words", "subshell", "group"]))
-        if kind in ("subshell", "group") and depth < 2:
+        kind = draw(st.sampled_from(["command", "command", "words", "subshell", "group", "if"]))
+        if kind in ("subshell", "group", "if") and depth < 2:
             inner = draw(scripts(depth + 1))
-            parts.append(f"( {inner} )" if kind == "subshell" else "{ " + inner + "; }")
+            shape = {"subshell": "( {} )", "group": "{{ {}; }}", "if": "if p; then {}; fi"}
+            parts.append(shape[kind].format(inner))
             continue
         args = [draw(words(depth)) for _ in range(draw(st.integers(0, 3)))]
         first = draw(st.sampled_from(PROGRAMS)) if kind != "words" else draw(words(depth))
-        parts.append(" ".join([first, *args]) + draw(st.sampled_from(COMMENTS)))
+        prefix = draw(st.sampled_from(PREFIXES))
+        parts.append(prefix + " ".join([first, *args]) + draw(st.sampled_from(COMMENTS)))
     joined = parts[0]
     for part in parts[1:]:
         joined += draw(st.sampled_from(OPERATORS)) + part
@@ -173,8 +178,8 @@ def disagreement(found: Analysis, ran: list[tuple[str, ...]], errors: str) -> st
     for argv in ran:
         if not any(matches(argv, c) for c in seen):
             return f"bash ran {argv!r}, which the checker does not name"
-    if not errors:  # bash read it all: each command it names ran
-        for command in seen:
+    if not errors:  # bash read it all: each command it names ran (a wrapper's: if it is there)
+        for command in (c for c in seen if not c.wrapped):
             if not any(matches(argv, command) for argv in ran):
                 return f"the checker names {command.argv!r}, which bash did not run"
     return ""

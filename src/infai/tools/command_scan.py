@@ -40,6 +40,8 @@ class Simple:
     #: each word as written (a reserved word counts only unquoted: ``raw == word``)
     raw: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    #: after a ``|``: not a pipeline's start, where ``time`` is no keyword
+    piped: bool = False
 
 
 class Sink(Protocol):
@@ -92,9 +94,10 @@ class Scanner:
                 end = self.text.find("\n", self.pos)
                 self.pos = len(self.text) if end < 0 else end
             elif char in ";&|\n":
-                self.pos += 1
+                piped = char == "|" and self.peek(1) != "|"
+                self.pos += 2 if char == "|" and self.peek(1) in "|&" else 1  # || or |&
                 done.append(current)
-                current = Simple()
+                current = Simple(piped=piped)
             elif char == "(" and not current.words:
                 if self.peek(1) == "(":  # ((...)): arithmetic, see expansion()
                     self.sink.unseen("arithmetic ((...)) is not followed")
