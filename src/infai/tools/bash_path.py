@@ -50,13 +50,20 @@ def find_bash() -> str | None:
     return None
 
 
+def bash_missing() -> str:
+    """Why no command can run here ("" when bash is installed)."""
+    if find_bash() is not None:
+        return ""
+    return f"bash is not installed (looked for {', '.join(BASH_CANDIDATES)})"
+
+
 def shell_argv(command: str) -> list[str]:
     """The argv that runs ``command`` under bash; :class:`ShellMissing` without one."""
     bash = find_bash()
     if bash is None:
         raise ShellMissing(
-            f"bash is not installed (looked for {', '.join(BASH_CANDIDATES)}); infai runs "
-            "commands only under bash, the shell its command checker reads them as"
+            f"{bash_missing()}; infai runs commands only under bash, the shell its "
+            "command checker reads them as"
         )
     return [bash, "--noprofile", "--norc", "-c", command]
 

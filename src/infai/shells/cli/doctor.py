@@ -135,8 +135,7 @@ def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
 
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import hidden_report
-    from infai.tools.bash_path import BASH_CANDIDATES, find_bash
+    from infai.tools import bash_missing, find_bash, hidden_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
@@ -152,7 +151,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "bash": find_bash(),
     }
     if report["bash"] is None:  # commands are refused, confined or not
-        report["reason"] = f"bash is not installed (looked for {', '.join(BASH_CANDIDATES)})"
+        report["reason"] = bash_missing()
     elif probe.ok:
         report.update(_write_checks(sandbox))
         report["network_blocked"] = _network_check(sandbox)
