@@ -24,6 +24,7 @@ from infai.tools import (
     bash_path,
     builtin_tools,
 )
+from infai.tools.policy import always_rules
 from infai.tools.shell import Bash
 
 
@@ -217,3 +218,11 @@ def test_a_wrapper_that_reads_cleanly_still_runs(work: Path) -> None:
     for command in ("timeout 5 touch made", "env X=1 nice -n 5 touch made2", "echo a | xargs echo"):
         assert not through(policy, work, command=command).is_error, command
     assert (work / "made").exists() and (work / "made2").exists()
+
+
+@pytest.mark.parametrize(
+    "command", ["flock f make", "unshare -r make", "ionice -c 3 make", "trap 'make' EXIT"]
+)
+def test_allow_always_for_a_program_that_runs_its_arguments_is_exact(command: str) -> None:
+    """Else "allow always" for ``flock f make`` would allow ``flock f`` anything."""
+    assert always_rules("bash", command) == [Rule("allow", "bash", command)]

@@ -131,6 +131,19 @@ class Analysis:
         return tuple(c for c in self.commands if not c.wrapped)
 
 
+def runs_arguments(program: str) -> bool:
+    """Whether ``program`` runs a command or code it is given (a wrapper, a shell,
+    ``eval``, ``find``, a runner not followed): "allow always" for it stays exact."""
+    return (
+        program in SHELLS
+        or program in OTHER_SHELLS
+        or program in SPECIAL
+        or program in WRAPPERS
+        or program in UNFOLLOWED
+        or LOADER.fullmatch(program) is not None
+    )
+
+
 def analyse(command: str) -> Analysis:
     """Every command in ``command`` (see the module docstring); never raises."""
     found = _Found()
