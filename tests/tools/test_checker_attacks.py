@@ -180,6 +180,8 @@ RUNNERS = [
     "declare BASH_CMDS[ls]=/bin/rm; ls victim",
     "BASH_ALIASES[ls]='rm victim'; shopt -s expand_aliases\nls",
     "coproc rm victim",
+    "echo $\\\n(rm victim)",  # a line continuation inside $(
+    "i\\\nf rm victim; then :; fi",  # ... inside the keyword if
     "cat <<EOF\nx'\nEOF\nrm victim\n'",
 ]
 

@@ -85,6 +85,9 @@ CODE_VARIABLES = re.compile(r"(PS4|BASH_ENV|ENV|PROMPT_COMMAND)\+?=|.*(BASH_CMDS
 #: another program, or a library's code)
 OPTIONED = {"declare": "i", "typeset": "i", "local": "i", "export": "i", "readonly": "i",
             "hash": "p", "enable": "f"}  # fmt: skip
+#: a backslash-newline between two characters that are not blanks: bash joins them
+#: before it reads anything (the scanner would read the halves apart)
+JOINED = re.compile(r"[^ \t\n]\\\n[^ \t\n]")
 #: paths that are a program's standard input or another descriptor
 STDIN_PATHS = re.compile(r"-|/dev/stdin|/dev/fd/.*|/proc/.*|/dev/tcp/.*|/dev/udp/.*")
 
@@ -184,6 +187,8 @@ def _script(text: str, found: _Found, depth: int, wrapped: bool, posix: bool = F
     if depth > MAX_DEPTH:
         found.unseen(f"nested more than {MAX_DEPTH} levels deep")
         return
+    if JOINED.search(text):  # i\<newline>f is the keyword if, $\<newline>( a substitution
+        found.unseen("a line continuation joins two parts of a word or an operator")
     scanner = Scanner(text, found, depth, posix)
     for simple in scanner.commands(closer=""):
         _record(simple, found, depth, wrapped)
