@@ -50,7 +50,7 @@ ansi = st.lists(
 BRACE_OPERATORS = ("-", ":-", "#", "%")
 OPERATORS = ("; ", " && ", " | ", "\n", " & ", ";")
 #: (no "!": a negated status would stop a later && part)
-PREFIXES = ("", "", "", "time ", "time -- ", "x=1 ", "x='a b' ", "x=$(p) ", "\\time ")
+PREFIXES = ("", "", "", "time ", "x=1 ", "x='a b' ", "x=$(p) ", "\\time ")
 COMMENTS = ("", "", " #", " # )", " #'", " #`", " # }")
 
 
@@ -110,7 +110,8 @@ def scripts(draw: st.DrawFn, depth: int = 0) -> str:
         kind = draw(st.sampled_from(["command", "command", "words", "subshell", "group", "if"]))
         if kind in ("subshell", "group", "if") and depth < 2:
             inner = draw(scripts(depth + 1))
-            shape = {"subshell": "( {} )", "group": "{{ {}; }}", "if": "if p; then {}; fi"}
+            # a newline before the closer: a comment at the end of the part ends there
+            shape = {"subshell": "( {}\n)", "group": "{{ {}\n}}", "if": "if p; then {}\nfi"}
             parts.append(shape[kind].format(inner))
             continue
         args = [draw(words(depth)) for _ in range(draw(st.integers(0, 3)))]
@@ -224,6 +225,13 @@ def test_what_bash_runs_is_what_the_checker_sees_or_it_says_unclear(stubs: Path)
         "$'l\\0zz's a",  # a NUL ends $'...'
         "ls $'r\\zm' $'\\x' $'\\u' $'\\c'",  # unknown escapes keep their backslash
         'ls `p \\"a\\"` "`p \\"a\\"`"',  # \" in backquotes in double quotes
+        "cat <<EOF\n$(p a) `q` \"$(ls)\" '$(p b)'\nEOF\nls",  # a heredoc's body substitutes
+        "cat <<'EOF'\n$(p a)\nEOF\nls",  # ... unless its delimiter is quoted
+        "cat <<E\\OF\n$(p a)\nEOF\nls",
+        "cat <<-EOF\n\t$(p)\n\tEOF\nls",
+        "cat <<A <<B\n$(p)\nA\n$(q)\nB\nls",
+        "cat <<EOF; p 'a\nb'\n$(q)\nEOF\nls",
+        "cat <<EOF\nx'\nEOF\nls",
     ],
 )
 def test_constructs_the_checker_reads_as_bash_does(stubs: Path, command: str) -> None:

@@ -108,7 +108,8 @@ def test_what_is_not_rm_rf_stays_so() -> None:
         ("$RM -rf x", "known only when the command runs"),
         ("/bin/r? -rf x", "known only when the command runs"),
         ("{rm,-rf,x}", "known only when the command runs"),
-        ("cat <<EOF\nx\nEOF", "heredoc"),
+        ("cat <<EOF $(p\n)\nx\nEOF", "heredoc"),  # where does its body start?
+        ("cat <<EOF\na \\\nEOF\nb\nEOF", "heredoc"),  # bash joins the lines first
         ("echo $((1 + 2))", "arithmetic"),
         ("case x in a) ls;; esac", ")"),  # its patterns' parentheses are not shell syntax here
         ("echo 'open", "not closed"),

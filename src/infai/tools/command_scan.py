@@ -12,6 +12,10 @@ reading, which is the shell the ``bash`` tool runs (:mod:`.bash_path`):
   Shells (and bash versions) disagree there, so a quote, a backslash or a
   ``{`` inside ``${...}`` also makes the string *unseen* (rules cannot trust any
   reading of it), and so does bash 5.3's ``${ cmd; }``;
+- a heredoc's body is read after the line that opens it, to its delimiter line;
+  its ``$(...)`` and backquotes run unless the delimiter is quoted (a body
+  where bash would join lines first, or that would start inside ``(...)``, is
+  unseen);
 - ``$'...'`` is decoded as bash does (``\\xHH``, ``\\nnn``, ``\\cX``, ``\\u``; an
   unknown escape keeps its backslash; a NUL ends the string). In a string run
   by ``sh -c`` (dash on Debian, where ``$'`` is not special) it is unseen.
@@ -71,6 +75,8 @@ class Scanner:
         self.text, self.sink, self.depth, self.posix, self.pos = text, sink, depth, posix, 0
         #: expansions open inside one another in this scanner (``${a-${b-...}}``)
         self.levels = 0
+        #: heredocs whose bodies start after the next newline: (delimiter, <<-, quoted)
+        self.heredocs: list[tuple[str, bool, bool]] = []
 
     def peek(self, ahead: int = 0) -> str:
         """The character ``ahead`` of the position ("\\0" past the end, which no test matches)."""
@@ -94,10 +100,8 @@ class Scanner:
                 end = self.text.find("\n", self.pos)
                 self.pos = len(self.text) if end < 0 else end
             elif char in ";&|\n":
-                piped = char == "|" and self.peek(1) != "|"
-                self.pos += 2 if char == "|" and self.peek(1) in "|&" else 1  # || or |&
                 done.append(current)
-                current = Simple(piped=piped)
+                current = self._separator(char)
             elif char == "(" and not current.words:
                 if self.peek(1) == "(":  # ((...)): arithmetic, see expansion()
                     self.sink.unseen("arithmetic ((...)) is not followed")
@@ -124,11 +128,24 @@ class Scanner:
         else:
             if closer:
                 self.sink.unsure(f"a {closer!r} is missing at the end")
+        if self.heredocs and closer:
+            self.sink.unseen("a heredoc whose body would start inside (...)")
         done.append(current)
         return [simple for simple in done if simple.words]
 
+    def _separator(self, char: str) -> Simple:
+        """Past ``;``, ``&``, ``|``, ``||``, ``|&`` or a newline (and the bodies of the
+        heredocs its line opened): the next simple command, empty."""
+        piped = char == "|" and self.peek(1) != "|"
+        self.pos += 2 if char == "|" and self.peek(1) in "|&" else 1
+        if char == "\n" and self.heredocs:
+            self._heredoc_bodies()
+        return Simple(piped=piped)
+
     def nested(self, closer: str) -> None:
         """The commands of ``(...)``, ``$(...)`` or ``<(...)`` (past its opener)."""
+        if self.heredocs:  # a newline in it: where does the heredoc's body start?
+            self.sink.unseen("a heredoc and a (...) on one line are not followed")
         if self.depth + self.levels >= MAX_SCAN_DEPTH:  # the rest is not followed
             self.sink.unseen(f"nested more than {MAX_SCAN_DEPTH} levels deep")
             self.pos = len(self.text)
@@ -144,10 +161,10 @@ class Scanner:
         while self.peek() in "<>&|":
             self.pos += 1
         operator = self.text[start : self.pos]
-        if operator.startswith("<<") and operator != "<<<":
-            # its body's lines are not commands, but are scanned as if they were: a
-            # quote in them would make the commands after it read differently
-            self.sink.unseen("a heredoc (<<) is not followed")
+        heredoc = operator == "<<"
+        if heredoc and self.peek() == "-":
+            operator += "-"
+            self.pos += 1
         while self.peek() in " \t":
             self.pos += 1
         if self.peek() == "#" or self.peek() in WORD_END or self.pos >= len(self.text):
@@ -156,11 +173,45 @@ class Scanner:
         target = Simple()
         self.word(target)
         name = target.words[0] if target.words else ""
+        if heredoc and target.raw:
+            quoted = any(c in target.raw[0] for c in "'\"\\")
+            self.heredocs.append((name, operator == "<<-", quoted))
+            return
+        if operator.startswith("<<") and operator != "<<<":
+            self.sink.unseen("a heredoc not followed")  # <<& and the like
         duplicated = operator.endswith("&") and name.isdigit()  # 2>&1: no file
         writes = ">" in operator and not (duplicated or name == "-")
         if writes and name not in HARMLESS_TARGETS:
             current.writes.append(name or "?")
             self.sink.writes.append(name or "?")
+
+    def _heredoc_bodies(self) -> None:
+        """The bodies of the heredocs the last line opened (at the line after it), each
+        to its delimiter line; an unquoted one's substitutions run, as in double quotes."""
+        for delimiter, strip, quoted in self.heredocs:
+            lines = []
+            while self.pos < len(self.text):
+                end = self.text.find("\n", self.pos)
+                end = len(self.text) if end < 0 else end
+                line = self.text[self.pos : end]
+                self.pos = end + 1
+                if (line.lstrip("\t") if strip else line) == delimiter:
+                    break
+                lines.append(line)
+            if quoted:
+                continue
+            if any(line.endswith("\\") for line in lines):  # bash joins the next line first
+                self.sink.unseen("a backslash-newline in a heredoc's body is not followed")
+            body = Scanner("\n".join(lines), self.sink, self.depth, self.posix)
+            body.levels = self.levels
+            while body.pos < len(body.text):
+                char = body.peek()
+                if char in "$`":
+                    body.expansion(quoted=True)
+                else:
+                    body.pos += 2 if char == "\\" else 1
+        self.heredocs = []
+        self.pos = min(self.pos, len(self.text))
 
     def word(self, current: Simple) -> None:
         """One word: quotes removed, substitutions recorded; an fd number before < or > skipped."""

@@ -29,7 +29,7 @@ two shapes:
 The string is scanned as bash reads it (:mod:`.command_scan`: comments, quotes,
 ``${...}``, ``$'...'``). Where a command cannot be named before it runs (a
 program given as ``$VAR``, a glob, a brace expansion or a substitution; the
-string of ``sh -c "$X"`` or ``eval "$(...)"``; a heredoc; arithmetic, which can
+string of ``sh -c "$X"`` or ``eval "$(...)"``; arithmetic, which can
 run ``a[$(cmd)]`` found in a variable; a shell reading its input; a wrapper
 option not known; a runner not followed; a reading shells differ on; nesting
 deeper than :data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a
