@@ -103,11 +103,26 @@ def doubled(draw: st.DrawFn, depth: int) -> str:
 
 
 @st.composite
+def heredocs(draw: st.DrawFn, depth: int) -> str:
+    """``cat <<EOF`` with a body of words (substitutions among them) to its delimiter."""
+    delimiter = draw(st.sampled_from(["EOF", "'EOF'", "E\\OF", '"EOF"', "-EOF"]))
+    lines = [" ".join(draw(words(depth)) for _ in range(draw(st.integers(0, 2))))]
+    lines += draw(st.lists(st.sampled_from(["EOF ", "\tEOF", "x'", "$(p)"]), max_size=2))
+    end = "\tEOF" if delimiter == "-EOF" and draw(st.booleans()) else "EOF"
+    return f"cat <<{delimiter}\n" + "\n".join(lines) + f"\n{end}"  # <<-EOF strips tabs
+
+
+@st.composite
 def scripts(draw: st.DrawFn, depth: int = 0) -> str:
     """Commands joined by operators; a part may be a group or a subshell."""
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["command", "command", "words", "subshell", "group", "if"]))
+        kind = draw(
+            st.sampled_from(["command", "command", "words", "subshell", "group", "if", "heredoc"])
+        )
+        if kind == "heredoc":
+            parts.append(draw(heredocs(depth)))
+            continue
         if kind in ("subshell", "group", "if") and depth < 2:
             inner = draw(scripts(depth + 1))
             # a newline before the closer: a comment at the end of the part ends there
