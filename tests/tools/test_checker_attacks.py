@@ -123,6 +123,7 @@ RUNNERS = [
     "env - rm victim",
     "env -i PATH=/usr/bin:/bin rm victim",
     "env -S 'rm victim'",
+    "env -S rm victim",
     "nice rm victim",
     "nice -5 rm victim",
     "nice -n5 rm victim",

@@ -49,6 +49,7 @@ def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> Non
         ("env A=1 rm -fr x", "rm -rf x"),
         ("env -u HOME -- rm -fr x", "rm -rf x"),
         ("env -S 'rm -fr x'", "rm -rf x"),
+        ("env -S 'rm -fr' x", "rm -rf x"),  # the words after the string are its arguments
         ("command -p rm -fr x", "rm -rf x"),
         ("exec -a name rm -fr x", "rm -rf x"),
         ("sudo -u root rm -fr x", "rm -rf x"),

@@ -395,10 +395,10 @@ def _wrapper(program: str, args: list[str], dynamic: list[bool], found: _Found, 
         return
     rest, flags = wrapped.command, dynamic[wrapped.at :]
     for name, value in wrapped.values:
-        if program == "env" and name in ("S", "split-string"):  # env -S 'cmd args'
-            if any(dynamic[: wrapped.at]):
-                found.unseen("the string of env -S is known only when it runs")
-            _script(value, found, depth + 1, wrapped=True)
+        if program == "env" and name in ("S", "split-string"):  # env -S 'cmd' args
+            if any(dynamic) or "\\" in value or "$" in value:  # env's own escapes, ${VAR}
+                found.unseen("the string of env -S is not followed")
+            _script(" ".join([value, *rest]), found, depth + 1, wrapped=True)
             return
     if program == "xargs":
         rest, flags = (rest, flags) if rest else (["echo"], [False])
