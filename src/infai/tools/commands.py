@@ -206,7 +206,11 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
         found.unseen("a variable whose value a shell runs (PS4, BASH_ENV, ENV) is set")
     keyword = ""
     while words and (
-        (words[0] in KEYWORDS and raw[0] == words[0] and not (simple.piped and words[0] == "time"))
+        (
+            words[0] in KEYWORDS
+            and raw[0] == words[0]
+            and not (simple.piped and not keyword and words[0] == "time")  # a | time x
+        )
         or (keyword == "time" and words[0] in ("-p", "--"))  # bash's time -p
     ):
         keyword = words[0] if words[0] in KEYWORDS else keyword
