@@ -37,6 +37,10 @@ def runs(command: str) -> set[str]:
         ("echo 'a;b' \"c|d\" e\\;f", ["echo a;b c|d e;f"]),
         ("if true; then ls; fi", ["true", "ls"]),
         ("for f in a b; do rm $f; done", ["rm $f"]),
+        ("time -p a | time b | { time c; }", ["a", "time b", "c"]),  # the keyword starts a pipeline
+        ("''x=1 a", ["x=1 a"]),  # a quoted name is no assignment: the program is x=1
+        ("a #b; c\nd # e", ["a", "d"]),  # a comment runs to the end of the line
+        ("cat <<EOF\n$(a)\nEOF\nb", ["a", "cat", "b"]),
     ],
 )
 def test_the_commands_the_shell_starts(command: str, expected: list[str]) -> None:
