@@ -247,6 +247,7 @@ def test_what_bash_runs_is_what_the_checker_sees_or_it_says_unclear(stubs: Path)
         "cat <<A <<B\n$(p)\nA\n$(q)\nB\nls",
         "cat <<EOF; p 'a\nb'\n$(q)\nEOF\nls",
         "cat <<EOF\nx'\nEOF\nls",
+        "time -fx p",  # bash's keyword time, then a program named -fx
     ],
 )
 def test_constructs_the_checker_reads_as_bash_does(stubs: Path, command: str) -> None:
@@ -266,6 +267,7 @@ def test_constructs_the_checker_reads_as_bash_does(stubs: Path, command: str) ->
         "ls ${x-{}; touch p; }",
         "ls ${x-$'}'}; touch p #'",
         "ls ${ p; }",
+        "p $(cat <<EOF\nx\nEOF\ntouch;touch b\n)",  # bash 5.2 runs "touch touch b"
         "sh -c \"ls $'\\x3b' touch p\"",  # dash reads $'...' as $ and '...'
     ],
 )

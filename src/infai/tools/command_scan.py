@@ -75,6 +75,8 @@ class Scanner:
         self.text, self.sink, self.depth, self.posix, self.pos = text, sink, depth, posix, 0
         #: expansions open inside one another in this scanner (``${a-${b-...}}``)
         self.levels = 0
+        #: inside $(...) or <(...), where bash 5.2 reads what follows a heredoc oddly
+        self.substitution = False
         #: heredocs whose bodies start after the next newline: (delimiter, <<-, quoted)
         self.heredocs: list[tuple[str, bool, bool]] = []
 
@@ -117,7 +119,7 @@ class Scanner:
                 self.pos += 1
             elif char in "<>" and self.peek(1) == "(":
                 self.pos += 2
-                self.nested(")")
+                self.nested(")", substitution=True)
                 current.words.append("<(...)")
                 current.dynamic.append(True)
                 current.raw.append("<(...)")
@@ -142,7 +144,7 @@ class Scanner:
             self._heredoc_bodies()
         return Simple(piped=piped)
 
-    def nested(self, closer: str) -> None:
+    def nested(self, closer: str, substitution: bool = False) -> None:
         """The commands of ``(...)``, ``$(...)`` or ``<(...)`` (past its opener)."""
         if self.heredocs:  # a newline in it: where does the heredoc's body start?
             self.sink.unseen("a heredoc and a (...) on one line are not followed")
@@ -152,6 +154,7 @@ class Scanner:
             return
         inner = Scanner(self.text, self.sink, self.depth + 1, self.posix)
         inner.pos, inner.levels = self.pos, self.levels
+        inner.substitution = self.substitution or substitution
         for simple in inner.commands(closer):
             self.sink.record(simple, self.depth + 1)
         self.pos = inner.pos
@@ -174,6 +177,10 @@ class Scanner:
         self.word(target)
         name = target.words[0] if target.words else ""
         if heredoc and target.raw:
+            if self.substitution:  # $(cat <<X ... X; a;b): bash 5.2 runs "a b"
+                self.sink.unseen(
+                    "a heredoc inside $(...) (bash versions read what follows it differently)"
+                )
             quoted = any(c in target.raw[0] for c in "'\"\\")
             self.heredocs.append((name, operator == "<<-", quoted))
             return
@@ -329,7 +336,7 @@ class Scanner:
             self.nested(")")
         elif self.peek(1) == "(":
             self.pos += 2
-            self.nested(")")
+            self.nested(")", substitution=True)
         elif self.peek(1) == "{":
             self.pos += 2
             self._braced()

@@ -215,8 +215,8 @@ def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
     ):
         keyword = words[0] if words[0] in KEYWORDS else keyword
         del words[0], dynamic[0], raw[0]
-    if keyword == "time" and words and words[0].startswith("-"):
-        words, dynamic, raw = ["time", *words], [False, *dynamic], ["time", *raw]  # sh: a program
+    if keyword == "time" and words and words[0].startswith("-"):  # sh has no time keyword:
+        _command(["time", *words], [False, *dynamic], [], found, depth, wrapped=True)  # a program
     literal = bool(words) and raw[0] == words[0]
     if keyword == "[[" or (literal and words[0] == "function"):
         _conditional_or_function(simple, words, dynamic, raw, found, depth, wrapped)
