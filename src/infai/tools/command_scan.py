@@ -14,8 +14,8 @@ reading, which is the shell the ``bash`` tool runs (:mod:`.bash_path`):
   reading of it), and so does bash 5.3's ``${ cmd; }``;
 - a heredoc's body is read after the line that opens it, to its delimiter line;
   its ``$(...)`` and backquotes run unless the delimiter is quoted (a body
-  where bash would join lines first, or that would start inside ``(...)``, is
-  unseen);
+  where bash would join lines first, or that would start inside ``(...)``, and
+  a heredoc inside ``$(...)``, after which bash 5.2 drops a ``;``, are unseen);
 - ``$'...'`` is decoded as bash does (``\\xHH``, ``\\nnn``, ``\\cX``, ``\\u``; an
   unknown escape keeps its backslash; a NUL ends the string). In a string run
   by ``sh -c`` (dash on Debian, where ``$'`` is not special) it is unseen.
