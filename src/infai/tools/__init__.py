@@ -16,6 +16,7 @@ from .base import (
     ToolContext,
     ToolOutput,
 )
+from .bash_path import bash_missing, find_bash
 from .builtin import builtin_tools
 from .policy import (
     AllowAlways,
@@ -52,7 +53,9 @@ __all__ = [
     "ToolOutput",
     "Toolbox",
     "always_rules",
+    "bash_missing",
     "builtin_tools",
+    "find_bash",
     "hidden_report",
     "parse_sandbox",
 ]

@@ -1,12 +1,14 @@
 """What a shell command runs: every simple command in it, normalised for rules.
 
-A ``bash`` call is one string, but the shell may run many programs from it:
-parts chained with ``;``, ``&&``, ``||``, ``|``, ``&`` or a newline; commands
-substituted with ``$(...)``, backquotes or ``<(...)`` (also inside double
-quotes); subshells and ``{ ...; }`` groups; and programs started by other
-programs: ``env X=1 cmd``, ``command cmd``, ``exec``, ``nohup``, ``nice``,
-``timeout``, ``sudo``, ``xargs cmd``, ``find ... -exec cmd ;``, ``sh -c '...'``,
-``eval ...``. :func:`analyse` finds each of them and gives it in two shapes:
+A ``bash`` call is one string, run by bash itself (:mod:`.bash_path`), and the
+shell may run many programs from it: parts chained with ``;``, ``&&``, ``||``,
+``|``, ``&`` or a newline; commands substituted with ``$(...)``, backquotes or
+``<(...)`` (also inside double quotes); subshells and ``{ ...; }`` groups; and
+programs started by other programs: ``env X=1 cmd``, ``timeout 5 cmd``,
+``sudo cmd``, ``xargs cmd``, ``find ... -exec cmd ;``, ``sh -c '...'``,
+``eval ...``, ``trap '...' EXIT`` (:mod:`.command_wrappers` lists them and
+reads each one's options). :func:`analyse` finds each of them and gives it in
+two shapes:
 
 - ``written``: the command as the person reads it (quotes removed, the program
   named by its basename when it is given as a path into a system directory such
@@ -21,59 +23,73 @@ programs: ``env X=1 cmd``, ``command cmd``, ``exec``, ``nohup``, ``nice``,
   :data:`~.command_forms.MAX_PERMUTED` flags, every two of them first), before
   or after a subcommand word (``git push -f``). A wrapper adds the command it
   starts as one more command; ``find ... -delete`` adds ``rm -rf`` of find's
-  starting points, ``xargs`` adds its command (``echo`` when none is given).
+  starting points, ``xargs`` adds its command with the words it reads as one
+  more argument, :data:`XARGS_INPUT` (``echo`` when none is given).
 
-Quoting is undone as the shell undoes it (``r''m``, ``"rm"``, ``\\rm`` and
-``$'\\x72m'`` are all ``rm``). Where a command cannot be named before it runs
-(a program given as ``$VAR``, a glob, a brace expansion or a substitution; the
-string of ``sh -c "$X"`` or ``eval "$(...)"``; nesting deeper than
-:data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a command, and
-the policy asks about it wherever deny or ask rules for ``bash`` exist.
+The string is scanned as bash reads it (:mod:`.command_scan`: comments, quotes,
+``${...}``, ``$'...'``). Where a command cannot be named before it runs (a
+program given as ``$VAR``, a glob, a brace expansion or a substitution; the
+string of ``sh -c "$X"`` or ``eval "$(...)"``; arithmetic, which can
+run ``a[$(cmd)]`` found in a variable; a shell reading its input; a wrapper
+option not known; a runner not followed; a reading shells differ on; nesting
+deeper than :data:`MAX_DEPTH`) ``hidden`` says so: deny rules cannot see such a
+command, and the policy asks about it wherever deny or ask rules for ``bash``
+exist. Whatever else it cannot follow (``case``, an unbalanced quote) sets
+``unclear``, and an unclear command is never allowed by a rule that names only
+parts of it.
 
 Why a scanner of our own and not a library: ``shlex`` (even with
 ``punctuation_chars``) does not see ``$(...)`` inside double quotes, backquotes
 or nesting, and the one full bash parser for Python, ``bashlex``, is GPL-3
-licensed (infai is MIT) and unreleased since 2023. The scanner below follows
-the POSIX quoting rules and errs one way only: whatever it cannot follow
-(a heredoc, whose body is scanned as commands too, ``case``, arithmetic, an
-unbalanced quote, and everything ``hidden``) sets ``unclear``, and an unclear
-command is never allowed by a rule that names only parts of it. What it
-cannot tell at all: what a script, a Makefile, an alias, a function defined
-earlier, a variable's value or a program's own options do
-(``git diff --output=f``, ``sed -i``, ``tar --to-command``), code given to an
-interpreter (``python -c``, ``perl -e``), and what a wrapper not listed in
-:data:`WRAPPERS` starts (``strace cmd``: ``strace`` is the program rules see).
-The sandbox confines those, and "allow always" offers such programs exactly only.
+licensed (infai is MIT) and unreleased since 2023. The scanner is tested
+against bash itself (``tests/tools/test_checker_differential.py``). What it
+cannot tell at all: what a script, a Makefile, a function defined earlier, a
+variable's value or a program's own options do (``git diff --output=f``,
+``sed -i``, ``tar --to-command``), and code given to an interpreter
+(``python -c``, ``perl -e``). The sandbox confines those, and "allow always"
+offers such programs exactly only.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .command_forms import forms_of
+from .command_scan import MAX_SCAN_DEPTH, Scanner, Simple
+from .command_wrappers import LOADER, UNFOLLOWED, WRAPPERS, wrapped_command
 
-#: deeper nesting than this is not followed (and makes the command unclear)
-MAX_DEPTH = 12
+#: deeper nesting than this is not followed (and makes the command unseen)
+MAX_DEPTH = MAX_SCAN_DEPTH
 #: normalised forms made for one command string at most; past it, ``overflow``
 FORM_BUDGET = 50_000
 SYSTEM_DIRS = frozenset({
     "/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin",
 })  # fmt: skip
-#: shells whose ``-c`` argument is a command string
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"})
-#: wrappers: the program's options that take a value, and how many words follow
-#: the options before the command (``timeout 5 cmd``: one)
-WRAPPERS: dict[str, tuple[str, int]] = {
-    "command": ("", 0), "builtin": ("", 0), "exec": ("a", 0), "nohup": ("", 0),
-    "nice": ("n", 0), "timeout": ("sk", 1), "stdbuf": ("ioe", 0), "setsid": ("", 0),
-    "sudo": ("CDghpRrtTUu", 0), "doas": ("Cu", 0), "time": ("fo", 0), "ionice": ("cnp", 0),
-    "chrt": ("", 1), "taskset": ("", 1), "unbuffer": ("", 0), "env": ("uCS", 0),
-    "xargs": ("adEeIiLlnPs", 0), "busybox": ("", 0), "toybox": ("", 0), "chroot": ("", 1),
-}  # fmt: skip
+#: shells whose ``-c`` string is read here: bash as bash, the others as ``sh`` (dash)
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "su"})
+#: shells whose command language is another (their strings are unseen)
+OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "ksh93", "pdksh", "yash", "posh", "fish",
+                          "csh", "tcsh", "nu", "xonsh", "elvish", "busybox-sh"})  # fmt: skip
+#: what xargs adds to its command: the words it reads, known only when it runs
+XARGS_INPUT = "{}"
 NAME_IS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
-HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+#: variables whose value a shell later runs as code (``PS4`` under ``set -x``), reads
+#: as a file of commands (``BASH_ENV``, ``ENV``), or takes a program's path or an alias
+#: from (``BASH_CMDS[ls]=/bin/rm``, ``BASH_ALIASES``)
+CODE_VARIABLES = re.compile(r"(PS4|BASH_ENV|ENV|PROMPT_COMMAND)\+?=|.*(BASH_CMDS|BASH_ALIASES)")
+#: builtins that make the shell run code only with one option: ``declare -i`` (its
+#: values are arithmetic), ``hash -p /bin/rm ls`` and ``enable -f lib.so`` (a name runs
+#: another program, or a library's code)
+OPTIONED = {"declare": "i", "typeset": "i", "local": "i", "export": "i", "readonly": "i",
+            "hash": "p", "enable": "f"}  # fmt: skip
+#: a backslash-newline between two characters that are not blanks: bash joins them
+#: before it reads anything (the scanner would read the halves apart)
+JOINED = re.compile(r"[^ \t\n]\\\n[^ \t\n]")
+#: paths that are a program's standard input or another descriptor
+STDIN_PATHS = re.compile(r"-|/dev/stdin|/dev/fd/.*|/proc/.*|/dev/tcp/.*|/dev/udp/.*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +102,10 @@ class Command:
     wrapped: bool = False
     #: the program's basename ("" for a bare assignment like ``X=1``)
     program: str = ""
+    #: the words it runs as scanned, quotes removed (without the assignments before them)
+    argv: tuple[str, ...] = ()
+    #: for each of ``argv``, whether it is known only when the command runs (``$x``, a glob)
+    dynamic: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +119,8 @@ class Analysis:
     #: so many parts that not all were normalised (:data:`FORM_BUDGET`): rules cannot check it
     overflow: bool = False
     #: why some command it runs is not among ``commands`` at all ("" when none is): a
-    #: program or command string known only when it runs, nesting too deep
+    #: program or command string known only when it runs, nesting too deep, a reading
+    #: shells differ on
     hidden: str = ""
 
     @property
@@ -113,6 +134,19 @@ class Analysis:
         return tuple(c for c in self.commands if not c.wrapped)
 
 
+def runs_arguments(program: str) -> bool:
+    """Whether ``program`` runs a command or code it is given (a wrapper, a shell,
+    ``eval``, ``find``, a runner not followed): "allow always" for it stays exact."""
+    return (
+        program in SHELLS
+        or program in OTHER_SHELLS
+        or program in SPECIAL
+        or program in WRAPPERS
+        or program in UNFOLLOWED
+        or LOADER.fullmatch(program) is not None
+    )
+
+
 def analyse(command: str) -> Analysis:
     """Every command in ``command`` (see the module docstring); never raises."""
     found = _Found()
@@ -124,6 +158,8 @@ def analyse(command: str) -> Analysis:
 
 @dataclass
 class _Found:
+    """What the scan found so far (the scanner's :class:`~.command_scan.Sink`)."""
+
     commands: list[Command] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     unclear: str = ""
@@ -139,276 +175,85 @@ class _Found:
         self.unsure(why)
         self.hidden = self.hidden or why
 
+    def record(self, simple: Simple, depth: int) -> None:
+        _record(simple, self, depth, wrapped=False)
 
-@dataclass
-class _Simple:
-    """One simple command as scanned: its words, which are not literal, output targets."""
-
-    words: list[str] = field(default_factory=list)
-    dynamic: list[bool] = field(default_factory=list)
-    writes: list[str] = field(default_factory=list)
+    def script(self, text: str, depth: int, posix: bool) -> None:
+        _script(text, self, depth, wrapped=False, posix=posix)
 
 
-def _script(text: str, found: _Found, depth: int, wrapped: bool) -> None:
-    """Scan ``text`` as a whole script and record what it runs."""
+def _script(text: str, found: _Found, depth: int, wrapped: bool, posix: bool = False) -> None:
+    """Scan ``text`` as a whole script and record what it runs (``posix``: run by sh)."""
     if depth > MAX_DEPTH:
         found.unseen(f"nested more than {MAX_DEPTH} levels deep")
         return
-    scanner = _Scanner(text, found, depth)
+    if JOINED.search(text):  # i\<newline>f is the keyword if, $\<newline>( a substitution
+        found.unseen("a line continuation joins two parts of a word or an operator")
+    scanner = Scanner(text, found, depth, posix)
     for simple in scanner.commands(closer=""):
         _record(simple, found, depth, wrapped)
-    if scanner.pos < len(text):
-        found.unsure(f"an unexpected {text[scanner.pos]!r} at offset {scanner.pos}")
-
-
-class _Scanner:
-    """POSIX shell scanning: words, quotes, operators, substitutions (recursively)."""
-
-    def __init__(self, text: str, found: _Found, depth: int) -> None:
-        self.text, self.found, self.depth, self.pos = text, found, depth, 0
-
-    def peek(self, ahead: int = 0) -> str:
-        """The character ``ahead`` of the position ("\\0" past the end, which no test matches)."""
-        at = self.pos + ahead
-        return self.text[at] if at < len(self.text) else "\0"
-
-    def commands(self, closer: str) -> list[_Simple]:
-        """Simple commands until ``closer`` (consumed) or the end of the text."""
-        done: list[_Simple] = []
-        current = _Simple()
-        while self.pos < len(self.text):
-            char = self.peek()
-            if char == closer:
-                self.pos += 1
-                break
-            if char in " \t":
-                self.pos += 1
-            elif char == "\\" and self.peek(1) == "\n":
-                self.pos += 2
-            elif char == "#" and not current.words:
-                while self.pos < len(self.text) and self.peek() != "\n":
-                    self.pos += 1
-            elif char in ";&|\n":
-                self.pos += 1
-                done.append(current)
-                current = _Simple()
-            elif char == "(" and not current.words:
-                self.pos += 1
-                self._nested(")")
-            elif char == "(" or char == ")":
-                if char == "(" and self.peek(1) == ")":  # a function definition: name ()
-                    self.pos += 2
-                    done.append(current)
-                    current = _Simple()
-                    continue
-                self.found.unsure(f"an unexpected {char!r} at offset {self.pos}")
-                self.pos += 1
-            elif char in "<>" and self.peek(1) == "(":
-                self.pos += 2
-                self._nested(")")
-                current.words.append("<(...)")
-                current.dynamic.append(True)
-            elif char in "<>":
-                self._redirect(current)
-            else:
-                self._word(current)
-        else:
-            if closer:
-                self.found.unsure(f"a {closer!r} is missing at the end")
-        done.append(current)
-        return [simple for simple in done if simple.words]
-
-    def _nested(self, closer: str) -> None:
-        if self.depth >= MAX_DEPTH:  # the rest is not followed (deny rules still see the text)
-            self.found.unseen(f"nested more than {MAX_DEPTH} levels deep")
-            self.pos = len(self.text)
-            return
-        inner = _Scanner(self.text, self.found, self.depth + 1)
-        inner.pos = self.pos
-        for simple in inner.commands(closer):
-            _record(simple, self.found, self.depth + 1, wrapped=False)
-        self.pos = inner.pos
-
-    def _redirect(self, current: _Simple) -> None:
-        start = self.pos
-        while self.peek() in "<>&|":
-            self.pos += 1
-        operator = self.text[start : self.pos]
-        if operator.startswith("<<") and operator != "<<<":
-            self.found.unsure("a heredoc (<<) is not followed")
-        while self.peek() in " \t":
-            self.pos += 1
-        target = _Simple()
-        self._word(target)
-        name = target.words[0] if target.words else ""
-        duplicated = operator.endswith("&") and name.isdigit()  # 2>&1: no file
-        writes = ">" in operator and not (duplicated or name == "-")
-        if writes and name not in HARMLESS_TARGETS:
-            current.writes.append(name or "?")
-            self.found.writes.append(name or "?")
-
-    def _word(self, current: _Simple) -> None:
-        """One word: quotes removed, substitutions recorded; an fd number before < or > skipped."""
-        start = self.pos
-        parts: list[str] = []
-        bare: list[str] = []  # the characters outside quotes (globs and braces act there)
-        dynamic = False
-        while self.pos < len(self.text):
-            char = self.peek()
-            if char in " \t\n;&|()<>":
-                break
-            self.pos += 1
-            if char == "\\":
-                if self.pos < len(self.text) and self.peek() != "\n":  # else a line continuation
-                    parts.append(self.peek())
-                self.pos += 1
-            elif char == "'":
-                end = self.text.find("'", self.pos)
-                if end < 0:
-                    self.found.unsure("a ' is not closed")
-                    end = len(self.text)
-                parts.append(self.text[self.pos : end])
-                self.pos = end + 1
-            elif char == '"':
-                dynamic |= self._double_quoted(parts)
-            elif char == "$" and self.peek() in "'\"":
-                if self.peek() == "'":
-                    parts.append(self._ansi_c())
-                # else $"...": a translated string, read as "..." next
-            elif char == "$" or char == "`":
-                self.pos -= 1
-                parts.append(self._expansion())
-                dynamic = True
-            else:
-                parts.append(char)
-                bare.append(char)
-        word = "".join(parts)
-        unquoted = "".join(bare)
-        braces = "{" in unquoted and re.search(r",|\.\.", unquoted) is not None
-        if braces or any(c in unquoted for c in "*?["):
-            dynamic = True  # a glob or a brace expansion: the words are known only when run
-        if self.text[start : self.pos].isdigit() and self.peek() in "<>":
-            return  # a file descriptor number (2>...): part of the redirection
-        if self.pos > start:
-            current.words.append(word)
-            current.dynamic.append(dynamic)
-
-    def _ansi_c(self) -> str:
-        """``$'...'`` (at its quote): backslash escapes decoded, as bash does."""
-        self.pos += 1
-        raw: list[str] = []
-        while self.pos < len(self.text) and self.peek() != "'":
-            if self.peek() == "\\":
-                raw.append(self.peek())
-                self.pos += 1
-            raw.append(self.peek())
-            self.pos += 1
-        if self.pos >= len(self.text):
-            self.found.unsure("a $' is not closed")
-        self.pos += 1
-        return ANSI_C.sub(_unescape, "".join(raw))
-
-    def _double_quoted(self, parts: list[str]) -> bool:
-        dynamic = False
-        while self.pos < len(self.text):
-            char = self.peek()
-            if char == '"':
-                self.pos += 1
-                return dynamic
-            if char == "\\" and self.peek(1) in '$`"\\\n':
-                parts.append(self.peek(1))
-                self.pos += 2
-            elif char in "$`":
-                parts.append(self._expansion())
-                dynamic = True
-            else:
-                parts.append(char)
-                self.pos += 1
-        self.found.unsure('a " is not closed')
-        return dynamic
-
-    def _expansion(self) -> str:
-        """``$(...)``, backquotes, ``${...}``, ``$((...))`` or ``$name`` at pos; the
-        commands inside are recorded, the word gets the text as written."""
-        start = self.pos
-        if self.peek() == "`":
-            self.pos += 1
-            body: list[str] = []
-            while self.pos < len(self.text) and self.peek() != "`":
-                if self.peek() == "\\" and self.peek(1) in "`$\\":
-                    self.pos += 1
-                body.append(self.peek())
-                self.pos += 1
-            if self.pos >= len(self.text):
-                self.found.unsure("a ` is not closed")
-            self.pos += 1
-            _script("".join(body), self.found, self.depth + 1, wrapped=False)
-        elif self.peek(1) == "(" and self.peek(2) == "(":
-            self.found.unsure("arithmetic $((...)) is not followed")
-            self.pos += 2
-            self._nested(")")
-        elif self.peek(1) == "(":
-            self.pos += 2
-            self._nested(")")
-        elif self.peek(1) == "{":
-            self.pos += 2
-            while self.pos < len(self.text) and self.peek() != "}":
-                if self.peek() == "`" or self.text.startswith("$(", self.pos):
-                    self._expansion()
-                else:
-                    self.pos += 1
-            if self.pos >= len(self.text):
-                self.found.unsure("a ${ is not closed")
-            self.pos += 1
-        else:
-            self.pos += 1
-            while self.peek() and (self.peek().isalnum() or self.peek() == "_"):
-                self.pos += 1
-            if self.pos == start + 1 and self.peek() in "?#@*$!-0123456789":
-                self.pos += 1
-        return self.text[start : self.pos]
-
-
-ANSI_C = re.compile(
-    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S
-)
-SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-                  "r": "\r", "t": "\t", "v": "\v"}  # fmt: skip
-
-
-def _unescape(match: re.Match[str]) -> str:
-    code = match.group(1)
-    if code[0] in "xuU" and len(code) > 1:
-        return chr(min(int(code[1:], 16), 0x10FFFF))
-    if code[0] in "01234567":
-        return chr(int(code, 8) & 0xFF)
-    if code[0] == "c" and len(code) == 2:
-        return chr(ord(code[1]) & 0x1F)
-    return SIMPLE_ESCAPES.get(code, code)
 
 
 # -- from scanned words to commands ------------------------------------------------
 
 KEYWORDS = frozenset({"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done",
-                      "while", "until", "time", "[[", "]]", "coproc"})  # fmt: skip
+                      "while", "until", "time", "[[", "]]"})  # fmt: skip
 
 
-def _record(simple: _Simple, found: _Found, depth: int, wrapped: bool) -> None:
-    words, dynamic = list(simple.words), list(simple.dynamic)
-    while words and words[0] in KEYWORDS and not dynamic[0]:
-        words.pop(0)
-        dynamic.pop(0)
-    if not words or words[0] in ("fi", "done", "esac"):
+def _record(simple: Simple, found: _Found, depth: int, wrapped: bool) -> None:
+    words, dynamic, raw = list(simple.words), list(simple.dynamic), list(simple.raw)
+    if any(CODE_VARIABLES.match(word) for word in words):
+        found.unseen("a variable whose value a shell runs (PS4, BASH_ENV, ENV) is set")
+    keyword = ""
+    while words and (
+        (
+            words[0] in KEYWORDS
+            and raw[0] == words[0]
+            and not (simple.piped and not keyword and words[0] == "time")  # a | time x
+        )
+        or (keyword == "time" and words[0] in ("-p", "--"))  # bash's time -p
+    ):
+        keyword = words[0] if words[0] in KEYWORDS else keyword
+        del words[0], dynamic[0], raw[0]
+    if keyword == "time" and words and words[0].startswith("-"):  # sh has no time keyword:
+        _command(["time", *words], [False, *dynamic], [], found, depth, wrapped=True)  # a program
+    literal = bool(words) and raw[0] == words[0]
+    if keyword == "[[" or (literal and words[0] == "function"):
+        _conditional_or_function(simple, words, dynamic, raw, found, depth, wrapped)
         return
-    if words[0] in ("for", "select", "function"):
-        return  # a loop header or a function's name: the commands come as their own parts
-    if words[0] == "case":
+    if not words or (literal and words[0] in ("fi", "done", "esac")):
+        return
+    if literal and words[0] in ("for", "select"):
+        return  # a loop header: the commands come as their own parts
+    if literal and words[0] == "case":
         found.unsure("case is not followed")
         return
     assignments = 0
-    while assignments < len(words) and NAME_IS.match(words[assignments]):
+    while assignments < len(words) and NAME_IS.match(raw[assignments]):  # ''x=1 is a program
         assignments += 1
     _command(words[assignments:], dynamic[assignments:], words[:assignments], found, depth, wrapped)
+
+
+def _conditional_or_function(
+    simple: Simple,
+    words: list[str],
+    dynamic: list[bool],
+    raw: list[str],
+    found: _Found,
+    depth: int,
+    wrapped: bool,
+) -> None:
+    """``[[ ... ]]`` runs nothing but its substitutions (recorded already), yet its
+    ``-eq`` and the like evaluate values as arithmetic; ``function name { ...``
+    goes on with the commands after the name."""
+    if words and words[0] == "function":
+        rest = Simple(words[2:], dynamic[2:], raw[2:], simple.writes)
+        _record(rest, found, depth, wrapped)
+    elif any(word in ARITHMETIC_TESTS for word in words):
+        found.unseen("arithmetic in [[ ... ]] is not followed")
+
+
+ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 
 
 def _command(
@@ -438,7 +283,10 @@ def _command(
         found.overflow = True
         found.unseen("too many parts to follow")
     found.forms += len(forms)
-    found.commands.append(Command(written, tuple(dict.fromkeys(forms)), wrapped, program))
+    command = Command(
+        written, tuple(dict.fromkeys(forms)), wrapped, program, tuple(words), tuple(dynamic)
+    )
+    found.commands.append(command)
     if depth > MAX_DEPTH:
         found.unseen(f"nested more than {MAX_DEPTH} levels deep")
         return
@@ -447,32 +295,47 @@ def _command(
 
 def _started(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
     """What ``program`` itself starts: a wrapped command, a shell string, find's actions."""
-    if program in SHELLS or program == "su":
-        at = _shell_string(args)
-        if at is not None and (at >= len(args) or dynamic[at]):
-            found.unseen(f"the command string of {program} -c is known only when it runs")
-        elif at is not None:
-            _script(args[at], found, depth + 1, wrapped=True)
-    elif program in ("eval", "watch"):
-        rest = args if program == "eval" else _after_options(args, "nd", 0)
-        if any(dynamic[len(args) - len(rest) :]):
-            found.unseen(f"what {program} runs is known only when it runs")
-        _script(" ".join(rest), found, depth + 1, wrapped=True)
-    elif program == "find":
-        _find(args, found, depth)
+    if program in SHELLS:
+        _shell(program, args, dynamic, found, depth)
+    elif program in SPECIAL:
+        SPECIAL[program](program, args, dynamic, found, depth)
     elif program in WRAPPERS:
-        takes, skip = WRAPPERS[program]
-        if program == "env":
-            args = _env_split(args, found, depth)
-        rest = _after_options(args, takes, skip)
-        while program == "env" and rest and NAME_IS.match(rest[0]):
-            rest = rest[1:]
-        if not rest and program == "xargs":
-            rest = ["echo"]
-        if rest:
-            at = len(args) - len(rest)
-            flags = (dynamic[at:] + [False] * len(rest))[: len(rest)]
-            _command(rest, flags, [], found, depth + 1, wrapped=True)
+        _wrapper(program, args, dynamic, found, depth)
+    elif program in UNFOLLOWED or program in OTHER_SHELLS or LOADER.fullmatch(program):
+        found.unseen(f"what {program} runs is not followed")
+
+
+def _shell(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """``sh -c 'string'`` runs the string (bash reads it as bash, the others as sh);
+    a shell given no string and no script file reads its commands from its input."""
+    at = _shell_string(args)
+    if at is None:
+        operand = _shell_operand(args)
+        stdin = operand is None or dynamic[operand] or STDIN_PATHS.fullmatch(args[operand])
+        reads = any(a.startswith("-") and not a.startswith("--") and "s" in a for a in args)
+        if program != "su" and (stdin or reads):
+            found.unseen(f"{program} reads its commands from its input")
+    elif at >= len(args) or dynamic[at]:
+        found.unseen(f"the command string of {program} -c is known only when it runs")
+    else:
+        _script(args[at], found, depth + 1, wrapped=True, posix=program != "bash")
+
+
+def _shell_operand(args: list[str]) -> int | None:
+    """Where a shell's script file is named: the first word not an option nor an
+    option's value (``-o pipefail``, ``--rcfile f``); None when there is none."""
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        if arg == "--":
+            return at + 1 if at + 1 < len(args) else None
+        if not arg.startswith(("-", "+")) or arg in ("-", "+"):
+            return at
+        valued = arg in ("--rcfile", "--init-file") or (
+            not arg.startswith("--") and arg[-1] in "oO"
+        )
+        at += 2 if valued else 1
+    return None
 
 
 def _shell_string(args: list[str]) -> int | None:
@@ -485,61 +348,107 @@ def _shell_string(args: list[str]) -> int | None:
     return None
 
 
-def _env_split(args: list[str], found: _Found, depth: int) -> list[str]:
-    """``env -S 'cmd args'`` (``--split-string``) runs the string's words."""
-    for at, arg in enumerate(args):
-        value = None
-        if arg in ("-S", "--split-string") and at + 1 < len(args):
-            value = args[at + 1]
-        elif arg.startswith(("--split-string=", "-S")) and len(arg) > 2:
-            value = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
-        if value is not None:
-            _script(value, found, depth + 1, wrapped=True)
-            return []
-    return args
+def _eval(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """``eval`` runs its words joined as a command string."""
+    if any(dynamic):
+        found.unseen(f"what {program} runs is known only when it runs")
+    _script(" ".join(args), found, depth + 1, wrapped=True)
 
 
-def _after_options(args: list[str], takes_value: str, skip: int) -> list[str]:
-    """The words after a wrapper's options (and ``skip`` more words, like a duration)."""
+def _trap(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """``trap 'cmd' EXIT``: the action is a command string, run later."""
     at = 0
-    while at < len(args):
-        arg = args[at]
-        if arg == "--":
-            at += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        if not arg.startswith("--") and arg[-1] in takes_value and len(arg) == 2:
-            at += 1  # the value follows as its own word
-        elif arg.startswith("--") and "=" not in arg and arg[2:] in LONG_VALUED:
-            at += 1
+    while at < len(args) and args[at] in ("-p", "-l", "-P", "--"):
         at += 1
-    return args[at + skip :]
+    if at < len(args) and dynamic[at]:
+        found.unseen("what trap runs is known only when it runs")
+    elif at < len(args):
+        _script(args[at], found, depth + 1, wrapped=True)
 
 
-#: long wrapper options that take their value as the next word
-LONG_VALUED = frozenset({"user", "group", "signal", "kill-after", "unset", "chdir", "adjustment",
-                         "arg-file", "delimiter", "max-args", "max-procs", "replace"})  # fmt: skip
+def _source(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """``source FILE`` runs a script (not followed, like any script), but one read from
+    standard input or a substitution is a command string known only when it runs."""
+    operand = next((n for n, a in enumerate(args) if a != "--"), None)
+    if operand is None or dynamic[operand] or STDIN_PATHS.fullmatch(args[operand]):
+        found.unseen(f"what {program} reads is known only when it runs")
 
 
-def _find(args: list[str], found: _Found, depth: int) -> None:
+def _unseen(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """Builtins that can make later words run code: ``alias x=...``, ``let``'s
+    arithmetic (``a[$(cmd)]``), ``mapfile -C``, those of :data:`OPTIONED`."""
+    if program == "alias" and not any("=" in a for a in args):
+        return
+    if program in OPTIONED and not any(
+        a.startswith("-") and OPTIONED[program] in a for a in args
+    ):  # declare -i x=...: the value is arithmetic; hash -p, enable -f: another program
+        return
+    if program in ("mapfile", "readarray") and not any(
+        a.startswith("-") and "C" in a for a in args
+    ):
+        return
+    found.unseen(f"what {program} makes the shell run is not followed")
+
+
+def _wrapper(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
+    """The command a wrapper (:data:`~.command_wrappers.WRAPPERS`) starts, as one more
+    command (xargs: with the words it reads as one more argument)."""
+    wrapped = wrapped_command(program, args)
+    if wrapped.unknown:
+        found.unseen(wrapped.unknown)
+        return
+    rest, flags = wrapped.command, dynamic[wrapped.at :]
+    for name, value in wrapped.values:
+        if program == "env" and name in ("S", "split-string"):  # env -S 'cmd' args
+            if any(dynamic) or "\\" in value or "$" in value:  # env's own escapes, ${VAR}
+                found.unseen("the string of env -S is not followed")
+            _script(" ".join([value, *rest]), found, depth + 1, wrapped=True)
+            return
+    if program == "xargs":
+        rest, flags = (rest, flags) if rest else (["echo"], [False])
+        if not any(name in ("I", "i", "replace") for name, _ in wrapped.values):
+            rest, flags = [*rest, XARGS_INPUT], [*flags, True]
+    if program in ("watch", "flock") and rest:
+        if program == "flock" and rest[0] not in ("-c", "--command"):
+            _command(rest, flags, [], found, depth + 1, wrapped=True)
+            return
+        text = rest[1:] if program == "flock" else rest  # watch runs its words by sh -c
+        if any(flags) or not text:
+            found.unseen(f"what {program} runs is known only when it runs")
+        _script(" ".join(text), found, depth + 1, wrapped=True, posix=True)
+    elif rest:
+        _command(rest, flags, [], found, depth + 1, wrapped=True)
+
+
+def _find(program: str, args: list[str], dynamic: list[bool], found: _Found, depth: int) -> None:
     """``-exec``/``-execdir``/``-ok``/``-okdir`` run a command; ``-delete`` is ``rm -rf``."""
+    at = 0
+    while at < len(args) and (args[at] in ("-H", "-L", "-P") or args[at].startswith("-O")):
+        at += 1
+    if at < len(args) and args[at] == "-D":
+        at += 2
     starts = []
-    for arg in args:
+    for arg in args[at:]:
         if arg.startswith("-") or arg in ("(", "!"):
             break
         starts.append(arg)
-    at = 0
     while at < len(args):
         if args[at] in ("-exec", "-execdir", "-ok", "-okdir"):
             end = at + 1
             while end < len(args) and args[end] not in (";", "+"):
                 end += 1
-            inner = args[at + 1 : end]
-            if inner:
-                _command(inner, [False] * len(inner), [], found, depth + 1, wrapped=True)
+            if end > at + 1:
+                _command(args[at + 1 : end], dynamic[at + 1 : end], [], found, depth + 1, True)
             at = end
         elif args[at] == "-delete":
             deleted = ["rm", "-rf", *(starts or ["."])]
             _command(deleted, [False] * len(deleted), [], found, depth + 1, wrapped=True)
         at += 1
+
+
+#: programs whose arguments say what else runs, and how to read them
+SPECIAL: dict[str, Callable[[str, list[str], list[bool], _Found, int], None]] = {
+    "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _unseen,
+    "let": _unseen, "mapfile": _unseen, "readarray": _unseen, "find": _find,
+    **dict.fromkeys(OPTIONED, _unseen),
+}  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from infai.errors import InfaiError
 
-from .commands import analyse
+from .commands import analyse, runs_arguments
 from .paths import Resolved, resolve
 
 Verdict = Literal["allow", "ask", "deny"]
@@ -221,6 +221,8 @@ def exact_only_reason(tool: str, subject: str) -> str:
     for key in (" ".join(words[:2]), words[0]):
         if key in EXACT_ONLY:
             return f"{key} {EXACT_ONLY[key]}: only this exact command is allowed"
+    if runs_arguments(command.program):
+        return f"{command.program} runs the command given to it: only this exact command is allowed"
     return ""
 
 

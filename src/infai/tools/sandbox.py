@@ -49,9 +49,11 @@ sandbox (``outside_sandbox``, which the user approves each time) or with
 
 Whatever the mode, every command gets a scrubbed environment: only the
 variables of :data:`PASS_ENV` and the user's ``pass_env`` (names or ``*``
-patterns) reach it, and never one that looks like a secret
+patterns) reach it, never one that looks like a secret
 (:data:`SECRET_ENV`, the user's ``secret_env``, the key variables of the
-configured models). And git cannot run code a repository configured
+configured models), and never one that changes how bash starts or parses
+(:data:`~.bash_path.SHELL_STARTUP_ENV`: it runs under bash, :mod:`.bash_path`).
+And git cannot run code a repository configured
 (``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
 credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
 ``GIT_CONFIG_VALUE_n`` override those settings for every git the command
@@ -89,6 +91,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
+from .bash_path import shell_argv, startup_variable
 from .git_hardening import (
     GIT_ENV,
     GIT_OVERRIDES,
@@ -462,7 +465,11 @@ class Sandbox:
         (default: infai's own) without secrets, plus git's hardening."""
         source = os.environ if source is None else source
         allowed = (*PASS_ENV, *self.settings.pass_env)
-        env = {k: v for k, v in source.items() if _matches(k, allowed) and not self.is_secret(k)}
+        env = {
+            k: v
+            for k, v in source.items()
+            if _matches(k, allowed) and not self.is_secret(k) and not startup_variable(k)
+        }
         if confined:
             env["TMPDIR"] = "/tmp"  # the private /tmp; another would be read-only
         overrides = [*GIT_OVERRIDES, *driver_overrides(working_dir, env)]
@@ -478,8 +485,9 @@ class Sandbox:
     def launch(self, command: str, working_dir: Path, *, outside: bool = False) -> Launch:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
-        not work here. Raises :class:`SandboxUnavailable` for mode required."""
-        shell = ["/bin/sh", "-c", command]
+        not work here. Raises :class:`SandboxUnavailable` for mode required, and
+        :class:`~.bash_path.ShellMissing` where bash is not installed."""
+        shell = shell_argv(command)
         found = self.probe()
         if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
             return Launch(shell, self.environment(working_dir=working_dir), confined=False)

@@ -21,6 +21,7 @@ from typing import Any
 from infai.llm import ToolSpec
 
 from .base import ToolContext, ToolOutput
+from .bash_path import ShellMissing
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 from .sandbox_hide import describe, mentioned
@@ -72,8 +73,9 @@ class Bash:
             self.spec = ToolSpec("bash", f"{DESCRIPTION} {CONFINED} {hidden}", Bash.spec.parameters)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        """Run the command under ``sh`` with stdin closed and stderr merged into stdout;
-        a non-zero exit is an error output, a cancel kills the group and propagates.
+        """Run the command under bash (:mod:`.bash_path`; with none installed it is
+        refused) with stdin closed and stderr merged into stdout; a non-zero exit
+        is an error output, a cancel kills the group and propagates.
 
         ``outside_sandbox`` must be a boolean if given (the policy asks about a
         ``true`` one as ``bash!``): anything else runs nothing."""
@@ -90,6 +92,8 @@ class Bash:
             launch = await asyncio.shield(job)  # (its stat calls and git may block)
         except SandboxUnavailable as exc:
             return error(f"{exc}; nothing ran (sandbox.mode is 'required')")
+        except ShellMissing as exc:
+            return error(f"{exc}; nothing ran")
         except asyncio.CancelledError:
             job.add_done_callback(_close_unused)  # the launch it makes holds a descriptor
             raise

@@ -81,3 +81,17 @@ def test_doctor_with_a_bad_config_is_bad_input(tmp_path: Path) -> None:
     result = doctor("doctor")
     assert result.exit_code == 2
     assert "sandbox: must be one of auto, required, off" in result.output
+
+
+def test_doctor_without_bash_says_commands_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infai.tools import bash_path
+
+    monkeypatch.setattr(bash_path, "BASH_CANDIDATES", (str(tmp_path / "no-bash"),))
+    result = doctor("doctor")
+    assert result.exit_code == 1
+    assert "bash:            NOT FOUND: shell commands are refused" in result.output
+    report = json.loads(doctor("doctor", "--json").output)
+    assert report["bash"] is None and report["working"] is False
+    assert "bash is not installed" in report["reason"]

@@ -139,7 +139,7 @@ def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
 
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import hidden_report
+    from infai.tools import bash_missing, find_bash, hidden_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
@@ -152,8 +152,11 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "probe_ok": probe.ok,
         "reason": probe.reason,
         **hidden_report(sandbox.settings.hidden, sandbox.private),
+        "bash": find_bash(),
     }
-    if probe.ok:
+    if report["bash"] is None:  # commands are refused, confined or not
+        report["reason"] = bash_missing()
+    elif probe.ok:
         report.update(_write_checks(sandbox))
         report["network_blocked"] = _network_check(sandbox)
         rows = [*report["hidden"], *report["private"]]
@@ -211,6 +214,7 @@ def _report(as_json: bool) -> None:
     else:
         echo(f"sandbox mode:    {mode}")
         echo(f"bwrap:           {report['bwrap'] or 'not found'}")
+        echo(f"bash:            {report['bash'] or 'NOT FOUND: shell commands are refused'}")
         if report["bwrap_version"]:
             echo(f"version:         {report['bwrap_version']}")
         userns = report["user_namespaces"]
