@@ -42,7 +42,6 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("sequence.editor", ":"),
     ("core.sshCommand", "ssh"),
     ("core.askPass", ""),
-    ("core.gitProxy", ""),
     ("core.alternateRefsCommand", ""),
     ("credential.helper", ""),  # empty resets the list of helpers
     ("uploadpack.packObjectsHook", ""),
@@ -55,13 +54,27 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("gpg.x509.program", "gpgsm"),
     ("gpg.ssh.defaultKeyCommand", ""),
 )
-GIT_ENV: dict[str, str] = {"GIT_PAGER": "cat", "PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+#: ``GIT_PROXY_COMMAND`` set, even empty, is taken before any ``core.gitProxy``; an
+#: override of that setting would come too late (git keeps its *first* value, the
+#: repository's), so the git:// proxy is refused through the environment
+GIT_ENV: dict[str, str] = {
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PROXY_COMMAND": "",
+}
 #: settings named per driver that run a program; emptied where a repository sets
 #: them (git then fails instead of running it)
 GIT_DRIVER_KEYS = {
     "filter": ("clean", "smudge", "process"),
     "diff": ("command", "textconv"),
     "merge": ("driver",),
+    "tar": ("command",),  # git archive --format=<name>
+    "difftool": ("cmd", "path"),
+    "mergetool": ("cmd", "path"),
+    "man": ("cmd", "path"),  # git help, with man.viewer naming the tool
+    "browser": ("cmd", "path"),  # git help --web, git web--browse
+    "guitool": ("cmd",),
 }
 #: per-remote settings naming the program a fetch or push runs on the other side;
 #: for a local remote (a path or ``file://``) that side is this machine. git takes
@@ -77,7 +90,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: words whose presence in a repository's config files means it may set one of
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
-    *(b"filter", b"diff", b"merge", b"include"),
+    *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule"),
 )
 
