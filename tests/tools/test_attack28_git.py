@@ -100,3 +100,22 @@ def test_a_users_own_tool_settings_are_kept(
     assert given["difftool.evil.cmd"] == "" and given["tar.tgz.command"] == ""
     assert "difftool.mine.cmd" not in given
     assert env["GIT_PROXY_COMMAND"] == ""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack28: driver_overrides reads only the repository seen from the working "
+    "directory; a nested repository's own diff.external (git -C sub diff) still runs",
+)
+def test_a_nested_repositorys_drivers_do_not_run(tmp_path: Path) -> None:
+    top, _ = _repo(tmp_path)
+    sub = top / "vendor" / "lib"
+    nested, marks = _repo(sub)
+    subprocess.run(
+        ["git", "config", "diff.external", f"{marks / 'evil.sh'} external"],
+        cwd=nested,
+        check=True,
+    )
+    tool = Bash(sandbox=Sandbox.off())
+    asyncio.run(tool.run({"command": f"git -C {nested} diff"}, ToolContext(top, "s")))
+    assert not (marks / "ran-external").exists()
