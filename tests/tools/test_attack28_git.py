@@ -32,6 +32,7 @@ ATTACKS = (
     ("man.viewer", "", "git help log"),
     ("difftool.evil.cmd", "difftool", "git difftool -y --tool=evil f.txt"),
     ("browser.evil.cmd", "browser", "git web--browse --browser=evil x"),
+    ("imap.tunnel", "imap", "git format-patch -1 --stdout | git imap-send"),
 )
 
 
@@ -58,6 +59,8 @@ def _repo(root: Path) -> tuple[Path, Path]:
     git("config", "man.evil.cmd", f"{script} man")
     git("config", "difftool.evil.cmd", f"{script} difftool")
     git("config", "browser.evil.cmd", f"{script} browser")
+    git("config", "imap.folder", "INBOX")
+    git("config", "imap.tunnel", f"{script} imap")
     return repo, marks
 
 
@@ -82,7 +85,14 @@ def test_git_runs_no_repository_configured_proxy_archiver_viewer_or_tool(
         ["sh", "-c", commands], cwd=repo, env=env, capture_output=True, stdin=subprocess.DEVNULL
     )
     ran = {p.name for p in marks.iterdir()}
-    assert {"ran-example.invalid", "ran-tar", "ran-man", "ran-difftool", "ran-browser"} <= ran
+    assert {
+        "ran-example.invalid",
+        "ran-tar",
+        "ran-man",
+        "ran-difftool",
+        "ran-browser",
+        "ran-imap",
+    } <= ran
 
 
 def test_a_users_own_tool_settings_are_kept(
