@@ -42,7 +42,6 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("sequence.editor", ":"),
     ("core.sshCommand", "ssh"),
     ("core.askPass", ""),
-    ("core.gitProxy", ""),
     ("core.alternateRefsCommand", ""),
     ("credential.helper", ""),  # empty resets the list of helpers
     ("uploadpack.packObjectsHook", ""),
@@ -55,14 +54,31 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("gpg.x509.program", "gpgsm"),
     ("gpg.ssh.defaultKeyCommand", ""),
 )
-GIT_ENV: dict[str, str] = {"GIT_PAGER": "cat", "PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+#: ``GIT_PROXY_COMMAND`` set, even empty, is taken before any ``core.gitProxy``; an
+#: override of that setting would come too late (git keeps its *first* value, the
+#: repository's), so the git:// proxy is refused through the environment
+GIT_ENV: dict[str, str] = {
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PROXY_COMMAND": "",
+}
 #: settings named per driver that run a program; emptied where a repository sets
 #: them (git then fails instead of running it)
 GIT_DRIVER_KEYS = {
     "filter": ("clean", "smudge", "process"),
     "diff": ("command", "textconv"),
     "merge": ("driver",),
+    "tar": ("command",),  # git archive --format=<name>
+    "difftool": ("cmd", "path"),
+    "mergetool": ("cmd", "path"),
+    "man": ("cmd", "path"),  # git help, with man.viewer naming the tool
+    "browser": ("cmd", "path"),  # git help --web, git web--browse
+    "guitool": ("cmd",),
 }
+#: settings of no driver that run a program, emptied where a repository sets them
+#: (``git diff``; ``git imap-send`` pipes through ``imap.tunnel``)
+GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel")
 #: per-remote settings naming the program a fetch or push runs on the other side;
 #: for a local remote (a path or ``file://``) that side is this machine. git takes
 #: the *first* value it reads, the repository's, so a later override is ignored:
@@ -77,7 +93,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: words whose presence in a repository's config files means it may set one of
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
-    *(b"filter", b"diff", b"merge", b"include"),
+    *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule"),
 )
 
@@ -119,7 +135,7 @@ def _override(name: str, value: str) -> tuple[str, str] | None:
     section, _, rest = name.partition(".")
     subsection, _, key = rest.rpartition(".")
     section, key = section.lower(), key.lower()
-    if name.lower() == "diff.external" or (subsection and key in GIT_DRIVER_KEYS.get(section, ())):
+    if name.lower() in GIT_PROGRAM_KEYS or (subsection and key in GIT_DRIVER_KEYS.get(section, ())):
         return (name, "")
     if section == "remote" and subsection and key in REMOTE_PROGRAM_KEYS:
         return FILE_TRANSPORT_REFUSED

@@ -92,6 +92,16 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
     "~/.claude/.credentials.json",
     "~/.codex/auth.json",
     "~/.config/containers/auth.json",
+    "~/.cache/huggingface/token",
+    "~/.huggingface/token",
+    "~/.config/github-copilot",
+    "~/.config/rclone/rclone.conf",
+    "~/.s3cfg",
+    "~/.boto",
+    "~/.my.cnf",
+    "~/.mylogin.cnf",
+    "~/.oci",
+    "~/.databrickscfg",
 )
 #: where the environment moves a credential location (see :func:`followed`): each
 #: variable, and what under its value is hidden ("": the value itself)
@@ -114,6 +124,12 @@ ENV_HIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("CARGO_HOME", ("credentials", "credentials.toml")),
     ("PGPASSFILE", ("",)),
     ("NPM_CONFIG_USERCONFIG", ("",)),
+    ("GOOGLE_APPLICATION_CREDENTIALS", ("",)),
+    ("AWS_WEB_IDENTITY_TOKEN_FILE", ("",)),
+    ("NETRC", ("",)),
+    ("TF_CLI_CONFIG_FILE", ("",)),
+    ("HF_TOKEN_PATH", ("",)),
+    ("HF_HOME", ("token",)),
 )
 #: of those, the variables that hold a list of paths, ``:``-separated
 PATH_LISTS = ("KUBECONFIG",)

@@ -29,9 +29,12 @@ CPU for ever.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import os
+import re
 import stat
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,32 +148,89 @@ def merged_recursion(pattern: str) -> str:
 
 class GlobBudget:
     """How much a glob's walk may still do: it stops after :data:`MAX_GLOBBED`
-    paths or :data:`GLOB_SECONDS`, and the output says which."""
+    paths looked at (each entry of each directory read, matching or not: a
+    pattern matching nothing walks as far as one matching everything) or
+    :data:`GLOB_SECONDS`, and the output says which."""
 
     def __init__(self) -> None:
         self.deadline = time.monotonic() + GLOB_SECONDS
         self.left = MAX_GLOBBED
         self.stopped: str | None = None
 
-    def walk(self, paths: Iterable[Path]) -> Iterator[Path]:
-        """``paths`` until the budget runs out."""
-        for path in paths:
-            if self.left <= 0:
-                self.stopped = f"[walk stopped after {MAX_GLOBBED:,} paths; narrow the pattern]"
-                return
-            if time.monotonic() > self.deadline:
-                self.stopped = f"[walk stopped after {GLOB_SECONDS:g}s; narrow the pattern]"
-                return
-            self.left -= 1
-            yield path
+    def spend(self) -> bool:
+        """Count one path looked at; False once the budget has run out."""
+        if self.stopped is None and self.left <= 0:
+            self.stopped = f"[walk stopped after {MAX_GLOBBED:,} paths; narrow the pattern]"
+        elif self.stopped is None and time.monotonic() > self.deadline:
+            self.stopped = f"[walk stopped after {GLOB_SECONDS:g}s; narrow the pattern]"
+        self.left -= 1
+        return self.stopped is None
+
+    def entries(self, directory: Path) -> list[os.DirEntry[str]]:
+        """The entries of ``directory`` while the budget lasts ([] if unreadable)."""
+        out: list[os.DirEntry[str]] = []
+        try:
+            with os.scandir(directory) as listing:
+                for entry in listing:
+                    if not self.spend():
+                        break
+                    out.append(entry)
+        except OSError:
+            pass
+        return out
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _select(parent: Path, parts: list[str], budget: GlobBudget) -> Iterator[Path]:
+    """What ``parts`` match below ``parent``, as :meth:`pathlib.Path.glob` finds
+    them: ``**`` is any number of directories (symlinked ones not entered), a
+    wildcard segment is matched against each entry, a plain one looked up."""
+    if not parts:
+        yield parent
+        return
+    part, rest = parts[0], parts[1:]
+    if part == "**":
+        todo = deque([parent])
+        while todo and budget.stopped is None:
+            here = todo.popleft()
+            yield from _select(here, rest, budget)
+            todo += [
+                Path(e.path) for e in budget.entries(here) if _is_dir(e) and not e.is_symlink()
+            ]
+    elif "**" in part:
+        raise ValueError("Invalid pattern: '**' can only be an entire path component")
+    elif any(c in part for c in "*?["):
+        matcher = re.compile(fnmatch.translate(part)).fullmatch
+        for entry in budget.entries(parent):
+            if matcher(entry.name) and (not rest or _is_dir(entry)):
+                yield from _select(Path(entry.path), rest, budget)
+    elif budget.spend():
+        path = parent / part
+        if path.is_dir() if rest else path.exists():
+            yield from _select(path, rest, budget)
 
 
 def _globbed(
     base: Path, pattern: str, budget: GlobBudget, *, recursive: bool = False
 ) -> Iterator[Path]:
     """The paths the pattern matches under ``base`` (``ValueError`` for a bad pattern);
-    ``recursive`` matches it at any depth, as ``rglob`` does."""
-    return budget.walk(base.glob(merged_recursion(f"**/{pattern}" if recursive else pattern)))
+    ``recursive`` matches it at any depth, as ``rglob`` does. Each path once, the
+    walk bounded by ``budget``."""
+    pattern = merged_recursion(f"**/{pattern}" if recursive else pattern)
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    if not parts:
+        raise ValueError(f"Unacceptable pattern: {pattern!r}")
+    seen: set[Path] = set()
+    for path in _select(base, parts, budget):
+        if path not in seen:
+            seen.add(path)
+            yield path
 
 
 class ListFiles:

@@ -20,6 +20,9 @@ a Unix-domain socket that could be pointed at one:
   ``IORING_OP_SOCKET`` and connects them with ``IORING_OP_CONNECT`` without
   either system call, so seccomp would never see them. Programs that use
   io_uring when they can (libuv, for one) fall back to ordinary calls;
+- ``add_key``, ``request_key`` and ``keyctl`` fail with ``EPERM``, as under
+  Docker's default profile: the session keyring is inherited across bwrap (a
+  Kerberos ticket, a token some tool keeps there would be read back);
 - on 32-bit x86 and ARM, the ``socketcall`` multiplexer (whose arguments are
   behind a pointer seccomp cannot read) is refused whole.
 
@@ -65,6 +68,7 @@ SOCK_SEQPACKET = 5
 SOCK_TYPE_MASK = 0xF
 X32_BIT = 0x40000000
 IO_URING = (425, 426, 427)  # io_uring_setup, io_uring_enter, io_uring_register
+X86_64_KEYS = (248, 249, 250)  # add_key, request_key, keyctl
 #: what a refused socket call and a refused io_uring call fail with
 SOCKET_ERRNO = errno.EACCES
 URING_ERRNO = errno.EPERM
@@ -78,22 +82,24 @@ class Abi:
     arch: int
     socket: tuple[int, ...]
     socketpair: tuple[int, ...]
-    #: refused whole with ``EACCES`` (socketcall) and with ``EPERM`` (io_uring)
+    #: refused whole with ``EACCES`` (socketcall) and with ``EPERM`` (io_uring, keys)
     socketcall: tuple[int, ...] = ()
     uring: tuple[int, ...] = IO_URING
+    keys: tuple[int, ...] = ()
 
 
-_X86_64 = Abi("x86_64", 0xC000003E, (41,), (53,))
+_X86_64 = Abi("x86_64", 0xC000003E, (41,), (53,), keys=X86_64_KEYS)
 _X32 = Abi(
     "x32",
     0xC000003E,
     (41 | X32_BIT,),
     (53 | X32_BIT,),
     uring=tuple(nr | X32_BIT for nr in IO_URING),
+    keys=tuple(nr | X32_BIT for nr in X86_64_KEYS),
 )
-_I386 = Abi("i386", 0x40000003, (359,), (360,), socketcall=(102,))
-_AARCH64 = Abi("aarch64", 0xC00000B7, (198,), (199,))
-_ARM = Abi("arm", 0x40000028, (281,), (288,), socketcall=(102,))
+_I386 = Abi("i386", 0x40000003, (359,), (360,), socketcall=(102,), keys=(286, 287, 288))
+_AARCH64 = Abi("aarch64", 0xC00000B7, (198,), (199,), keys=(217, 218, 219))
+_ARM = Abi("arm", 0x40000028, (281,), (288,), socketcall=(102,), keys=(309, 310, 311))
 
 #: per ``platform.machine()``: the ABIs a process on that machine can call
 ABIS: dict[str, tuple[Abi, ...]] = {
@@ -144,7 +150,7 @@ def _refuse_unix_datagram_pair(nr: int) -> list[bytes]:
 def _block(abi: Abi) -> list[bytes]:
     """The checks of one ABI, ending in "allow" (entered with nothing loaded)."""
     block = [_insn(LD_W_ABS, NR_OFFSET)]
-    for nr in abi.uring:
+    for nr in (*abi.uring, *abi.keys):
         block += _refuse(nr, URING_ERRNO)
     for nr in abi.socketcall:
         block += _refuse(nr, SOCKET_ERRNO)
@@ -173,6 +179,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
             tuple(nr for a in same for nr in a.socketpair),
             tuple(nr for a in same for nr in a.socketcall),
             tuple(nr for a in same for nr in a.uring),
+            tuple(nr for a in same for nr in a.keys),
         )
         block = _block(merged)
         # load arch; if it is not this one, jump over this block

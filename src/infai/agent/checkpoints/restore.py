@@ -76,6 +76,7 @@ from typing import Any, Literal
 
 from infai.store.errors import CorruptionError
 from infai.store.objects import ObjectStore
+from infai.tools.git_hardening import included_config_files
 
 from .diff import FileInfo, diff_trees
 from .disk import Known, Op, State, _fsync_dir, _op, converge
@@ -210,6 +211,28 @@ def _linked_config(workdir: str) -> str | None:
     return real[len(base) + 1 :]
 
 
+def _included_configs(workdir: str) -> tuple[str, ...]:
+    """The git config files the repository at ``workdir`` includes from inside it
+    (:func:`~infai.tools.git_hardening.included_config_files`), relative to it:
+    git config as much as ``.git/config`` is (a ``core.fsmonitor`` there runs
+    when the user's own git does)."""
+    base = Path(os.path.realpath(workdir))
+    return tuple(
+        str(path.relative_to(base)) for path in included_config_files(base) if base in path.parents
+    )
+
+
+def _foreign_never(path: str, parts: list[str], linked: str | None, git: tuple[str, ...]) -> str:
+    """Why an imported session's restore leaves ``path`` alone ("" when it may write it)."""
+    if any(p.lower() == FOREIGN_NEVER for p in parts) or (
+        linked is not None and (path == linked or path.startswith(linked + "/"))
+    ):
+        return "inside .infai (an imported session's files never write it)"
+    if any(path == g or g.startswith(path + "/") for g in git):
+        return "git config the repository includes (an imported session's files never write it)"
+    return ""
+
+
 def plan_restore(
     objects: ObjectStore,
     workdir: str,
@@ -235,6 +258,7 @@ def plan_restore(
     actions: list[Action] = []
     blocked: dict[str, str] = {}
     linked = _linked_config(workdir) if foreign else None
+    git_configs = _included_configs(workdir) if foreign else ()
     ignored: list[str] = []
     for change in diff_trees(objects, current, target):
         path = change.path
@@ -242,11 +266,8 @@ def plan_restore(
         if GIT_DIR in parts:
             blocked[path] = "inside .git (never touched)"
             continue
-        if foreign and (
-            any(p.lower() == FOREIGN_NEVER for p in parts)
-            or (linked is not None and (path == linked or path.startswith(linked + "/")))
-        ):
-            blocked[path] = "inside .infai (an imported session's files never write it)"
+        if foreign and (never := _foreign_never(path, parts, linked, git_configs)):
+            blocked[path] = never
             continue
         now = _under(path, current_skipped)
         then = _under(path, target_skipped) if change.new is None else None
