@@ -46,6 +46,7 @@ def _infai_mount_point(entry: os.DirEntry[str]) -> bool:
     except OSError:
         return False
 
+
 #: directories deeper than this are left out (skipped, so a restore leaves them
 #: alone): the walk recurses once per level, and Python's stack is not unbounded
 MAX_DEPTH = 256
