@@ -24,13 +24,14 @@ lint: $(BIN)/infai
 	$(BIN)/mypy
 
 # Two workers, each test file whole on one worker (files share module-level servers).
-# The fast suite: everything but the crash and power-loss loops (`make crash`).
+# The fast suite: everything but the slow loops (`make crash`).
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile -m "not crash"
+	$(BIN)/pytest -n 2 --dist loadfile -m "not crash and not slow"
 
-# The slow loops: real SIGKILLs over and over, simulated power loss. CI runs both.
+# The slow loops: real SIGKILLs over and over, simulated power loss, long random
+# runs, the benchmarks' smoke runs. CI runs both.
 crash: $(BIN)/infai
-	$(BIN)/pytest -n 2 --dist loadfile -m crash
+	$(BIN)/pytest -n 2 --dist loadfile -m "crash or slow"
 
 bench: $(BIN)/infai
 	$(BIN)/python benchmarks/store_bench.py

@@ -11,6 +11,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

@@ -484,14 +484,21 @@ class SessionMachine(RuleBasedStateMachine):
         assert [e.id for e in reader.entries()] == order
 
 
-SessionMachine.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SLOW_OK = [HealthCheck.too_slow]
 
 
 @pytest.mark.timeout(300)
 class TestSessionMachine(SessionMachine.TestCase):  # type: ignore[misc,valid-type]
-    pass
+    """A short run in ``make test``; the long one is ``make crash``'s."""
+
+    settings = settings(
+        max_examples=25, stateful_step_count=40, deadline=None, suppress_health_check=SLOW_OK
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+class TestSessionMachineLong(SessionMachine.TestCase):  # type: ignore[misc,valid-type]
+    settings = settings(
+        max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=SLOW_OK
+    )

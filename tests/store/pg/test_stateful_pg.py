@@ -64,15 +64,22 @@ class PgSessionMachine(SessionMachine):
 
 
 @pytest.mark.timeout(300)
-def test_session_machine_on_postgresql(pg_url: str) -> None:
+@pytest.mark.parametrize(
+    ("examples", "steps"),
+    [(6, 20), pytest.param(25, 30, marks=pytest.mark.slow)],
+    ids=["short", "long"],
+)
+def test_session_machine_on_postgresql(pg_url: str, examples: int, steps: int) -> None:
+    """A short run in ``make test``; the long one is ``make crash``'s."""
+
     class Machine(PgSessionMachine):
         URL = pg_url
 
     run_state_machine_as_test(
         Machine,
         settings=settings(
-            max_examples=25,
-            stateful_step_count=30,
+            max_examples=examples,
+            stateful_step_count=steps,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),
