@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, pruned_outputs
+from .hooks import Hooks, HookSpec
 from .hub import EventHub
 from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
@@ -110,6 +111,7 @@ class AgentSession(SessionFiles):
         owns_model: bool = True,
         files: WorkFiles | None = None,
         default_dir: str | Path = ".",
+        hooks: Sequence[HookSpec] = (),
     ) -> None:
         """``default_dir``: where the tools run when the session names no working
         directory (an imported one may not): the workspace's, whose files are the
@@ -135,6 +137,8 @@ class AgentSession(SessionFiles):
         self._lease: Any = None
         self._held = 0
         self.cache = ContextCache(self.writer, pruned_outputs(info.extra))
+        #: the user's hook commands (:mod:`.hooks`; None: none configured)
+        self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
         #: every event of this session (each append as it is durable, the turns'
         #: deltas and ends), for any number of watchers
         self.hub = EventHub()
@@ -473,6 +477,7 @@ class AgentSession(SessionFiles):
                 on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
                 after_tool=self._after_tool if self.files is not None else None,
+                hooks=self.hooks,
             ):
                 if not isinstance(event, Saved):  # a Saved was published when appended
                     self.hub.publish(event)

@@ -363,7 +363,11 @@ class Workspace:
                 owns_model=own,
                 files=self.files_for(config, config_dir),
                 default_dir=self.working_dir,
+                hooks=config.hooks,
             )
+            task = session.toolbox.get("task")
+            if isinstance(task, TaskTool) and session.hooks is not None:
+                task.hooks = session.hooks  # its subagents' turns fire them too
         except BaseException:
             if own:
                 _close_quietly(model)

@@ -373,17 +373,33 @@ class Policy:
         return Ruling("ask", denial.by if denial else "default", why)
 
     async def decide(
-        self, tool: str, arguments: Mapping[str, Any], context: ToolContext
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        context: ToolContext,
+        *,
+        hook: Literal["allow", "ask"] | None = None,
+        hook_reason: str = "",
     ) -> Decision:
         """Rule on the call and, if that says ask, await the approver (none: deny).
 
         "Allow always" adds its rules to this policy and hands them to ``remember``;
-        for an escalation it counts once.
+        for an escalation it counts once. ``hook``: what a PreToolUse hook said
+        (:mod:`infai.agent.hooks`): ``ask`` asks even where the rules allow;
+        ``allow`` answers only the defaults' questions, never a deny or ask rule,
+        an escalation or a command asked about because the sandbox is missing.
         """
         if len(str(arguments.get("command", ""))) > LONG_COMMAND:
             ruling = await asyncio.to_thread(self.rule_on, tool, arguments, context)
         else:
             ruling = self.rule_on(tool, arguments, context)
+        why = hook_reason or f"a PreToolUse hook said {hook}"
+        if hook == "ask" and ruling.verdict == "allow":
+            ruling = Ruling("ask", "hook", why)
+        elif (
+            hook == "allow" and ruling.verdict == "ask" and _hook_may_allow(tool, arguments, ruling)
+        ):
+            return Decision("allow", "hook", why)
         if ruling.verdict == "allow":
             return Decision("allow", ruling.by, ruling.reason)
         if ruling.verdict == "deny":
@@ -435,6 +451,19 @@ class Policy:
         if self.caller:
             reason = f"{self.caller} asks: {reason}"
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
+
+
+def _hook_may_allow(tool: str, arguments: Mapping[str, Any], ruling: Ruling) -> bool:
+    """Whether a hook's "allow" may answer this ask: the defaults' own question, not
+    an escalation out of the sandbox, a command asked about for want of one or
+    because deny rules cannot see all it runs, nor a write to a hard-linked file."""
+    if ruling.by != "default" or escalates(tool, arguments):
+        return False
+    return not any(why in ruling.reason for why in _BINDING_ASKS)
+
+
+#: the defaults' questions a hook's "allow" never answers (see :func:`_hook_may_allow`)
+_BINDING_ASKS = (NO_SANDBOX, "rules cannot see all it runs", "hard links")
 
 
 #: the tools whose deny rules are read rules (:meth:`Policy.may_read`)
