@@ -117,6 +117,7 @@ async def test_guard_blocks_rm_rf_and_the_model_reads_why(tmp_path: Path, projec
         await run(session, "clean up")
         ran = hook_records(session)
         results = [r for r in records(session) if isinstance(r, ToolResultRecord)]
+        assert session.store.info(session.session_id).format == 4  # it holds hook events
     assert (project / "keep.txt").read_text() == "precious"  # the command never ran
     assert "no rm -rf here, use trash" in model.sent()  # the model was told why
     assert isinstance(results[0], ToolResultRecord) and results[0].is_error
