@@ -13,6 +13,7 @@ import pytest
 
 from infai.agent import AgentSession
 from infai.agent.config import load_config
+from infai.agent.subagent import TaskTool
 from infai.llm import FunctionModel, Message, Request, ToolCall
 from infai.store import HookRecord, MessageRecord, Store, ToolResultRecord
 from infai.tools import Policy, Rule, Toolbox, builtin_tools
@@ -63,7 +64,8 @@ def open_session(
     store = Store(tmp_path / "home")
     sid = store.create_session(working_dir=str(project)).id
     cfg = config(tmp_path, hooks, project)
-    policy = Policy(rules or [Rule.parse("allow", "bash"), Rule.parse("allow", "write_file")])
+    allowed = [Rule.parse("allow", "bash"), Rule.parse("allow", "write_file")]
+    policy = Policy(allowed if rules is None else rules)
     return AgentSession(
         store,
         sid,
@@ -254,3 +256,84 @@ def test_untrusted_project_hooks_are_left_out(tmp_path: Path, project: Path) -> 
     assert cfg.hooks == () and any("hooks (PreToolUse) were left out" in w for w in cfg.warnings)
     user.write_text(f'trusted_projects = ["{project}"]\n')
     assert [h.command for h in load_config(project, user).hooks] == ["curl evil"]
+
+
+@sync
+async def test_stop_hook_reads_a_claude_code_transcript(tmp_path: Path, project: Path) -> None:
+    seen = tmp_path / "seen.jsonl"
+    stop = script(
+        tmp_path / "stop.sh",
+        'in=$(cat); t=$(printf "%s" "$in" | ' + field("['transcript_path']") + ")\n"
+        f'cp "$t" {seen}\n',
+    )
+    model = Script(("write_file", {"path": "a.txt", "content": "x"}))
+    hooks = f'[[hooks.Stop]]\ncommand = "{stop}"\n'
+    async with open_session(tmp_path, project, hooks, model) as session:
+        await run(session, "write a")
+    lines = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert lines[0]["type"] == "user" and lines[0]["message"]["content"] == "write a"
+    use = next(b for line in lines for b in line["message"]["content"] if "tool_use" in str(b))
+    assert use["name"] == "Write" and use["input"]["file_path"] == str(project / "a.txt")
+    assert lines[-1]["type"] == "assistant"
+    assert lines[-1]["message"]["content"] == [{"type": "text", "text": "done 2"}]
+
+
+@sync
+async def test_notification_session_end_and_manual_pre_compact(
+    tmp_path: Path, project: Path
+) -> None:
+    log = tmp_path / "events.log"
+    logger = script(tmp_path / "log.sh", f"cat >> {log}; echo >> {log}\n")
+    hooks = "".join(
+        f'[[hooks.{event}]]\ncommand = "{logger}"\n'
+        for event in ("Notification", "SessionEnd", "PreCompact")
+    )
+    asked: list[str] = []
+
+    async def approver(ask: Any) -> str:
+        asked.append(ask.tool)
+        return "allow"
+
+    model = Script(("write_file", {"path": "a.txt", "content": "x"}))
+    session = open_session(tmp_path, project, hooks, model, rules=[])
+    assert isinstance(session.permissions, Policy)
+    session.permissions.approver = approver
+    await run(session, "write")
+    await session.compact()
+    await session.aclose()
+    got = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [g["hook_event_name"] for g in got] == ["Notification", "PreCompact", "SessionEnd"]
+    assert got[0]["notification_type"] == "permission_prompt" and "Write" in got[0]["message"]
+    assert got[1]["trigger"] == "manual" and asked == ["write_file"]
+    with session.store.open_reader(session.session_id) as reader:
+        kept = [reader.event(e.id, resolve=True).record for e in reader.entries()]
+    assert [r.event for r in kept if isinstance(r, HookRecord)] == [
+        "Notification",
+        "PreCompact",
+        "SessionEnd",
+    ]
+
+
+@sync
+async def test_subagent_tool_calls_fire_hooks_and_it_ends_on_subagent_stop(
+    tmp_path: Path, project: Path
+) -> None:
+    log = tmp_path / "events.log"
+    logger = script(tmp_path / "log.sh", f"cat >> {log}; echo >> {log}\n")
+    hooks = "".join(
+        f'[[hooks.{event}]]\nmatcher = "Agent"\ncommand = "{logger}"\n'
+        if event == "PreToolUse"
+        else f'[[hooks.{event}]]\ncommand = "{logger}"\n'
+        for event in ("PreToolUse", "Stop", "SubagentStop")
+    )
+    model = Script(("task", {"prompt": "look around", "description": "scout"}))
+    session = open_session(tmp_path, project, hooks, model)
+    task = TaskTool(session.store, session.model, builtin_tools(), session.permissions)
+    session.toolbox.add(task)
+    task.hooks = session.hooks
+    async with session:
+        await run(session, "delegate")
+    got = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [g["hook_event_name"] for g in got] == ["PreToolUse", "SubagentStop", "Stop"]
+    assert got[0]["tool_name"] == "Task" and got[0]["tool_input"]["description"] == "scout"
+    assert got[1]["session_id"] != got[2]["session_id"] == session.session_id

@@ -29,15 +29,17 @@ import os
 import re
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from infai.store import HookRecord
+from infai.store import Event, HookRecord
 from infai.tools import Decision, Permissions, Policy, ToolContext
+from infai.tools.offload import off_loop
+from infai.tools.policy import Ask
 
-from .hooks_payload import tool_input, tool_names
+from .hooks_payload import tool_input, tool_names, transcript_dir, write_transcript
 
 EVENTS = (
     "SessionStart",
@@ -268,6 +270,8 @@ class Hooks:
         self.started = False
         #: whether a prompt fires UserPromptSubmit (a subagent's does not)
         self.prompts = True
+        #: the session's context now (blocking; None: no transcript is written)
+        self.events: Callable[[], list[Event]] | None = None
 
     def for_subagent(self, session_id: str) -> Hooks:
         """The same hooks for a subagent's child session: its tool calls fire them, its
@@ -282,6 +286,18 @@ class Hooks:
         child.started, child.prompts = True, False
         return child
 
+    async def notify(self, ask: Ask) -> None:
+        """A permission question is about to be asked: the Notification hooks
+        (``notification_type: permission_prompt``); their records wait for the turn."""
+        if self.has("Notification"):
+            name = tool_names(ask.tool.rstrip("!"))[0]
+            await self.fire(
+                "Notification",
+                ("permission_prompt",),
+                message=f"infai needs your permission to use {name}",
+                notification_type="permission_prompt",
+            )
+
     def has(self, event: str) -> bool:
         """Whether any hook is configured for ``event``."""
         return any(spec.event == event for spec in self.specs)
@@ -291,11 +307,26 @@ class Hooks:
         taken, self.pending = self.pending, []
         return taken
 
-    def payload(self, event: str, **fields: Any) -> dict[str, Any]:
+    async def transcript(self) -> str | None:
+        """The context written as a transcript for the hooks to read (None: none)."""
+        events = self.events
+        if events is None:
+            return None
+        path = transcript_dir() / f"{self.session_id}.jsonl"
+
+        def work() -> Path:
+            return write_transcript(events(), path, self.working_dir, self.session_id)
+
+        try:
+            return str(await off_loop(work))
+        except OSError:  # a hook still runs; it reads no transcript
+            return None
+
+    def payload(self, event: str, transcript: str | None = None, **fields: Any) -> dict[str, Any]:
         """Claude Code's stdin object for ``event``: the common fields, then ``fields``."""
         return {
             "session_id": self.session_id,
-            "transcript_path": None,
+            "transcript_path": transcript,
             "cwd": str(self.working_dir),
             "hook_event_name": event,
             "permission_mode": "default",
@@ -315,7 +346,8 @@ class Hooks:
                 chosen.setdefault(spec.command, spec)  # one command configured twice runs once
         if not chosen:
             return outcome
-        data = json.dumps(self.payload(event, **fields), ensure_ascii=False).encode()
+        transcript = await self.transcript()
+        data = json.dumps(self.payload(event, transcript, **fields), ensure_ascii=False).encode()
         runs = await asyncio.gather(*(self._run(spec, data) for spec in chosen.values()))
         adds = event in ("UserPromptSubmit", "SessionStart")
         for run in runs:

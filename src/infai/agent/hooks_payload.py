@@ -7,13 +7,22 @@ presented so, with absolute paths, so those scripts work unchanged; a matcher
 may name either the Claude Code name or infai's own (``Agent`` is an alias of
 ``Task``, as in Claude Code). An MCP tool (``mcp__SERVER__TOOL``) and any
 other tool keep their name and arguments as they are.
+
+``transcript_path`` names a JSONL file in Claude Code's transcript shapes,
+written from the session's context before each hook run
+(:func:`write_transcript`): infai's own session files are not that format.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from infai.store import Event, HookRecord, MessageRecord, ToolCallRecord, ToolResultRecord
 
 #: infai's tool name -> Claude Code's
 CLAUDE_NAMES = {
@@ -88,3 +97,59 @@ def tool_response(
     if name in ("read_file", "write_file", "edit_file"):
         response["filePath"] = _absolute(working_dir, arguments.get("path", ""))
     return response
+
+
+def transcript_line(event: Event, working_dir: Path, session_id: str) -> dict[str, Any] | None:
+    """One event of the context as a line of a Claude Code transcript (None: no
+    line: files on the timeline, hook runs). Messages and tool calls keep Claude
+    Code's shapes (``type``, ``message.role``, ``message.content`` blocks), so a
+    hook that reads the transcript finds what it looks for."""
+    record = event.record
+    base = {"uuid": event.id, "timestamp": event.timestamp, "sessionId": session_id}
+    base["cwd"] = str(working_dir)
+    if isinstance(record, MessageRecord) and event.role in ("user", "assistant", "system"):
+        role = "assistant" if event.role == "assistant" else "user"
+        content: Any = record.content
+        if role == "assistant":
+            content = [{"type": "text", "text": record.content}] if record.content else []
+        message = {"role": role, "content": content}
+        if record.model:
+            message["model"] = record.model
+        return {**base, "type": role, "message": message}
+    if isinstance(record, ToolCallRecord):
+        use = {
+            "type": "tool_use",
+            "id": record.call_id,
+            "name": tool_names(record.name)[0],
+            "input": tool_input(record.name, record.arguments, working_dir),
+        }
+        return {**base, "type": "assistant", "message": {"role": "assistant", "content": [use]}}
+    if isinstance(record, ToolResultRecord):
+        result = {
+            "type": "tool_result",
+            "tool_use_id": record.call_id,
+            "content": record.content,
+            "is_error": record.is_error,
+        }
+        return {**base, "type": "user", "message": {"role": "user", "content": [result]}}
+    if isinstance(record, HookRecord) and record.context:
+        return {**base, "type": "user", "message": {"role": "user", "content": record.context}}
+    return None
+
+
+def write_transcript(events: list[Event], path: Path, working_dir: Path, session_id: str) -> Path:
+    """Write the context's events to ``path`` as a Claude Code style JSONL transcript
+    (replacing it whole: a hook never reads half a file). Blocking: a worker thread's."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lines = (transcript_line(event, working_dir, session_id) for event in events)
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines if line)
+    partial = path.with_suffix(".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def transcript_dir() -> Path:
+    """Where hook transcripts are written: a private directory of this user's in the
+    system's temporary directory."""
+    return Path(tempfile.gettempdir()) / f"infai-{os.getuid()}" / "transcripts"

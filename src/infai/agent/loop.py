@@ -202,6 +202,8 @@ class _Turn(HookSteps):
         self.writer = writer
         #: the user's hook commands (None: none configured)
         self.hooks = hooks
+        if hooks is not None:  # their transcript is this turn's context
+            hooks.events = cache.events
         self.stop_continues = 0  # how many times Stop hooks sent this turn back to work
         self.stopped: str | None = None  # a hook's ``continue: false``: why the turn stops
         #: told of each tool call run (see :data:`AfterTool`): the files snapshot
@@ -385,6 +387,8 @@ class _Turn(HookSteps):
                     else:
                         yield heard
             output, decision = await _run_tool(call, self.toolbox, self.permissions, here, pre)
+            async for item in self.flush_hooks():  # a Notification hook's, while it asked
+                yield item
             if pre is not None and pre.blocked is None:
                 output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
             ran = decision.get("verdict") == "allow" and not output.is_error

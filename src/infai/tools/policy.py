@@ -186,6 +186,9 @@ class Policy:
         #: why a tool no rule names is allowed by default (None: it is not); an MCP
         #: hub's :meth:`~infai.tools.mcp.McpHub.default_allow` (trusted read-only tools)
         self.defaults: Callable[[str], str | None] | None = None
+        #: told of each question just before the approver is (a Notification hook);
+        #: a delegated policy tells its parent's
+        self.on_ask: Callable[[Ask], Awaitable[None]] | None = None
 
     def delegate(self, caller: str, remember: Remember | None = None) -> Policy:
         """A policy for a subagent: this one's rules (as they change), plus the
@@ -207,6 +210,11 @@ class Policy:
         if self.approver is not None or self.parent is None:
             return self.approver
         return self.parent._approver()
+
+    def _on_ask(self) -> Callable[[Ask], Awaitable[None]] | None:
+        if self.on_ask is not None or self.parent is None:
+            return self.on_ask
+        return self.parent._on_ask()
 
     def _first(
         self, verdict: Verdict, tools: Iterable[str], subjects: Iterable[str]
@@ -411,6 +419,9 @@ class Policy:
                 "deny", ruling.by, f"{why}asks for approval, and nobody can approve here"
             )
         ask = self._question(tool, arguments, context, ruling)
+        on_ask = self._on_ask()
+        if on_ask is not None:
+            await on_ask(ask)
         answer = await approver(ask)
         wants_always = answer == "allow-always" or isinstance(answer, AllowAlways)
         if wants_always and not ask.always:  # not offered: it counts once
