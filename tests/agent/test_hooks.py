@@ -17,6 +17,7 @@ from infai.agent.subagent import TaskTool
 from infai.llm import FunctionModel, Message, Request, ToolCall
 from infai.store import HookRecord, MessageRecord, Store, ToolResultRecord
 from infai.tools import Policy, Rule, Toolbox, builtin_tools
+from infai.tools.policy import Ask, Reply
 
 MODEL = "function"
 
@@ -290,7 +291,7 @@ async def test_notification_session_end_and_manual_pre_compact(
     )
     asked: list[str] = []
 
-    async def approver(ask: Any) -> str:
+    async def approver(ask: Ask) -> Reply:
         asked.append(ask.tool)
         return "allow"
 

@@ -529,7 +529,8 @@ PREVIEW_CHARS = 80
 
 
 def hook_summary(record: HookRecord) -> str:
-    """A hook run in one line: event (tool), command, how it ended, what it decided."""
+    """A hook run in one line: event (tool), how it ended, what it decided, then the
+    command (last: a preview cut short keeps what the hook did)."""
     what = f"{record.event}({record.tool})" if record.tool else record.event
     if record.timed_out:
         ended = "timed out"
@@ -538,7 +539,7 @@ def hook_summary(record: HookRecord) -> str:
     else:
         ended = f"exit {record.exit_code}"
     decided = f" {record.decision}" if record.decision else ""
-    return f"hook {what}: {record.command} -> {ended}{decided} ({record.duration_ms} ms)"
+    return f"hook {what} {ended}{decided} ({record.duration_ms} ms): {record.command}"
 
 
 def preview(record: Record) -> str:
