@@ -216,12 +216,16 @@ async def test_json_allow_answers_the_default_question_never_a_deny_rule(
     model = Script(
         ("write_file", {"path": "ok.txt", "content": "x"}),
         ("bash", {"command": "touch denied.txt"}),
+        ("write_file", {"path": "secret.txt", "content": "x"}),
+        ("bash", {"command": "touch out.txt", "outside_sandbox": True}),
     )
-    rules = [Rule.parse("deny", "bash touch*")]  # no approver: an ask would be a deny
+    rules = [Rule.parse("deny", "bash touch*"), Rule.parse("ask", "write_file secret*")]
     async with open_session(tmp_path, project, hooks, model, rules) as session:
-        await run(session, "go")
+        await run(session, "go")  # no approver: what still asks is denied
     assert (project / "ok.txt").exists()  # the hook's allow answered the default's ask
     assert not (project / "denied.txt").exists()  # the deny rule still binds
+    assert not (project / "secret.txt").exists()  # so does an ask rule
+    assert not (project / "out.txt").exists()  # and the sandbox: an escalation still asks
     assert "permission denied by rule" in model.sent()
 
 
