@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession
+from infai.agent import AgentSession, PromptBlocked
 from infai.agent.config import load_config
 from infai.agent.subagent import TaskTool
 from infai.llm import FunctionModel, Message, Request, ToolCall
@@ -170,6 +170,10 @@ async def test_prompt_context_reaches_the_model_and_a_block_stops_the_prompt(
     async with open_session(tmp_path, project, hooks, model) as session:
         await run(session, "hello")
         ended = (await run(session, "my secret is 42"))[-1]
+        started = await session.start("another secret")
+        with pytest.raises(PromptBlocked, match="no secrets in prompts"):
+            await started.asked()  # the server answers 409, naming the hook's reason
+        await started.wait()
         prompts = [
             r.content for r in records(session) if isinstance(r, MessageRecord) and r.model is None
         ]

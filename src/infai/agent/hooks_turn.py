@@ -19,6 +19,9 @@ from .hooks import MAX_STOP_CONTINUES, Hooks, Outcome, fire_tool, with_feedback
 from .hooks_payload import tool_response
 from .turn_events import AgentEvent, Saved, Streamed, TurnEnded
 
+#: how a turn whose prompt a hook refused ends (its error begins so)
+BLOCKED = "the prompt was blocked by a UserPromptSubmit hook"
+
 
 class HookSteps:
     """The hook steps; the turn supplies :meth:`append` and the attributes below."""
@@ -140,4 +143,4 @@ class HookSteps:
         if (stop := said.blocked or said.stop) is not None:
             async for item in self.flush_hooks():
                 yield item
-            yield TurnEnded("error", f"the prompt was blocked by a UserPromptSubmit hook: {stop}")
+            yield TurnEnded("error", f"{BLOCKED}: {stop}")
