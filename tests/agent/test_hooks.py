@@ -346,3 +346,28 @@ async def test_subagent_tool_calls_fire_hooks_and_it_ends_on_subagent_stop(
     assert [g["hook_event_name"] for g in got] == ["PreToolUse", "SubagentStop", "Stop"]
     assert got[0]["tool_name"] == "Task" and got[0]["tool_input"]["description"] == "scout"
     assert got[1]["session_id"] != got[2]["session_id"] == session.session_id
+
+
+@sync
+async def test_post_tool_json_block_reaches_the_model_and_exit_1_is_only_shown(
+    tmp_path: Path, project: Path
+) -> None:
+    out = {"decision": "block", "reason": "lint failed: E501"}
+    lint = script(tmp_path / "lint.sh", f"cat > /dev/null; echo '{json.dumps(out)}'\n")
+    broken = script(tmp_path / "broken.sh", "echo 'jq: not found' >&2; exit 1\n")
+    hooks = (
+        f'[[hooks.PostToolUse]]\nmatcher = "write_file"\ncommand = "{lint}"\n'
+        f'[[hooks.PreToolUse]]\ncommand = "{broken}"\n'
+    )
+    model = Script(("write_file", {"path": "a.txt", "content": "x"}))
+    async with open_session(tmp_path, project, hooks, model) as session:
+        events = await run(session, "go")
+        ran = hook_records(session)
+    assert (project / "a.txt").exists()  # exit 1 does not block
+    assert "[PostToolUse hook: lint failed: E501]" in model.sent()
+    shown = [str(e.event) for e in events if type(e).__name__ == "Streamed"]
+    assert any("failed (exit 1): jq: not found" in text for text in shown)
+    assert [(r.event, r.exit_code, r.decision) for r in ran] == [
+        ("PreToolUse", 1, "error"),
+        ("PostToolUse", 0, "block"),
+    ]

@@ -140,7 +140,7 @@ class HookSteps:
                 said = got
             else:
                 yield got
-        if (stop := said.blocked or said.stop) is not None:
+        if (stop := said.blocked or said.stop or self.stopped) is not None:
             async for item in self.flush_hooks():
                 yield item
             yield TurnEnded("error", f"{BLOCKED}: {stop}")
