@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from infai.agent import AgentSession, PromptBlocked
-from infai.agent.config import load_config
+from infai.agent.config import ConfigError, load_config
+from infai.agent.hooks import HookSpec
+from infai.agent.hooks_payload import tool_names
 from infai.agent.subagent import TaskTool
 from infai.llm import FunctionModel, Message, Request, ToolCall
 from infai.store import HookRecord, MessageRecord, Store, ToolResultRecord
@@ -371,3 +374,46 @@ async def test_post_tool_json_block_reaches_the_model_and_exit_1_is_only_shown(
         ("PreToolUse", 1, "error"),
         ("PostToolUse", 0, "block"),
     ]
+
+
+def test_matchers_and_bad_config(tmp_path: Path, project: Path) -> None:
+    def spec(matcher: str) -> HookSpec:
+        return HookSpec("PreToolUse", "true", matcher)
+
+    assert spec("").matches(tool_names("bash")) and spec("*").matches(tool_names("grep"))
+    assert spec("Bash").matches(tool_names("bash")) and spec("bash").matches(tool_names("bash"))
+    assert not spec("Bas").matches(tool_names("bash"))  # a plain name is exact
+    assert spec("Edit|Write").matches(tool_names("write_file"))
+    assert spec("Agent").matches(tool_names("task")) and spec("Task").matches(tool_names("task"))
+    assert spec("mcp__github__.*").matches(tool_names("mcp__github__list_issues"))
+    assert tool_names("list_files")[0] == "Glob"
+    user = tmp_path / "bad.toml"
+    for text, said in [
+        ('[[hooks.PreToolUs]]\ncommand = "x"\n', "hooks.PreToolUs: unknown event"),
+        ("[[hooks.Stop]]\ntimeout = 5\n", "hooks.Stop[0].command: the shell command"),
+        ('[[hooks.Stop]]\ncommand = "x"\ntimeout = 0\n', "hooks.Stop[0].timeout"),
+        (
+            '[[hooks.PreToolUse]]\ncommand = "x"\nmatcher = "("\n',
+            "hooks.PreToolUse[0].matcher: not a regular expression",
+        ),
+    ]:
+        user.write_text(text)
+        with pytest.raises(ConfigError, match=f"{user}: {re.escape(said)}"):
+            load_config(project, user)
+
+
+@sync
+async def test_session_start_context_reaches_the_first_request(
+    tmp_path: Path, project: Path
+) -> None:
+    start = script(tmp_path / "start.sh", "cat > /dev/null; echo 'remember: tabs, not spaces'\n")
+    hooks = f'[[hooks.SessionStart]]\nmatcher = "startup"\ncommand = "{start}"\n'
+    model = Script()
+    async with open_session(tmp_path, project, hooks, model) as session:
+        await run(session, "hi")
+        await run(session, "again")
+        ran = hook_records(session)
+    assert "remember: tabs, not spaces" in json.dumps(
+        [m.content for m in model.requests[0].messages]
+    )
+    assert [r.event for r in ran] == ["SessionStart"]  # once per session opened
