@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, PromptBlocked
+from infai.agent import AgentSession, PromptBlocked, Workspace
 from infai.agent.config import ConfigError, load_config
 from infai.agent.hooks import HookSpec
 from infai.agent.hooks_payload import tool_names
@@ -417,3 +417,21 @@ async def test_session_start_context_reaches_the_first_request(
         [m.content for m in model.requests[0].messages]
     )
     assert [r.event for r in ran] == ["SessionStart"]  # once per session opened
+
+
+def test_workspace_wires_hooks_into_sessions_and_their_subagents(
+    tmp_path: Path, project: Path
+) -> None:
+    cfg = config(tmp_path, '[[hooks.Stop]]\ncommand = "true"\n', project)
+    space = Workspace(Store(tmp_path / "home"), project, config=cfg)
+    session = space.open()
+    try:
+        task = session.toolbox.get("task")
+        assert session.hooks is not None and [s.event for s in session.hooks.specs] == ["Stop"]
+        assert isinstance(task, TaskTool) and task.hooks is session.hooks
+        space.use_model(session, "offline")
+        task = session.toolbox.get("task")
+        assert isinstance(task, TaskTool) and task.hooks is session.hooks  # kept on a switch
+    finally:
+        session.close()
+        asyncio.run(space.aclose())
