@@ -32,7 +32,8 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     ├── Lagged                     infai.agent: a watcher fell behind and was dropped
     ├── SlotConflict               infai.agent: the session's turn slot says no
     │   ├── Busy                   a turn (or compaction) already runs in this session
-    │   └── NotInFlight            no such turn is running (nothing to cancel)
+    │   ├── NotInFlight            no such turn is running (nothing to cancel)
+    │   └── PromptBlocked          a UserPromptSubmit hook refused the prompt (not stored)
     ├── RestoreError               infai.agent: files could not be restored (names path, why)
     │   ├── RestorePending         an interrupted restore must be recovered first
     │   ├── RestoreRefused         conflicts or another open session; nothing changed

@@ -14,6 +14,7 @@ from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
     GapRecord,
+    HookRecord,
     InvalidInput,
     MessageRecord,
     Record,
@@ -138,6 +139,7 @@ def test_kinds_table() -> None:
         "snapshot",
         "restore",
         "gap",
+        "hook",
     }
     for kind, rtype in RECORD_TYPES.items():
         assert rtype.kind == kind
@@ -232,6 +234,17 @@ RECORDS: dict[str, st.SearchStrategy[Record]] = {
         metadata=_meta,
     ),
     "gap": st.builds(GapRecord, summary=_text, lost=_strs),
+    "hook": st.builds(
+        HookRecord,
+        event=_text,
+        command=_text,
+        exit_code=st.none() | st.integers(-255, 255),
+        decision=st.none() | _text,
+        duration_ms=st.integers(0, 10**6),
+        timed_out=st.booleans(),
+        stdout=st.none() | _text,
+        context=st.none() | _text,
+    ),
 }
 
 

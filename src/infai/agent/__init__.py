@@ -19,7 +19,7 @@ from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
 from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
-from .turn import Busy, NotInFlight, SlotConflict, Turn
+from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -49,6 +49,7 @@ __all__ = [
     "Narrowed",
     "NotInFlight",
     "OnRestore",
+    "PromptBlocked",
     "RestoreRefused",
     "Restored",
     "Saved",

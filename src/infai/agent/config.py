@@ -28,6 +28,10 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     [sandbox]                       # where shell commands run: see infai.tools.sandbox
     mode = "auto"                   # "auto" | "required" | "off" (or: sandbox = "auto")
 
+    [[hooks.PreToolUse]]            # a hook, as Claude Code's: see infai.agent.hooks
+    matcher = "Bash"
+    command = "~/bin/guard.sh"
+
     [mcp.servers.github]            # an MCP server: see infai.agent.mcp_config
     command = "github-mcp-server"
     env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
@@ -42,8 +46,8 @@ models with a ``base_url`` or ``key_env``, its tables for a model your own file
 defines (a project may not change your model table) or under a built-in name
 (``scripted:…``, ``openai:…``, ``anthropic:…``), a ``scripted:`` model (it
 replays tool calls from a file the repository ships) as its default or in a
-model table, a default naming a model it was refused, its ``allow`` rules and
-its MCP servers.
+model table, a default naming a model it was refused, its ``allow`` rules,
+its MCP servers and its hooks.
 Its ``ask`` and ``deny`` rules, ``compact_at`` and plain models apply. To
 trust a project, list its directory (or a parent) in your own file:
 ``trusted_projects = ["~/src/myproject"]``; its file then applies in full
@@ -70,6 +74,7 @@ from infai.tools.policy import RuleError
 
 from .checkpoints import DEFAULT_SIZE_CAP
 from .compaction import DEFAULT_THRESHOLD
+from .hooks import HookSpec, parse_hooks
 from .mcp_config import parse_mcp
 
 PROJECT_FILE = Path(".infai") / "config.toml"
@@ -153,6 +158,8 @@ class Config:
     mcp_servers: tuple[ServerConfig, ...] = ()
     #: ``[checkpoints]`` (:mod:`.workfiles`; a project's file may only lower or disable)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    #: ``[[hooks.EVENT]]`` (:mod:`.hooks`): the user's, then a trusted project's
+    hooks: tuple[HookSpec, ...] = ()
 
 
 def user_config_path() -> Path:
@@ -276,6 +283,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     left_out: set[str] = set()  # names only an untrusted project's refused tables define
     servers: dict[str, ServerConfig] = {}
     checkpoints = CheckpointSettings()
+    hooks: list[HookSpec] = []
     for path in (user, project):
         if not path.is_file():
             continue
@@ -287,6 +295,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             path, data.pop("checkpoints", None), checkpoints, path == project
         )
         _mcp(path, data.pop("mcp", None), servers, untrusted, warnings)
+        hooks += _hooks(path, data.pop("hooks", None), untrusted, warnings)
         for key, value in data.items():
             if key == "model":
                 if not isinstance(value, str) or not value:
@@ -317,8 +326,9 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
             else:
-                known = "model, compact_at, models, permissions, sandbox, mcp, checkpoints" + (
-                    ", trusted_projects" if path == user else ""
+                known = (
+                    "model, compact_at, models, permissions, sandbox, mcp, checkpoints, hooks"
+                    + (", trusted_projects" if path == user else "")
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
@@ -334,7 +344,27 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         sandbox,
         tuple(servers.values()),
         checkpoints,
+        tuple(hooks),
     )
+
+
+def _hooks(path: Path, value: Any, untrusted: bool, warnings: list[str]) -> list[HookSpec]:
+    """``path``'s hooks; an untrusted project's are left out, with a warning (they
+    would run its commands with your rights)."""
+    if value is None:
+        return []
+    try:
+        found = parse_hooks(path, value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if untrusted and found:
+        events = ", ".join(dict.fromkeys(spec.event for spec in found))
+        warnings.append(
+            f"{path}: its hooks ({events}) were left out: a project's hooks run only "
+            f"if you trust it ({TRUST_HINT})"
+        )
+        return []
+    return found
 
 
 def _mcp(

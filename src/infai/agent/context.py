@@ -32,6 +32,7 @@ from infai.store import (
     CompactionRecord,
     Event,
     GapRecord,
+    HookRecord,
     MessageRecord,
     SessionLog,
     ToolCallRecord,
@@ -176,7 +177,11 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
 
     for event in events:
         record = event.record
-        if event.kind in WORKSPACE_KINDS:
+        if isinstance(record, HookRecord) and record.context:  # what a prompt hook added
+            settle_pending()
+            out.append(Message(role="user", content=f"[{record.event} hook]\n{record.context}"))
+            continue
+        if event.kind in WORKSPACE_KINDS or isinstance(record, HookRecord):
             continue  # files on disk, not conversation: no model sees them, and a
             # snapshot between a tool call and its result leaves the call pending
         if isinstance(record, ToolCallRecord):

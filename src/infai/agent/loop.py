@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from infai.llm import (
     Done,
@@ -38,7 +38,6 @@ from infai.llm import (
     ProviderError,
     ReasoningDelta,
     Request,
-    StreamEvent,
     TextDelta,
     ToolCall,
     ToolSpec,
@@ -68,7 +67,13 @@ from .compaction import (
     needs_compaction,
 )
 from .context import ContextCache, UnsendableEvent, to_messages
+from .hooks import Hooks, Outcome, decide_with, fire_tool, with_feedback
+from .hooks_turn import HookSteps
 from .manifest import MANIFEST_KEY, record_manifest
+from .turn_events import AgentEvent as AgentEvent
+from .turn_events import Saved as Saved
+from .turn_events import Streamed as Streamed
+from .turn_events import TurnEnded as TurnEnded
 
 if TYPE_CHECKING:
     from infai.store.objects import ObjectStore
@@ -94,31 +99,6 @@ def prompt_record(text: str) -> MessageRecord:
 def interruption_marker(**why: Any) -> MessageRecord:
     """The interruption marker: the turn before it stopped without finishing."""
     return MessageRecord(content=INTERRUPTED_TURN, metadata={"interrupted": True, **why})
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """An event is now durable in the session."""
-
-    event: Event
-
-
-@dataclass(frozen=True, slots=True)
-class Streamed:
-    """A live delta or notice from the model (shown, never persisted)."""
-
-    event: StreamEvent
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnded:
-    """The turn is over: done, failed (``error`` says why) or cancelled."""
-
-    outcome: Literal["done", "error", "cancelled"]
-    error: str | None = None
-
-
-AgentEvent = Saved | Streamed | TurnEnded
 
 
 def _storable(call: ToolCall) -> ToolCall:
@@ -153,10 +133,23 @@ def _assistant_records(message: Message) -> list[tuple[MessageRecord | ToolCallR
     return [(settled, "assistant"), *((call, "assistant") for call in calls)]
 
 
+def _runnable(call: ToolCall, toolbox: Toolbox) -> bool:
+    """Whether a call names a tool with arguments it takes (else it is answered an error)."""
+    tool = toolbox.get(call.name)
+    return (
+        call.error is None and tool is not None and not argument_problem(tool.spec, call.arguments)
+    )
+
+
 async def _run_tool(
-    call: ToolCall, toolbox: Toolbox, permissions: Permissions, context: ToolContext
+    call: ToolCall,
+    toolbox: Toolbox,
+    permissions: Permissions,
+    context: ToolContext,
+    pre: Outcome | None = None,
 ) -> tuple[ToolOutput, dict[str, str]]:
-    """Decide, then run; every failure becomes an error output for the model."""
+    """Decide (``pre``: what its PreToolUse hooks said), then run; every failure
+    becomes an error output for the model."""
     if call.error is not None:
         return ToolOutput(f"tool call {call.name!r} was not run: {call.error}", True), {}
     tool = toolbox.get(call.name)
@@ -165,7 +158,10 @@ async def _run_tool(
         return ToolOutput(f"unknown tool {call.name!r} (tools: {known})", is_error=True), {}
     if problem := argument_problem(tool.spec, call.arguments):  # before the policy sees them
         return ToolOutput(f"tool call {call.name!r} was not run: {problem}", True), {}
-    decision = await permissions.decide(call.name, call.arguments, context)
+    if pre is not None and (blocked := pre.blocked or pre.stop) is not None:  # a hook's deny wins
+        why = f"blocked by a PreToolUse hook: {blocked}"
+        return ToolOutput(why, True), {"verdict": "deny", "by": "hook", "reason": blocked}
+    decision = await decide_with(permissions, call.name, call.arguments, context, pre)
     record = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
     record["at"] = now_rfc3339()
     if not decision.allowed:
@@ -179,7 +175,7 @@ async def _run_tool(
         return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True), record
 
 
-class _Turn:
+class _Turn(HookSteps):
     """One turn's state and its named steps; :func:`run_turn` strings them together.
 
     Every append goes through :meth:`append` (off the event loop, into the
@@ -201,8 +197,15 @@ class _Turn:
         on_saved: Callable[[Event], None] | None,
         objects: ObjectStore | None = None,
         after_tool: AfterTool | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.writer = writer
+        #: the user's hook commands (None: none configured)
+        self.hooks = hooks
+        if hooks is not None:  # their transcript is this turn's context
+            hooks.events = cache.events
+        self.stop_continues = 0  # how many times Stop hooks sent this turn back to work
+        self.stopped: str | None = None  # a hook's ``continue: false``: why the turn stops
         #: told of each tool call run (see :data:`AfterTool`): the files snapshot
         self.after_tool = after_tool
         #: the tool whose effects on the files are not recorded yet (a cancel
@@ -291,6 +294,11 @@ class _Turn:
             return
         used = context_tokens(await self.events())
         yield Streamed(Notice(_compacting(used, self.model.context_window)))
+        async for item in self.fire(
+            "PreCompact", ("auto",), trigger="auto", custom_instructions=""
+        ):
+            if isinstance(item, Saved | Streamed):
+                yield item
         try:
             summary = await compact(self.writer, self.model)
         except CompactionFailed as exc:
@@ -370,7 +378,26 @@ class _Turn:
         for call, call_event in zip(message.tool_calls, calls, strict=True):
             here = replace(self.context, call_event_id=call_event.id)
             self.unrecorded = call.name
-            output, decision = await _run_tool(call, self.toolbox, self.permissions, here)
+            pre: Outcome | None = None
+            if self.hooks is not None and _runnable(call, self.toolbox):
+                hooked = fire_tool(self.hooks, "PreToolUse", call.name, call.arguments, call.id)
+                async for heard in self.heard(hooked):
+                    if isinstance(heard, Outcome):
+                        pre = heard
+                    else:
+                        yield heard
+            output, decision = await _run_tool(call, self.toolbox, self.permissions, here, pre)
+            async for item in self.flush_hooks():  # a Notification hook's, while it asked
+                yield item
+            if pre is not None and pre.blocked is None:
+                output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
+            ran = decision.get("verdict") == "allow" and not output.is_error
+            if self.hooks is not None and ran:
+                async for after in self.post_tool(call, output):
+                    if isinstance(after, ToolOutput):
+                        output = after
+                    else:
+                        yield after
             metadata = dict(output.metadata)
             if decision:
                 metadata["permission"] = decision
@@ -387,6 +414,10 @@ class _Turn:
                 async for after in self.tool_ran(call.name):
                     yield after
             self.unrecorded = None
+            if self.stopped is not None:  # a hook's ``continue: false``
+                yield Streamed(Notice(f"stopped by a hook: {self.stopped}"))
+                yield TurnEnded("done")
+                return
 
     async def tool_ran(self, name: str) -> AsyncIterator[AgentEvent]:
         """Tell :attr:`after_tool` a call of ``name`` ran; append what it hands back
@@ -422,7 +453,8 @@ class _Turn:
         for item in stored:
             yield item
         if not outcome.tool_calls:
-            yield TurnEnded("done")
+            async for item in self.stop_hooks():
+                yield item
             return
         async for item in self.run_calls(outcome, [s.event for s in stored[1:]]):
             yield item
@@ -484,8 +516,13 @@ async def run_turn(
     on_saved: Callable[[Event], None] | None = None,
     objects: ObjectStore | None = None,
     after_tool: AfterTool | None = None,
+    hooks: Hooks | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run one prompt to completion, yielding what happens as it happens.
+
+    ``hooks``: the user's hook commands (:mod:`.hooks`), fired at the prompt
+    (a block ends the turn before the prompt is stored), around each tool call
+    and when the turn would end.
 
     After the prompt is stored, and again before each later model call of the
     turn's tool loop, if the model last reported input usage at ``compact_at`` of
@@ -517,8 +554,13 @@ async def run_turn(
         on_saved=on_saved,
         objects=objects,
         after_tool=after_tool,
+        hooks=hooks,
     )
     try:
+        async for item in turn.prompt_gate(prompt):  # a blocked prompt ends the turn
+            yield item
+            if isinstance(item, TurnEnded):
+                return
         asked: Event | None = None
         async for item in turn.store_prompt(prompt):
             if isinstance(item, Saved):
@@ -526,6 +568,8 @@ async def run_turn(
             yield item
         assert asked is not None
         async for item in turn.compact_before(prompt, asked):
+            yield item
+        async for item in turn.flush_hooks():  # after the prompt: what they add follows it
             yield item
         for number in range(max_steps):
             if number:  # a long tool loop can fill the window between two prompts

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -73,10 +73,12 @@ from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, pruned_outputs
+from .hooks import Hooks, HookSpec
 from .hub import EventHub
 from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
 from .session_files import SessionFiles
+from .session_hooks import SessionHooks
 from .turn import Busy, NotInFlight, Turn
 from .unfinished import record_unfinished
 from .workfiles import OnRestore, WorkFiles
@@ -94,7 +96,7 @@ def kept_rules(info: SessionInfo) -> list[Rule]:
     return [Rule.parse("allow", text) for text in texts]
 
 
-class AgentSession(SessionFiles):
+class AgentSession(SessionFiles, SessionHooks):
     """A session opened for an agent: prompt it, branch it, close it."""
 
     def __init__(
@@ -110,6 +112,7 @@ class AgentSession(SessionFiles):
         owns_model: bool = True,
         files: WorkFiles | None = None,
         default_dir: str | Path = ".",
+        hooks: Sequence[HookSpec] = (),
     ) -> None:
         """``default_dir``: where the tools run when the session names no working
         directory (an imported one may not): the workspace's, whose files are the
@@ -135,6 +138,10 @@ class AgentSession(SessionFiles):
         self._lease: Any = None
         self._held = 0
         self.cache = ContextCache(self.writer, pruned_outputs(info.extra))
+        #: the user's hook commands (:mod:`.hooks`; None: none configured)
+        self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
+        if self.hooks is not None and isinstance(permissions, Policy):
+            permissions.on_ask = self.hooks.notify
         #: every event of this session (each append as it is durable, the turns'
         #: deltas and ends), for any number of watchers
         self.hub = EventHub()
@@ -473,6 +480,7 @@ class AgentSession(SessionFiles):
                 on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
                 after_tool=self._after_tool if self.files is not None else None,
+                hooks=self.hooks,
             ):
                 if not isinstance(event, Saved):  # a Saved was published when appended
                     self.hub.publish(event)
@@ -514,9 +522,13 @@ class AgentSession(SessionFiles):
         return summary
 
     async def compact(self) -> Event:
-        """Compact now; raises :class:`~infai.agent.compaction.CompactionFailed`."""
+        """Compact now (after the PreCompact hooks, ``trigger: manual``); raises
+        :class:`~infai.agent.compaction.CompactionFailed`."""
         await self._hold("compacting")
         try:
+            if self.hooks is not None and self.hooks.has("PreCompact"):
+                await self.hooks.fire("PreCompact", ("manual",), trigger="manual")
+                await self._record_hooks()
             summary = await compact(self.writer, self.model)
         finally:
             await self._free()
@@ -552,12 +564,17 @@ class AgentSession(SessionFiles):
             self.writer.close()
 
     async def aclose(self) -> None:
-        """Cancel the turn in flight (it records its interruption), close the
-        session (as :meth:`close` does, in a worker thread) and the model it owns."""
+        """Cancel the turn in flight (it records its interruption), fire the
+        SessionEnd hooks, close the session (as :meth:`close` does, in a worker
+        thread) and the model it owns."""
         turn = self.turn
         if turn is not None and turn.task is not None and not turn.task.done():
             turn.task.cancel()
             await asyncio.wait([turn.task])
+        releasing = self._releasing
+        if releasing is not None:
+            await releasing.wait()
+        await self.end_hooks()
         releasing = self._releasing
         if releasing is not None:  # a slot being given back (parking, in a thread)
             await releasing.wait()

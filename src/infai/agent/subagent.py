@@ -35,6 +35,7 @@ from infai.tools import Decision, Permissions, Policy, Rule, Toolbox, ToolContex
 from infai.tools.base import ToolSource
 from infai.tools.offload import off_loop
 
+from .hooks import Hooks
 from .loop import TurnEnded, run_turn
 from .prompt import system_prompt
 from .session import KEPT_RULES, kept_rules
@@ -68,6 +69,8 @@ class TaskTool:
     children: list[str] = field(default_factory=list)
     #: tools that come and go (MCP servers), attached to every child's toolbox too
     sources: tuple[ToolSource, ...] = ()
+    #: the parent session's hooks: a child's turn fires them, ending on SubagentStop
+    hooks: Hooks | None = None
 
     spec = ToolSpec(
         "task",
@@ -122,6 +125,7 @@ class TaskTool:
                 system=system,
                 max_steps=self.max_steps,
                 objects=getattr(self.store, "objects", None),  # tool manifests
+                hooks=self.hooks.for_subagent(child.id) if self.hooks is not None else None,
             ):
                 if isinstance(event, TurnEnded):
                     outcome = event

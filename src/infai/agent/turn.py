@@ -11,6 +11,7 @@ from typing import Any
 from infai.errors import InfaiError
 from infai.store import Event
 
+from .hooks_turn import BLOCKED
 from .loop import TurnEnded
 
 
@@ -24,6 +25,10 @@ class Busy(SlotConflict):
 
 class NotInFlight(SlotConflict):
     """There is no such turn in flight to cancel."""
+
+
+class PromptBlocked(SlotConflict):
+    """A UserPromptSubmit hook refused the turn's prompt: it was neither stored nor sent."""
 
 
 @dataclass
@@ -52,6 +57,14 @@ class Turn:
             return self.prompt.result()
         if self.failure is not None:
             raise self.failure
+        ended = self.outcome
+        if (
+            ended is not None
+            and ended.outcome == "error"
+            and ended.error
+            and BLOCKED in ended.error
+        ):
+            raise PromptBlocked(f"turn {self.id}: {ended.error}")
         raise SlotConflict(f"turn {self.id} was cancelled before its prompt was stored")
 
     async def wait(self) -> TurnEnded:

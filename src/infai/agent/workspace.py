@@ -130,6 +130,7 @@ class Workspace:
         box = self._with_mcp(
             self._tools(model, session.permissions), session.permissions, session.working_dir
         )
+        _hook_subagents(session, box)
         session.use_model(model, box)
         session.owns_model = False  # the workspace's model now, closed by the workspace
         old, self.model_name, self.model = self.model, name, model
@@ -363,12 +364,22 @@ class Workspace:
                 owns_model=own,
                 files=self.files_for(config, config_dir),
                 default_dir=self.working_dir,
+                hooks=config.hooks,
             )
+            _hook_subagents(session)
         except BaseException:
             if own:
                 _close_quietly(model)
             raise
         return session
+
+
+def _hook_subagents(session: AgentSession, toolbox: Toolbox | None = None) -> None:
+    """Give the ``task`` tool of ``toolbox`` (default: the session's) the session's
+    hooks: its subagents' turns fire them too."""
+    task = (toolbox or session.toolbox).get("task")
+    if isinstance(task, TaskTool) and session.hooks is not None:
+        task.hooks = session.hooks
 
 
 def _close_quietly(model: Model) -> None:

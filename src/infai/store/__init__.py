@@ -55,6 +55,7 @@ from .home import default_home
 from .info import FORMAT_VERSION, SessionInfo, SessionSummary
 from .options import StoreOptions
 from .records import (
+    HOOK_KINDS,
     KINDS,
     KINDS_VERSION,
     RECORD_TYPES,
@@ -62,6 +63,7 @@ from .records import (
     BranchSummaryRecord,
     CompactionRecord,
     GapRecord,
+    HookRecord,
     MessageRecord,
     Record,
     RestoreRecord,
@@ -146,6 +148,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "FORMAT_VERSION",
     "GC_GRACE",
+    "HOOK_KINDS",
     "IMPORT_TOOLS",
     "KINDS",
     "KINDS_VERSION",
@@ -172,6 +175,7 @@ __all__ = [
     "GcRefused",
     "GcReport",
     "HeadConflict",
+    "HookRecord",
     "ImportOutcome",
     "ImportReport",
     "InvalidInput",

@@ -23,18 +23,24 @@ from .errors import InvalidInput
 #: workspace event is appended, so sessions without snapshots stay readable by an
 #: older infai, which refuses format 2 rather than misreading it. Format 3: the
 #: session may hold ``gap`` events (kinds version 3, written by salvage), and
-#: becomes format 3 the same way, before its first one.
-FORMAT_VERSION = 3
+#: becomes format 3 the same way, before its first one. Format 4: the session
+#: may hold ``hook`` events (kinds version 4: a user's hook command ran), and
+#: becomes format 4 the same way, before its first one.
+FORMAT_VERSION = 4
 #: the format a new session is created with
 BASE_FORMAT = 1
 #: the format of a session holding workspace kinds (snapshot, restore)
 WORKSPACE_FORMAT = 2
 #: the format of a session holding a ``gap`` event
 GAP_FORMAT = 3
+#: the format of a session holding a ``hook`` event
+HOOK_FORMAT = 4
 
 
 def format_for(kinds: set[str] | frozenset[str]) -> int:
     """The session format events of ``kinds`` need (:data:`BASE_FORMAT` and up)."""
+    if "hook" in kinds:
+        return HOOK_FORMAT
     if "gap" in kinds:
         return GAP_FORMAT
     if "snapshot" in kinds or "restore" in kinds:

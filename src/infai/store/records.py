@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: Version of the set of event kinds and their record shapes (2 added
-#: ``snapshot`` and ``restore``, 3 ``gap``; a session of an older version holds
-#: none of the newer kinds and reads as is).
-KINDS_VERSION = 3
+#: ``snapshot`` and ``restore``, 3 ``gap``, 4 ``hook``; a session of an older
+#: version holds none of the newer kinds and reads as is).
+KINDS_VERSION = 4
 
 
 class _Value:
@@ -275,6 +275,58 @@ class GapRecord(_Value):
         self.lost = lost or []
 
 
+class HookRecord(_Value):
+    """One run of a user's hook command (:mod:`infai.agent.hooks`): which lifecycle
+    ``event`` ran it (``PreToolUse``, ``Stop``, ...), the ``command``, its
+    ``exit_code`` (None: it timed out or could not start), what it decided
+    (``block``, ``deny``, ``allow``, ``ask``, ``stop``, ``error``, or nothing), why,
+    how long it took, and its output (capped). ``context`` is text the hook added
+    to the model's context (a ``UserPromptSubmit`` or ``SessionStart`` hook's
+    output): the only part of a hook run a model is ever sent."""
+
+    kind = "hook"
+    __slots__ = (
+        "event",
+        "command",
+        "exit_code",
+        "decision",
+        "reason",
+        "duration_ms",
+        "timed_out",
+        "tool",
+        "stdout",
+        "stderr",
+        "context",
+    )
+
+    def __init__(
+        self,
+        *,
+        event: str,
+        command: str,
+        exit_code: int | None = None,
+        decision: str | None = None,
+        reason: str | None = None,
+        duration_ms: int = 0,
+        timed_out: bool = False,
+        tool: str | None = None,
+        stdout: str | None = None,
+        stderr: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.event = event
+        self.command = command
+        self.exit_code = exit_code
+        self.decision = decision
+        self.reason = reason
+        self.duration_ms = duration_ms
+        self.timed_out = timed_out
+        self.tool = tool
+        self.stdout = stdout
+        self.stderr = stderr
+        self.context = context
+
+
 Record = (
     MessageRecord
     | ToolCallRecord
@@ -284,6 +336,7 @@ Record = (
     | SnapshotRecord
     | RestoreRecord
     | GapRecord
+    | HookRecord
 )
 
 RECORD_TYPES: dict[str, type[Record]] = {
@@ -295,11 +348,15 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "snapshot": SnapshotRecord,
     "restore": RestoreRecord,
     "gap": GapRecord,
+    "hook": HookRecord,
 }
 #: kinds that record the workspace, not the conversation: never sent to a model
 WORKSPACE_KINDS = frozenset({"snapshot", "restore"})
 #: the kinds salvage writes where damaged events were lost (session format 3)
 GAP_KINDS = frozenset({"gap"})
+#: the kinds that record a hook's run (session format 4): never sent to a model,
+#: but for the ``context`` a hook added
+HOOK_KINDS = frozenset({"hook"})
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
 
 # -- the adapter ------------------------------------------------------------
@@ -316,11 +373,11 @@ _STR_LISTS = {
     "lost",
 }
 _DICTS = {"metadata", "arguments", "skipped"}
-_INTS = {"tokens_before", "files", "bytes", "changed", *Usage.__slots__}
-_BOOLS = {"is_error"}
+_INTS = {"tokens_before", "files", "bytes", "changed", "exit_code", "duration_ms", *Usage.__slots__}
+_BOOLS = {"is_error", "timed_out"}
 _NOT_STR = _STR_LISTS | _DICTS | _INTS | _BOOLS | {"usage"}
 #: fields a record cannot be written without
-_REQUIRED = {"content", "call_id", "name", "summary", "tree", "source"}
+_REQUIRED = {"content", "call_id", "name", "summary", "tree", "source", "event", "command"}
 
 
 def _plain(value: Any) -> Any:
@@ -471,6 +528,20 @@ def decode_record(kind: str, data: bytes) -> Record:
 PREVIEW_CHARS = 80
 
 
+def hook_summary(record: HookRecord) -> str:
+    """A hook run in one line: event (tool), how it ended, what it decided, then the
+    command (last: a preview cut short keeps what the hook did)."""
+    what = f"{record.event}({record.tool})" if record.tool else record.event
+    if record.timed_out:
+        ended = "timed out"
+    elif record.exit_code is None:
+        ended = "did not start"
+    else:
+        ended = f"exit {record.exit_code}"
+    decided = f" {record.decision}" if record.decision else ""
+    return f"hook {what} {ended}{decided} ({record.duration_ms} ms): {record.command}"
+
+
 def preview(record: Record) -> str:
     """A one-line summary for timelines, computed when the event is written."""
     if isinstance(record, MessageRecord):
@@ -483,6 +554,8 @@ def preview(record: Record) -> str:
         text = f"files: {record.files} ({record.changed} changed) {record.reason}"
     elif isinstance(record, RestoreRecord):
         text = f"files restored from {record.source}: {len(record.touched)} touched"
+    elif isinstance(record, HookRecord):
+        text = hook_summary(record)
     else:
         text = record.summary
     text = text[: PREVIEW_CHARS * 2]

@@ -186,6 +186,9 @@ class Policy:
         #: why a tool no rule names is allowed by default (None: it is not); an MCP
         #: hub's :meth:`~infai.tools.mcp.McpHub.default_allow` (trusted read-only tools)
         self.defaults: Callable[[str], str | None] | None = None
+        #: told of each question just before the approver is (a Notification hook);
+        #: a delegated policy tells its parent's
+        self.on_ask: Callable[[Ask], Awaitable[None]] | None = None
 
     def delegate(self, caller: str, remember: Remember | None = None) -> Policy:
         """A policy for a subagent: this one's rules (as they change), plus the
@@ -207,6 +210,11 @@ class Policy:
         if self.approver is not None or self.parent is None:
             return self.approver
         return self.parent._approver()
+
+    def _on_ask(self) -> Callable[[Ask], Awaitable[None]] | None:
+        if self.on_ask is not None or self.parent is None:
+            return self.on_ask
+        return self.parent._on_ask()
 
     def _first(
         self, verdict: Verdict, tools: Iterable[str], subjects: Iterable[str]
@@ -373,17 +381,33 @@ class Policy:
         return Ruling("ask", denial.by if denial else "default", why)
 
     async def decide(
-        self, tool: str, arguments: Mapping[str, Any], context: ToolContext
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        context: ToolContext,
+        *,
+        hook: Literal["allow", "ask"] | None = None,
+        hook_reason: str = "",
     ) -> Decision:
         """Rule on the call and, if that says ask, await the approver (none: deny).
 
         "Allow always" adds its rules to this policy and hands them to ``remember``;
-        for an escalation it counts once.
+        for an escalation it counts once. ``hook``: what a PreToolUse hook said
+        (:mod:`infai.agent.hooks`): ``ask`` asks even where the rules allow;
+        ``allow`` answers only the defaults' questions, never a deny or ask rule,
+        an escalation or a command asked about because the sandbox is missing.
         """
         if len(str(arguments.get("command", ""))) > LONG_COMMAND:
             ruling = await asyncio.to_thread(self.rule_on, tool, arguments, context)
         else:
             ruling = self.rule_on(tool, arguments, context)
+        why = hook_reason or f"a PreToolUse hook said {hook}"
+        if hook == "ask" and ruling.verdict == "allow":
+            ruling = Ruling("ask", "hook", why)
+        elif (
+            hook == "allow" and ruling.verdict == "ask" and _hook_may_allow(tool, arguments, ruling)
+        ):
+            return Decision("allow", "hook", why)
         if ruling.verdict == "allow":
             return Decision("allow", ruling.by, ruling.reason)
         if ruling.verdict == "deny":
@@ -395,6 +419,9 @@ class Policy:
                 "deny", ruling.by, f"{why}asks for approval, and nobody can approve here"
             )
         ask = self._question(tool, arguments, context, ruling)
+        on_ask = self._on_ask()
+        if on_ask is not None:
+            await on_ask(ask)
         answer = await approver(ask)
         wants_always = answer == "allow-always" or isinstance(answer, AllowAlways)
         if wants_always and not ask.always:  # not offered: it counts once
@@ -435,6 +462,19 @@ class Policy:
         if self.caller:
             reason = f"{self.caller} asks: {reason}"
         return Ask(name, subject, reason, always, note, self.caller, dict(arguments))
+
+
+def _hook_may_allow(tool: str, arguments: Mapping[str, Any], ruling: Ruling) -> bool:
+    """Whether a hook's "allow" may answer this ask: the defaults' own question, not
+    an escalation out of the sandbox, a command asked about for want of one or
+    because deny rules cannot see all it runs, nor a write to a hard-linked file."""
+    if ruling.by != "default" or escalates(tool, arguments):
+        return False
+    return not any(why in ruling.reason for why in _BINDING_ASKS)
+
+
+#: the defaults' questions a hook's "allow" never answers (see :func:`_hook_may_allow`)
+_BINDING_ASKS = (NO_SANDBOX, "rules cannot see all it runs", "hard links")
 
 
 #: the tools whose deny rules are read rules (:meth:`Policy.may_read`)

@@ -41,7 +41,7 @@ def test_the_first_workspace_event_makes_a_session_format_2(store: SessionStore)
         assert store.info(sid).format == 1  # still readable by an older infai
         tree = store.objects.put(b'{"v":1,"entries":[]}')
         writer.append(SnapshotRecord(tree=tree), "system")
-        assert store.info(sid).format == 2 == FORMAT_VERSION - 1  # 3: gaps (salvage)
+        assert store.info(sid).format == 2 == FORMAT_VERSION - 2  # 3: gaps (salvage), 4: hooks
         writer.append(MessageRecord(content="more"), "user")
     assert store.info(sid).format == 2
     data = io.BytesIO(b"".join(export_lines(store, sid)))
@@ -57,7 +57,7 @@ def test_a_gap_makes_a_session_format_3_after_a_snapshot_made_it_2(
         writer.append(SnapshotRecord(tree=store.objects.put(b'{"v":1,"entries":[]}')), "system")
         assert store.info(sid).format == 2
         writer.append(GapRecord(summary="1 event lost here", lost=[sid]), "system")
-        assert store.info(sid).format == 3 == FORMAT_VERSION
+        assert store.info(sid).format == 3 == FORMAT_VERSION - 1
     with store.open_reader(sid) as reader:
         gap = reader.event(reader.head or "", resolve=True)
     assert gap.kind == "gap" and gap.record == GapRecord(summary="1 event lost here", lost=[sid])

@@ -64,7 +64,7 @@ def test_session_json_has_format_and_timestamps(file_store: Store) -> None:
     raw = json.loads((store.home / "sessions" / info.id / "session.json").read_bytes())
     assert raw["id"] == info.id
     # a new session is format 1 until it holds a snapshot (format 2: see info.py)
-    assert raw["format"] == 1 and FORMAT_VERSION == 3
+    assert raw["format"] == 1 and FORMAT_VERSION == 4
     assert raw["name"] == "demo" and raw["working_dir"] == "/src" and raw["model"] == "m"
     assert RFC3339.match(raw["created_at"])
     assert raw["updated_at"] == raw["created_at"]

@@ -1,0 +1,55 @@
+"""The hook half of :class:`~.session.AgentSession` outside a turn: recording hook
+runs fired between turns (a manual compaction's PreCompact) and SessionEnd."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from infai.store import Event, SessionLog
+from infai.tools.offload import off_loop
+
+from .context import ContextCache
+from .hooks import Hooks
+
+
+class SessionHooks:
+    """Mixed into :class:`~.session.AgentSession`, which supplies the attributes and
+    the slot methods below."""
+
+    hooks: Hooks | None
+    writer: SessionLog
+    cache: ContextCache
+    _closed: bool
+
+    async def _hold(self, what: str) -> None:
+        raise NotImplementedError
+
+    async def _free(self) -> None:
+        raise NotImplementedError
+
+    def _saved(self, event: Event) -> None:
+        raise NotImplementedError
+
+    async def _record_hooks(self) -> None:
+        """Append the hook runs not yet recorded (the slot is held) and publish them."""
+        assert self.hooks is not None
+        for record in self.hooks.take():
+            self.cache.invalidate()
+            self._saved(await off_loop(self.writer.append, record, "system"))
+
+    async def end_hooks(self) -> None:
+        """Fire the SessionEnd hooks and record their runs (best effort: a session
+        that is busy elsewhere, or a store that fails, still closes)."""
+        if self._closed or self.hooks is None or not self.hooks.has("SessionEnd"):
+            return
+        try:
+            await self._hold("ending the session")
+        except Exception:
+            await self.hooks.fire("SessionEnd", reason="other")  # run, not recorded
+            return
+        try:
+            await self.hooks.fire("SessionEnd", reason="other")
+            with suppress(Exception):
+                await self._record_hooks()
+        finally:
+            await self._free()
