@@ -112,3 +112,26 @@ def test_a_command_run_outside_the_sandbox_is_not_limited(wd: Path) -> None:
 
 def test_the_default_budget_is_eight_gib() -> None:
     assert SandboxSettings().write_budget == 8 << 30
+
+
+def test_an_old_bwrap_without_size_still_runs_commands(wd: Path, tmp_path: Path) -> None:
+    """bubblewrap before 0.8 has no ``--size``: the sandbox's memory file systems
+    keep their default size, and every command still runs, with the other limits."""
+    real = shutil.which("bwrap")
+    old = tmp_path / "old-bwrap"
+    old.write_text(
+        "#!/bin/sh\n"
+        'for a; do [ "$a" = --size ] && { echo "bwrap: Unknown option" >&2; exit 1; }; done\n'
+        f'exec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    sandbox = Sandbox(SandboxSettings(write_budget=BUDGET), bwrap=str(old))
+    tool = Bash(sandbox=sandbox)
+    out = asyncio.run(
+        tool.run(
+            {"command": "df -B1 --output=size /tmp | tail -n 1; " + ONE_FILE},
+            ToolContext(wd, "s"),
+        )
+    )
+    assert int(out.content.splitlines()[1]) > BUDGET  # not sized: the tmpfs default
+    assert (wd / "big").stat().st_size == BUDGET  # the file limit holds all the same

@@ -31,6 +31,7 @@ from .policy import (
 )
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 from .sandbox_hide import hidden_report
+from .write_budget import budget_line, budget_report
 
 __all__ = [
     "AllowAll",
@@ -52,6 +53,8 @@ __all__ = [
     "ToolOutput",
     "Toolbox",
     "always_rules",
+    "budget_line",
+    "budget_report",
     "builtin_tools",
     "hidden_report",
     "parse_sandbox",

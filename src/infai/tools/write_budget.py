@@ -106,17 +106,42 @@ def limit_files(shell: Sequence[str], budget: int | None) -> list[str]:
     every file it and what it starts may write to ``budget`` (``ulimit -f``, in
     POSIX's 512-byte blocks, soft and hard), then executes it unchanged: the same
     process, no argument more. Set inside the sandbox rather than by infai before
-    starting bwrap: a ``preexec_fn`` makes Python fork instead of vfork, ~20 ms a
-    command. If infai's own hard limit is lower, that one stays."""
+    starting bwrap: a ``preexec_fn`` makes Python fork its whole process instead of
+    vfork (milliseconds a command). If infai's own hard limit is lower, it stays."""
     if budget is None:
         return list(shell)
     script = f'ulimit -f {budget // 512} 2>/dev/null; exec "$@"'
     return ["/bin/sh", "-c", script, "sh", *shell]
 
 
+def budget_report(budget: int | None, bwrap: str | None) -> dict[str, Any]:
+    """What ``infai doctor`` reports of the budget: its bytes (None: off) and
+    whether the sandbox's ``/tmp`` and ``/dev/shm`` get sized to it (``bwrap``:
+    the working one, None if none works here)."""
+    sized = bwrap is not None and budget is not None and sizes_memory(bwrap)
+    return {"write_budget": budget, "memory_fs_sized": sized}
+
+
+def budget_line(report: dict[str, Any]) -> str:
+    """The line ``infai doctor`` prints for :func:`budget_report`."""
+    budget = report["write_budget"]
+    if budget is None:
+        return "write budget:    off (sandbox.write_budget): a command may write any amount"
+    memory = "each" if report["memory_fs_sized"] else "not sized here (bwrap without --size)"
+    return (
+        f"write budget:    {describe(budget)} (sandbox.write_budget): a file, a command "
+        f"on disk; /tmp and /dev/shm {memory}"
+    )
+
+
 # -- the memory file systems -------------------------------------------------------------
 
 _SIZED: dict[str, bool] = {}
+#: the mounts and namespaces :func:`sizes_memory` tries (those of the sandbox's base flags)
+_TRIAL = (
+    *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
+    *("--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"),
+)
 _SIZED_LOCK = threading.Lock()
 
 
@@ -124,14 +149,20 @@ def ram_limits(bwrap: str, flags: Sequence[str], budget: int | None) -> list[str
     """``flags`` (the sandbox's base flags) with its ``/tmp`` and a ``/dev/shm`` of
     its own sized to ``budget`` (at most half the RAM) and the rest of ``/dev``
     read-only; unchanged when the budget is off or ``bwrap`` cannot do it."""
-    if budget is None:
+    if budget is None or not sizes_memory(bwrap):
         return list(flags)
-    sized = _sized(flags, min(budget, _half_ram()))
+    return _sized(flags, min(budget, _half_ram()))
+
+
+def sizes_memory(bwrap: str) -> bool:
+    """Whether ``bwrap`` can size the sandbox's ``/tmp`` and ``/dev/shm`` and remount
+    its ``/dev`` read-only: it runs ``true`` so (once per binary; bubblewrap
+    before 0.8 knows no ``--size``)."""
     with _SIZED_LOCK:
         works = _SIZED.get(bwrap)
         if works is None:
-            works = _SIZED[bwrap] = _try(bwrap, _sized(flags, MIN_BUDGET))
-    return sized if works else list(flags)
+            works = _SIZED[bwrap] = _try(bwrap, _sized(_TRIAL, MIN_BUDGET))
+        return works
 
 
 def _sized(flags: Sequence[str], size: int) -> list[str]:

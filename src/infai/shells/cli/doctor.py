@@ -139,7 +139,7 @@ def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
 
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import hidden_report
+    from infai.tools import budget_report, hidden_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
@@ -152,6 +152,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "probe_ok": probe.ok,
         "reason": probe.reason,
         **hidden_report(sandbox.settings.hidden, sandbox.private),
+        **budget_report(sandbox.settings.write_budget, probe.bwrap if probe.ok else None),
     }
     if probe.ok:
         report.update(_write_checks(sandbox))
@@ -202,6 +203,8 @@ def _sandbox_here() -> tuple[Sandbox, str]:
 
 
 def _report(as_json: bool) -> None:
+    from infai.tools import budget_line
+
     sandbox, mode = _sandbox_here()
     report = diagnose(sandbox)
     report["mode"] = mode
@@ -222,6 +225,7 @@ def _report(as_json: bool) -> None:
             echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
         for line in socket_lines(report):
             echo(line)
+        echo(budget_line(report))
         _print_hidden(report, mode)
         if confined:
             echo("the sandbox works: shell commands run confined")
