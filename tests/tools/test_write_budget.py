@@ -58,7 +58,7 @@ def test_a_command_writing_many_files_is_stopped_past_the_budget(wd: Path) -> No
     assert "sandbox.write_budget" in out.content
     assert "all written" not in out.content
     # stopped soon after the budget: a little overshoot, nowhere near the 2 GiB
-    assert BUDGET < on_disk(wd) <= BUDGET + 64 * MIB
+    assert BUDGET < on_disk(wd) <= BUDGET + 256 * MIB
     assert not (wd / "f512").exists()
 
 

@@ -119,7 +119,8 @@ def budget_report(budget: int | None, bwrap: str | None) -> dict[str, Any]:
     whether the sandbox's ``/tmp`` and ``/dev/shm`` get sized to it (``bwrap``:
     the working one, None if none works here)."""
     sized = bwrap is not None and budget is not None and sizes_memory(bwrap)
-    return {"write_budget": budget, "memory_fs_sized": sized}
+    counted = os.path.exists("/proc/self/io")  # CONFIG_TASK_IO_ACCOUNTING
+    return {"write_budget": budget, "memory_fs_sized": sized, "disk_writes_counted": counted}
 
 
 def budget_line(report: dict[str, Any]) -> str:
@@ -128,9 +129,12 @@ def budget_line(report: dict[str, Any]) -> str:
     if budget is None:
         return "write budget:    off (sandbox.write_budget): a command may write any amount"
     memory = "each" if report["memory_fs_sized"] else "not sized here (bwrap without --size)"
+    command = "a command on disk"
+    if not report["disk_writes_counted"]:
+        command = "not a command's total (no /proc/PID/io here)"
     return (
-        f"write budget:    {describe(budget)} (sandbox.write_budget): a file, a command "
-        f"on disk; /tmp and /dev/shm {memory}"
+        f"write budget:    {describe(budget)} (sandbox.write_budget): a file, {command}; "
+        f"/tmp and /dev/shm {memory}"
     )
 
 

@@ -34,3 +34,4 @@ def test_doctor_reports_the_write_budget(
     assert report["write_budget"] == budget
     # CI's bubblewrap knows --size: /tmp and /dev/shm are sized (not with the budget off)
     assert report["memory_fs_sized"] is (budget is not None)
+    assert report["disk_writes_counted"]  # the kernel has /proc/PID/io here
