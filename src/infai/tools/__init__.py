@@ -32,6 +32,7 @@ from .policy import (
 )
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 from .sandbox_hide import hidden_report
+from .write_budget import budget_line, budget_report
 
 __all__ = [
     "AllowAll",
@@ -54,6 +55,8 @@ __all__ = [
     "Toolbox",
     "always_rules",
     "bash_missing",
+    "budget_line",
+    "budget_report",
     "builtin_tools",
     "find_bash",
     "hidden_report",

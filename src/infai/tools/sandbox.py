@@ -41,6 +41,8 @@ dropped:
   infai's own config and store (:attr:`Sandbox.private`), except the working
   directory and the way down to it.
 
+- what one command writes is bounded (:mod:`infai.tools.write_budget`).
+
 Not confined: reading anything else (a command reads whatever infai's user
 can, secrets in files not hidden included) and the CPU and memory it uses
 while it runs. A command run *outside* the
@@ -76,6 +78,7 @@ confines. Configuration (user file only: a project's file may not loosen it)::
     writable = [".git", "~/.cache"]
     hidden = ["~/secrets"]      # more paths commands cannot read (a project may add)
     unhide = ["~/.kube"]        # default hidden paths they may read after all
+    write_budget = "8GiB"       # what one command may write (or "off"): write_budget.py
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ from .sandbox_hide import (
 )
 from .sandbox_sockets import socket_entries
 from .seccomp import filter_fd, filter_program
+from .write_budget import DEFAULT_BUDGET, limit_files, parse_budget, ram_limits
 
 Mode = Literal["auto", "required", "off"]
 MODES: tuple[Mode, ...] = ("auto", "required", "off")
@@ -183,12 +187,14 @@ class SandboxSettings:
     writable: tuple[str, ...] = ()
     #: paths commands cannot read (:mod:`infai.tools.sandbox_hide`)
     hidden: tuple[str, ...] = field(default_factory=default_hidden)
+    #: bytes a command may write (:mod:`infai.tools.write_budget`); None: no limit
+    write_budget: int | None = DEFAULT_BUDGET
 
 
 # -- configuration ---------------------------------------------------------------------
 
 #: what a project's file may not set: each would loosen the sandbox
-LOOSENING = ("mode", "network", "pass_env", "writable", "unhide")
+LOOSENING = ("mode", "network", "pass_env", "writable", "unhide", "write_budget")
 
 
 def parse_sandbox(
@@ -218,8 +224,10 @@ def parse_sandbox(
             changes[key] = item
         elif key in ("pass_env", "secret_env", "writable", "hidden", "unhide"):
             changes[key] = _strings(where, item)
+        elif key == "write_budget":
+            changes[key] = parse_budget(where, item)
         else:
-            known = "mode, network, pass_env, secret_env, writable, hidden, unhide"
+            known = "mode, network, pass_env, secret_env, writable, hidden, unhide, write_budget"
             raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
     _check_lists(changes)
     notices = []
@@ -496,7 +504,8 @@ class Sandbox:
         env = self.environment(confined=True, working_dir=working_dir)
         args = self.bwrap_args(found.bwrap, working_dir)
         fds = _seccomp_fds()
-        argv = [*args[:-1], *_seccomp_flags(fds), "--", *shell]
+        limited = limit_files(shell, self.settings.write_budget)
+        argv = [*args[:-1], *_seccomp_flags(fds), "--", *limited]
         return Launch(argv, env, confined=True, fds=fds)
 
     def launch_argv(
@@ -539,7 +548,7 @@ class Sandbox:
         :class:`SandboxUnavailable` when a hidden path around the working directory
         cannot be hidden but for it."""
         wd = working_dir.resolve()
-        args = [bwrap, *BASE_FLAGS]
+        args = [bwrap, *ram_limits(bwrap, BASE_FLAGS, self.settings.write_budget)]
         if self.settings.network:
             args.append("--share-net")
         roots = [wd]

@@ -25,6 +25,7 @@ from .bash_path import ShellMissing
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 from .sandbox_hide import describe, mentioned
+from .write_budget import WriteGuard, notes
 
 DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
 CONFINED = (
@@ -97,6 +98,7 @@ class Bash:
         except asyncio.CancelledError:
             job.add_done_callback(_close_unused)  # the launch it makes holds a descriptor
             raise
+        budget = self.sandbox.settings.write_budget if launch.confined else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -110,6 +112,7 @@ class Bash:
             )
         finally:
             launch.close()
+        guard = WriteGuard.start(proc.pid, budget, lambda: _kill_group(proc.pid))
         kept = bytearray()
         dropped = 0
 
@@ -130,16 +133,22 @@ class Bash:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return error(f"timed out after {timeout:g}s: {command}")
+        finally:
+            written = guard.stop()
         text = cap(kept.decode(errors="replace"))
         if dropped:
             text += f"\n[... {dropped} more bytes cut]"
         if launch.confined and stopped_by_sandbox(text):
             text += f"\n{STOPPED_NOTE}"
         if launch.confined:
-            text += self._hidden_note(command, context.working_dir)
+            text += self._hidden_note(command, context.working_dir) + notes(text, budget)
         code = proc.returncode
+        if written is not None:
+            text += f"\n{guard.report(written)}"
         return ToolOutput(
-            f"exit code {code}\n{text}", is_error=code != 0, metadata={"exit_code": code}
+            f"exit code {code}\n{text}",
+            is_error=code != 0 or written is not None,
+            metadata={"exit_code": code},
         )
 
     def _hidden_note(self, command: str, working_dir: Path) -> str:

@@ -139,7 +139,7 @@ def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
 
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import bash_missing, find_bash, hidden_report
+    from infai.tools import bash_missing, budget_report, find_bash, hidden_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
@@ -153,6 +153,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "reason": probe.reason,
         **hidden_report(sandbox.settings.hidden, sandbox.private),
         "bash": find_bash(),
+        **budget_report(sandbox.settings.write_budget, probe.bwrap if probe.ok else None),
     }
     if report["bash"] is None:  # commands are refused, confined or not
         report["reason"] = bash_missing()
@@ -205,6 +206,8 @@ def _sandbox_here() -> tuple[Sandbox, str]:
 
 
 def _report(as_json: bool) -> None:
+    from infai.tools import budget_line
+
     sandbox, mode = _sandbox_here()
     report = diagnose(sandbox)
     report["mode"] = mode
@@ -226,6 +229,7 @@ def _report(as_json: bool) -> None:
             echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
         for line in socket_lines(report):
             echo(line)
+        echo(budget_line(report))
         _print_hidden(report, mode)
         if confined:
             echo("the sandbox works: shell commands run confined")
