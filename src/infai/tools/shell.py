@@ -141,7 +141,8 @@ class Bash:
         if launch.confined and stopped_by_sandbox(text):
             text += f"\n{STOPPED_NOTE}"
         if launch.confined:
-            text += self._hidden_note(command, context.working_dir) + notes(text, budget)
+            text += self._hidden_note(command, context.working_dir)
+            text += notes(text, budget, proc.returncode)
         code = proc.returncode
         if written is not None:
             text += f"\n{guard.report(written)}"

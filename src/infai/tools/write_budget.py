@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -345,14 +346,20 @@ async def _watch(meter: Meter, budget: int, kill: Callable[[], None]) -> int:
         await asyncio.sleep(pause)
 
 
-def notes(output: str, budget: int | None) -> str:
+#: the exit statuses of a command ended by ``SIGXFSZ`` (the shell's, and Python's)
+_FILE_SIGNALLED = (128 + signal.SIGXFSZ, -signal.SIGXFSZ)
+
+
+def notes(output: str, budget: int | None, code: int | None = None) -> str:
     """Lines telling the model a limit of the budget stopped part of a confined
-    command, from what it printed ("" if nothing shows that)."""
+    command, from what it printed or its exit ``code`` ("" if nothing shows that):
+    bash runs a lone command in its own process, so nothing may print that it
+    ended on ``SIGXFSZ``; only the status (128 + the signal) tells."""
     if budget is None:
         return ""
     said = ""
     size = describe(budget)
-    if any(marker in output for marker in FILE_MARKERS):
+    if any(marker in output for marker in FILE_MARKERS) or code in _FILE_SIGNALLED:
         said += (
             f"\n[sandbox] no file a command writes may grow past {size} "
             "(sandbox.write_budget in your config)."
