@@ -107,6 +107,10 @@ def test_a_burst_of_keys_is_applied_in_order(terminal: Terminal) -> None:
     """Bug 3: Ctrl-J, Ctrl-U and Backspace inside a burst act where they were typed,
     and a paste whose line breaks come as LF keys keeps its lines."""
     terminal.start()
+    terminal.burst("F1")  # the key map, as written once (keys.KEYMAP)
+    terminal.wait_for(lambda s: "Ctrl-J" in s and "Ctrl-U / Ctrl-K" in s, "the key map")
+    terminal.burst("Escape")
+    terminal.wait_for(lambda s: "Ctrl-U / Ctrl-K" not in s, "the key map closed")
     terminal.burst("first", "C-j", "second", "C-j", "third")
     terminal.wait_for(lambda s: prompt_box(s) == "first↵second↵third", "three lines, in order")
     terminal.burst("C-u", "abc", "C-u", "hello", "BSpace", "BSpace", "p!")
