@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import textwrap
 from collections import deque
-from collections.abc import Callable
 
 from rich.markup import escape
 from textual import events
 from textual.message import Message
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Input
 
@@ -68,6 +68,7 @@ class Keyboard(Styled):
         self._keys: deque[events.Key | events.Paste] = deque()
         self._given = 0  # the number of the last key given out
         self._waiting: Widget | None = None  # where the key in flight went (None: no key)
+        self._key_watch: Timer | None = None  # looks whether that widget is still there
 
     async def on_event(self, event: events.Event) -> None:
         """Keys and pastes from the terminal join the queue; everything else as Textual does."""
@@ -91,7 +92,8 @@ class Keyboard(Styled):
                 self._given += 1
                 self._waiting = target
                 target.post_message(KeyDone(self._given, ROUNDS))
-                self.set_timer(WATCH, self._watch_key(self._given))
+                if self._key_watch is None:
+                    self._key_watch = self.set_interval(WATCH, self._look)
 
     def on_key_done(self, message: KeyDone) -> None:
         """A key's marker came back: another round, or the next key."""
@@ -104,21 +106,14 @@ class Keyboard(Styled):
         self._waiting = None
         self.call_later(self._give_next)  # after what the key queued here (a focus change)
 
-    def _watch_key(self, number: int) -> Callable[[], None]:
+    def _look(self) -> None:
         """A key given to a widget that went away meanwhile (its dialog closed) never
-        sends its marker back: the queue goes on without it."""
-
-        def look() -> None:
-            waiting = self._waiting
-            if number != self._given or waiting is None:
-                return
-            if waiting.is_attached and not waiting._closing and not waiting._closed:
-                self.set_timer(WATCH, look)
-                return
-            self._waiting = None
-            self.call_later(self._give_next)
-
-        return look
+        sends its marker back: the queue goes on without it (every :data:`WATCH` s)."""
+        waiting = self._waiting
+        if waiting is None or (waiting.is_attached and not waiting._closing):
+            return
+        self._waiting = None
+        self.call_later(self._give_next)
 
     # -- the composer's claim ------------------------------------------------------
 
