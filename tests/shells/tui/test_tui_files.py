@@ -207,7 +207,7 @@ def test_the_timeline_marks_file_changes_shows_a_diff_and_a_continue_restores(
         nodes = {str(n.label): n for n in walk(timeline.root) if n.data}
         second = next(n for label, n in nodes.items() if "2 changed" in label)
         timeline.move_cursor(second)
-        await pilot.press("d")
+        await pilot.press("ctrl+d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
         diff = shown(app.screen.query_one("#diff", Static))
         assert "-one" in diff and "+two" in diff and "-b1" in diff and "+b2" in diff
@@ -217,7 +217,7 @@ def test_the_timeline_marks_file_changes_shows_a_diff_and_a_continue_restores(
         await until(pilot, lambda: not isinstance(app.screen, DiffScreen))
         third = next(n for label, n in nodes.items() if "1 changed" in label)
         timeline.move_cursor(third)
-        await pilot.press("d")
+        await pilot.press("ctrl+d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the binary diff")
         diff = shown(app.screen.query_one("#diff", Static))
         assert "binary" in diff and "c.bin" in diff
@@ -387,7 +387,7 @@ def test_a_conflicting_path_and_its_diff_are_drawn_inert(tmp_path: Path) -> None
         timeline = app.query_one(Timeline)
         third = next(n for n in walk(timeline.root) if "1 changed" in str(n.label))
         timeline.move_cursor(third)
-        await pilot.press("d")
+        await pilot.press("ctrl+d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
         output = drawn(app)
         assert ATTACKS.findall(output) == [] and "pwned" in output

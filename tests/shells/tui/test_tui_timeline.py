@@ -52,8 +52,13 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
         assert "#2" in str(app.query_one(PendingBar).render())
         assert len(app.query(AssistantMessage)) == 1  # the chat shows the path to it
         assert app.session is not None and app.session.pending_parent == first_answer.data
-        await pilot.press("escape")
+        await pilot.press("escape")  # Esc closes the top panel first: the timeline
+        await until(pilot, lambda: not timeline.has_class("shown"), "the timeline closed")
+        assert app.query_one(PendingBar).display
+        await pilot.press("escape")  # then forgets the pick
         await until(pilot, lambda: not app.query_one(PendingBar).display)
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: timeline.has_focus, "the timeline again")
         timeline.select_node(first_answer)
         await until(pilot, lambda: app.query_one(PendingBar).display)
         await send(pilot, "other way")

@@ -46,6 +46,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Footer, Tree
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
@@ -77,6 +78,7 @@ from . import history, store_io
 from .chat import PAGE, ChatView
 from .commands import COMPACTING
 from .files import Files
+from .keys import Keyboard
 from .modals import ApprovalScreen, HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
 from .prompt import Arrivals, PromptInput
@@ -88,7 +90,24 @@ QUIT_WINDOW = 2.0
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
 
-class InfaiApp(Files):
+def where_keys_are(widget: Widget | None) -> str:
+    """The prompt box's title while ``widget`` has the focus ("" for the prompt)."""
+    if widget is None:
+        return "keys: nowhere · typing comes here"
+    if widget.id == "prompt":
+        return ""
+    if widget.id == "timeline":
+        what = "timeline: ↑↓ Enter pick · Ctrl-D diff · Esc"
+    elif widget.id == "more":
+        what = "earlier events: Enter shows them"
+    elif isinstance(widget, ChatView):
+        what = "chat: ↑↓ scroll"
+    else:
+        what = "folded result: Enter opens it"
+    return f"keys: {what} · typing comes here"
+
+
+class InfaiApp(Keyboard, Files):
     """Chat, timeline, sessions and approvals over the workspace's sessions."""
 
     TITLE = "infai"
@@ -100,7 +119,7 @@ class InfaiApp(Files):
         Binding("ctrl+n", "new_session", "new"),
         Binding("f2", "rename", "rename"),
         Binding("f1", "help", "help"),
-        Binding("escape", "back_to_head", "back to HEAD", show=False),
+        Binding("escape", "escape", "close the panel / back to HEAD", show=False),
     ]
 
     def __init__(self, workspace: Workspace, session_id: str | None = None) -> None:
@@ -149,6 +168,7 @@ class InfaiApp(Files):
         self.prompt.arrivals = self.arrivals
         await self.open_session(self._initial)
         self.prompt.focus()
+        self.watch(self.screen, "focused", self._focus_moved)
         self._watch_files()
         home, here = Path(self.workspace.store.home), self.workspace.working_dir
         with suppress(OSError):  # history is a convenience: without it, none is shown
@@ -521,11 +541,10 @@ class InfaiApp(Files):
         self.query_one(Timeline).remove_class("shown")
         self.prompt.focus()
 
-    def on_timeline_typed(self, message: Timeline.Typed) -> None:
-        """A key typed on the timeline was meant for the prompt: it goes there."""
-        prompt = self.prompt
-        prompt.focus()
-        prompt.insert_text_at_cursor(message.character)
+    def _focus_moved(self, focused: Widget | None) -> None:
+        """Where the keys are is always drawn: the prompt's border names the panel
+        that has them (and that typing comes back to the prompt)."""
+        self.prompt.border_title = where_keys_are(focused)
 
     async def on_tree_node_selected(self, message: Tree.NodeSelected[str]) -> None:
         if message.node.data:
@@ -552,6 +571,14 @@ class InfaiApp(Files):
         """Open a search hit's session (if another) at the hit's event."""
         if hit is not None and await self.open_session(hit.session_id):
             await self.pick(hit.event_id)
+
+    async def action_escape(self) -> None:
+        """Esc closes the top panel (the timeline), wherever the focus is; with none
+        open it forgets the pick (back to HEAD)."""
+        if self.query_one(Timeline).has_class("shown"):
+            self.on_timeline_closed()
+        else:
+            await self.action_back_to_head()
 
     async def action_back_to_head(self) -> None:
         session = self.session

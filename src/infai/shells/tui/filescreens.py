@@ -207,8 +207,8 @@ def _line_style(line: str) -> str:
 
 
 class DiffScreen(ModalScreen[None]):
-    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc, q or
-    d closes it."""
+    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc, q, d or
+    Ctrl-D (the key that opened it) closes it."""
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="DiffScreen")
@@ -217,7 +217,7 @@ class DiffScreen(ModalScreen[None]):
     DiffScreen VerticalScroll { height: 1fr; }
     """
     )
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d", "dismiss(None)", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d,ctrl+d", "dismiss(None)", "close")]
 
     def __init__(self, shown: EventDiff) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ from infai.tools import AllowAlways, Answer, Ask, DenyWith, Reply
 from ..inert import inert, inert_text
 from ..listing import shown_dir
 from ..render import printable
+from .keys import keymap_text
 
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6
@@ -320,33 +321,10 @@ class RenameScreen(ModalScreen[str | None]):
         self.dismiss(message.value.strip())
 
 
-HELP = """\
-[b]Prompt[/b]
-  Enter      send; during a turn it is queued
-             and sent when the turn ends
-  Ctrl-J     new line (also Shift-Enter, where
-             the terminal reports it)
-  Up / Down  earlier prompts of this directory;
-             Up on an empty prompt takes a
-             queued prompt back to edit
-  A paste of several lines is kept whole
-  and shown as \\[pasted N lines]
-
-[b]Keys[/b]
-  Ctrl-C   cancel a turn; twice to quit
-  Ctrl-T   timeline: open / close; Enter on
-           an event continues from it; Esc
-           closes it; typing goes to the prompt
-  d        on the timeline: what changed in
-           the event's files (▣ files changed,
-           ↺ files restored)
-  Esc      back to HEAD (forget the pick)
-  Tab      to a folded result; Enter or a
-           click opens it
-  Ctrl-O   sessions (type to filter)
-  Ctrl-F   search every session
-  Ctrl-N   new session      F2  rename
-  F1       this help
+#: F1: the key map (written once, in :mod:`.keys`), then files and commands
+HELP = (
+    keymap_text()
+    + """
 
 [b]Files[/b]
   Sending from an older event first puts
@@ -364,6 +342,7 @@ HELP = """\
   /search WORDS  search every session
   /new  /sessions  /help  /quit
 """
+)
 
 
 class HelpScreen(ModalScreen[None]):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Static, Tree
@@ -166,30 +165,23 @@ class Timeline(Tree[str]):
     Built once from the index when shown; afterwards new events are added to it
     (a turn adds a few), so a long session's tree is not rebuilt at every turn.
 
-    It never keeps what was typed: Esc closes it, and a printable key (a prompt,
-    ``/quit``) is handed to the prompt with the focus (:class:`Typed`), all but
-    ``d``: the diff of the files at the event under the cursor (:class:`DiffWanted`).
+    It never takes text: the app gives a printable key, a paste, Backspace and
+    the like to the prompt, with the focus (:mod:`.keys`). Its own keys are the
+    tree's (arrows, Page Up/Down, Home/End; Enter continues from the event), Esc
+    (close) and Ctrl-D: the diff of the files at the event under the cursor
+    (:class:`DiffWanted`).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "close the timeline", show=False),
-        Binding("d", "diff", "diff of the files"),
+        Binding("ctrl+d", "diff", "diff of the files"),
     ]
-    #: printable keys the timeline keeps (its bindings), not handed to the prompt
-    OWN_KEYS = frozenset({"d"})
 
     class Closed(Message):
         """Esc: close the timeline."""
 
-    class Typed(Message):
-        """A printable key, for the prompt."""
-
-        def __init__(self, character: str) -> None:
-            super().__init__()
-            self.character = character
-
     class DiffWanted(Message):
-        """``d``: show what changed in the files at ``event_id``."""
+        """Ctrl-D: show what changed in the files at ``event_id``."""
 
         def __init__(self, event_id: str | None) -> None:
             super().__init__()
@@ -201,14 +193,6 @@ class Timeline(Tree[str]):
     def action_diff(self) -> None:
         node = self.cursor_node
         self.post_message(self.DiffWanted(node.data if node is not None else None))
-
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key in self.OWN_KEYS:
-            return  # left to the bindings
-        if event.is_printable and event.character and event.key != "space":
-            event.stop()
-            event.prevent_default()
-            self.post_message(self.Typed(event.character))
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("session", **kwargs)  # type: ignore[arg-type]
