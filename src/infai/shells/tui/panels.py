@@ -112,6 +112,10 @@ PARTS = ("notice", "files", "model", "saved", "tokens", "branch", "dir")
 STYLES = {"notice": "bold reverse", "files": "bold black on yellow", "model": "bold"}
 
 
+#: the last of :func:`status_parts`' steps
+TIGHTEST = 9
+
+
 def _notice(notice: str) -> str:
     """A retry's notice says what happens now: its "retrying …" part only."""
     _, sep, tail = notice.rpartition("; ")
@@ -130,43 +134,51 @@ def status_parts(status: Status, tight: int = 0) -> dict[str, str]:
     saved = status.durability == "saved"
     notice = _notice(status.notice) if tight >= 1 else status.notice
     parts = {
-        "notice": _cut(notice, (60, 40, 40, 24, 24, 24, 16, 16, 10)[tight]),
+        "notice": notice,
         "files": status.files,
-        "model": short_model(status.model, MODEL_CHARS if tight < 2 else 12),
+        "model": short_model(status.model),
         "saved": f"{'✓' if saved else '●'} {status.durability}",
         "tokens": tokens,
         "branch": status.branch,
-        "dir": _tail(status.working_dir, (40, 40, 30, 16, 16, 12, 12, 0, 0)[tight]),
+        "dir": _tail(status.working_dir, (40, 30, 24, 12)[tight] if tight < 4 else 0),
     }
-    if tight >= 4 and saved:
+    if tight >= 5 and saved:
         parts["saved"] = "✓"
-    if tight >= 5:
-        parts["files"] = "files ≠ HEAD" if status.files.startswith("files ≠") else status.files
-        parts["branch"] = status.branch.replace(" of ", "/").replace(" ⑂ at ", " ⑂")
     if tight >= 6:
+        parts["branch"] = status.branch.replace(" of ", "/").replace(" ⑂ at ", " ⑂")
+    if tight >= 7:
+        parts["model"] = short_model(status.model, 12)
+    if tight >= 8:
         parts["model"] = ""
-    if tight >= 8 and parts["files"] == "files ≠ HEAD":
+    if tight >= 9 and status.files.startswith("files ≠"):
         parts["files"] = "≠ HEAD"
     return parts
 
 
-def status_text(status: Status, width: int) -> Text:
-    """The bar for a terminal ``width`` wide: the fullest form that fits."""
+def _drawn(parts: dict[str, str]) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
-    for tight in range(9):
-        parts = status_parts(status, tight)
-        text = Text(no_wrap=True, overflow="ellipsis")
-        for name in PARTS:
-            if not parts[name]:
-                continue
-            if name in STYLES:
-                text.append(f" {inert(parts[name])} ", style=STYLES[name])
-                text.append("" if name == "model" else " ")
-            else:
-                text.append(f"{'│' if text.plain.strip() else ''} {inert(parts[name])} ")
-        if width <= 0 or text.cell_len <= width:
-            break
+    for name in PARTS:
+        if not parts[name]:
+            continue
+        if name in STYLES:
+            text.append(f" {inert(parts[name])} ", style=STYLES[name])
+            text.append("" if name == "model" else " ")
+        else:
+            text.append(f"{'│' if text.plain.strip() else ''} {inert(parts[name])} ")
     return text
+
+
+def status_text(status: Status, width: int) -> Text:
+    """The bar for a terminal ``width`` wide: the fullest form that fits; at the
+    tightest, a long notice (which comes first) is cut so HEAD still fits."""
+    for tight in range(TIGHTEST + 1):
+        parts = status_parts(status, tight)
+        text = _drawn(parts)
+        if width <= 0 or text.cell_len <= width:
+            return text
+    over = text.cell_len - width
+    parts["notice"] = _cut(parts["notice"], max(8, len(parts["notice"]) - over))
+    return _drawn(parts)
 
 
 class StatusBar(Static):
