@@ -80,11 +80,13 @@ def token_bar(used: int, window: int, width: int = BAR) -> str:
 
 
 def _count(n: int) -> str:
-    """A token count in a few characters: 950, 12k, 1.2M."""
+    """A token count in a few characters: 950, 8.2k, 32k, 1.2M."""
     if n < 1000:
         return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
     if n < 1_000_000:
-        return f"{n / 1000:.0f}k" if n >= 10_000 else f"{n / 1000:.1f}k".replace(".0k", "k")
+        return f"{n // 1000}k"
     return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
 
 
@@ -140,7 +142,7 @@ def status_parts(status: Status, tight: int = 0) -> dict[str, str]:
         "saved": f"{'✓' if saved else '●'} {status.durability}",
         "tokens": tokens,
         "branch": status.branch,
-        "dir": _tail(status.working_dir, (40, 30, 24, 12)[tight] if tight < 4 else 0),
+        "dir": "",  # the room left, at the first steps (:func:`status_text`)
     }
     if tight >= 5 and saved:
         parts["saved"] = "✓"
@@ -173,6 +175,9 @@ def status_text(status: Status, width: int) -> Text:
     tightest, a long notice (which comes first) is cut so HEAD still fits."""
     for tight in range(TIGHTEST + 1):
         parts = status_parts(status, tight)
+        room = width - _drawn(parts).cell_len - 3 if width > 0 else 40
+        if tight < 4 and status.working_dir and room >= 12:  # the directory: in the room left
+            parts["dir"] = _tail(status.working_dir, min(room, 60))
         text = _drawn(parts)
         if width <= 0 or text.cell_len <= width:
             return text
