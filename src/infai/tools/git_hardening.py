@@ -12,8 +12,8 @@ and ``receivepack``: for a local remote they run *here*), a submodule's
 turns an allowed ``git st`` into any command); none can be listed in advance:
 :func:`driver_overrides` reads what the repository's own config sets (never
 running it) and overrides each (a remote's program cannot be overridden, git
-keeps the first value: the file transport is refused instead). Used by :mod:`.sandbox`, which builds each
-command's environment.
+keeps the first value: the file transport is refused instead). Used by
+:mod:`.sandbox`, which builds each command's environment.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakeapi import FakeOpenAI, Reply
 from test_tui_tmux import INFAI, PLACEHOLDER, SESSION, STARTUP, Terminal, tmux_binary
 
+from fakeapi import FakeOpenAI, Reply
 from infai.shells.tui.modals import GRACE
 from infai.store import Store
 
