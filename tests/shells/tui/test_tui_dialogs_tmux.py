@@ -122,8 +122,10 @@ def test_the_status_bar_after_a_failed_call_and_at_60_columns(
             f'base_url = "{fake.base_url}"\ncontext_window = 32768\n'
         )
         term.start_at((60, 20), OPENAI_API_KEY="sk-test")
-        term.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+        # the session is open (its model in the bar): the prompt has the focus
+        term.wait_for(lambda s: "a-rather" in s, "the session", timeout=STARTUP)
         term.keys("one", literal=True)
+        term.wait_for(lambda s: "one" in s, "the typed prompt")
         term.keys("Enter")
         term.wait_for(lambda s: "fine" in s and "HEAD #" in s, "the first reply")
         term.keys("two", literal=True)
