@@ -34,6 +34,9 @@ class SizedTerminal(Terminal):
         base = tmp_path / name
         base.mkdir()
         super().__init__(base)
+        # Textual takes COLUMNS and LINES over the terminal's size: a test run may set them
+        for name in ("COLUMNS", "LINES"):
+            self.env.pop(name, None)
         if home is not None:  # a second terminal on the first one's store
             self.home = home
             self.env["INFAI_HOME"] = str(home)
@@ -42,6 +45,9 @@ class SizedTerminal(Terminal):
         self.tmux = tmux_binary()
         command = "exec " + " ".join(shlex.quote(a) for a in (str(INFAI), *args))
         width, height = size
+        # the window's size from the start, so infai never reads tmux's default 80x24
+        with self.conf.open("a") as conf:
+            conf.write(f"set -g default-size {width}x{height}\n")
         settings = {"INFAI_HOME": str(self.home), "INFAI_CONFIG": str(self.config), **env}
         self.run(
             "-f", str(self.conf),
