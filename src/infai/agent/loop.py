@@ -165,8 +165,7 @@ async def _run_tool(
     record = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
     record["at"] = now_rfc3339()
     if not decision.allowed:
-        why = f": {decision.reason}" if decision.reason else ""
-        return ToolOutput(f"permission denied by {decision.by}{why}", is_error=True), record
+        return ToolOutput(decision.denial(), is_error=True), record
     try:
         return await tool.run(call.arguments, context), record
     except asyncio.CancelledError:

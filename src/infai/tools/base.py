@@ -91,6 +91,15 @@ class Decision:
         """Whether the call may run."""
         return self.verdict == "allow"
 
+    def denial(self) -> str:
+        """What the model is told of a denied call, each part said once: the user's
+        own reason as it stands (``denied by the user: not now``), else who denied
+        it and why (``permission denied by rule '…'``)."""
+        if self.by == "user":
+            return self.reason or "denied by the user"
+        why = f": {self.reason}" if self.reason else ""
+        return f"permission denied by {self.by}{why}"
+
 
 class Permissions(Protocol):
     """Decides whether a tool call may run (asking the user if the policy says so)."""

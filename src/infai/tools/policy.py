@@ -445,7 +445,7 @@ class Policy:
             return Decision("deny", "timeout", "nobody answered in time")
         if isinstance(answer, DenyWith) and answer.reason.strip():
             return Decision("deny", "user", f"denied by the user: {answer.reason.strip()}")
-        return Decision("deny", "user", "denied")
+        return Decision("deny", "user", "denied by the user")
 
     def _question(
         self, tool: str, arguments: Mapping[str, Any], context: ToolContext, ruling: Ruling

@@ -258,7 +258,7 @@ SANITIZED = {
     "_title",
 }
 SANITIZED |= {"edit_diff", "token_bar", "hit_label", "mcp_listing"}
-SANITIZED |= {"restore_question", "event_diff_text"}
+SANITIZED |= {"restore_question", "event_diff_text", "numbered_diff", "transcript_text"}
 
 
 def _safe(node: ast.expr) -> bool:

@@ -54,7 +54,7 @@ def show(ask: Ask, keys: tuple[str, ...]) -> tuple[dict[str, str], list[Any]]:
 def test_the_dialog_says_why_allow_always_is_exact_only() -> None:
     shown, answers = show(EXACT, ("a",))
     assert "only this exact command" in shown["note"]
-    assert "allow always: sed -i s/a/b/ f" in shown["keys"]
+    assert "allow always: bash sed -i s/a/b/ f" in shown["keys"]
     assert shown["arguments"] == ""  # the session's own call: shown in the transcript
     assert answers == ["allow-always"]
 

@@ -122,7 +122,7 @@ def test_allow_always_with_an_edited_pattern_is_kept_with_the_session(
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "one")
         screen = await asked(pilot, app)
-        assert "allow always: notes/*" in str(screen.query_one("#keys").render())
+        assert "allow always: write_file notes/*" in str(screen.query_one("#keys").render())
         assert "write_file can change things" in str(screen.query_one(".reason").render())
         await pilot.press("e")
         field = screen.query_one("#pattern", Input)

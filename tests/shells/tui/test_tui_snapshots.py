@@ -12,6 +12,8 @@ a snapshot may depend on the clock, on ids or on where the test runs:
   and the SVG's window title is the plain app name (see ``steady``).
 - The prompt's cursor blinks on a timer: blinking is switched off before the
   picture is taken, and any toast is cleared (none is expected in these flows).
+- The status bar shows the working directory, a tmp path: ``HOME`` is the test's
+  tmp directory, so it is drawn as ``~/work`` wherever the test runs.
 - The status bar says what a look at the files found (``files ≠ HEAD``, a
   directory missing), and that look runs in a thread after opening and after
   each turn: the picture waits for it to end.
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -46,6 +49,11 @@ Wrote **hello.py**:
 def greet(name):
     return "hi " + name
 ```"""
+
+
+@pytest.fixture(autouse=True)
+def home_is_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
 
 
 def workspace(tmp_path: Path, replies: list[Any], allow: tuple[str, ...] = ()) -> Workspace:

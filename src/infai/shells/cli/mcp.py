@@ -149,8 +149,7 @@ async def _call(
         decision = await policy.decide(found.spec.name, arguments, context)
         verdict = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
         if not decision.allowed:
-            why = f": {decision.reason}" if decision.reason else ""
-            content = f"permission denied by {decision.by}{why}"
+            content = decision.denial()
             return {"content": content, "is_error": True, "permission": verdict}
         output = await found.run(arguments, context)
         return {

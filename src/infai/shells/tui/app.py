@@ -77,13 +77,15 @@ from ..inert import inert
 from . import history, store_io
 from .chat import PAGE, ChatView
 from .commands import COMPACTING
+from .diffs import asked_text
 from .files import Files
+from .held import ask_held
 from .keys import Keyboard
 from .modals import ApprovalScreen, HelpScreen, SessionPicker
-from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline
+from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_short
 from .prompt import Arrivals, PromptInput
 from .search import SearchScreen
-from .store_io import Head, off_loop
+from .store_io import Head, SessionHeld, off_loop
 
 QUIT_WINDOW = 2.0
 #: store errors of reading, not writing: a damaged or missing blob or line, an id not there
@@ -217,6 +219,9 @@ class InfaiApp(Keyboard, Files):
             # waiting for another process's writer lock must not freeze the screen
             space = self.workspace
             opened, created = await off_loop(lambda: store_io.open_session(space, session_id))
+        except SessionHeld as held:  # said at once, with what to do instead
+            ask_held(self, held)
+            return False
         except StoreError as exc:
             self.notify(f"cannot open the session: {exc}", severity="error", timeout=10)
             return False
@@ -276,6 +281,7 @@ class InfaiApp(Keyboard, Files):
             self.state.model = session.model.name
             self.state.context_window = session.model.context_window
             self.state.branch = self.head.label
+            self.state.working_dir = home_short(session.working_dir)
             self.title = inert(f"infai — {self.head.name or session.session_id[:13]}")
         self.query_one(StatusBar).show(self.state)
 
@@ -361,6 +367,9 @@ class InfaiApp(Keyboard, Files):
         """A turn is over: a reply cut short goes; a cancel or a failure is said."""
         chat = self.query_one(ChatView)
         self._outcome = ended.outcome
+        if not self.state.notice.startswith("✓"):  # a retry's, a failed compaction's: over
+            self.state.notice = ""
+            self._refresh_status()
         if ended.outcome == "cancelled":
             await chat.drop_live()
             chat.interrupt_waiting()  # a call being asked about or running gets no result
@@ -417,6 +426,7 @@ class InfaiApp(Keyboard, Files):
             await self._compacted(f" ({detail} before)" if detail else "")
             return
         await chat.add_event(stored)
+        self._files_recorded(stored.kind)  # a snapshot: the disk is HEAD's now
         record = stored.record
         if isinstance(record, MessageRecord) and record.usage is not None:
             self.state.used_tokens = record.usage.input_tokens + record.usage.output_tokens
@@ -444,7 +454,8 @@ class InfaiApp(Keyboard, Files):
     async def approve(self, ask: Ask) -> Reply:
         """The policy's approver: a modal, answered by the user (the turn waits)."""
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        screen = ApprovalScreen(ask)
+        base = self.session.working_dir if self.session is not None else Path.cwd()
+        screen = ApprovalScreen(ask, await off_loop(lambda: asked_text(ask, base)))
 
         def answered(answer: Reply | None) -> None:
             if not future.done():

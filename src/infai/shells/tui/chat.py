@@ -16,7 +16,6 @@ is given in a thread, so scrolling up or unfolding never blocks the screen.
 from __future__ import annotations
 
 import difflib
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,6 +40,7 @@ from infai.store import (
 )
 
 from ..inert import inert, inert_markup, inert_text
+from .diffs import DIFFED, current_text, diff_sides
 from .panels import files_mark
 from .store_io import off_loop
 
@@ -48,14 +48,10 @@ PAGE = 40
 #: results longer than this many lines start folded
 FOLD_LINES = 6
 INTERRUPTED_TURN = "[turn interrupted]"
-#: a file larger than this is not read to diff a write or an edit
-DIFF_BYTES = 1 << 20
 #: diff lines shown under a call
 DIFF_LINES = 200
 #: how a folded result or message is opened, said on its fold
 OPEN_HINT = "click or Tab+Enter to open"
-#: the tools whose calls show a diff
-DIFFED = ("edit_file", "write_file")
 
 #: loads events by id (no blob), and resolves an event's record (reads its blob);
 #: both read the store, so they are run in a thread
@@ -71,24 +67,6 @@ def _args_line(arguments: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def current_text(base: Path, path: str) -> str | None:
-    """The text of the file a call is about to change, as it is now (None: no such
-    regular file, or too large to diff); relative paths are the session's.
-
-    Only a regular file is read (never a FIFO or a device, which could block or
-    never end), and only up to :data:`DIFF_BYTES`.
-    """
-    target = Path(path).expanduser()
-    target = target if target.is_absolute() else base / target
-    try:
-        st = target.stat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > DIFF_BYTES:
-            return None
-        return target.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
 def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None:
     """A coloured diff of what an edit or a write does, or None for other tools.
 
@@ -97,18 +75,11 @@ def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None
     file's line numbers. Without it (a call from the history, the file changed
     since) the diff is drawn from the arguments alone.
     """
-    args = call.arguments
-    path = str(args.get("path", ""))
-    old_text, new_text = str(args.get("old_text", "")), str(args.get("new_text", ""))
-    if call.name == "edit_file" and current is not None and old_text and old_text in current:
-        old, new = current.splitlines(), current.replace(old_text, new_text, 1).splitlines()
-    elif call.name == "edit_file":
-        old, new = old_text.splitlines(), new_text.splitlines()
-    elif call.name == "write_file":
-        old = current.splitlines() if current is not None else []
-        new = str(args.get("content", "")).splitlines()
-    else:
+    path = str(call.arguments.get("path", ""))
+    sides = diff_sides(call.name, call.arguments, current)
+    if sides is None:
         return None
+    old, new = sides
     if current is not None and old == new:  # read after the call ran (it was not asked)
         return edit_diff(call)
     lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2))

@@ -13,7 +13,8 @@ restore again (``on_restore.keep_files``): its prompt follows the restore.
 The status bar says when the files on disk are not HEAD's
 (:meth:`~infai.agent.AgentSession.files_state`, in a thread, one check at a
 time): after a session opens, after each turn, when the terminal regains the
-focus and every :data:`FILES_EVERY` seconds while no turn runs. A long
+focus and every :data:`FILES_EVERY` seconds while no turn runs (less often where
+a look takes long); a snapshot or restore saved during a turn clears it at once. A long
 snapshot's progress (said every second while a first snapshot hashes) is in the
 status bar alone, each in place of the last, until the snapshot is over.
 """
@@ -21,6 +22,7 @@ status bar alone, each in place of the last, until the snapshot is over.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from typing import Any, TypeVar
@@ -51,9 +53,12 @@ from .store_io import off_loop
 
 T = TypeVar("T")
 
-#: seconds between two looks at the files while the app sits idle (the terminal's
-#: focus and each turn's end look at once)
-FILES_EVERY = 10.0
+#: seconds between two looks at the files while the app sits idle, at least (the
+#: terminal's focus and each turn's end look at once; a snapshot recorded clears it)
+FILES_EVERY = 1.0
+#: a look that took long waits this many times its own duration before the next
+#: (a large tree is not hashed over and over)
+FILES_SLOWER = 5.0
 #: how a long snapshot's progress notice begins (:func:`infai.agent.checkpoints.progress_text`)
 SNAPSHOTTING = "files: snapshot of "
 
@@ -105,6 +110,7 @@ class Files(Prompting):
     _ending: bool
     _files_check: asyncio.Task[None] | None = None
     _files_again = False
+    _files_due = 0.0  # the monotonic time before which the idle look waits
 
     # -- a continue's restore ----------------------------------------------------
 
@@ -213,8 +219,16 @@ class Files(Prompting):
         self.set_interval(FILES_EVERY, self._files_tick)
 
     def _files_tick(self) -> None:
-        if not self.busy:
+        if not self.busy and time.monotonic() >= self._files_due:
             self.check_files()
+
+    def _files_recorded(self, kind: str) -> None:
+        """An event of ``kind`` was saved: a snapshot or a restore means the files on
+        disk are HEAD's now (a label from before, during the turn that recorded
+        them, would be stale)."""
+        if kind in WORKSPACE_KINDS and self.state.files.startswith("files ≠"):
+            self.state.files = ""
+            self._refresh_status()
 
     def on_app_focus(self, event: events.AppFocus) -> None:
         """Back in the terminal: the user may have edited files meanwhile."""
@@ -238,6 +252,7 @@ class Files(Prompting):
             session = self.session
             if session is None:
                 return
+            started = time.monotonic()
             try:
                 said = files_label(await session.files_state())
             except Exception as exc:  # a snapshot failed: said in the bar, the session goes on
@@ -249,6 +264,8 @@ class Files(Prompting):
                     if gone
                     else f"files: not checked ({type(exc).__name__})"
                 )
+            ended = time.monotonic()
+            self._files_due = ended + FILES_SLOWER * (ended - started)
             if session is self.session:
                 self.state.files = said
                 self._refresh_status()

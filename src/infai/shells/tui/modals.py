@@ -28,6 +28,7 @@ from infai.tools import AllowAlways, Answer, Ask, DenyWith, Reply
 from ..inert import inert, inert_text
 from ..listing import shown_dir
 from ..render import printable
+from .diffs import DIFFED, numbered_diff
 from .keys import keymap_text
 
 #: seconds of no typing before a question's keys count as answers
@@ -56,9 +57,13 @@ class ApprovalScreen(ModalScreen[Reply]):
     DEFAULT_CSS = (
         MODAL_CSS.format(name="ApprovalScreen")
         + """
-    ApprovalScreen #subject { max-height: 8; overflow-y: auto; }
+    ApprovalScreen > Vertical { max-height: 100%; }
+    ApprovalScreen #subject { max-height: 4; overflow-y: auto; }
     ApprovalScreen #arguments { max-height: 6; overflow-y: auto; }
-    ApprovalScreen .reason { color: $text-muted; }
+    ApprovalScreen .reason { color: $text-muted; max-height: 3; }
+    ApprovalScreen #diff {
+        height: auto; max-height: 40vh; border-top: solid $accent; scrollbar-size-vertical: 1;
+    }
     """
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -70,9 +75,12 @@ class ApprovalScreen(ModalScreen[Reply]):
         Binding("escape", "escape", "deny", show=False),
     ]
 
-    def __init__(self, ask: Ask) -> None:
+    def __init__(self, ask: Ask, current: str | None = None) -> None:
         super().__init__()
         self.ask = ask
+        #: the text of the file an edit or a write changes, as it is now: the dialog
+        #: holds the change, numbered and scrolling, as it covers the chat's diff
+        self.current = current
         self.patterns = [rule.pattern for rule in ask.always]
         self._quiet_from = time.monotonic() + GRACE
 
@@ -82,23 +90,32 @@ class ApprovalScreen(ModalScreen[Reply]):
         self._quiet_from = time.monotonic() + GRACE
 
     def compose(self) -> ComposeResult:
+        """The question, what it is about, the choices, then the change itself
+        (scrolling), so a small terminal shows the choices and the diff's start."""
+        ask = self.ask
+        arguments = json.dumps(dict(ask.arguments), ensure_ascii=False, default=str)
         with Vertical():
-            yield Static(inert_text(f"Allow {self.ask.tool}?"), classes="title")
-            yield Static(inert_text(self.ask.reason), classes="reason")
-            yield Static(inert_text(self.ask.subject or "(no arguments)"), id="subject")
-            if self.ask.caller:  # a subagent's call: its transcript is not on the screen
-                shown = json.dumps(dict(self.ask.arguments), ensure_ascii=False, default=str)
-                yield Static(inert_text(shown[:2000]), id="arguments")
+            yield Static(inert_text(f"Allow {ask.tool}?"), classes="title")
+            # an MCP tool's call has no subject (the rule names the tool): its arguments
+            subject = ask.subject or (arguments if ask.arguments else "(no arguments)")
+            yield Static(inert_text(subject[:2000]), id="subject")
+            yield Static(inert_text(ask.reason), classes="reason")
+            if ask.caller and ask.subject:  # a subagent's call: its transcript is not shown
+                yield Static(inert_text(arguments[:2000]), id="arguments")
             keys = Text.from_markup(
                 "[b]y[/b] allow once   [b]n[/b]/Esc deny   [b]r[/b] deny, saying why"
             )
-            if self.patterns:
+            if ask.always:  # the rules exactly as they are stored: "tool pattern"
                 keys.append_text(Text.from_markup("\n[b]a[/b] allow always: "))
-                keys.append(inert("  ".join(self.patterns)), style="bold")
+                rules = "  ".join(f"{rule.tool} {rule.pattern}" for rule in ask.always)
+                keys.append(inert(rules), style="bold")
                 keys.append_text(Text.from_markup("   [b]e[/b] edit"))
             yield Static(keys, classes="keys", id="keys")
-            if self.ask.note:  # why "allow always" is exact only, or not offered
-                yield Static(inert_text(self.ask.note), classes="reason", id="note")
+            if ask.note:  # why "allow always" is exact only, or not offered
+                yield Static(inert_text(ask.note), classes="reason", id="note")
+            if ask.tool in DIFFED:
+                with VerticalScroll(id="diff"):
+                    yield Static(numbered_diff(ask.tool, ask.arguments, self.current))
 
     @property
     def editing(self) -> bool:
@@ -129,7 +146,7 @@ class ApprovalScreen(ModalScreen[Reply]):
             field = Input(
                 inert(self.patterns[-1]), id="pattern", placeholder="a pattern (* any text)"
             )
-            await self.query_one(Vertical).mount(field)
+            await self._mount_field(field)
             field.focus()
 
     async def action_reason(self) -> None:
@@ -137,8 +154,14 @@ class ApprovalScreen(ModalScreen[Reply]):
         if not self.editing:
             field = Input(id="pattern", placeholder="why not (sent to the model); Enter denies")
             field.add_class("deny-reason")
-            await self.query_one(Vertical).mount(field)
+            await self._mount_field(field)
             field.focus()
+
+    async def _mount_field(self, field: Input) -> None:
+        """A field to type in goes under the choices, above the diff (kept in view)."""
+        box = self.query_one(Vertical)
+        diff = self.query("#diff")
+        await box.mount(field, before=diff.first() if diff else None)
 
     async def action_escape(self) -> None:
         if self.editing:  # back to the question

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -68,6 +69,8 @@ class Status:
     notice: str = ""
     #: the files on disk are not HEAD's: what to say ("" when they are, or unknown)
     files: str = ""
+    #: the directory the session's tools work in ("~" for the home directory)
+    working_dir: str = ""
 
 
 def token_bar(used: int, window: int, width: int = BAR) -> str:
@@ -75,30 +78,131 @@ def token_bar(used: int, window: int, width: int = BAR) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-class StatusBar(Static):
-    """Last notice (a compaction) · model · saved or saving · tokens · branch.
+def _count(n: int) -> str:
+    """A token count in a few characters: 950, 8.2k, 32k, 1.2M."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
 
-    What matters most comes first, so a narrow terminal cuts the least useful
-    part: a notice, then the model (a long name shortened), then durability.
+
+def _tail(text: str, width: int) -> str:
+    """``text`` cut to ``width`` at its start (a path keeps its end); 0: nothing."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def home_short(path: Path) -> str:
+    """``path`` with the home directory as ``~`` (a status bar's few characters)."""
+    try:
+        return f"~/{path.relative_to(Path.home())}".removesuffix("/.")
+    except (ValueError, RuntimeError):
+        return str(path)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: the status bar's parts: (field, style); what comes first is shown first
+PARTS = ("notice", "files", "model", "saved", "tokens", "branch", "dir")
+STYLES = {"notice": "bold reverse", "files": "bold black on yellow", "model": "bold"}
+
+
+#: the last of :func:`status_parts`' steps
+TIGHTEST = 9
+
+
+def _notice(notice: str) -> str:
+    """A retry's notice says what happens now: its "retrying …" part only."""
+    _, sep, tail = notice.rpartition("; ")
+    return tail if sep and tail.startswith("retrying") else notice
+
+
+def status_parts(status: Status, tight: int = 0) -> dict[str, str]:
+    """The bar's parts at a tightness (0: in full; each step shortens or drops the
+    least useful part more). HEAD and the tokens are never dropped, only shortened."""
+    pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
+    shown = "<1" if 0 < pct < 0.5 else f"{pct:.0f}"  # in use, not "0%"
+    used, window = status.used_tokens, status.context_window
+    tokens = f"{token_bar(used, window, 8)} {used:,}/{window:,} ({shown}%)"
+    if tight >= 1:
+        tokens = f"{_count(used)}/{_count(window)} {shown}%"
+    saved = status.durability == "saved"
+    notice = _notice(status.notice) if tight >= 1 else status.notice
+    parts = {
+        "notice": notice,
+        "files": status.files,
+        "model": short_model(status.model),
+        "saved": f"{'✓' if saved else '●'} {status.durability}",
+        "tokens": tokens,
+        "branch": status.branch,
+        "dir": "",  # the room left, at the first steps (:func:`status_text`)
+    }
+    if tight >= 5 and saved:
+        parts["saved"] = "✓"
+    if tight >= 6:
+        parts["branch"] = status.branch.replace(" of ", "/").replace(" ⑂ at ", " ⑂")
+    if tight >= 7:
+        parts["model"] = short_model(status.model, 12)
+    if tight >= 8:
+        parts["model"] = ""
+    if tight >= 9 and status.files.startswith("files ≠"):
+        parts["files"] = "≠ HEAD"
+    return parts
+
+
+def _drawn(parts: dict[str, str]) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for name in PARTS:
+        if not parts[name]:
+            continue
+        if name in STYLES:
+            text.append(f" {inert(parts[name])} ", style=STYLES[name])
+            text.append("" if name == "model" else " ")
+        else:
+            text.append(f"{'│' if text.plain.strip() else ''} {inert(parts[name])} ")
+    return text
+
+
+def status_text(status: Status, width: int) -> Text:
+    """The bar for a terminal ``width`` wide: the fullest form that fits; at the
+    tightest, a long notice (which comes first) is cut so HEAD still fits."""
+    for tight in range(TIGHTEST + 1):
+        parts = status_parts(status, tight)
+        room = width - _drawn(parts).cell_len - 3 if width > 0 else 40
+        if tight < 4 and status.working_dir and room >= 12:  # the directory: in the room left
+            parts["dir"] = _tail(status.working_dir, min(room, 60))
+        text = _drawn(parts)
+        if width <= 0 or text.cell_len <= width:
+            return text
+    over = text.cell_len - width
+    parts["notice"] = _cut(parts["notice"], max(8, len(parts["notice"]) - over))
+    return _drawn(parts)
+
+
+class StatusBar(Static):
+    """Last notice (a retry, a compaction) · files · model · saved or saving ·
+    tokens · branch · directory.
+
+    It fits the terminal's width by shortening, not by cutting the end off: the
+    directory and the model shorten first, then go; the tokens and HEAD stay,
+    in fewer characters (:func:`status_parts`).
     """
 
+    _status: Status | None = None
+
     def show(self, status: Status) -> None:
-        pct = 100 * status.used_tokens / status.context_window if status.context_window else 0
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if status.notice:
-            text.append(f" {inert(status.notice)} ", style="bold reverse")
-            text.append(" ")
-        if status.files:  # the disk is not HEAD's: before the model, so a narrow bar keeps it
-            text.append(f" {inert(status.files)} ", style="bold black on yellow")
-            text.append(" ")
-        text.append(f" {inert(short_model(status.model))} ", style="bold")
-        saved = status.durability == "saved"
-        text.append(f"│ {'✓' if saved else '●'} {inert(status.durability)} ")
-        text.append(f"│ {token_bar(status.used_tokens, status.context_window, 8)} ")
-        shown = "<1" if 0 < pct < 0.5 else f"{pct:.0f}"  # in use, not "0%"
-        text.append(f"{status.used_tokens:,}/{status.context_window:,} ({inert(shown)}%) ")
-        text.append(f"│ {inert(status.branch)} ")
-        self.update(text)
+        self._status = status
+        self.update(status_text(status, self.size.width or self.app.size.width))
+
+    def on_resize(self) -> None:
+        if self._status is not None:
+            self.show(self._status)
 
 
 class PendingBar(Static):

@@ -21,6 +21,7 @@ session only through the :class:`~infai.agent.AgentSession` itself.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -31,11 +32,14 @@ from infai.llm import Model
 from infai.store import (
     Entry,
     Event,
+    MessageRecord,
     Record,
     SearchResults,
     SessionStore,
     SessionView,
     StoreError,
+    ToolCallRecord,
+    WriterLocked,
 )
 
 from .modals import Listed
@@ -183,13 +187,63 @@ def select(session: AgentSession, event_id: str | None) -> None:
     session.select(event_id)
 
 
+class SessionHeld(StoreError):
+    """Another process has the session open for writing (another TUI, a run): it
+    is not opened here, and nothing waited for it."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id} is open in another infai{holder}")
+        self.session_id = session_id
+        #: `` (pid N)`` as the holder wrote it into the lock, or ""
+        self.holder = holder
+
+
+def held_by(store: SessionStore, session_id: str) -> str | None:
+    """Who holds ``session_id`` open for writing (`` (pid N)``, or "" when it did not
+    say); None: nobody (or a store whose sessions several processes write at once).
+    Asked at once: the store's open mark, then a writer with no wait, whose refusal
+    names the holder's pid."""
+    if store.shared_writers or not store.marked_open([session_id]):
+        return None
+    try:
+        log = store.open_writer(session_id, timeout=0)
+    except WriterLocked as exc:
+        found = re.search(r" \(pid \d+\)", str(exc))
+        return found[0] if found else ""
+    log.close()  # let go meanwhile
+    return None
+
+
 def open_session(workspace: Workspace, session_id: str | None) -> tuple[AgentSession, bool]:
     """Open ``session_id`` (None: a new one); also says whether it was created here.
-    Waits for another process's writer lock, up to the store's lock timeout."""
+    One another process holds raises :class:`SessionHeld` at once (no wait)."""
     created = session_id is None
     if session_id is None:
         session_id = workspace.new_session()
+    elif (holder := held_by(workspace.store, session_id)) is not None:
+        raise SessionHeld(session_id, holder)
     return workspace.open(session_id), created
+
+
+#: the events the read-only view shows (the newest of the path)
+VIEWED = 200
+
+
+def transcript(store: SessionStore, session_id: str) -> list[tuple[str, str]]:
+    """The session's path as (who, text) lines for a read-only look, the newest
+    :data:`VIEWED` events, from a reader (no lock taken)."""
+    with store.open_reader(session_id) as reader:
+        entries = reader.path(to_boundary=False)[-VIEWED:]
+        lines: list[tuple[str, str]] = []
+        for entry in entries:
+            record = reader.event(entry.id, resolve=True).record
+            if isinstance(record, MessageRecord):
+                lines.append((entry.role, record.content))
+            elif isinstance(record, ToolCallRecord):
+                lines.append(("tool", f"{record.name} {record.arguments}"))
+            else:
+                lines.append((entry.kind, entry.preview))
+    return lines
 
 
 def close_session(session: AgentSession, store: SessionStore, discard_if_unused: bool) -> None:

@@ -1,0 +1,156 @@
+"""A session another process holds: said at once, with what can be done instead.
+
+Two writers at once would each move HEAD, so a session another infai has open
+(its lock names the holder's pid) is not opened here, and nothing waits for
+it: :class:`HeldScreen` says who holds it and offers the session picker, a new
+session, a read-only look at it (:class:`ReadOnlyScreen`, from a reader that
+takes no lock) or quitting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Protocol
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from infai.agent import AgentSession, Workspace
+from infai.store import StoreError
+
+from ..inert import inert, inert_text
+from .modals import MODAL_CSS
+from .store_io import SessionHeld, off_loop, transcript
+
+#: what the held session's dialog answers: open the picker, a new session, quit
+PICK, NEW, QUIT = "pick", "new", "quit"
+#: the characters of one message the read-only view shows
+SHOWN_CHARS = 2000
+
+Lines = list[tuple[str, str]]
+
+
+def transcript_text(lines: Lines) -> Text:
+    """(who, text) lines as the read-only view draws them, inert."""
+    text = Text()
+    for who, said in lines:
+        text.append(inert(f"{who}: "), style="bold")
+        cut = said if len(said) <= SHOWN_CHARS else said[:SHOWN_CHARS] + "…"
+        text.append(inert(cut))
+        text.append("\n\n")
+    if not lines:
+        text.append("(no events yet)", style="dim")
+    text.rstrip()
+    return text
+
+
+class ReadOnlyScreen(ModalScreen[None]):
+    """The held session's conversation, scrolling; nothing can be sent. Esc closes."""
+
+    DEFAULT_CSS = (
+        MODAL_CSS.format(name="ReadOnlyScreen")
+        + """
+    ReadOnlyScreen > Vertical { width: 100; height: 90%; }
+    ReadOnlyScreen VerticalScroll { height: 1fr; }
+    """
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss(None)", "close")]
+
+    def __init__(self, title: str, lines: Lines) -> None:
+        super().__init__()
+        self.heading = title
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(inert_text(f"{self.heading} (read-only)"), classes="title")
+            with VerticalScroll():
+                yield Static(transcript_text(self.lines), id="transcript")
+            yield Static("[b]Esc[/b] back", classes="keys")
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).scroll_end(animate=False)
+
+
+class HeldScreen(ModalScreen[str | None]):
+    """Says which process holds the session; p picker, n new, v read-only, q quit."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="HeldScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p,ctrl+o", f"dismiss('{PICK}')", "pick a session"),
+        Binding("n,ctrl+n", f"dismiss('{NEW}')", "new session"),
+        Binding("v", "view", "view read-only"),
+        Binding("q", f"dismiss('{QUIT}')", "quit"),
+        Binding("escape", "dismiss(None)", "close"),
+    ]
+
+    def __init__(self, said: str, load: Callable[[], Awaitable[Lines]]) -> None:
+        super().__init__()
+        self.said = said
+        self._load = load
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Session in use", classes="title")
+            yield Static(
+                inert_text(
+                    f"{self.said}. Two writers at once would fork its HEAD, "
+                    "so it is not opened here."
+                ),
+                id="held",
+            )
+            yield Static(
+                "[b]p[/b] pick another session   [b]n[/b] new session\n"
+                "[b]v[/b] view it read-only   [b]q[/b] quit",
+                classes="keys",
+            )
+
+    async def action_view(self) -> None:
+        lines = await self._load()
+        self.app.push_screen(ReadOnlyScreen(self.said.split(" is open")[0], lines))
+
+
+class HeldApp(Protocol):
+    """What :func:`ask_held` needs of the app."""
+
+    workspace: Workspace
+    session: AgentSession | None
+
+    def push_screen(self, screen: HeldScreen, callback: Callable[[str | None], Any]) -> Any:
+        """Show the dialog; ``callback`` gets its answer."""
+
+    async def action_quit(self) -> None:
+        """End the app."""
+
+    async def action_sessions(self) -> None:
+        """Open the session picker."""
+
+    async def open_session(self, session_id: str | None) -> bool:
+        """Open a session (None: a new one)."""
+
+
+def ask_held(app: HeldApp, held: SessionHeld) -> None:
+    """Another process holds the session: say who, and offer the picker, a new
+    session, a read-only look or quitting (Esc with no session open: a new one,
+    so the app never stays without a session)."""
+    store = app.workspace.store
+
+    async def load() -> Lines:
+        try:
+            return await off_loop(lambda: transcript(store, held.session_id))
+        except StoreError as exc:
+            return [("error", f"cannot read the session: {exc}")]
+
+    async def chosen(choice: str | None) -> None:
+        if choice == QUIT:
+            await app.action_quit()
+        elif choice == PICK:
+            await app.action_sessions()
+        elif choice == NEW or app.session is None:
+            await app.open_session(None)
+
+    app.push_screen(HeldScreen(str(held), load), callback=chosen)
