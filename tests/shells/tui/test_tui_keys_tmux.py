@@ -30,6 +30,12 @@ def terminal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Termina
         term.close()
 
 
+def saved(screen: str) -> bool:
+    """Whether the status bar says what is shown is saved (``✓ saved``, or ``✓``
+    alone where the bar is narrow)."""
+    return "✓ saved" in screen or "│ ✓ │" in screen
+
+
 def prompt_box(shown: str) -> str:
     """The text in the prompt box (the line between its borders)."""
     for line in shown.splitlines():
@@ -43,7 +49,7 @@ def said(term: Terminal, text: str) -> str:
     a narrow screen wraps it beside the timeline)."""
 
     def answered(shown: str) -> bool:
-        held = messages(term) if "✓ saved" in shown else []
+        held = messages(term) if saved(shown) else []
         return bool(held) and held[-1].startswith(f"{REPLY} '{text}'")
 
     return term.wait_for(answered, f"the answer to {text!r}")
@@ -175,19 +181,25 @@ def test_a_click_on_a_folded_result_leaves_the_keys_with_the_prompt(reading: Ter
     sent as a prompt (it went to the fold, and nowhere)."""
     reading.start()
     reading.burst("read it", "Enter")
-    shown = reading.wait_for(lambda s: "▶" in s and "✓ saved" in s, "the folded result")
-    [(x, y)] = [(line.index("▶"), y) for y, line in enumerate(shown.splitlines()) if "▶" in line]
+    reading.wait_for(lambda s: "▶" in s and saved(s), "the folded result")
     # a click in the moment the turn's end is drawn can go unseen (so it did before
-    # issue 25 too): clicked again until the fold opens
+    # issue 25 too): clicked again until the fold opens, where it is now (the chat
+    # may have scrolled), and only while it shows folded (a click on an open fold
+    # closes it: a slow redraw is no reason)
     for _ in range(5):
-        click(reading, x, y)
+        now = reading.screen()
+        if "line 29" in now:
+            break
+        folded = [(line.index("▶"), y) for y, line in enumerate(now.splitlines()) if "▶" in line]
+        if len(folded) == 1:
+            click(reading, *folded[0])
         with contextlib.suppress(AssertionError):
-            reading.wait_for(lambda s: "line 29" in s, "the fold open", timeout=1.5)
+            reading.wait_for(lambda s: "line 29" in s, "the fold open", timeout=3)
             break
     # opened, and the keys are with the prompt (else its border names the place)
     reading.wait_for(lambda s: "line 29" in s and "keys:" not in s, "the result opened")
     reading.burst("next", "Enter")
-    reading.wait_for(lambda s: "two" in s and "✓ saved" in s, "the answer to the next prompt")
+    reading.wait_for(lambda s: "two" in s and saved(s), "the answer to the next prompt")
     assert prompts(reading)[-1] == "next"
 
 
@@ -202,7 +214,7 @@ def test_the_approval_fields_keys_are_in_order_and_the_next_prompt_is_not_a_rule
     asking.wait_for(lambda s: "Allow bash?" in s, "the question")
     time.sleep(0.7)  # the dialog's grace: keys typed before a pause are not answers
     asking.burst("e", "C-u", "git log --oneline -1", "Enter", "next prompt", "Enter")
-    asking.wait_for(lambda s: "answered" in s and "✓ saved" in s, "the queued prompt's answer")
+    asking.wait_for(lambda s: "answered" in s and saved(s), "the queued prompt's answer")
     assert "Allow bash?" not in asking.screen()
     [info] = Store(asking.home).list_sessions()
     assert info.extra.get("allowed") == ["bash git log --oneline -1"], info.extra
