@@ -104,6 +104,15 @@ from .sandbox_hide import (
     mount_args,
     pin_args,
 )
+from .sandbox_home import (
+    HOME_MODES,
+    HomeMode,
+    home_args,
+    home_tail,
+    home_view,
+    keep_hidden,
+    split_unhide,
+)
 from .sandbox_sockets import socket_entries
 from .seccomp import filter_fd, filter_program
 
@@ -180,12 +189,16 @@ class SandboxSettings:
     writable: tuple[str, ...] = ()
     #: paths commands cannot read (:mod:`infai.tools.sandbox_hide`)
     hidden: tuple[str, ...] = field(default_factory=default_hidden)
+    #: whether ``$HOME`` outside the working directory is hidden (:mod:`.sandbox_home`)
+    home: HomeMode = "hidden"
+    #: the user's ``unhide`` entries inside ``$HOME``: readable when it is hidden
+    home_unhide: tuple[str, ...] = ()
 
 
 # -- configuration ---------------------------------------------------------------------
 
 #: what a project's file may not set: each would loosen the sandbox
-LOOSENING = ("mode", "network", "pass_env", "writable", "unhide")
+LOOSENING = ("mode", "network", "home", "pass_env", "writable", "unhide")
 
 
 def parse_sandbox(
@@ -209,6 +222,10 @@ def parse_sandbox(
             if item not in MODES:
                 raise ValueError(f"{where}: must be one of {', '.join(MODES)}, not {item!r}")
             changes[key] = item
+        elif key == "home":
+            if item not in HOME_MODES:
+                raise ValueError(f"{where}: must be one of {', '.join(HOME_MODES)}, not {item!r}")
+            changes[key] = item
         elif key == "network":
             if not isinstance(item, bool):
                 raise ValueError(f"{where}: must be true or false, not {item!r}")
@@ -216,23 +233,26 @@ def parse_sandbox(
         elif key in ("pass_env", "secret_env", "writable", "hidden", "unhide"):
             changes[key] = _strings(where, item)
         else:
-            known = "mode, network, pass_env, secret_env, writable, hidden, unhide"
+            known = "mode, network, home, pass_env, secret_env, writable, hidden, unhide"
             raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
     _check_lists(changes)
     notices = []
     if project:
-        ignored = [key for key in LOOSENING if key in changes]
+        tighter = {"home": "hidden"} if changes.get("home") == "hidden" else {}
+        ignored = [key for key in LOOSENING if key in changes and key not in tighter]
         if ignored:
             notices.append(
                 f"sandbox: {', '.join(ignored)} ignored: a project's config may not "
                 "loosen the sandbox (set it in your own config)"
             )
-        changes = {k: changes.get(k, ()) for k in ("secret_env", "hidden")}
+        changes = {k: changes.get(k, ()) for k in ("secret_env", "hidden")} | tighter
     if "secret_env" in changes:
         changes["secret_env"] = (*current.secret_env, *changes["secret_env"])
     if "hidden" in changes or "unhide" in changes:
-        unhide = changes.pop("unhide", ())
+        known_hidden = (*current.hidden, *changes.get("hidden", ()))
+        unhide, in_home = split_unhide(known_hidden, changes.pop("unhide", ()))
         changes["hidden"] = merge_hidden(current.hidden, changes.get("hidden", ()), unhide)
+        changes["home_unhide"] = (*current.home_unhide, *in_home)
     return replace(current, **changes), notices
 
 
@@ -554,6 +574,9 @@ class Sandbox:
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)
+        home = home_view(self.settings.home, [str(r) for r in roots], self.settings.home_unhide)
+        hidden = keep_hidden(home, hidden, [str(r) for r in roots])
+        args += home_args(home)  # before the roots: later mounts win
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
@@ -566,7 +589,7 @@ class Sandbox:
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
         for kept in protected:
             args += ["--ro-bind", kept, kept]
-        return [*args, *mount_args(hidden), "--chdir", str(wd), "--"]
+        return [*args, *mount_args(hidden), *home_tail(home), "--chdir", str(wd), "--"]
 
 
 def _mount_point(path: Path) -> None:
