@@ -271,17 +271,32 @@ def split_unhide(hidden: Sequence[str], unhide: Sequence[str]) -> tuple[list[str
 
 
 def home_report(
-    mode: HomeMode, unhide: Sequence[str], working_dir: str | None = None
+    mode: HomeMode,
+    unhide: Sequence[str],
+    working_dir: str | None = None,
+    writable: Sequence[str] = (),
 ) -> dict[str, Any]:
     """What ``infai doctor`` says of the home directory: its ``mode``, the ``home``
     path, whether it is ``hidden`` for a command run in ``working_dir`` (default:
-    the current directory), and the allowed paths that exist (``readable``,
-    ``~``-spelt), the user's ``unhide`` ones included."""
+    the current directory) with the absolute ``writable`` roots, the allowed paths
+    that exist (``readable``, ``~``-spelt, one inside another left out), the
+    user's ``unhide`` ones included, and the ``writable`` roots in it."""
     wd = os.path.realpath(working_dir or os.getcwd())
-    view = home_view(mode, [wd], unhide)
     home = os.path.normpath(os.path.expanduser("~"))
-    readable = [_tilde(p, home) for p in allowed_entries(unhide)] if view else []
-    return {"mode": mode, "path": home, "hidden": view is not None, "readable": readable}
+    roots = [os.path.normpath(os.path.expanduser(w)) for w in writable]
+    roots = [r for r in roots if os.path.isabs(r) and os.path.isdir(r)]
+    view = home_view(mode, [wd, *(os.path.realpath(r) for r in roots)], unhide)
+    readable: list[str] = []
+    for path in allowed_entries(unhide) if view else []:
+        if not any(_within(path, p) for p in readable):
+            readable.append(path)
+    return {
+        "mode": mode,
+        "path": home,
+        "hidden": view is not None,
+        "readable": [_tilde(p, home) for p in readable],
+        "writable": [_tilde(r, home) for r in roots if _within(r, home)],
+    }
 
 
 def _tilde(path: str, home: str) -> str:
