@@ -159,3 +159,9 @@ def test_the_setting_and_who_may_set_it(home: Path) -> None:
         parse_sandbox({"unhide": ["~"]}, HIDDEN, project=False)
     with pytest.raises(ValueError, match=r"sandbox\.unhide: '~/no-such' is not a hidden path"):
         parse_sandbox({"unhide": ["~/no-such"]}, HIDDEN, project=False)
+
+
+def test_the_model_is_told(home: Path) -> None:
+    told = Bash(sandbox=Sandbox(HIDDEN)).spec.description
+    assert "missing in the sandbox, by the user's policy (sandbox.home)" in told
+    assert "sandbox.home" not in Bash(sandbox=Sandbox(VISIBLE)).spec.description

@@ -31,6 +31,7 @@ from .policy import (
 )
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 from .sandbox_hide import hidden_report
+from .sandbox_home import home_report
 
 __all__ = [
     "AllowAll",
@@ -54,5 +55,6 @@ __all__ = [
     "always_rules",
     "builtin_tools",
     "hidden_report",
+    "home_report",
     "parse_sandbox",
 ]

@@ -41,8 +41,12 @@ dropped:
   infai's own config and store (:attr:`Sandbox.private`), except the working
   directory and the way down to it.
 
-Not confined: reading anything else (a command reads whatever infai's user
-can, secrets in files not hidden included) and the CPU and memory it uses
+- ``$HOME`` outside the working directory is an empty tmpfs but for toolchain
+  locations bound back read-only (``home = "hidden"``, the default:
+  :mod:`infai.tools.sandbox_home`).
+
+Not confined: reading anything else outside ``$HOME`` (and, with ``home =
+"visible"``, in it: secrets in files not hidden included) and the CPU and memory it uses
 while it runs. A command run *outside* the
 sandbox (``outside_sandbox``, which the user approves each time) or with
 ``mode = "off"`` is confined by none of this.
@@ -69,11 +73,12 @@ confines. Configuration (user file only: a project's file may not loosen it)::
     [sandbox]
     mode = "auto"               # "auto" | "required" | "off"
     network = false
+    home = "hidden"             # "visible": $HOME readable but for `hidden`
     pass_env = ["CARGO_HOME"]   # more variables commands may see
     secret_env = ["MY_DB_URL"]  # variables they must never see
     writable = [".git", "~/.cache"]
     hidden = ["~/secrets"]      # more paths commands cannot read (a project may add)
-    unhide = ["~/.kube"]        # default hidden paths they may read after all
+    unhide = ["~/.kube"]        # default hidden (or $HOME) paths they may read after all
 """
 
 from __future__ import annotations

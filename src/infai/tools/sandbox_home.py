@@ -270,6 +270,18 @@ def split_unhide(hidden: Sequence[str], unhide: Sequence[str]) -> tuple[list[str
     return for_hidden, for_home
 
 
+def home_note(mode: HomeMode) -> str:
+    """What the model is told of the home directory (" " first; "" when visible):
+    a missing ``~/.bashrc`` there does not mean the user has none."""
+    if mode == "visible":
+        return ""
+    return (
+        " Your home directory (outside the working directory) shows only toolchain "
+        "directories (~/.cargo, ~/.npm, ~/.cache, ~/.gitconfig and the like), read-only; "
+        "the rest of it is missing in the sandbox, by the user's policy (sandbox.home)."
+    )
+
+
 def home_report(
     mode: HomeMode,
     unhide: Sequence[str],
@@ -317,6 +329,7 @@ __all__ = [
     "allowed_entries",
     "home_args",
     "home_dir",
+    "home_note",
     "home_report",
     "home_tail",
     "home_view",

@@ -24,6 +24,7 @@ from .base import ToolContext, ToolOutput
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 from .sandbox_hide import describe, mentioned
+from .sandbox_home import home_note
 
 DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
 CONFINED = (
@@ -69,6 +70,7 @@ class Bash:
             )
         else:  # confined: the model is told what reads as empty there, and why
             hidden = describe(self.sandbox.settings.hidden, self.sandbox.private)
+            hidden += home_note(self.sandbox.settings.home)
             self.spec = ToolSpec("bash", f"{DESCRIPTION} {CONFINED} {hidden}", Bash.spec.parameters)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:

@@ -151,8 +151,7 @@ def _home_check(sandbox: Sandbox, home: dict[str, Any]) -> bool:
 
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import hidden_report
-    from infai.tools.sandbox_home import home_report
+    from infai.tools import hidden_report, home_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
