@@ -93,9 +93,12 @@ def test_toolchains_stay_readable_their_credentials_do_not(home: Path, outside: 
     store = home / ".cache" / "infai"
     store.mkdir(parents=True)
     (store / "token").write_text(STORE)
+    (home / ".cache" / "huggingface").mkdir()
+    (home / ".cache" / "huggingface" / "token").write_text(CARGO_TOKEN)
     sandbox = Sandbox(HIDDEN, private=(store,))
     command = (
-        "cat ~/.cargo/config.toml ~/.cargo/credentials.toml ~/.cache/infai/token; "
+        "cat ~/.cargo/config.toml ~/.cargo/credentials.toml ~/.cache/infai/token "
+        "~/.cache/huggingface/token; "
         "git config user.name; echo x > ~/planted; echo x > ~/.cargo/planted; true"
     )
     for wd in (home / "proj", outside):

@@ -92,6 +92,7 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
     "~/.claude/.credentials.json",
     "~/.codex/auth.json",
     "~/.config/containers/auth.json",
+    "~/.cache/huggingface/token",
 )
 #: where the environment moves a credential location (see :func:`followed`): each
 #: variable, and what under its value is hidden ("": the value itself)

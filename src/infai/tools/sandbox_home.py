@@ -153,7 +153,8 @@ def allowed_entries(
     real_home = os.path.realpath(home)
     candidates: list[str] = []
     for entry in (*TOOLCHAIN_HOME, *unhide):
-        candidates += sorted(glob.glob(os.path.expanduser(entry))) or [os.path.expanduser(entry)]
+        path = home + entry[1:] if entry.startswith("~/") else os.path.expanduser(entry)
+        candidates += sorted(glob.glob(path)) if "*" in entry else [path]
     candidates += [env.get(name, "") for name in TOOLCHAIN_ENV]
     for part in env.get("PATH", "").split(os.pathsep):
         part = os.path.normpath(part) if os.path.isabs(part) else ""
