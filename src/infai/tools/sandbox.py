@@ -94,6 +94,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
+from . import sandbox_home as home_mod
 from .git_hardening import (
     GIT_ENV,
     GIT_OVERRIDES,
@@ -108,15 +109,6 @@ from .sandbox_hide import (
     merge_hidden,
     mount_args,
     pin_args,
-)
-from .sandbox_home import (
-    HOME_MODES,
-    HomeMode,
-    home_args,
-    home_tail,
-    home_view,
-    keep_hidden,
-    split_unhide,
 )
 from .sandbox_sockets import socket_entries
 from .seccomp import filter_fd, filter_program
@@ -195,7 +187,7 @@ class SandboxSettings:
     #: paths commands cannot read (:mod:`infai.tools.sandbox_hide`)
     hidden: tuple[str, ...] = field(default_factory=default_hidden)
     #: whether ``$HOME`` outside the working directory is hidden (:mod:`.sandbox_home`)
-    home: HomeMode = "hidden"
+    home: home_mod.HomeMode = "hidden"
     #: the user's ``unhide`` entries inside ``$HOME``: readable when it is hidden
     home_unhide: tuple[str, ...] = ()
 
@@ -228,8 +220,8 @@ def parse_sandbox(
                 raise ValueError(f"{where}: must be one of {', '.join(MODES)}, not {item!r}")
             changes[key] = item
         elif key == "home":
-            if item not in HOME_MODES:
-                raise ValueError(f"{where}: must be one of {', '.join(HOME_MODES)}, not {item!r}")
+            if item not in home_mod.HOME_MODES:
+                raise ValueError(f"{where}: must be one of hidden, visible, not {item!r}")
             changes[key] = item
         elif key == "network":
             if not isinstance(item, bool):
@@ -255,7 +247,7 @@ def parse_sandbox(
         changes["secret_env"] = (*current.secret_env, *changes["secret_env"])
     if "hidden" in changes or "unhide" in changes:
         known_hidden = (*current.hidden, *changes.get("hidden", ()))
-        unhide, in_home = split_unhide(known_hidden, changes.pop("unhide", ()))
+        unhide, in_home = home_mod.split_unhide(known_hidden, changes.pop("unhide", ()))
         changes["hidden"] = merge_hidden(current.hidden, changes.get("hidden", ()), unhide)
         changes["home_unhide"] = (*current.home_unhide, *in_home)
     return replace(current, **changes), notices
@@ -579,9 +571,10 @@ class Sandbox:
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)
-        home = home_view(self.settings.home, [str(r) for r in roots], self.settings.home_unhide)
-        hidden = keep_hidden(home, hidden, [str(r) for r in roots])
-        args += home_args(home)  # before the roots: later mounts win
+        tops = [str(r) for r in roots]
+        home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
+        hidden = home_mod.keep_hidden(home, hidden, tops)
+        args += home_mod.home_args(home)  # before the roots: later mounts win
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
@@ -594,7 +587,7 @@ class Sandbox:
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
         for kept in protected:
             args += ["--ro-bind", kept, kept]
-        return [*args, *mount_args(hidden), *home_tail(home), "--chdir", str(wd), "--"]
+        return [*args, *mount_args(hidden), *home_mod.home_tail(home), "--chdir", str(wd), "--"]
 
 
 def _mount_point(path: Path) -> None:
