@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,3 +170,23 @@ def test_the_model_is_told(home: Path) -> None:
     told = Bash(sandbox=Sandbox(HIDDEN)).spec.description
     assert "missing in the sandbox, by the user's policy (sandbox.home)" in told
     assert "sandbox.home" not in Bash(sandbox=Sandbox(VISIBLE)).spec.description
+
+
+def test_a_program_started_from_an_argv_sees_the_same_home(home: Path, outside: Path) -> None:
+    """An MCP stdio server (:meth:`Sandbox.launch_argv`) kept in ``~/tools`` is out
+    of sight until ``unhide`` names it."""
+    (home / "tools").mkdir()
+    (home / "tools" / "server.py").write_text("print('server-ran')\n")
+    argv = [sys.executable, str(home / "tools" / "server.py")]
+    unhidden, _ = parse_sandbox({"unhide": ["~/tools"]}, HIDDEN, project=False)
+    ran = []
+    for settings in (HIDDEN, unhidden):
+        launch = Sandbox(settings).launch_argv(argv, outside)
+        try:
+            done = subprocess.run(
+                launch.argv, env=launch.env, pass_fds=launch.fds, capture_output=True, text=True
+            )
+        finally:
+            launch.close()
+        ran.append("server-ran" in done.stdout)
+    assert ran == [False, True]
