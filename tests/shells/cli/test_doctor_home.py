@@ -62,6 +62,15 @@ def test_doctor_says_what_of_home_a_command_reads(home: Path) -> None:
     }
 
 
+def test_a_writable_root_in_home_is_listed_and_passes(home: Path) -> None:
+    (home / "scratch").mkdir()
+    (home / "user.toml").write_text('[sandbox]\nwritable = ["~/scratch"]\n')
+    result = doctor()
+    assert result.exit_code == 0, result.output
+    assert "  ~/scratch (writable: sandbox.writable)\n" in result.stdout
+    assert "PASS: ~ lists .cargo, scratch there" in result.stdout
+
+
 def test_visible_home_is_said(home: Path) -> None:
     (home / "user.toml").write_text('[sandbox]\nhome = "visible"\n')
     result = doctor()

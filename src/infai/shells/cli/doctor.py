@@ -165,7 +165,10 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         "reason": probe.reason,
         **hidden_report(sandbox.settings.hidden, sandbox.private),
         "home": home_report(
-            sandbox.settings.home, sandbox.settings.home_unhide, tempfile.gettempdir()
+            sandbox.settings.home,
+            sandbox.settings.home_unhide,
+            tempfile.gettempdir(),
+            sandbox.settings.writable,
         ),
     }
     if probe.ok:
