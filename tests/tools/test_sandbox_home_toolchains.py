@@ -3,8 +3,9 @@
 A tiny project is built and tested inside the sandbox with git, make, Python
 (pytest, pip, a module from the user's site-packages), npm and cargo, twice:
 with a fresh ``$HOME`` populated by really using those tools (``git config
---global``, a user site module, npm's and cargo's own directories, rustup's
-home linked in where the machine's cargo is rustup's), where every step must
+--global``, a user site module, npm's ``~/.npm``, a cargo alias in
+``~/.cargo/config.toml``, rustup's home linked in where the machine's cargo is
+rustup's), where every step must
 pass; and with the machine's real ``$HOME`` (only read: the sandbox mounts it
 read-only), where each step must do with the home hidden what it does with it
 visible. Slow (cargo, npm): ``make crash``. CI installs cargo and npm (``.ci/run``).
@@ -42,7 +43,7 @@ STEPS = (
     f"{BASE_PY} -c 'import homemod; print(homemod.WHO)'",
     "npm --version >/dev/null && npm init -y >/dev/null && "
     "npm pkg set scripts.hi='echo npm-ran' && npm run -s hi",
-    "cargo new -q --vcs none hello && cd hello && cargo build -q --offline && ./target/debug/hello",
+    "cargo new -q --vcs none hello && cd hello && cargo build -q --offline && cargo hi",
 )
 EXPECTED = ("Tool Chain", "make-ran", "1 passed", "pip", "user-site", "npm-ran", "Hello, world!")
 
@@ -82,7 +83,9 @@ def _populate(home: Path, real_home: Path) -> None:
     (Path(site) / "homemod.py").write_text("WHO = 'user-site'\n")
     if (real_home / ".rustup").is_dir():  # the machine's cargo is rustup's proxy
         (home / ".rustup").symlink_to(real_home / ".rustup")
-    with tempfile.TemporaryDirectory() as scratch:  # npm and cargo make their homes
+    (home / ".cargo").mkdir()  # an alias of the user's: read from ~/.cargo/config.toml
+    (home / ".cargo" / "config.toml").write_text('[alias]\nhi = "run -q --offline"\n')
+    with tempfile.TemporaryDirectory() as scratch:  # npm makes its ~/.npm
         subprocess.run(["npm", "init", "-y"], cwd=scratch, env=env, capture_output=True)
         subprocess.run(
             ["cargo", "new", "-q", "--vcs", "none", "warm"], cwd=scratch, env=env, check=True
