@@ -5,7 +5,9 @@ a home there would be out of sight anyway) holding credential files with marker
 secrets. Each attack runs through the ``bash`` tool and is judged by its output
 (no marker) and by the host (nothing changed); each has a control, the same
 command with nothing hidden (or unconfined), that shows the marker, so the
-check would see the attack succeed.
+check would see the attack succeed. The home directory stays visible
+(``home = "visible"``): these check the hidden list alone, and
+``test_sandbox_home.py`` hiding the rest of ``$HOME``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ READ_ALL = (
 )
 
 
+VISIBLE = SandboxSettings(home="visible")
+
+
 def bash(wd: Path, command: str, sandbox: Sandbox | None = None, **args: Any) -> ToolOutput:
-    tool = Bash(sandbox=sandbox or Sandbox())
+    tool = Bash(sandbox=sandbox or Sandbox(VISIBLE))
     return asyncio.run(tool.run({"command": command, **args}, ToolContext(wd, "s")))
 
 
@@ -89,7 +94,7 @@ def test_credentials_read_as_nothing_and_stay_unchanged(home: Path) -> None:
     assert {k: v for k, v in after.items() if k not in made} == before
     assert "Read-only file system" in out.content  # the writes were stopped, and said so
     # control: nothing hidden, the same reads find every secret
-    shown = bash(wd, READ_ALL, Sandbox(SandboxSettings(hidden=())))
+    shown = bash(wd, READ_ALL, Sandbox(SandboxSettings(hidden=(), home="visible")))
     assert all(m in shown.content for m in MARKERS), shown.content
 
 
@@ -108,7 +113,7 @@ def test_a_symlink_in_the_working_dir_reads_nothing(home: Path) -> None:
     command = "cat key awsdir/credentials; grep -r MARKER -R .; true"
     out = bash(wd, command)
     assert SSH not in out.content and AWS not in out.content, out.content
-    control = bash(wd, command, Sandbox(SandboxSettings(hidden=())))
+    control = bash(wd, command, Sandbox(SandboxSettings(hidden=(), home="visible")))
     assert SSH in control.content and AWS in control.content
 
 
@@ -124,7 +129,7 @@ def test_symlinked_entries_hide_their_targets(home: Path) -> None:
     command = "cat ~/.ssh/id_ed25519 ~/dotfiles/ssh/id_ed25519 ~/dotfiles/aws-credentials; true"
     out = bash(home / "proj", command)
     assert SSH not in out.content and AWS not in out.content, out.content
-    control = bash(home / "proj", command, Sandbox(SandboxSettings(hidden=())))
+    control = bash(home / "proj", command, Sandbox(SandboxSettings(hidden=(), home="visible")))
     assert SSH in control.content and AWS in control.content
 
 
@@ -167,7 +172,8 @@ def test_too_big_a_directory_around_the_working_dir_is_refused(
 
 def test_missing_and_nested_entries_are_fine(home: Path) -> None:
     settings = SandboxSettings(
-        hidden=("~/.ssh", "~/.ssh/id_ed25519", "~/no-such-dir", "/no/such/file", "~/.netrc")
+        hidden=("~/.ssh", "~/.ssh/id_ed25519", "~/no-such-dir", "/no/such/file", "~/.netrc"),
+        home="visible",
     )
     out = bash(
         home / "proj",
@@ -190,7 +196,7 @@ def test_unconfined_commands_are_not_affected(home: Path) -> None:
 
 def test_a_sandboxed_mcp_server_reads_nothing_either(home: Path) -> None:
     """Stdio MCP servers start through ``launch_argv``: the same hidden paths."""
-    sandbox = Sandbox()
+    sandbox = Sandbox(VISIBLE)
     argv = ["/bin/sh", "-c", "cat ~/.ssh/id_ed25519 ~/.netrc; echo end"]
     launch = sandbox.launch_argv(argv, home / "proj")
     try:
@@ -209,10 +215,12 @@ def test_private_paths_are_hidden_whatever_the_settings(home: Path) -> None:
     (store / "sessions" / "s1").mkdir(parents=True)
     (store / "sessions" / "s1" / "events").write_text("MARKER-session")
     (store / "token").write_text("MARKER-token")
-    sandbox = Sandbox(SandboxSettings(hidden=()), private=(store,))
+    sandbox = Sandbox(SandboxSettings(hidden=(), home="visible"), private=(store,))
     out = bash(home / "proj", "grep -r MARKER ~/store; cat ~/store/token; true", sandbox)
     assert "MARKER-session" not in out.content and "MARKER-token" not in out.content
-    control = bash(home / "proj", "cat ~/store/token", Sandbox(SandboxSettings(hidden=())))
+    control = bash(
+        home / "proj", "cat ~/store/token", Sandbox(SandboxSettings(hidden=(), home="visible"))
+    )
     assert "MARKER-token" in control.content
 
 

@@ -41,7 +41,7 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def required(hidden: tuple[str, ...] = DEFAULT_HIDDEN, **kw: Any) -> Sandbox:
     """A confining sandbox whose description is built without probing for bwrap."""
-    return Sandbox(SandboxSettings(mode="required", hidden=hidden), **kw)
+    return Sandbox(SandboxSettings(mode="required", hidden=hidden, home="visible"), **kw)
 
 
 def run(wd: Path, command: str, sandbox: Sandbox, **args: Any) -> ToolOutput:
@@ -146,16 +146,20 @@ def test_the_working_directory_is_never_claimed(home: Path) -> None:
 
 @needs_bwrap
 def test_the_output_says_a_named_hidden_path_read_as_empty(home: Path) -> None:
-    out = run(home / "proj", "cat ~/.ssh/config; wc -c < ~/.netrc", Sandbox())
+    out = run(
+        home / "proj",
+        "cat ~/.ssh/config; wc -c < ~/.netrc",
+        Sandbox(SandboxSettings(home="visible")),
+    )
     assert "Host x" not in out.content
     assert out.content.rstrip().endswith("whatever is on the machine: ~/.ssh, ~/.netrc")
-    plain = run(home / "proj", "echo hello", Sandbox())
+    plain = run(home / "proj", "echo hello", Sandbox(SandboxSettings(home="visible")))
     assert "[sandbox]" not in plain.content
 
 
 @needs_bwrap
 def test_no_note_where_nothing_was_hidden(home: Path) -> None:
     """Unconfined, or the path unhidden: the command read the real file."""
-    for sandbox in (Sandbox.off(), Sandbox(SandboxSettings(hidden=("~/.netrc",)))):
+    for sandbox in (Sandbox.off(), Sandbox(SandboxSettings(hidden=("~/.netrc",), home="visible"))):
         out = run(home / "proj", "cat ~/.ssh/config", sandbox)
         assert "Host x" in out.content and "[sandbox]" not in out.content

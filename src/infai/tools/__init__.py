@@ -32,6 +32,7 @@ from .policy import (
 )
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 from .sandbox_hide import hidden_report
+from .sandbox_home import home_report
 from .write_budget import budget_line, budget_report
 
 __all__ = [
@@ -60,5 +61,6 @@ __all__ = [
     "builtin_tools",
     "find_bash",
     "hidden_report",
+    "home_report",
     "parse_sandbox",
 ]

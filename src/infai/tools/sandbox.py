@@ -41,10 +41,13 @@ dropped:
   infai's own config and store (:attr:`Sandbox.private`), except the working
   directory and the way down to it.
 
-- what one command writes is bounded (:mod:`infai.tools.write_budget`).
+- what one command writes is bounded (:mod:`infai.tools.write_budget`);
+- ``$HOME`` outside the working directory is an empty tmpfs but for toolchain
+  locations bound back read-only (``home = "hidden"``, the default:
+  :mod:`infai.tools.sandbox_home`).
 
-Not confined: reading anything else (a command reads whatever infai's user
-can, secrets in files not hidden included) and the CPU and memory it uses
+Not confined: reading anything else outside ``$HOME`` (and, with ``home =
+"visible"``, in it: secrets in files not hidden included) and the CPU and memory it uses
 while it runs. A command run *outside* the
 sandbox (``outside_sandbox``, which the user approves each time) or with
 ``mode = "off"`` is confined by none of this.
@@ -73,11 +76,12 @@ confines. Configuration (user file only: a project's file may not loosen it)::
     [sandbox]
     mode = "auto"               # "auto" | "required" | "off"
     network = false
+    home = "hidden"             # "visible": $HOME readable but for `hidden`
     pass_env = ["CARGO_HOME"]   # more variables commands may see
     secret_env = ["MY_DB_URL"]  # variables they must never see
     writable = [".git", "~/.cache"]
     hidden = ["~/secrets"]      # more paths commands cannot read (a project may add)
-    unhide = ["~/.kube"]        # default hidden paths they may read after all
+    unhide = ["~/.kube"]        # default hidden (or $HOME) paths they may read after all
     write_budget = "8GiB"       # what one command may write (or "off"): write_budget.py
 """
 
@@ -94,6 +98,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
+from . import sandbox_home as home_mod
 from .bash_path import shell_argv, startup_variable
 from .git_hardening import (
     GIT_ENV,
@@ -189,12 +194,16 @@ class SandboxSettings:
     hidden: tuple[str, ...] = field(default_factory=default_hidden)
     #: bytes a command may write (:mod:`infai.tools.write_budget`); None: no limit
     write_budget: int | None = DEFAULT_BUDGET
+    #: whether ``$HOME`` outside the working directory is hidden (:mod:`.sandbox_home`)
+    home: home_mod.HomeMode = "hidden"
+    #: the user's ``unhide`` entries inside ``$HOME``: readable when it is hidden
+    home_unhide: tuple[str, ...] = ()
 
 
 # -- configuration ---------------------------------------------------------------------
 
 #: what a project's file may not set: each would loosen the sandbox
-LOOSENING = ("mode", "network", "pass_env", "writable", "unhide", "write_budget")
+LOOSENING = ("mode", "network", "home", "pass_env", "writable", "unhide", "write_budget")
 
 
 def parse_sandbox(
@@ -218,6 +227,10 @@ def parse_sandbox(
             if item not in MODES:
                 raise ValueError(f"{where}: must be one of {', '.join(MODES)}, not {item!r}")
             changes[key] = item
+        elif key == "home":
+            if item not in home_mod.HOME_MODES:
+                raise ValueError(f"{where}: must be one of hidden, visible, not {item!r}")
+            changes[key] = item
         elif key == "network":
             if not isinstance(item, bool):
                 raise ValueError(f"{where}: must be true or false, not {item!r}")
@@ -227,23 +240,28 @@ def parse_sandbox(
         elif key == "write_budget":
             changes[key] = parse_budget(where, item)
         else:
-            known = "mode, network, pass_env, secret_env, writable, hidden, unhide, write_budget"
+            known = (
+                "mode, network, home, pass_env, secret_env, writable, hidden, unhide, write_budget"
+            )
             raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
     _check_lists(changes)
     notices = []
     if project:
-        ignored = [key for key in LOOSENING if key in changes]
+        tighter = {"home": "hidden"} if changes.get("home") == "hidden" else {}
+        ignored = [key for key in LOOSENING if key in changes and key not in tighter]
         if ignored:
             notices.append(
                 f"sandbox: {', '.join(ignored)} ignored: a project's config may not "
                 "loosen the sandbox (set it in your own config)"
             )
-        changes = {k: changes.get(k, ()) for k in ("secret_env", "hidden")}
+        changes = {k: changes.get(k, ()) for k in ("secret_env", "hidden")} | tighter
     if "secret_env" in changes:
         changes["secret_env"] = (*current.secret_env, *changes["secret_env"])
     if "hidden" in changes or "unhide" in changes:
-        unhide = changes.pop("unhide", ())
+        known_hidden = (*current.hidden, *changes.get("hidden", ()))
+        unhide, in_home = home_mod.split_unhide(known_hidden, changes.pop("unhide", ()))
         changes["hidden"] = merge_hidden(current.hidden, changes.get("hidden", ()), unhide)
+        changes["home_unhide"] = (*current.home_unhide, *in_home)
     return replace(current, **changes), notices
 
 
@@ -571,6 +589,10 @@ class Sandbox:
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)
+        tops = [str(r) for r in roots]
+        home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
+        hidden = home_mod.keep_hidden(home, hidden, tops)
+        args += home_mod.home_args(home)  # before the roots: later mounts win
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
@@ -583,7 +605,7 @@ class Sandbox:
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
         for kept in protected:
             args += ["--ro-bind", kept, kept]
-        return [*args, *mount_args(hidden), "--chdir", str(wd), "--"]
+        return [*args, *mount_args(hidden), *home_mod.home_tail(home), "--chdir", str(wd), "--"]
 
 
 def _mount_point(path: Path) -> None:

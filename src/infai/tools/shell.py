@@ -25,6 +25,7 @@ from .bash_path import ShellMissing
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 from .sandbox_hide import describe, mentioned
+from .sandbox_home import home_note
 from .write_budget import WriteGuard, notes
 
 DESCRIPTION = "Run a shell command in the working directory; returns exit code and output."
@@ -71,6 +72,7 @@ class Bash:
             )
         else:  # confined: the model is told what reads as empty there, and why
             hidden = describe(self.sandbox.settings.hidden, self.sandbox.private)
+            hidden += home_note(self.sandbox.settings.home)
             self.spec = ToolSpec("bash", f"{DESCRIPTION} {CONFINED} {hidden}", Bash.spec.parameters)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:

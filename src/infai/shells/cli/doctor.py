@@ -137,9 +137,21 @@ def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
     return all(r["empty_in_sandbox"] for r in there)
 
 
+def _home_check(sandbox: Sandbox, home: dict[str, Any]) -> bool:
+    """List the home directory in the sandbox, from a directory outside it: sets
+    ``home["seen"]`` (its entries there); whether, when hidden, only the first
+    names of the readable paths appear."""
+    with tempfile.TemporaryDirectory(prefix="infai-doctor-") as wd:
+        listing = _run(sandbox, 'ls -A -- "$HOME"', Path(wd)).stdout.split("\n")
+    home["seen"] = seen = sorted(name for name in listing if name)
+    if not home["hidden"]:
+        return True
+    return set(seen) <= _first_names(home)
+
+
 def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     """Everything ``infai doctor`` reports, as data (``--json`` prints it)."""
-    from infai.tools import bash_missing, budget_report, find_bash, hidden_report
+    from infai.tools import bash_missing, budget_report, find_bash, hidden_report, home_report
 
     probe = sandbox.probe()
     bwrap = probe.bwrap or shutil.which("bwrap")
@@ -154,6 +166,12 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         **hidden_report(sandbox.settings.hidden, sandbox.private),
         "bash": find_bash(),
         **budget_report(sandbox.settings.write_budget, probe.bwrap if probe.ok else None),
+        "home": home_report(
+            sandbox.settings.home,
+            sandbox.settings.home_unhide,
+            tempfile.gettempdir(),
+            sandbox.settings.writable,
+        ),
     }
     if report["bash"] is None:  # commands are refused, confined or not
         report["reason"] = bash_missing()
@@ -164,12 +182,14 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         report["hidden_paths_empty"] = _hidden_check(sandbox, rows)
         report.update(uring_check(sandbox))
         report.update(unix_socket_check(sandbox))
+        report["home_hidden"] = _home_check(sandbox, report["home"])
         checks = (
             "write_outside_blocked",
             "write_git_blocked",
             "hidden_paths_empty",
             "io_uring_blocked",
             "unix_sockets_unreachable",
+            "home_hidden",
         )
         failed = [k for k in checks if not report[k]]
         if not report["write_inside_allowed"]:
@@ -231,6 +251,7 @@ def _report(as_json: bool) -> None:
             echo(line)
         echo(budget_line(report))
         _print_hidden(report, mode)
+        _print_home(report["home"])
         if confined:
             echo("the sandbox works: shell commands run confined")
         elif mode == "off":
@@ -259,6 +280,28 @@ def _print_hidden(report: dict[str, Any], mode: str) -> None:
         echo(f"  ({absent} more configured, not on this machine)")
     if report["unhidden"]:
         echo(f"unhidden by your config (sandbox.unhide): {', '.join(report['unhidden'])}")
+
+
+def _first_names(home: dict[str, Any]) -> set[str]:
+    """The names in the home directory its readable and writable paths start with."""
+    return {p.removeprefix("~/").split("/")[0] for p in (*home["readable"], *home["writable"])}
+
+
+def _print_home(home: dict[str, Any]) -> None:
+    """What of the home directory a command reads (``sandbox.home``)."""
+    if home["mode"] == "visible":
+        echo(f"home directory {home['path']}: visible (sandbox.home): commands read all of it")
+        echo("  but the hidden paths above")
+        return
+    echo(f"home directory {home['path']}: hidden (sandbox.home); commands read only these of it,")
+    echo("  read-only (toolchains, sandbox.unhide), and the working directory:")
+    for path in home["readable"]:
+        echo(f"  {path}")
+    for path in home["writable"]:
+        echo(f"  {path} (writable: sandbox.writable)")
+    if "seen" in home:
+        ok = set(home["seen"]) <= _first_names(home)
+        echo(f"  {'PASS' if ok else 'FAIL'}: ~ lists {', '.join(home['seen']) or 'nothing'} there")
 
 
 @click.command("doctor")
