@@ -11,6 +11,7 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     InfaiError
     ├── StoreError                 infai.store: the session store
     │   ├── InvalidInput           bad id, kind, record or metadata; nothing written (a ValueError)
+    │   ├── SessionHeld            infai.shells.tui: another process has it open for writing
     │   ├── SessionNotFound        no session with that id (a KeyError)
     │   ├── EventNotFound          no event with that id in the session (a KeyError)
     │   ├── ObjectNotFound         no store-wide object with that digest (a KeyError)
