@@ -72,6 +72,7 @@ def test_a_store_that_cannot_be_reached_answers_503(tmp_path: Path, work: Path) 
         server.close()
 
 
+@pytest.mark.slow
 def test_a_lost_database_answers_503_until_it_is_back(
     pg_cluster: str, pg_url: str, work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -117,6 +117,7 @@ CHOICES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("key", "size"), CHOICES)
 def test_a_continue_asks_about_files_changed_outside_and_does_as_answered(
     tmp_path: Path, key: str, size: tuple[int, int]

@@ -112,6 +112,7 @@ def test_after_tab_the_keys_still_reach_the_prompt_and_the_focus_is_drawn(
     assert prompts(terminal) == ["after model switch"]
 
 
+@pytest.mark.slow
 def test_a_burst_of_keys_is_applied_in_order(terminal: Terminal) -> None:
     """Bug 3: Ctrl-J, Ctrl-U and Backspace inside a burst act where they were typed,
     and a paste whose line breaks come as LF keys keeps its lines."""
@@ -178,6 +179,7 @@ def click(term: Terminal, x: int, y: int) -> None:
     term.run("send-keys", "-t", SESSION, "-H", *(f"{byte:02x}" for byte in sequence))
 
 
+@pytest.mark.slow
 def test_a_click_on_a_folded_result_leaves_the_keys_with_the_prompt(reading: Terminal) -> None:
     """Bug 2: a click opens a folded result, and what is typed next (with Enter) is
     sent as a prompt (it went to the fold, and nowhere)."""
