@@ -473,6 +473,11 @@ class AgentSession(SessionFiles, SessionHooks):
                     reads_denied=(
                         isinstance(self.permissions, Policy) and self.permissions.denies_reads()
                     ),
+                    denied_reads=(
+                        self.permissions.denied_read_patterns()
+                        if isinstance(self.permissions, Policy)
+                        else ()
+                    ),
                 ),
                 system=system,
                 cache=self.cache,

@@ -121,6 +121,7 @@ class TaskTool:
                     child.id,
                     readable=context.readable,
                     reads_denied=context.reads_denied,
+                    denied_reads=context.denied_reads,
                 ),
                 system=system,
                 max_steps=self.max_steps,

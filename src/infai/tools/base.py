@@ -36,6 +36,9 @@ class ToolContext:
     call_event_id: str | None = None
     readable: Readable | None = None
     reads_denied: bool = False
+    #: the read deny rules' patterns: the files they name are hidden from sandboxed
+    #: commands too (:mod:`~infai.tools.read_denied`)
+    denied_reads: tuple[str, ...] = ()
     _resolved: dict[str, Resolved] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -237,6 +237,18 @@ class Policy:
             for rule in self.all_rules()
         )
 
+    def denied_read_patterns(self) -> tuple[str, ...]:
+        """The patterns of the rules that deny reads (``read_file`` or ``grep``), for
+        hiding the files they name from sandboxed commands too; a pattern that
+        denies every read (empty, ``*``) is left out (it would hide the work)."""
+        return tuple(
+            rule.pattern
+            for rule in self.all_rules()
+            if rule.verdict == "deny"
+            and rule.pattern.strip("*/") != ""
+            and any(fnmatchcase(t, rule.tool) for t in READS)
+        )
+
     def may_read(self, relative_path: str) -> bool:
         """False when a deny rule for ``read_file`` or ``grep`` matches this path
         (relative to the working directory), so searches skip what may not be read."""

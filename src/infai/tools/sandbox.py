@@ -353,10 +353,18 @@ class Sandbox:
 
     # -- launching ---------------------------------------------------------------------
 
-    def launch(self, command: str, working_dir: Path, *, outside: bool = False) -> Launch:
+    def launch(
+        self,
+        command: str,
+        working_dir: Path,
+        *,
+        outside: bool = False,
+        hide: Sequence[str] = (),
+    ) -> Launch:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
-        not work here. Raises :class:`SandboxUnavailable` for mode required, and
+        not work here; ``hide``: more paths it may not read (the read rules' files).
+        Raises :class:`SandboxUnavailable` for mode required, and
         :class:`~.bash_path.ShellMissing` where bash is not installed."""
         shell = shell_argv(command)
         found = self.probe()
@@ -365,7 +373,7 @@ class Sandbox:
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir)
-        args = self.bwrap_args(found.bwrap, working_dir)
+        args = self.bwrap_args(found.bwrap, working_dir, hide)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
         argv = [*args[:-1], *_seccomp_flags(fds), "--", *limited]
@@ -402,7 +410,7 @@ class Sandbox:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
         return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
 
-    def bwrap_args(self, bwrap: str, working_dir: Path) -> list[str]:
+    def bwrap_args(self, bwrap: str, working_dir: Path, hide: Sequence[str] = ()) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
         Later mounts win, so read-only ones come after the writable roots, and the
         hidden paths last; the directories between a writable root and a read-only
@@ -430,7 +438,9 @@ class Sandbox:
             protected.append(str(target))
         sockets = socket_entries(os.environ, str(wd), [str(r) for r in roots[1:]])
         try:
-            hidden = hidden_paths((*self.settings.hidden, *self.private), wd, unscanned=sockets)
+            hidden = hidden_paths(
+                (*self.settings.hidden, *self.private, *hide), wd, unscanned=sockets
+            )
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)

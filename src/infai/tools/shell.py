@@ -23,6 +23,7 @@ from infai.llm import ToolSpec
 from .base import ToolContext, ToolOutput
 from .bash_path import ShellMissing
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
+from .read_denied import DeniedFiles, denied_files
 from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
 from .sandbox_hide import describe, mentioned
 from .sandbox_home import home_note
@@ -88,9 +89,17 @@ class Bash:
         outside = arguments.get("outside_sandbox", False)
         if not isinstance(outside, bool):
             return error(f"outside_sandbox must be true or false, not {outside!r}; nothing ran")
-        job = asyncio.ensure_future(
-            asyncio.to_thread(self.sandbox.launch, command, context.working_dir, outside=outside)
-        )
+        denied = DeniedFiles()
+
+        def launch_it() -> Launch:  # (a walk for the read rules' files, stat calls, git)
+            nonlocal denied
+            if not outside and context.denied_reads:
+                denied = denied_files(context.working_dir, context.denied_reads)
+            return self.sandbox.launch(
+                command, context.working_dir, outside=outside, hide=denied.paths
+            )
+
+        job = asyncio.ensure_future(asyncio.to_thread(launch_it))
         try:
             launch = await asyncio.shield(job)  # (its stat calls and git may block)
         except SandboxUnavailable as exc:
@@ -143,7 +152,7 @@ class Bash:
         if launch.confined and stopped_by_sandbox(text):
             text += f"\n{STOPPED_NOTE}"
         if launch.confined:
-            text += self._hidden_note(command, context.working_dir)
+            text += self._hidden_note(command, context.working_dir) + denied.note()
             text += notes(text, budget, proc.returncode)
         code = proc.returncode
         if written is not None:
