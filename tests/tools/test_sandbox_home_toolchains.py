@@ -1,14 +1,17 @@
 """Real toolchains under ``sandbox.home = "hidden"``: the measurement behind the default.
 
 A tiny project is built and tested inside the sandbox with git, make, Python
-(pytest, pip, a module from the user's site-packages), npm and cargo, twice:
+(pytest, pip, a module from the user's site-packages), npm, cargo and go, twice:
 with a fresh ``$HOME`` populated by really using those tools (``git config
 --global``, a user site module, npm's ``~/.npm``, a cargo alias in
 ``~/.cargo/config.toml``, rustup's home linked in where the machine's cargo is
 rustup's), where every step must
 pass; and with the machine's real ``$HOME`` (only read: the sandbox mounts it
 read-only), where each step must do with the home hidden what it does with it
-visible. Slow (cargo, npm): ``make crash``. CI installs cargo and npm (``.ci/run``).
+visible. Go's build cache lives in ``~/.cache``, which no command may write
+unless the user's ``writable`` names it (the README's own example does, and so
+do these runs). Slow (cargo, npm, go): ``make crash``. CI installs cargo, npm
+and go (``.ci/run``).
 """
 
 from __future__ import annotations
@@ -44,8 +47,20 @@ STEPS = (
     "npm --version >/dev/null && npm init -y >/dev/null && "
     "npm pkg set scripts.hi='echo npm-ran' && npm run -s hi",
     "cargo new -q --vcs none hello && cd hello && cargo build -q --offline && cargo hi",
+    "mkdir gohello && cd gohello && printf 'module hello\\n\\ngo 1.19\\n' > go.mod && "
+    "printf 'package main\\n\\nimport \"fmt\"\\n\\nfunc main() { fmt.Println(\"go-ran\") }\\n'"
+    " > main.go && go build -o hi . && ./hi",
 )
-EXPECTED = ("Tool Chain", "make-ran", "1 passed", "pip", "user-site", "npm-ran", "Hello, world!")
+EXPECTED = (
+    "Tool Chain",
+    "make-ran",
+    "1 passed",
+    "pip",
+    "user-site",
+    "npm-ran",
+    "Hello, world!",
+    "go-ran",
+)
 
 
 def _project(base: Path) -> Path:
@@ -57,7 +72,8 @@ def _project(base: Path) -> Path:
 
 def _run_steps(wd: Path, home: str) -> list[tuple[bool, str]]:
     """Each step's success and last output line, run in the sandbox with ``home``."""
-    tool = Bash(sandbox=Sandbox(SandboxSettings(home=home)))  # type: ignore[arg-type]
+    settings = SandboxSettings(home=home, writable=("~/.cache",))  # type: ignore[arg-type]
+    tool = Bash(sandbox=Sandbox(settings))
     out = []
     for step in STEPS:
         got = asyncio.run(tool.run({"command": step, "timeout": 120}, ToolContext(wd, "s")))
@@ -90,6 +106,9 @@ def _populate(home: Path, real_home: Path) -> None:
         subprocess.run(
             ["cargo", "new", "-q", "--vcs", "none", "warm"], cwd=scratch, env=env, check=True
         )
+        # go makes its build cache (~/.cache/go-build) on first use
+        subprocess.run(["go", "env", "GOCACHE"], env=env, capture_output=True, check=True)
+        (home / ".cache" / "go-build").mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture
@@ -106,7 +125,7 @@ def fresh_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def test_the_toolchains_are_here() -> None:
-    missing = [t for t in ("git", "make", "npm", "cargo") if shutil.which(t) is None]
+    missing = [t for t in ("git", "make", "npm", "cargo", "go") if shutil.which(t) is None]
     assert not missing, f"install {', '.join(missing)} (.ci/run does) to measure them"
 
 
