@@ -9,8 +9,7 @@ rustup's), where every step must
 pass; and with the machine's real ``$HOME`` (only read: the sandbox mounts it
 read-only), where each step must do with the home hidden what it does with it
 visible. Go's build cache lives in ``~/.cache``, which no command may write
-unless the user's ``writable`` names it (the README's own example does, and so
-do these runs). Slow (cargo, npm, go): ``make crash``. CI installs cargo, npm
+unless the user's ``writable`` names it (these runs do). Slow (cargo, npm, go): ``make crash``. CI installs cargo, npm
 and go (``.ci/run``).
 """
 
