@@ -47,7 +47,7 @@ STEPS = (
     "npm pkg set scripts.hi='echo npm-ran' && npm run -s hi",
     "cargo new -q --vcs none hello && cd hello && cargo build -q --offline && cargo hi",
     "mkdir gohello && cd gohello && printf 'module hello\\n\\ngo 1.19\\n' > go.mod && "
-    "printf 'package main\\n\\nimport \"fmt\"\\n\\nfunc main() { fmt.Println(\"go-ran\") }\\n'"
+    'printf \'package main\\n\\nimport "fmt"\\n\\nfunc main() { fmt.Println("go-ran") }\\n\''
     " > main.go && go build -o hi . && ./hi",
 )
 EXPECTED = (
