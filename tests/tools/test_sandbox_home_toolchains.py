@@ -9,8 +9,8 @@ rustup's), where every step must
 pass; and with the machine's real ``$HOME`` (only read: the sandbox mounts it
 read-only), where each step must do with the home hidden what it does with it
 visible. Go's build cache lives in ``~/.cache``, which no command may write
-unless the user's ``writable`` names it (these runs do). Slow (cargo, npm, go): ``make crash``. CI installs cargo, npm
-and go (``.ci/run``).
+unless the user's ``writable`` names it (these runs do). Slow (cargo, npm, go):
+``make crash``. CI installs cargo, npm and go (``.ci/run``).
 """
 
 from __future__ import annotations
