@@ -33,7 +33,7 @@ import click
 
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
-from .doctor_sockets import socket_lines, unix_socket_check, uring_check
+from .doctor_sockets import run_launched, socket_lines, unix_socket_check, uring_check
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
@@ -72,20 +72,7 @@ def _user_namespaces() -> dict[str, Any]:
 
 
 def _run(sandbox: Sandbox, command: str, wd: Path) -> subprocess.CompletedProcess[str]:
-    launch = sandbox.launch(command, wd)
-    try:
-        return subprocess.run(
-            launch.argv,
-            cwd=wd,
-            env=launch.env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-            pass_fds=launch.fds,
-        )
-    finally:
-        launch.close()
+    return run_launched(sandbox, command, wd)
 
 
 def _write_checks(sandbox: Sandbox) -> dict[str, Any]:

@@ -36,12 +36,14 @@ if TYPE_CHECKING:
     from infai.tools import Sandbox
 
 
-def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
-    """What ``argv`` printed, run as a shell command would be (in the sandbox unless
-    ``outside``)."""
-    launch = sandbox.launch(shlex.join(argv), wd, outside=outside)
+def run_launched(
+    sandbox: Sandbox, command: str, wd: Path, *, outside: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run as the bash tool would run it (in the sandbox unless
+    ``outside``), its output captured; the doctor's checks all go through here."""
+    launch = sandbox.launch(command, wd, outside=outside)
     try:
-        done = subprocess.run(
+        return subprocess.run(
             launch.argv,
             cwd=wd,
             env=launch.env,
@@ -51,11 +53,16 @@ def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) 
             stdin=subprocess.DEVNULL,
             pass_fds=launch.fds,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"not run: {exc}"
     finally:
         launch.close()
-    return done.stdout.strip()
+
+
+def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
+    """What ``argv`` printed (or why it did not run)."""
+    try:
+        return run_launched(sandbox, shlex.join(argv), wd, outside=outside).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not run: {exc}"
 
 
 def uring_check(sandbox: Sandbox) -> dict[str, Any]:
