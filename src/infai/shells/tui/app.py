@@ -80,7 +80,7 @@ from .commands import COMPACTING
 from .diffs import asked_text
 from .files import Files
 from .held import ask_held
-from .keys import Keyboard
+from .keys import Keyboard, where_keys_are
 from .modals import ApprovalScreen, HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_short
 from .prompt import Arrivals, PromptInput
@@ -90,23 +90,6 @@ from .store_io import Head, SessionHeld, off_loop
 QUIT_WINDOW = 2.0
 #: store errors of reading, not writing: a damaged or missing blob or line, an id not there
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
-
-
-def where_keys_are(widget: Widget | None) -> str:
-    """The prompt box's title while ``widget`` has the focus ("" for the prompt)."""
-    if widget is None:
-        return "keys: nowhere · typing comes here"
-    if widget.id == "prompt":
-        return ""
-    if widget.id == "timeline":
-        what = "timeline: ↑↓ Enter pick · Ctrl-D diff · Esc"
-    elif widget.id == "more":
-        what = "earlier events: Enter shows them"
-    elif isinstance(widget, ChatView):
-        what = "chat: ↑↓ scroll"
-    else:
-        what = "folded result: Enter opens it"
-    return f"keys: {what} · typing comes here"
 
 
 class InfaiApp(Keyboard, Files):

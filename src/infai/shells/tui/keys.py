@@ -222,3 +222,20 @@ def keymap_markdown() -> str:
     rows = ["| Where | Key | |", "|---|---|---|"]
     rows += [f"| {where} | {key} | {what} |" for where, key, what in KEYMAP]
     return "\n".join(rows)
+
+
+def where_keys_are(widget: Widget | None) -> str:
+    """The prompt box's title while ``widget`` has the focus ("" for the prompt)."""
+    if widget is None:
+        return "keys: nowhere · typing comes here"
+    if widget.id == "prompt":
+        return ""
+    if widget.id == "timeline":
+        what = "timeline: ↑↓ Enter pick · Ctrl-D diff · Esc"
+    elif widget.id == "more":
+        what = "earlier events: Enter shows them"
+    elif widget.id == "chat":  # the ChatView
+        what = "chat: ↑↓ scroll"
+    else:
+        what = "folded result: Enter opens it"
+    return f"keys: {what} · typing comes here"
