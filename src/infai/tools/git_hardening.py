@@ -149,20 +149,26 @@ def _may_name_drivers(path: Path) -> bool:
     """Whether the repository holding ``path`` may configure a driver: its config
     mentions one (or an include), or cannot be read cheaply (a ``.git`` file of a
     worktree, an unreadable config). False outside any repository."""
-    here = path.resolve()
-    for parent in (here, *here.parents):
+    dot_git = _dot_git(path.resolve())
+    if dot_git is None:
+        return False
+    if not dot_git.is_dir():
+        return True
+    try:
+        text = b"".join(f.read_bytes() for f in dot_git.glob("config*") if f.is_file()).lower()
+    except OSError:
+        return True
+    return any(word in text for word in _MENTIONS)
+
+
+def _dot_git(path: Path) -> Path | None:
+    """The nearest ``.git`` (a directory, or a worktree's or submodule's file) at
+    ``path`` or above it, or None outside any repository."""
+    for parent in (path, *path.parents):
         dot_git = parent / ".git"
-        if dot_git.is_dir():
-            try:
-                text = b"".join(
-                    f.read_bytes() for f in dot_git.glob("config*") if f.is_file()
-                ).lower()
-            except OSError:
-                return True
-            return any(word in text for word in _MENTIONS)
         if dot_git.exists():
-            return True
-    return False
+            return dot_git
+    return None
 
 
 #: a section header, and an include's ``path = …`` line, in a git config file
@@ -217,16 +223,13 @@ def read_only_included_configs(wd: Path, roots: list[Path]) -> list[str]:
 def _git_dir(path: Path) -> Path | None:
     """The git directory of the repository holding ``path`` (a worktree's own, for
     a ``.git`` file), or None outside any."""
-    for parent in (path, *path.parents):
-        dot_git = parent / ".git"
-        if dot_git.is_dir():
-            return dot_git
-        if dot_git.is_file():
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                line = dot_git.read_text().strip()
-                if line.startswith("gitdir:"):
-                    return (parent / line.removeprefix("gitdir:").strip()).resolve()
-            return None
+    dot_git = _dot_git(path)
+    if dot_git is None or dot_git.is_dir():
+        return dot_git
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        line = dot_git.read_text().strip()
+        if line.startswith("gitdir:"):
+            return (dot_git.parent / line.removeprefix("gitdir:").strip()).resolve()
     return None
 
 
