@@ -44,7 +44,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
-    from infai.agent import Config, Workspace
+    from infai.agent import Config, Harness
     from infai.llm import FunctionModel, Message, Model, Request, ToolCall, ToolSpec
     from infai.shells.server import create_app
     from infai.shells.server.run import InfaiServer, bind, uvicorn_config
@@ -74,7 +74,7 @@ def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
         batch = tuple(ToolCall(f"c{count}-{i}", "stamp", {}) for i in range(calls))
         return Message(role="assistant", content="", tool_calls=batch)
 
-    class Bench(Workspace):
+    class Bench(Harness):
         """The bench's model and its one tool (no subagents), allowed without asking."""
 
         def build_model(self, name: str) -> Model:
@@ -90,7 +90,7 @@ def serve(home: Path, times_file: Path, calls: int, steps: int) -> None:
 
     store = Store(home)
     space = Bench(store, Path.cwd(), config=Config(rules=(Rule("allow", "stamp"),)))
-    app = create_app(store, token=TOKEN, workspace=space, observe=observe)
+    app = create_app(store, token=TOKEN, harness=space, observe=observe)
     sock = bind("127.0.0.1", 0)
     print(sock.getsockname()[1], flush=True)
     server = InfaiServer(uvicorn_config(app, log_config=None), app.state.sessions)

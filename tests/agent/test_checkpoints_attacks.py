@@ -1,4 +1,4 @@
-"""Attacks on workspace checkpoints, judged by their effect on disk and in the store.
+"""Attacks on harness checkpoints, judged by their effect on disk and in the store.
 
 Each test is one attack that worked before its fix: a restore that wedged the
 working directory behind a journal no recovery could finish, an object a

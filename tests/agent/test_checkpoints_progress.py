@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ckpt_support import later
-from infai.agent import Saved, Streamed, Workspace
+from infai.agent import Harness, Saved, Streamed
 from infai.agent.checkpoints import SnapshotNotices, Snapshotter, progress_text
 from infai.agent.checkpoints import progress as progress_module
 from infai.agent.checkpoints import walk as walk_module
@@ -110,7 +110,7 @@ def test_a_long_first_snapshot_says_where_it_is_through_the_hub(
     monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
     work = tmp_path / "w"
     _tree(work, 30)
-    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+    space = Harness(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
 
     async def main() -> list[str]:
         session = space.open()
@@ -145,7 +145,7 @@ def test_a_long_first_snapshot_says_where_it_is_in_the_turns_own_events(
     monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
     work = tmp_path / "w"
     _tree(work, 30)
-    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+    space = Harness(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
 
     async def main() -> list[object]:
         session = space.open()
@@ -191,7 +191,7 @@ def test_a_cancel_stops_a_long_first_snapshot_at_once(
         return real_read(self, *args)
 
     monkeypatch.setattr(walk_module._Walk, "_read", slow_read)
-    space = Workspace(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
+    space = Harness(Store(tmp_path / "home"), work, config=Config(default_model="offline"))
 
     async def main() -> float:
         session = space.open()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, PromptBlocked, Workspace
+from infai.agent import AgentSession, Harness, PromptBlocked
 from infai.agent.config import ConfigError, load_config
 from infai.agent.hooks import HookSpec
 from infai.agent.hooks_payload import tool_names
@@ -423,7 +423,7 @@ def test_workspace_wires_hooks_into_sessions_and_their_subagents(
     tmp_path: Path, project: Path
 ) -> None:
     cfg = config(tmp_path, '[[hooks.Stop]]\ncommand = "true"\n', project)
-    space = Workspace(Store(tmp_path / "home"), project, config=cfg)
+    space = Harness(Store(tmp_path / "home"), project, config=cfg)
     session = space.open()
     try:
         task = session.toolbox.get("task")

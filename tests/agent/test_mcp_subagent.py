@@ -1,6 +1,6 @@
 """A subagent calls the MCP tools of its working directory, under the parent's policy.
 
-Assembled by the Workspace, with a real stdio server (tests/support/mcp_servers.py)
+Assembled by the Harness, with a real stdio server (tests/support/mcp_servers.py)
 that notes every start in a file of its own: the parent's scripted model calls
 ``task``, the child's calls ``mcp__t__*``. One scripted model answers both, in
 turn: parent, then child, then parent again.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import Config, TurnEnded, Workspace
+from infai.agent import Config, Harness, TurnEnded
 from infai.agent.manifest import load_manifest, manifest_of
 from infai.llm import Message, Model, ScriptedModel, ToolCall
 from infai.store import SessionStore, ToolResultRecord, open_store
@@ -32,8 +32,8 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
         opened.close()
 
 
-class Space(Workspace):
-    """A workspace whose every model is the scripted one given."""
+class Space(Harness):
+    """A harness whose every model is the scripted one given."""
 
     def __init__(self, *args: Any, model: Model, **kwargs: Any) -> None:
         self.given = model
@@ -47,7 +47,7 @@ def call(name: str, call_id: str = "c1", **arguments: Any) -> Message:
     return Message(role="assistant", tool_calls=(ToolCall(call_id, name, arguments),))
 
 
-def turn(space: Workspace) -> tuple[str, list[Any]]:
+def turn(space: Harness) -> tuple[str, list[Any]]:
     """One parent turn; the session's id and its events."""
 
     async def go() -> tuple[str, list[Any]]:

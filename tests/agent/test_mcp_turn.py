@@ -1,4 +1,4 @@
-"""A turn whose model calls an MCP server's tool, assembled by the Workspace.
+"""A turn whose model calls an MCP server's tool, assembled by the Harness.
 
 The server is a real stdio subprocess (tests/support/mcp_servers.py); the
 policy is the one every tool meets: a denied call never reaches the server
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import Config, Saved, Streamed, TurnEnded, Workspace
+from infai.agent import Config, Harness, Saved, Streamed, TurnEnded
 from infai.llm import Message, Model, Notice, ScriptedModel, ToolCall
 from infai.store import SessionStore, ToolResultRecord, open_store
 from infai.tools import Rule
@@ -31,8 +31,8 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
         opened.close()
 
 
-class Space(Workspace):
-    """A workspace whose every model is the scripted one given."""
+class Space(Harness):
+    """A harness whose every model is the scripted one given."""
 
     def __init__(self, *args: Any, model: Model, **kwargs: Any) -> None:
         self.given = model
@@ -46,7 +46,7 @@ def call(name: str, **arguments: Any) -> Message:
     return Message(role="assistant", tool_calls=(ToolCall("c1", name, arguments),))
 
 
-def turn(space: Workspace, replies_done: str = "go") -> list[Any]:
+def turn(space: Harness, replies_done: str = "go") -> list[Any]:
     async def go() -> list[Any]:
         session = await asyncio.to_thread(space.open)
         events = []

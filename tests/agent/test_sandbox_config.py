@@ -1,7 +1,7 @@
 """The sandbox from configuration to the ``bash`` tool a session really gets.
 
 The ``[sandbox]`` settings are read from the user's file only (a project's file
-may not loosen them); the workspace's toolbox runs ``bash`` under them with
+may not loosen them); the harness's toolbox runs ``bash`` under them with
 infai's own directories protected; where bwrap is missing (hidden from PATH
 here) the documented fallback holds: ``auto`` runs unconfined and says so once,
 ``required`` runs nothing.
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.agent.config import ConfigError, load_config
 from infai.llm import close_model
 from infai.store import Store
@@ -88,7 +88,7 @@ def test_bad_sandbox_settings_name_file_and_key(tmp_path: Path, text: str, messa
         load_config(work, user)
 
 
-def _bash_of(space: Workspace) -> Any:
+def _bash_of(space: Harness) -> Any:
     toolbox = space.toolbox(space.model, space.policy())
     tool = toolbox.get("bash")
     assert isinstance(tool, Bash)
@@ -114,7 +114,7 @@ def test_the_workspace_bash_is_confined_and_protects_infais_own_dirs(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(work / ".config"))
     monkeypatch.setenv("HOME", str(work))
     store = Store(work / ".infai-home")
-    space = Workspace(store, work)
+    space = Harness(store, work)
     assert space.sandbox.available and space.sandbox.notice is None
     bash = _bash_of(space)
     out = _run(
@@ -200,19 +200,19 @@ def test_the_workspace_notice_without_bwrap(
     work.mkdir()
     monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "none.toml"))
     store = Store(tmp_path / "store")
-    space = Workspace(store, work)
+    space = Harness(store, work)
     assert space.sandbox.notice is not None and "not available" in space.sandbox.notice
     asyncio.run(space.aclose())
     store.close()
 
 
 def test_switching_model_keeps_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``/model`` rebuilds the toolbox: it must still be the workspace's sandboxed one."""
+    """``/model`` rebuilds the toolbox: it must still be the harness's sandboxed one."""
     monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "none.toml"))
     work = tmp_path / "work"
     work.mkdir()
     store = Store(tmp_path / "store")
-    space = Workspace(store, work)
+    space = Harness(store, work)
     session = space.open()
     try:
         asyncio.run(close_model(space.use_model(session, "offline")))

@@ -1,4 +1,4 @@
-"""``sandbox.hidden`` from configuration to the ``bash`` a workspace really gets.
+"""``sandbox.hidden`` from configuration to the ``bash`` a harness really gets.
 
 A project's file may only add hidden paths (its ``unhide`` is ignored, with a
 warning); the user's own file may take defaults out with ``unhide``; infai's own
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.agent.config import ConfigError, load_config
 from infai.store import Store
 from infai.tools import SandboxSettings, ToolContext, ToolOutput
@@ -97,7 +97,7 @@ def test_unhiding_what_is_not_hidden_is_an_error(tmp_path: Path) -> None:
         load_config(work, user)
 
 
-# -- the workspace's bash --------------------------------------------------------------
+# -- the harness's bash --------------------------------------------------------------
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _bash(space: Workspace, wd: Path, command: str) -> ToolOutput:
+def _bash(space: Harness, wd: Path, command: str) -> ToolOutput:
     tool = space.toolbox(space.model, space.policy()).get("bash")
     assert isinstance(tool, Bash)
     result: ToolOutput = asyncio.run(tool.run({"command": command}, ToolContext(wd, "s")))
@@ -137,7 +137,7 @@ def test_the_workspace_hides_configured_paths_and_infais_own(
     store = Store(home / "store")
     (home / "store" / "sessions" / "other").mkdir(parents=True)
     (home / "store" / "sessions" / "other" / "events").write_text("MARKER-session")
-    space = Workspace(store, wd)
+    space = Harness(store, wd)
     try:
         assert space.sandbox.settings != SandboxSettings()
         out = _bash(
@@ -174,7 +174,7 @@ def test_working_inside_the_store_home_hides_its_sessions_not_the_work(
     wd = home / "store" / "proj"
     wd.mkdir()
     (wd / "mine.txt").write_text("visible-1")
-    space = Workspace(store, wd)
+    space = Harness(store, wd)
     try:
         out = _bash(space, wd, "cat mine.txt; echo x > new.txt; grep -r MARKER ~/store; true")
         assert "visible-1" in out.content and (wd / "new.txt").exists()
@@ -185,7 +185,7 @@ def test_working_inside_the_store_home_hides_its_sessions_not_the_work(
     # its sessions and objects are not
     (home / "store" / "objects").mkdir(exist_ok=True)
     (home / "store" / "objects" / "blob").write_text("MARKER-object")
-    space = Workspace(store, home / "store")
+    space = Harness(store, home / "store")
     try:
         out = _bash(space, home / "store", "ls; grep -r MARKER .; echo x > mine.txt; true")
         assert "proj" in out.content and (home / "store" / "mine.txt").exists()

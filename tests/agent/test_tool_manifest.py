@@ -12,9 +12,9 @@ import pytest
 from infai.agent import (
     MANIFEST_KEY,
     AgentSession,
+    Harness,
     TaskTool,
     TurnEnded,
-    Workspace,
     load_manifest,
     manifest_of,
     record_manifest,
@@ -321,10 +321,10 @@ async def _drain(events: Any) -> None:
 
 
 def test_the_standard_tools_give_one_manifest_across_workspaces(tmp_path: Path) -> None:
-    """Resumed by a new process (a new workspace: its own sandbox, its own tools), a
+    """Resumed by a new process (a new harness: its own sandbox, its own tools), a
     session's standard tool list (built-ins and ``task``) names the same manifest."""
 
-    class Space(Workspace):
+    class Space(Harness):
         def build_model(self, name: str) -> Any:
             return ScriptedModel(["ok"])
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.store.file import Store
 
 
@@ -21,7 +21,7 @@ def test_no_snapshots_in_the_home_directory(
     config_file = tmp_path / "config.toml"
     config_file.write_text("[checkpoints]\nenabled = true\n")
     monkeypatch.setenv("INFAI_CONFIG", str(config_file))
-    space = Workspace(Store(tmp_path / "store"), project)
+    space = Harness(Store(tmp_path / "store"), project)
     config = space.config_for(project)
     assert space.files_for(config, str(project)) is not None  # a project: yes
     assert space.files_for(config, str(home)) is None  # the home directory: no

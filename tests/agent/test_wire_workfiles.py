@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, OnRestore, RestoreRefused, WorkFiles, Workspace
+from infai.agent import AgentSession, Harness, OnRestore, RestoreRefused, WorkFiles
 from infai.agent.config import Config, ConfigError, load_config
 from infai.agent.workfiles import changes_files
 from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
@@ -18,7 +18,7 @@ from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput
 
 
 def test_only_tools_that_say_so_are_read_only(tmp_path: Path) -> None:
-    space = Workspace(Store(tmp_path / "home"), tmp_path, config=Config(default_model="offline"))
+    space = Harness(Store(tmp_path / "home"), tmp_path, config=Config(default_model="offline"))
     try:
         box = space.toolbox(space.model, space.policy())
         says = {spec.name: changes_files(box.get(spec.name)) for spec in box.specs()}
@@ -54,7 +54,7 @@ def test_a_restore_warns_of_another_open_session_in_the_directory(tmp_path: Path
     work.mkdir()
     (work / "a.txt").write_text("one\n")
     store = Store(tmp_path / "home")
-    space = Workspace(store, work, config=Config(default_model="offline"))
+    space = Harness(store, work, config=Config(default_model="offline"))
 
     async def main() -> None:
         session = space.open()
@@ -94,7 +94,7 @@ def test_a_restore_applied_but_not_recorded_is_recorded_when_the_session_opens(
     work.mkdir()
     (work / "a.txt").write_text("one\n")
     store = Store(tmp_path / "home")
-    space = Workspace(store, work, config=Config(default_model="offline"))
+    space = Harness(store, work, config=Config(default_model="offline"))
 
     async def turns() -> tuple[str, str]:
         session = space.open()
@@ -135,7 +135,7 @@ def test_files_state_says_when_the_disk_is_not_heads(tmp_path: Path) -> None:
     work.mkdir()
     (work / "a.txt").write_text("one\n")
     store = Store(tmp_path / "home")
-    space = Workspace(store, work, config=Config(default_model="offline"))
+    space = Harness(store, work, config=Config(default_model="offline"))
 
     async def main() -> None:
         session = space.open()
@@ -220,13 +220,13 @@ def test_a_session_naming_no_directory_works_and_snapshots_in_the_workspaces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fails without the fix: its tools ran in the process's directory while its
-    files were snapshotted in the workspace's."""
+    files were snapshotted in the harness's directory."""
     work, elsewhere = tmp_path / "w", tmp_path / "elsewhere"
     work.mkdir()
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     store = Store(tmp_path / "home")
-    space = Workspace(store, work, config=Config(default_model="offline"))
+    space = Harness(store, work, config=Config(default_model="offline"))
     sid = store.create_session().id  # as an import without a directory makes it
     try:
         session = space.open(sid)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.agent.config import Config
 from infai.llm import Model, ModelUnavailable, OfflineModel
 from infai.llm.openai_provider import OpenAIModel
@@ -30,7 +30,7 @@ class Closable(OfflineModel):
         self.closed += 1
 
 
-class Space(Workspace):
+class Space(Harness):
     built: list[Closable]
 
     def build_model(self, name: str) -> Model:
@@ -50,7 +50,7 @@ def space(tmp_path: Path) -> Space:
 def test_checking_a_model_closes_what_it_built(tmp_path: Path) -> None:
     ws = space(tmp_path)
     assert asyncio.run(ws.check_model("other")) == "offline"
-    assert [m.closed for m in ws.built] == [0, 1]  # the workspace's own stays open
+    assert [m.closed for m in ws.built] == [0, 1]  # the harness's own stays open
     with pytest.raises(ModelUnavailable):
         asyncio.run(ws.check_model("missing"))
 

@@ -2,7 +2,7 @@
 
 Sizes are bytes or strings with a unit; a bad one is an error naming the file
 and the key; a project's file may not set it (a larger budget would loosen the
-sandbox); the workspace's confined ``bash`` holds to the user's value.
+sandbox); the harness's confined ``bash`` holds to the user's value.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.agent.config import ConfigError, load_config
 from infai.store import Store
 from infai.tools import ToolContext
@@ -88,7 +88,7 @@ def test_the_workspace_bash_holds_to_the_users_budget(
     work, user = files(tmp_path, '[sandbox]\nwrite_budget = "4MiB"\n')
     monkeypatch.setenv("INFAI_CONFIG", str(user))
     store = Store(tmp_path / "store")
-    space = Workspace(store, work)
+    space = Harness(store, work)
     try:
         bash = space.toolbox(space.model, space.policy()).get("bash")
         assert isinstance(bash, Bash)

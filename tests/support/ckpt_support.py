@@ -1,4 +1,4 @@
-"""Helpers for the workspace checkpoint tests: real git repositories, a counting
+"""Helpers for the harness checkpoint tests: real git repositories, a counting
 object store, and a fingerprint of a directory's exact state."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the TUI's pilot tests share: models that stream on cue, a workspace under
+"""What the TUI's pilot tests share: models that stream on cue, a harness under
 tmp, running the app at a size, and waiting on what the screen shows.
 
 Textual's pilot drives the app inside the test process; each test checks the
@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from infai.agent import Config, Workspace
+from infai.agent import Config, Harness
 from infai.llm import Done, Message, Request, StreamEvent, TextDelta, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import GRACE, ApprovalScreen
@@ -42,23 +42,23 @@ class GatedModel:
         yield Done(Message(role="assistant", content="Hello world.", stop_reason="end_turn"))
 
 
-def workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Workspace:
+def harness(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Harness:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    space = Workspace(Store(tmp_path / "home"), work, allow=allow)
+    space = Harness(Store(tmp_path / "home"), work, allow=allow)
     if model is not None:
         space.model = model
     return space
 
 
-def files_workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Workspace:
-    """A workspace whose sessions record their files on the timeline, by its own
+def files_workspace(tmp_path: Path, model: Any = None, allow: tuple[str, ...] = ()) -> Harness:
+    """A harness whose sessions record their files on the timeline, by its own
     configuration (checkpoints on whatever the tests' shared one says); ``allow``:
     rules that let the model's tool calls run without asking."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     config = Config(default_model="offline")
-    space = Workspace(Store(tmp_path / "home"), work, config=config, allow=allow)
+    space = Harness(Store(tmp_path / "home"), work, config=config, allow=allow)
     if model is not None:
         space.model = model
     return space

@@ -257,7 +257,7 @@ def test_secrets_never_reach_a_command(
         "INFAI_SERVER_TOKEN": "srv-5c3",
         "AWS_SECRET_ACCESS_KEY": "aws-0b8",
         "MY_DB_URL": "postgres://u:pw-e61@db",  # configured as secret_env
-        "LOCAL_KEY": "local-key-31f",  # a model's key_env (the workspace passes those)
+        "LOCAL_KEY": "local-key-31f",  # a model's key_env (the harness passes those)
         "UNLISTED": "unlisted-a90",  # not in any pass-through list
     }
     for name, value in secrets.items():

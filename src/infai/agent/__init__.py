@@ -3,7 +3,7 @@ session object every shell drives.
 
 One turn persists what must survive a crash before it matters (the user's
 message before generation, each tool call before it runs) and streams the rest
-live. :class:`Workspace` is the one place the machinery is assembled (config,
+live. :class:`Harness` is the one place the machinery is assembled (config,
 model, policy, tools) and sessions are opened; an :class:`AgentSession` runs
 one turn at a time and publishes every event on its :class:`Hub`, in the one
 JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
@@ -13,6 +13,7 @@ store or a model directly.
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
+from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
@@ -31,7 +32,6 @@ from .workfiles import (
     diff_at,
     files_at,
 )
-from .workspace import Workspace
 
 __all__ = [
     "MANIFEST_KEY",
@@ -44,6 +44,7 @@ __all__ = [
     "ConfigError",
     "EventHub",
     "FilesState",
+    "Harness",
     "Hub",
     "Lagged",
     "Narrowed",
@@ -61,7 +62,6 @@ __all__ = [
     "TurnEnded",
     "UnsendableEvent",
     "WorkFiles",
-    "Workspace",
     "checkout",
     "context_tokens",
     "describe_models",

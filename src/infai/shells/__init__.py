@@ -9,7 +9,7 @@
 - :mod:`.listing`: session listings for people (grouped by directory, last
   activity in words), for the command line and the TUI
 
-A shell gets its machinery from :class:`infai.agent.Workspace` (the one
+A shell gets its machinery from :class:`infai.agent.Harness` (the one
 composition root), names lower-layer types only to render them or answer them,
 and imports its heavy dependencies (textual, starlette, the SDKs) only when it
 runs.

@@ -229,10 +229,10 @@ class CountingModel:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from infai.agent import Workspace
+    from infai.agent import Harness
 
     CountingModel.closed = []
-    monkeypatch.setattr(Workspace, "build_model", lambda self, name: CountingModel(name))
+    monkeypatch.setattr(Harness, "build_model", lambda self, name: CountingModel(name))
     return CountingModel.closed
 
 

@@ -51,12 +51,12 @@ def test_errors_outside_the_tree_are_not_answered(error: Exception) -> None:
 def test_a_value_error_while_building_the_workspace_is_a_bug_not_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent import Workspace
+    from infai.agent import Harness
 
     def broken(self: object, *args: object, **kwargs: object) -> None:
         raise ValueError("a programming error")
 
-    monkeypatch.setattr(Workspace, "__init__", broken)
+    monkeypatch.setattr(Harness, "__init__", broken)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "run", "hi"])
     assert result.exit_code != 2

@@ -30,8 +30,8 @@ def test_plain_infai_takes_the_tui_options(tmp_path: Path, monkeypatch: pytest.M
     done = runner.invoke(main, ["--home", home, "--continue"])
     assert done.exit_code == 0, done.output
     first, second = opened
-    assert first.workspace.model.name == "offline" and first._initial is None
-    assert any(rule.pattern == "ls*" for rule in first.workspace.rules)
+    assert first.harness.model.name == "offline" and first._initial is None
+    assert any(rule.pattern == "ls*" for rule in first.harness.rules)
     assert second._initial == sid
     wrong = runner.invoke(main, ["--home", home, "--model", "offline", "session", "ls"])
     assert wrong.exit_code == 2 and "for the TUI only" in wrong.output

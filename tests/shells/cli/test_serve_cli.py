@@ -145,22 +145,22 @@ def test_serve_on_postgresql_keeps_its_options_and_the_token_under_home(
 
 
 def test_serve_opens_every_session_through_the_command_lines_workspace(tmp_path: Path) -> None:
-    """The app builds no machinery: sessions open through the workspace ``serve`` made
+    """The app builds no machinery: sessions open through the harness ``serve`` made
     (its configuration's compaction threshold, its model), and stopping closes it."""
     import asyncio
 
-    from infai.agent import Config, Workspace
+    from infai.agent import Config, Harness
     from infai.llm import OfflineModel
 
-    class Counted(Workspace):
+    class Counted(Harness):
         closed = 0
 
         def build_model(self, name: str) -> OfflineModel:
-            workspace = self
+            harness = self
 
             class Model(OfflineModel):
                 async def aclose(self) -> None:
-                    workspace.closed += 1
+                    harness.closed += 1
 
             return Model()
 
@@ -168,7 +168,7 @@ def test_serve_opens_every_session_through_the_command_lines_workspace(tmp_path:
     space = Counted(store, tmp_path, config=Config(compact_at=0.5))
     app = serve.build_app(store, space, "a-token-of-16-chars-or-more", 300.0, 0)
     sessions = app.state.sessions
-    assert sessions.workspace is space
+    assert sessions.harness is space
 
     async def scenario() -> None:
         served = await sessions.serve(space.new_session())
@@ -181,4 +181,4 @@ def test_serve_opens_every_session_through_the_command_lines_workspace(tmp_path:
 
     with ServerThread(app):
         pass
-    assert space.closed == 1  # the app owns the workspace: its model goes when it stops
+    assert space.closed == 1  # the app owns the harness: its model goes when it stops

@@ -8,21 +8,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.llm import ScriptedModel
 from infai.shells.server.api import COMPONENTS, validate
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path) -> Iterator[Callable[..., Running]]:
     work = tmp_path / "work"
     work.mkdir()
     yield from harnesses(tmp_path / "home", work)
 
 
 def test_a_reply_s_manifest_is_served_and_a_gone_one_is_a_clear_404(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     h = make(lambda name: ScriptedModel(["hello"]))
     sid = h.new_session()

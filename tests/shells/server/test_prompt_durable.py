@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.llm import Done, Message, Request, StreamEvent
 from infai.store import MessageRecord
@@ -37,7 +37,7 @@ class Silent:
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path) -> Iterator[Callable[..., Running]]:
     work = tmp_path / "work"
     work.mkdir()
     yield from harnesses(tmp_path / "home", work)
@@ -59,7 +59,7 @@ def slow_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_cancel_right_after_the_202_finds_the_prompt_and_marks_it(
-    make: Callable[..., Harness], slow_prompts: None, stream: bool
+    make: Callable[..., Running], slow_prompts: None, stream: bool
 ) -> None:
     h = make(lambda name: Silent())
     sid = h.new_session()

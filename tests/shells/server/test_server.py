@@ -86,7 +86,7 @@ class Stream:
                 return seen
 
 
-class Harness:
+class Running:
     """A server on a loopback port, a store under it, and an authenticated client."""
 
     def __init__(
@@ -163,12 +163,12 @@ class Harness:
         self.server.stop()
 
 
-def harnesses(home: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def harnesses(home: Path, work: Path) -> Iterator[Callable[..., Running]]:
     """Start harnesses on demand (all on one home); stop them all afterwards."""
-    started: list[Harness] = []
+    started: list[Running] = []
 
-    def start(factory: Factory = registry, **options: Any) -> Harness:
-        harness = Harness(home, work, factory, **options)
+    def start(factory: Factory = registry, **options: Any) -> Running:
+        harness = Running(home, work, factory, **options)
         started.append(harness)
         return harness
 
@@ -185,7 +185,7 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
@@ -232,7 +232,7 @@ def settled_ids(events: list[SSE]) -> list[str]:
     return [e.data["id"] for e in events if e.name == "settled"]
 
 
-def store_ids(harness: Harness, sid: str) -> list[str]:
+def store_ids(harness: Running, sid: str) -> list[str]:
     response = harness.client.get(f"/v1/sessions/{sid}/events", params={"all": "true"})
     return [e["id"] for e in response.json()["events"]]
 
@@ -244,7 +244,7 @@ def text_of(events: list[SSE]) -> str:
 # -- the full flow -------------------------------------------------------------
 
 
-def test_prompt_watch_approve_and_see_the_result(make: Callable[..., Harness], work: Path) -> None:
+def test_prompt_watch_approve_and_see_the_result(make: Callable[..., Running], work: Path) -> None:
     h = make(lambda name: ScriptedModel([write_call(), "done"]))
     sid = h.new_session(name="demo")
     with h.watch(sid) as (stream, hello):
@@ -292,7 +292,7 @@ def test_prompt_watch_approve_and_see_the_result(make: Callable[..., Harness], w
     assert h.client.get(f"/v1/sessions/{sid}/approvals").json() == {"approvals": []}
 
 
-def test_many_watchers_see_the_same_frames(make: Callable[..., Harness]) -> None:
+def test_many_watchers_see_the_same_frames(make: Callable[..., Running]) -> None:
     h = make()
     sid = h.new_session()
     with h.watch(sid) as (a, _), h.watch(sid) as (b, _), h.watch(sid) as (c, _):
@@ -308,7 +308,7 @@ def test_many_watchers_see_the_same_frames(make: Callable[..., Harness]) -> None
 
 
 def test_last_event_id_replays_every_settled_event_after_it_once(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     h = make()
     sid = h.new_session()
@@ -331,7 +331,7 @@ def test_last_event_id_replays_every_settled_event_after_it_once(
         assert [e.name for e in Stream(r).until("ready")] == ["settled", "settled", "ready"]
 
 
-def test_last_event_id_that_is_not_an_event_of_the_session(make: Callable[..., Harness]) -> None:
+def test_last_event_id_that_is_not_an_event_of_the_session(make: Callable[..., Running]) -> None:
     h = make()
     sid = h.new_session()
     url = f"/v1/sessions/{sid}/stream"
@@ -341,7 +341,7 @@ def test_last_event_id_that_is_not_an_event_of_the_session(make: Callable[..., H
     assert junk.status_code == 400 and "Last-Event-ID" in junk.json()["error"]
 
 
-def test_joining_mid_message_and_reconnecting_mid_turn(make: Callable[..., Harness]) -> None:
+def test_joining_mid_message_and_reconnecting_mid_turn(make: Callable[..., Running]) -> None:
     text = "a message long enough to arrive in several deltas"
     gated = Gated(text)
     h = make(lambda name: gated)
@@ -365,7 +365,7 @@ def test_joining_mid_message_and_reconnecting_mid_turn(make: Callable[..., Harne
 
 
 def test_a_client_disconnecting_mid_turn_leaves_the_turn_running(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     gated = Gated("the answer nobody stayed for")
     h = make(lambda name: gated)
@@ -384,7 +384,7 @@ def test_a_client_disconnecting_mid_turn_leaves_the_turn_running(
 
 
 def test_a_streamed_prompt_answers_with_its_turn_and_ends_with_it(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     h = make(lambda name: ScriptedModel(["streamed answer"]))
     sid = h.new_session()
@@ -405,7 +405,7 @@ def test_a_streamed_prompt_answers_with_its_turn_and_ends_with_it(
 
 
 def test_a_streamed_prompt_whose_client_goes_is_cancelled(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     gated = Gated("an answer nobody waited for")
     h = make(lambda name: gated)
@@ -430,7 +430,7 @@ def test_a_streamed_prompt_whose_client_goes_is_cancelled(
 
 
 def test_a_streamed_prompt_to_a_busy_session_is_refused_and_holds_nothing(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     gated = Gated("busy")
     h = make(lambda name: gated)
@@ -448,7 +448,7 @@ def test_a_streamed_prompt_to_a_busy_session_is_refused_and_holds_nothing(
 # -- turns ---------------------------------------------------------------------
 
 
-def test_cancelling_a_turn_marks_it_interrupted(make: Callable[..., Harness]) -> None:
+def test_cancelling_a_turn_marks_it_interrupted(make: Callable[..., Running]) -> None:
     gated = Gated("never finished")
     h = make(lambda name: gated)
     sid = h.new_session()
@@ -478,7 +478,7 @@ def test_cancelling_a_turn_marks_it_interrupted(make: Callable[..., Harness]) ->
 
 
 def test_an_unanswered_question_is_denied_after_the_timeout(
-    make: Callable[..., Harness], work: Path
+    make: Callable[..., Running], work: Path
 ) -> None:
     h = make(lambda name: ScriptedModel([write_call(), "gave up"]), approval_timeout=0.2)
     sid = h.new_session()
@@ -494,7 +494,7 @@ def test_an_unanswered_question_is_denied_after_the_timeout(
 
 
 def test_allow_always_answers_later_questions_itself(
-    make: Callable[..., Harness], work: Path
+    make: Callable[..., Running], work: Path
 ) -> None:
     replies: list[Message | str] = [write_call(content="1"), "one", write_call(content="2"), "two"]
     h = make(lambda name: ScriptedModel(replies))
@@ -516,7 +516,7 @@ def test_allow_always_answers_later_questions_itself(
 
 
 def test_allow_always_with_patterns_allows_what_they_match_and_is_kept(
-    make: Callable[..., Harness], work: Path
+    make: Callable[..., Running], work: Path
 ) -> None:
     replies: list[Message | str] = [
         write_call("notes/a.txt", "1"),
@@ -551,7 +551,7 @@ def test_allow_always_with_patterns_allows_what_they_match_and_is_kept(
     assert h.store.info(sid).extra["allowed"] == ["write_file notes/**"]
 
 
-def test_branch_selection_compaction_and_delete(make: Callable[..., Harness]) -> None:
+def test_branch_selection_compaction_and_delete(make: Callable[..., Running]) -> None:
     h = make()
     sid = h.new_session()
     with h.watch(sid) as (stream, _):
@@ -582,7 +582,7 @@ def test_branch_selection_compaction_and_delete(make: Callable[..., Harness]) ->
 
 
 def test_two_servers_on_one_home_never_write_one_session_together(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     gated = Gated("a long answer")
     a = make(lambda name: gated, lock_timeout=0.1)
@@ -609,7 +609,7 @@ def test_two_servers_on_one_home_never_write_one_session_together(
 
 
 def test_shutdown_ends_streams_and_releases_every_session(
-    make: Callable[..., Harness], tmp_path: Path
+    make: Callable[..., Running], tmp_path: Path
 ) -> None:
     gated = Gated("cut short")
     h = make(lambda name: gated)
@@ -630,7 +630,7 @@ def test_shutdown_ends_streams_and_releases_every_session(
         assert writer.context().events[-1].preview == "[turn interrupted]"
 
 
-def test_scripted_model_sees_the_prompt(make: Callable[..., Harness]) -> None:
+def test_scripted_model_sees_the_prompt(make: Callable[..., Running]) -> None:
     model = ScriptedModel(["fine"])
     h = make(lambda name: model)
     sid = h.new_session()
@@ -641,7 +641,7 @@ def test_scripted_model_sees_the_prompt(make: Callable[..., Harness]) -> None:
 
 
 def test_a_served_session_offers_subagents_that_stay_out_of_its_context(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     call = ToolCall("t1", "task", {"prompt": "count"})
     replies: list[Any] = [
@@ -665,7 +665,7 @@ def test_a_served_session_offers_subagents_that_stay_out_of_its_context(
 
 
 def test_deleting_a_session_while_it_compacts_cancels_the_compaction(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     gated = Gated('{"summary": "late"}')
     h = make(lambda name: gated)
@@ -696,14 +696,14 @@ def test_deleting_a_session_while_it_compacts_cancels_the_compaction(
     assert not h.store.exists(sid)
 
 
-def _wait_idle(h: Harness, sid: str) -> None:
+def _wait_idle(h: Running, sid: str) -> None:
     deadline = time.monotonic() + 10
     while h.client.get(f"/v1/sessions/{sid}").json().get("busy") is not None:
         assert time.monotonic() < deadline, "the session stayed busy"
         time.sleep(0.02)
 
 
-def test_stopping_the_server_closes_each_session_model(make: Callable[..., Harness]) -> None:
+def test_stopping_the_server_closes_each_session_model(make: Callable[..., Running]) -> None:
     class Closable(ScriptedModel):
         closed = 0
 
@@ -720,7 +720,7 @@ def test_stopping_the_server_closes_each_session_model(make: Callable[..., Harne
 
 
 def test_an_idle_session_is_closed_and_its_writer_freed(
-    make: Callable[..., Harness], tmp_path: Path
+    make: Callable[..., Running], tmp_path: Path
 ) -> None:
     h = make(lambda name: ScriptedModel(["hello", "again"]), idle_close=0.3)
     sid = h.new_session()

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.routing import Route
-from test_server import AUTH, TOKEN, Harness, harnesses
+from test_server import AUTH, TOKEN, Running, harnesses
 
 from infai.shells.server.api import COMPONENTS, MAX_BODY, OPERATIONS, validate
 from infai.shells.server.auth import TokenError, load_token
@@ -40,14 +40,14 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
 # -- the token -----------------------------------------------------------------
 
 
-def test_every_route_but_health_needs_the_token(make: Callable[..., Harness]) -> None:
+def test_every_route_but_health_needs_the_token(make: Callable[..., Running]) -> None:
     h = make()
     sid = h.new_session()
     bare = httpx.Client(base_url=h.url, timeout=10)
@@ -126,7 +126,7 @@ BAD = [
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "message"), BAD)
 def test_a_bad_request_says_what_was_wrong_and_changes_nothing(
-    make: Callable[..., Harness], method: str, path: str, body: bytes, status: int, message: str
+    make: Callable[..., Running], method: str, path: str, body: bytes, status: int, message: str
 ) -> None:
     h = make()
     sid = h.new_session()
@@ -145,7 +145,7 @@ def test_a_bad_request_says_what_was_wrong_and_changes_nothing(
     assert h.detail(sid) == before
 
 
-def test_a_body_too_large_is_refused_unread(make: Callable[..., Harness]) -> None:
+def test_a_body_too_large_is_refused_unread(make: Callable[..., Running]) -> None:
     h = make()
     sid = h.new_session()
     text = "x" * (MAX_BODY + 1)
@@ -157,7 +157,7 @@ def test_a_body_too_large_is_refused_unread(make: Callable[..., Harness]) -> Non
 # -- the OpenAPI document ----------------------------------------------------------
 
 
-def test_the_document_lists_exactly_the_routes(make: Callable[..., Harness]) -> None:
+def test_the_document_lists_exactly_the_routes(make: Callable[..., Running]) -> None:
     h = make()
     doc = h.client.get("/v1/openapi.json").json()
     documented = {(m.upper(), p) for p, item in doc["paths"].items() for m in item}
@@ -221,7 +221,7 @@ JSON = st.recursive(
 JUNK_ID = st.text("abcdef0123456789-xyz.", min_size=1, max_size=40).filter(lambda t: t.strip("."))
 
 
-class Probe(Harness):
+class Probe(Running):
     """A server with one session kept alive, and its OpenAPI document."""
 
     sid: str | None = None

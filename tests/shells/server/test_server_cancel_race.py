@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.agent import AgentSession, Turn
 from infai.llm import ScriptedModel
@@ -28,7 +28,7 @@ WAIT = 30.0
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path) -> Iterator[Callable[..., Running]]:
     work = tmp_path / "work"
     work.mkdir()
     yield from harnesses(tmp_path / "home", work)
@@ -62,7 +62,7 @@ def hold_the_park_until_cancel_waits(
 
 
 def test_a_prompt_after_cancelling_a_turn_that_just_ended_is_taken(
-    make: Callable[..., Harness], monkeypatch: pytest.MonkeyPatch
+    make: Callable[..., Running], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parking, gate = hold_the_park_until_cancel_waits(monkeypatch)
     model = ScriptedModel(["hello", "again"])

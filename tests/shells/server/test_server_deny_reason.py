@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.llm import Message, ToolCall
 from infai.llm.fakes import ScriptedModel
@@ -23,11 +23,11 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
-def test_a_denial_with_a_reason_reaches_the_model(make: Callable[..., Harness], work: Path) -> None:
+def test_a_denial_with_a_reason_reaches_the_model(make: Callable[..., Running], work: Path) -> None:
     write = ToolCall("w1", "write_file", {"path": "a.txt", "content": "x"})
     model = ScriptedModel([Message(role="assistant", tool_calls=(write,)), "understood"])
     h = make(lambda name: model)

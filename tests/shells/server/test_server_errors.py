@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.agent.compaction import CompactionFailed
 from infai.errors import InfaiError
@@ -39,7 +39,7 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
@@ -85,13 +85,13 @@ def test_no_entry_of_the_table_is_shadowed_by_an_earlier_one() -> None:
 
 
 def test_a_bug_while_checking_a_model_name_is_not_a_bad_model_name(
-    make: Callable[..., Harness],
+    make: Callable[..., Running],
 ) -> None:
     """A model factory that fails with a plain ValueError has a bug: the answer is a
     server error, not 422 'body.model'; a name that names no model is still 422."""
 
     def factory(name: str | None) -> Model:
-        if name == "offline":  # the workspace's default, built when the app is
+        if name == "offline":  # the harness's default, built when the app is
             return ScriptedModel([])
         if name == "unknown":
             raise ModelUnavailable("unknown model 'unknown'")

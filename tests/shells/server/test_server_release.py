@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from test_server import Gated, Harness, harnesses, settled_ids, store_ids
+from test_server import Gated, Running, harnesses, settled_ids, store_ids
 
 from infai.llm import ScriptedModel
 from infai.shells.cli import main
@@ -29,7 +29,7 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
@@ -39,7 +39,7 @@ def terminal(home: Path, *args: str) -> Result:
 
 
 def test_after_a_turn_the_terminal_writes_at_once_and_the_next_turn_sees_it(
-    make: Callable[..., Harness], tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+    make: Callable[..., Running], tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
     model = ScriptedModel(["first answer", "second answer"])
@@ -74,7 +74,7 @@ def test_after_a_turn_the_terminal_writes_at_once_and_the_next_turn_sees_it(
 
 
 def test_during_a_turn_the_terminal_still_cannot_write(
-    make: Callable[..., Harness], tmp_path: Path
+    make: Callable[..., Running], tmp_path: Path
 ) -> None:
     """Released between turns, held during one: nothing writes beside the server."""
     gated = Gated("slow answer")
@@ -99,7 +99,7 @@ def test_during_a_turn_the_terminal_still_cannot_write(
     ]
 
 
-def test_a_branch_picked_between_turns_is_kept_while_parked(make: Callable[..., Harness]) -> None:
+def test_a_branch_picked_between_turns_is_kept_while_parked(make: Callable[..., Running]) -> None:
     h = make(lambda name: ScriptedModel(["one", "two"]))
     sid = h.new_session()
     with h.watch(sid) as (stream, _):
@@ -117,7 +117,7 @@ def test_a_branch_picked_between_turns_is_kept_while_parked(make: Callable[..., 
     assert branch["parent_id"] == first
 
 
-def test_the_session_list_gains_title_first_prompt_and_count(make: Callable[..., Harness]) -> None:
+def test_the_session_list_gains_title_first_prompt_and_count(make: Callable[..., Running]) -> None:
     h = make(lambda name: ScriptedModel(["an answer"]))
     sid = h.new_session()
     named = h.new_session(name="named")

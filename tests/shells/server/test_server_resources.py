@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from test_server import AUTH, TOKEN, Harness, harnesses
+from test_server import AUTH, TOKEN, Running, harnesses
 
 from infai.llm import Model, ScriptedModel
 from infai.llm.providers import ModelUnavailable
@@ -34,7 +34,7 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
@@ -74,10 +74,10 @@ class Served:
 # -- models --------------------------------------------------------------------
 
 
-def test_every_model_built_is_closed(make: Callable[..., Harness]) -> None:
+def test_every_model_built_is_closed(make: Callable[..., Running]) -> None:
     """Creating a session with a model name builds the model to check the name: that
     model is closed, as are the models of sessions opened and then deleted, and the
-    workspace's own when the server stops."""
+    harness's own when the server stops."""
     built: list[str] = []
     closed: list[str] = []
 
@@ -92,7 +92,7 @@ def test_every_model_built_is_closed(make: Callable[..., Harness]) -> None:
         return Counted(["hello"], name=name or "default")
 
     h = make(factory)
-    assert built == ["offline"]  # the workspace's own model, built once, closed at stop
+    assert built == ["offline"]  # the harness's own model, built once, closed at stop
     sids = [h.new_session(model=f"m{i}") for i in range(5)]
     assert built[1:] == [f"m{i}" for i in range(5)]
     assert sorted(closed) == sorted(built[1:])  # one SDK client per request would leak here
@@ -111,7 +111,7 @@ def test_every_model_built_is_closed(make: Callable[..., Harness]) -> None:
 
 
 def test_the_lock_table_keeps_no_entry_nobody_uses(
-    make: Callable[..., Harness], tmp_path: Path
+    make: Callable[..., Running], tmp_path: Path
 ) -> None:
     h = make()
     for _ in range(20):  # ids that name no session

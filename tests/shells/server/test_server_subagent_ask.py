@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.llm import Message, ToolCall
 from infai.llm.fakes import ScriptedModel
@@ -21,11 +21,11 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
-def test_a_subagents_question_shows_its_own_call(make: Callable[..., Harness], work: Path) -> None:
+def test_a_subagents_question_shows_its_own_call(make: Callable[..., Running], work: Path) -> None:
     task = ToolCall("t1", "task", {"prompt": "write the file"})
     write = ToolCall("w1", "write_file", {"path": "sub.txt", "content": "from the child"})
     replies: list[Any] = [

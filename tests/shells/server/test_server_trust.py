@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server import AUTH, TOKEN, Harness, harnesses
+from test_server import AUTH, TOKEN, Running, harnesses
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import Message, Model, ScriptedModel, ToolCall
 from infai.llm.registry import build_model
 from infai.shells.server import create_app
@@ -52,7 +52,7 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
@@ -101,8 +101,8 @@ def test_a_session_runs_under_its_own_directorys_configuration(
     (here / ".infai" / "config.toml").write_text('[permissions]\nallow = ["bash *"]\n')
     (there / ".infai" / "config.toml").write_text('[permissions]\ndeny = ["bash touch*"]\n')
     store = Store(tmp_path / "home", options=StoreOptions(lock_timeout=5))
-    space = Workspace(store, here)
-    app = create_app(store, token=TOKEN, workspace=space, approval_timeout=5)
+    space = Harness(store, here)
+    app = create_app(store, token=TOKEN, harness=space, approval_timeout=5)
     with (
         ServerThread(app) as server,
         httpx.Client(base_url=server.url, headers=AUTH, timeout=20) as client,
@@ -138,7 +138,7 @@ def test_what_a_sessions_file_left_out_is_logged_once(
     monkeypatch.setenv("INFAI_CONFIG", str(tmp_path / "none.toml"))
     (there / ".infai" / "config.toml").write_text('[permissions]\nallow = ["bash *"]\n')
     store = Store(tmp_path / "home")
-    app = create_app(store, token=TOKEN, workspace=Workspace(store, here))
+    app = create_app(store, token=TOKEN, harness=Harness(store, here))
     with (
         ServerThread(app) as server,
         httpx.Client(base_url=server.url, headers=AUTH, timeout=20) as client,
@@ -166,7 +166,7 @@ def raw_get(port: int, host: str | None, path: str = "/v1/health") -> tuple[int,
     return status, json.loads(body) if body.startswith(b"{") else {}
 
 
-def test_a_rebound_name_is_refused_before_the_token(make: Callable[..., Harness]) -> None:
+def test_a_rebound_name_is_refused_before_the_token(make: Callable[..., Running]) -> None:
     h = make()
     port = h.server.port
     for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
@@ -248,7 +248,7 @@ def stuck_reads(monkeypatch: pytest.MonkeyPatch, work: Path) -> threading.Event:
 
 @pytest.mark.parametrize("blocked", [1, 12])
 def test_health_other_sessions_and_cancel_answer_while_tools_block(
-    make: Callable[..., Harness], work: Path, blocked: int, monkeypatch: pytest.MonkeyPatch
+    make: Callable[..., Running], work: Path, blocked: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``blocked`` sessions each run a read that blocks its worker thread (12: more
     than the event loop's default pool of worker threads on a small machine), then:
@@ -285,14 +285,14 @@ def test_health_other_sessions_and_cancel_answer_while_tools_block(
         gate.set()
 
 
-def _reading(h: Harness, sid: str) -> bool:
+def _reading(h: Running, sid: str) -> bool:
     """Whether the session's tool call has been stored (its read has begun)."""
     events = h.client.get(f"/v1/sessions/{sid}/events", params={"all": "true"}).json()
     return any(e["kind"] == "tool_call" for e in events["events"])
 
 
 def test_a_blocked_thread_is_not_left_waiting_on_a_cancelled_turn(
-    make: Callable[..., Harness], work: Path, monkeypatch: pytest.MonkeyPatch
+    make: Callable[..., Running], work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After cancelling a turn whose read blocks its worker thread, the session takes
     a new turn at once: its slot is free once the cancel has answered, never held
@@ -374,7 +374,7 @@ def catastrophic_line(seconds: float) -> str:
     return "a" * n + "b"
 
 
-def test_health_answers_while_a_grep_backtracks(make: Callable[..., Harness], work: Path) -> None:
+def test_health_answers_while_a_grep_backtracks(make: Callable[..., Running], work: Path) -> None:
     """The review's attack: ``(a+)+$`` on a long line of ``a``. Its grep runs in a
     worker thread, and the match lets the loop run meanwhile (measured: this holds
     on today's code; a guard, so that it stays so whatever grep's limit becomes)."""

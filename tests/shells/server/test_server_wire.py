@@ -17,10 +17,10 @@ from typing import Any
 from infai.agent import (
     AgentEvent,
     Config,
+    Harness,
     Saved,
     Streamed,
     TurnEnded,
-    Workspace,
     event_to_obj,
 )
 from infai.llm import Message, Model, ScriptedModel, ToolCall
@@ -29,7 +29,7 @@ from infai.shells.server.sessions import Sessions
 from infai.store import Store
 
 
-class Scripted(Workspace):
+class Scripted(Harness):
     def build_model(self, name: str) -> Model:
         call = ToolCall("c1", "list_files", {"path": "."})
         return ScriptedModel([Message(role="assistant", tool_calls=(call,)), "all listed"])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server import Harness, harnesses
+from test_server import Running, harnesses
 
 from infai.llm import ScriptedModel
 from infai.shells.server.api import validate
@@ -19,7 +19,7 @@ from infai.shells.server.workfiles import FILE_COMPONENTS
 
 @pytest.fixture(autouse=True)
 def checkpoints_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An app built without a workspace takes no snapshots; these tests are about them."""
+    """An app built without a harness takes no snapshots; these tests are about them."""
     from infai.agent import CheckpointSettings
     from infai.shells.server import app
 
@@ -35,11 +35,11 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Harness]]:
+def make(tmp_path: Path, work: Path) -> Iterator[Callable[..., Running]]:
     yield from harnesses(tmp_path / "home", work)
 
 
-def turn(h: Harness, sid: str, text: str, **more: Any) -> list[dict[str, Any]]:
+def turn(h: Running, sid: str, text: str, **more: Any) -> list[dict[str, Any]]:
     """Run a turn; the settled events it made."""
     with h.watch(sid) as (stream, _):
         h.prompt(sid, text, **more)
@@ -47,7 +47,7 @@ def turn(h: Harness, sid: str, text: str, **more: Any) -> list[dict[str, Any]]:
     return [e.data for e in seen if e.name == "settled"]
 
 
-def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], work: Path) -> None:
+def test_files_diff_checkout_and_the_409_question(make: Callable[..., Running], work: Path) -> None:
     h = make(lambda name: ScriptedModel(["ok"] * 10))
     sid = h.new_session()
     first = turn(h, sid, "one")
@@ -115,7 +115,7 @@ def test_files_diff_checkout_and_the_409_question(make: Callable[..., Harness], 
 
 
 def test_a_summarised_select_restores_the_event_files_or_asks(
-    make: Callable[..., Harness], work: Path
+    make: Callable[..., Running], work: Path
 ) -> None:
     h = make(lambda name: ScriptedModel(["ok", "ok", "the branch left: two"]))
     sid = h.new_session()

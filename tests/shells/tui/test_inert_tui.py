@@ -47,7 +47,7 @@ from infai.store import (
     ToolResultRecord,
 )
 from infai.tools import Ask, Rule
-from tui_pilot import asked, run_app, send, until, workspace
+from tui_pilot import asked, harness, run_app, send, until
 
 TITLE = "\x1b]0;pwned\x07"
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"
@@ -88,7 +88,7 @@ def test_every_part_of_the_screen_is_inert(tmp_path: Path) -> None:
             f"done {PAYLOAD}",
         ]
     )
-    space = workspace(tmp_path, model)
+    space = harness(tmp_path, model)
     store = space.store
     sid = store.create_session(name=f"name {PAYLOAD}", working_dir=f"dir {PAYLOAD}").id
     long_output = "\n".join(f"line {i} {PAYLOAD}" for i in range(10))
@@ -140,7 +140,7 @@ def test_every_part_of_the_screen_is_inert(tmp_path: Path) -> None:
 
 
 def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: Path) -> None:
-    space = workspace(tmp_path, ScriptedModel(["ok"]))
+    space = harness(tmp_path, ScriptedModel(["ok"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -162,7 +162,7 @@ def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: P
 
 
 def test_the_approval_dialog_is_inert(tmp_path: Path) -> None:
-    app = InfaiApp(workspace(tmp_path))
+    app = InfaiApp(harness(tmp_path))
     rule = Rule("allow", "bash", f"echo {PAYLOAD}*")
     ask = Ask("bash", f"echo {PAYLOAD}", f"reason {PAYLOAD}", (rule,))
 

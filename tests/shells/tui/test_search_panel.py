@@ -19,17 +19,17 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView
 from infai.shells.tui.panels import PendingBar
 from infai.shells.tui.search import SearchScreen
 from infai.store import MessageRecord, Store
-from tui_pilot import SIZES, run_app, send, until, workspace
+from tui_pilot import SIZES, harness, run_app, send, until
 
 
-def seed(space: Workspace) -> dict[str, str]:
+def seed(space: Harness) -> dict[str, str]:
     """``here`` (the session the app opens) and ``fix``: its root prompt, a reply on
     a branch that was left, and HEAD's reply."""
     store = space.store
@@ -63,7 +63,7 @@ def shown(panel: SearchScreen) -> list[str]:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_enter_opens_the_hits_session_at_its_event(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["continued"]))
+    space = harness(tmp_path, ScriptedModel(["continued"]))
     ids = seed(space)
     app = InfaiApp(space, ids["here"])
 
@@ -93,7 +93,7 @@ def test_enter_opens_the_hits_session_at_its_event(tmp_path: Path, size: tuple[i
 
 
 def test_a_hit_at_head_opens_at_head_and_esc_changes_nothing(tmp_path: Path) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     ids = seed(space)
     app = InfaiApp(space, ids["here"])
 
@@ -115,7 +115,7 @@ def test_a_hit_at_head_opens_at_head_and_esc_changes_nothing(tmp_path: Path) -> 
 
 
 def test_slash_search_prefills_and_a_bad_query_is_said(tmp_path: Path) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     seed(space)
     app = InfaiApp(space)
 
@@ -142,7 +142,7 @@ def _status(panel: SearchScreen) -> str:
 def test_the_search_runs_off_the_event_loop_and_draws_inert(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     store = space.store
     sid = store.create_session(name="x\x1b]0;pwned\x07 [bold]name[/bold]").id
     with store.open_writer(sid) as writer:
@@ -176,7 +176,7 @@ def test_a_very_common_word_says_only_the_newest_matches_were_looked_at(
 
     monkeypatch.setattr(search_rank, "RANK_WINDOW", 4)
     monkeypatch.setattr(search, "LIMIT", 3)  # the window's 4 matches fill it
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     seed(space)
     store = space.store
     many = store.create_session(name="many", working_dir=str(space.working_dir)).id
@@ -199,7 +199,7 @@ def test_a_very_common_word_says_only_the_newest_matches_were_looked_at(
 def test_a_damaged_session_is_named_under_the_field(tmp_path: Path) -> None:
     """One flipped byte in one session: the panel still finds the others' hits and
     says which session was left partly unsearched."""
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     ids = seed(space)
     store = space.store
     assert isinstance(store, Store)

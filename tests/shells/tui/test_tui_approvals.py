@@ -18,14 +18,14 @@ from infai.shells.tui import InfaiApp, modals
 from infai.shells.tui.chat import ToolView
 from infai.shells.tui.modals import GRACE, ApprovalScreen
 from infai.store import ToolResultRecord
-from tui_pilot import SIZES, asked, inside_screen, run_app, send, until, workspace, write_call
+from tui_pilot import SIZES, asked, harness, inside_screen, run_app, send, until, write_call
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_an_ask_opens_a_modal_and_allow_once_runs_the_tool(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path, ScriptedModel([write_call("out.txt"), "written"]))
+    space = harness(tmp_path, ScriptedModel([write_call("out.txt"), "written"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -47,7 +47,7 @@ def test_an_ask_opens_a_modal_and_allow_once_runs_the_tool(
 def test_deny_and_allow_always(tmp_path: Path, size: tuple[int, int]) -> None:
     replies: list[Any] = [write_call("a.txt"), "denied", write_call("b.txt"), "ok"]
     replies += [write_call("b.txt"), "again"]
-    space = workspace(tmp_path, ScriptedModel(replies))
+    space = harness(tmp_path, ScriptedModel(replies))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -91,7 +91,7 @@ def test_keys_typed_as_the_dialog_opens_go_to_the_input_not_the_answer(
 ) -> None:
     clock = _Clock()
     monkeypatch.setattr(modals, "time", clock)
-    space = workspace(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
+    space = harness(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -116,7 +116,7 @@ def test_allow_always_with_an_edited_pattern_is_kept_with_the_session(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
     replies: list[Any] = [write_call("notes/a.txt"), "ok", write_call("notes/b.txt"), "ok"]
-    space = workspace(tmp_path, ScriptedModel(replies))
+    space = harness(tmp_path, ScriptedModel(replies))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -150,7 +150,7 @@ def test_allow_always_with_an_edited_pattern_is_kept_with_the_session(
 def test_deny_with_a_reason_gives_the_model_the_users_words(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
+    space = harness(tmp_path, ScriptedModel([write_call("a.txt"), "ok"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:

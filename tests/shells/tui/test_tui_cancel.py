@@ -17,12 +17,12 @@ from infai.shells.tui.app import QUIT_WINDOW
 from infai.shells.tui.chat import AssistantMessage, ToolView, UserMessage
 from infai.shells.tui.modals import ApprovalScreen
 from infai.shells.tui.panels import StatusBar
-from tui_pilot import SIZES, GatedModel, asked, run_app, send, until, workspace, write_call
+from tui_pilot import SIZES, GatedModel, asked, harness, run_app, send, until, write_call
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, GatedModel())
+    space = harness(tmp_path, GatedModel())
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -55,7 +55,7 @@ def test_ctrl_c_cancels_the_turn_and_a_second_quits(tmp_path: Path, size: tuple[
 def test_a_cancelled_call_is_marked_interrupted(tmp_path: Path, size: tuple[int, int]) -> None:
     sleep = Message(role="assistant", tool_calls=(ToolCall("b1", "bash", {"command": "sleep 9"}),))
     replies: list[Any] = [write_call("a.txt"), sleep]
-    app = InfaiApp(workspace(tmp_path, ScriptedModel(replies), allow=("bash sleep*",)))
+    app = InfaiApp(harness(tmp_path, ScriptedModel(replies), allow=("bash sleep*",)))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "write")

@@ -21,17 +21,17 @@ from tui_pilot import (
     SIZES,
     ClosingModel,
     GatedModel,
+    harness,
     inside_screen,
     run_app,
     send,
     until,
-    workspace,
 )
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_prompt_is_answered_and_saved(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["The **answer** is 42."]))
+    space = harness(tmp_path, ScriptedModel(["The **answer** is 42."]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -59,7 +59,7 @@ def test_a_prompt_is_answered_and_saved(tmp_path: Path, size: tuple[int, int]) -
 
 def test_streaming_appends_to_the_reply_without_touching_the_rest(tmp_path: Path) -> None:
     model = GatedModel()
-    app = InfaiApp(workspace(tmp_path, model))
+    app = InfaiApp(harness(tmp_path, model))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "hi")
@@ -86,7 +86,7 @@ def test_streaming_appends_to_the_reply_without_touching_the_rest(tmp_path: Path
 def test_a_long_reply_is_followed_and_the_model_closed_on_exit(tmp_path: Path) -> None:
     long = "\n\n".join(f"paragraph {i}" for i in range(60))
     model = ClosingModel(long)
-    app = InfaiApp(workspace(tmp_path, model))
+    app = InfaiApp(harness(tmp_path, model))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "talk")
@@ -101,7 +101,7 @@ def test_a_long_reply_is_followed_and_the_model_closed_on_exit(tmp_path: Path) -
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_multi_line_paste_is_kept_whole(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["I see."]))
+    space = harness(tmp_path, ScriptedModel(["I see."]))
     app = InfaiApp(space)
     trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n'
 
@@ -128,10 +128,10 @@ def test_a_multi_line_paste_is_kept_whole(tmp_path: Path, size: tuple[int, int])
 
 
 def test_quitting_closes_the_workspace_and_its_model_once(tmp_path: Path) -> None:
-    """/quit closes the session, then the workspace; the app's end (unmount) after
+    """/quit closes the session, then the harness; the app's end (unmount) after
     it closes nothing again (the model used to be closed by both)."""
     model = ClosingModel("an answer")
-    app = InfaiApp(workspace(tmp_path, model))
+    app = InfaiApp(harness(tmp_path, model))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "hi")

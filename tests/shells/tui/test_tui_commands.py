@@ -13,12 +13,12 @@ from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import HelpScreen, RenameScreen
 from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
-from tui_pilot import SIZES, ClosingModel, run_app, send, until, walk, workspace
+from tui_pilot import SIZES, ClosingModel, harness, run_app, send, until, walk
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_rename_help_and_commands(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["x"]))
+    space = harness(tmp_path, ScriptedModel(["x"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -46,7 +46,7 @@ def test_switching_the_model_keeps_the_session_and_the_picked_event(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
     model = ClosingModel("an answer")
-    space = workspace(tmp_path, model)
+    space = harness(tmp_path, model)
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:

@@ -16,12 +16,12 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, UserMessage
 from infai.shells.tui.panels import MODEL_CHARS, StatusBar, short_model
 from infai.store import Usage
-from tui_pilot import SIZES, ClosingModel, StoreCalls, run_app, send, until, workspace
+from tui_pilot import SIZES, ClosingModel, StoreCalls, harness, run_app, send, until
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_compact_command_appends_a_boundary(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path)  # the offline model answers summaries too
+    space = harness(tmp_path)  # the offline model answers summaries too
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -39,7 +39,7 @@ def test_compact_command_appends_a_boundary(tmp_path: Path, size: tuple[int, int
 
 def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
     model = ClosingModel("answer")
-    app = InfaiApp(workspace(tmp_path, model))
+    app = InfaiApp(harness(tmp_path, model))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "one")
@@ -53,8 +53,8 @@ def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
         assert app.queued == []
 
     run_app(app, scenario, (80, 24))
-    [info] = app.workspace.store.list_sessions()
-    with app.workspace.store.open_reader(info.id) as reader:
+    [info] = app.harness.store.list_sessions()
+    with app.harness.store.open_reader(info.id) as reader:
         kinds = [e.kind for e in reader.context().events]
     assert kinds == ["compaction", "message", "message"]  # two came after the summary
 
@@ -83,7 +83,7 @@ def test_auto_compaction_is_shown_until_done_and_its_notice_stays(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
     model = FullModel("anthropic:claude-sonnet-4-5")
-    app = InfaiApp(workspace(tmp_path, model))
+    app = InfaiApp(harness(tmp_path, model))
 
     def bar() -> str:
         return str(app.query_one(StatusBar).render())
@@ -120,7 +120,7 @@ def test_a_compaction_is_shown_from_its_saved_event_not_read_back(
     for /compact, and what is shown is what a reload shows."""
     model = FullModel("full")
     model.release.set()  # summaries answer at once
-    space = workspace(tmp_path, model)
+    space = harness(tmp_path, model)
     sid = space.new_session()
     calls = StoreCalls(monkeypatch, space.store, sid)
     app = InfaiApp(space, sid)

@@ -20,7 +20,7 @@ from infai.shells.tui.modals import ApprovalScreen
 from infai.shells.tui.panels import StatusBar
 from infai.store import ToolResultRecord
 from infai.tools import Ask, Policy, ToolContext
-from tui_pilot import asked, files_workspace, run_app, send, until, workspace, write_call
+from tui_pilot import asked, files_workspace, harness, run_app, send, until, write_call
 
 
 def shown(widget: Static) -> str:
@@ -75,7 +75,7 @@ def test_a_denial_reaches_the_model_saying_it_once(
 ) -> None:
     """It read ``permission denied by user: denied by the user: not now``."""
     model = ScriptedModel([write_call("a.txt"), "ok"])
-    space = workspace(tmp_path, model)
+    space = harness(tmp_path, model)
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:

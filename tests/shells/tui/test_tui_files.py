@@ -22,7 +22,7 @@ from textual._compositor import CompositorUpdate
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from infai.agent import WorkFiles, Workspace
+from infai.agent import Harness, WorkFiles
 from infai.llm import Message, ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, Notice
@@ -360,7 +360,7 @@ def test_opening_a_session_shows_what_recovering_its_files_said(tmp_path: Path) 
         meta = {"source": first, "before": None, "session": sid, "parent": first}
         files.cp.apply(plan, metadata=meta)
     files.close()
-    app = InfaiApp(Workspace(store, work, config=space.config), sid)
+    app = InfaiApp(Harness(store, work, config=space.config), sid)
 
     async def scenario(pilot: Pilot[None]) -> None:
         chat = app.query_one(ChatView)

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import HelpScreen, mcp_listing
-from tui_pilot import SIZES, inside_screen, run_app, until, workspace
+from tui_pilot import SIZES, harness, inside_screen, run_app, until
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -20,7 +20,7 @@ def test_f1_lists_the_mcp_servers(tmp_path: Path, size: tuple[int, int]) -> None
     Path(os.environ["INFAI_CONFIG"]).write_text(
         '[mcp.servers.demo]\ncommand = "demo-mcp-server"\nargs = ["stdio"]\n'
     )
-    app = InfaiApp(workspace(tmp_path, ScriptedModel(["ok"])))
+    app = InfaiApp(harness(tmp_path, ScriptedModel(["ok"])))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await pilot.press("f1")
@@ -35,7 +35,7 @@ def test_f1_lists_the_mcp_servers(tmp_path: Path, size: tuple[int, int]) -> None
 
 
 def test_without_mcp_servers_the_help_has_no_such_part(tmp_path: Path) -> None:
-    app = InfaiApp(workspace(tmp_path, ScriptedModel(["ok"])))
+    app = InfaiApp(harness(tmp_path, ScriptedModel(["ok"])))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await pilot.press("f1")

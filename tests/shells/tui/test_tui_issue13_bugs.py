@@ -19,13 +19,13 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ToolView, UserMessage
 from infai.shells.tui.panels import PromptInput, StatusBar, Timeline
 from infai.store import MessageRecord, Store
-from tui_pilot import BIG_REPLY, SIZES, asked, run_app, send, until, workspace
+from tui_pilot import BIG_REPLY, SIZES, asked, harness, run_app, send, until
 
 
 def diff_text(view: ToolView) -> str:
@@ -41,7 +41,7 @@ def test_timeline_focus_and_the_real_diff_of_an_overwrite_and_an_edit(
         ToolCall("w1", "write_file", {"path": "notes.txt", "content": "new text\n"}),
         ToolCall("e1", "edit_file", {"path": "long.txt", "old_text": "line 20", "new_text": "L"}),
     )
-    space = workspace(tmp_path, ScriptedModel([Message(role="assistant", tool_calls=calls), "ok"]))
+    space = harness(tmp_path, ScriptedModel([Message(role="assistant", tool_calls=calls), "ok"]))
     (space.working_dir / "notes.txt").write_text("old text\n")
     (space.working_dir / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 31)))
     app = InfaiApp(space)
@@ -87,7 +87,7 @@ def test_resumed_gauge_and_a_read_failure_is_not_called_a_save_failure(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
     replies = ["first answer", '{"summary": "we said hello", "goals": []}']
-    space = workspace(tmp_path, ScriptedModel(replies, context_window=2_000))
+    space = harness(tmp_path, ScriptedModel(replies, context_window=2_000))
     first = InfaiApp(space)
     seen: dict[str, int] = {}
 
@@ -106,7 +106,7 @@ def test_resumed_gauge_and_a_read_failure_is_not_called_a_save_failure(
         writer.append(MessageRecord(content=BIG_REPLY), "assistant")
     blobs = [p for p in (tmp_path / "home").rglob("blobs/*") if p.is_file()]
     assert blobs, "the big reply is in a blob"
-    again = Workspace(Store(tmp_path / "home"), space.working_dir)
+    again = Harness(Store(tmp_path / "home"), space.working_dir)
     again.model = ScriptedModel(["never asked"], context_window=2_000)
     resumed = InfaiApp(again, info.id)
 
@@ -151,7 +151,7 @@ def test_on_postgresql_another_process_append_shows_in_the_open_tui(
     store = PgStore(pg_url)
     work = tmp_path / "work"
     work.mkdir()
-    space = Workspace(store, work)
+    space = Harness(store, work)
     space.model = ScriptedModel(["first answer"])
     app = InfaiApp(space)
 

@@ -16,7 +16,7 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.keys import KEYMAP, keymap_markdown
 from infai.shells.tui.modals import HelpScreen
 from infai.shells.tui.panels import PromptInput, Timeline
-from tui_pilot import run_app, send, until, workspace
+from tui_pilot import harness, run_app, send, until
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -24,7 +24,7 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 def reads_a_long_file(tmp_path: Path) -> InfaiApp:
     """An app whose model reads a 30-line file (a folded result), then answers."""
     call = ToolCall("r1", "read_file", {"path": "long.txt"})
-    space = workspace(
+    space = harness(
         tmp_path, ScriptedModel([Message(role="assistant", tool_calls=(call,)), "ok", "two"])
     )
     (space.working_dir / "long.txt").write_text("".join(f"line {i}\n" for i in range(30)))
@@ -76,7 +76,7 @@ def test_the_timeline_never_takes_text_and_ctrl_d_shows_the_diff(tmp_path: Path)
 
 def test_the_key_map_is_written_once_f1_and_the_readme_show_it(tmp_path: Path) -> None:
     assert keymap_markdown() in README.read_text()
-    app = InfaiApp(workspace(tmp_path, ScriptedModel([])))
+    app = InfaiApp(harness(tmp_path, ScriptedModel([])))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await pilot.press("f1")

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, FoldedMessage, ToolView
 from infai.shells.tui.panels import Timeline
 from infai.store import MessageRecord, Store, ToolCallRecord, ToolResultRecord
-from tui_pilot import BIG_REPLY, SIZES, inside_screen, run_app, until, workspace
+from tui_pilot import BIG_REPLY, SIZES, harness, inside_screen, run_app, until
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
         return real(paths, digest)
 
     monkeypatch.setattr(reader_module, "read_blob", counting)
-    space = Workspace(Store(root / "home"), root / "work")
+    space = Harness(Store(root / "home"), root / "work")
     app = InfaiApp(space, sid)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -97,7 +97,7 @@ def test_a_20000_event_session_opens_a_page_without_reading_blobs(
 def test_results_stay_with_their_calls_and_a_damaged_blob_does_not_crash(
     tmp_path: Path,
 ) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     sid = space.store.create_session(working_dir=str(space.working_dir)).id
     with space.store.open_writer(sid) as writer:
         writer.append(MessageRecord(content="q1"), "user")
@@ -128,7 +128,7 @@ def test_results_stay_with_their_calls_and_a_damaged_blob_does_not_crash(
 def test_a_large_prompt_and_reply_reopen_folded_and_unfold_in_full(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     sid = space.store.create_session(working_dir=str(space.working_dir)).id
     log = "\n".join(f"  File 'app.py', line {i}, in handler" for i in range(600))
     with space.store.open_writer(sid) as writer:

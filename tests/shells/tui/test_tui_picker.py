@@ -17,7 +17,7 @@ from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import HelpScreen, SessionPicker, _ago
 from infai.store import MessageRecord
-from tui_pilot import SIZES, inside_screen, run_app, send, until, workspace
+from tui_pilot import SIZES, harness, inside_screen, run_app, send, until
 
 
 def test_when_in_words() -> None:
@@ -32,7 +32,7 @@ def test_when_in_words() -> None:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_picker_titles_counts_groups_and_filters(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["an answer"]))
+    space = harness(tmp_path, ScriptedModel(["an answer"]))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     store = space.store

@@ -24,7 +24,7 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.panels import QueueBar
 from infai.shells.tui.prompt import NEWLINE, PromptInput
 from infai.store import MessageRecord, SessionStore
-from tui_pilot import SIZES, GatedModel, run_app, until, workspace
+from tui_pilot import SIZES, GatedModel, harness, run_app, until
 
 
 def burst(app: InfaiApp, keys: str, start: float, gap: float = 0.0) -> None:
@@ -49,7 +49,7 @@ def test_type_ahead_pastes_as_keys_newlines_the_queue_and_history(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
     model = GatedModel()  # the first reply waits for release; later ones do not
-    space = workspace(tmp_path, model)
+    space = harness(tmp_path, model)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     earlier = [

@@ -14,12 +14,12 @@ from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import RenameScreen, SessionPicker
 from infai.store import StoreIOError
-from tui_pilot import SIZES, inside_screen, run_app, send, until, workspace
+from tui_pilot import SIZES, harness, inside_screen, run_app, send, until
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path, size: tuple[int, int]) -> None:
-    space = workspace(tmp_path, ScriptedModel(["a"]))
+    space = harness(tmp_path, ScriptedModel(["a"]))
     older = space.store.create_session(name="older", working_dir=str(space.working_dir)).id
     newer = space.store.create_session(name="newer", working_dir=str(space.working_dir)).id
     app = InfaiApp(space, older)
@@ -49,7 +49,7 @@ def test_sessions_picker_resumes_and_starts_sessions(tmp_path: Path, size: tuple
 def test_a_named_new_session_is_kept_and_a_name_can_be_cleared(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -88,7 +88,7 @@ def test_a_failing_close_while_switching_still_opens_the_new_session_and_leaks_n
 ) -> None:
     """Closing the session left behind raises (before or after its writer closed):
     the picked session opens all the same, and neither lock stays held."""
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     old = space.store.create_session(name="old", working_dir=str(space.working_dir)).id
     new = space.store.create_session(name="new", working_dir=str(space.working_dir)).id
     app = InfaiApp(space, old)

@@ -32,7 +32,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, ToolView
@@ -56,10 +56,10 @@ def home_is_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
 
 
-def workspace(tmp_path: Path, replies: list[Any], allow: tuple[str, ...] = ()) -> Workspace:
+def harness(tmp_path: Path, replies: list[Any], allow: tuple[str, ...] = ()) -> Harness:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    space = Workspace(Store(tmp_path / "home"), work, allow=allow)
+    space = Harness(Store(tmp_path / "home"), work, allow=allow)
     space.model = ScriptedModel(replies)
     return space
 
@@ -123,7 +123,7 @@ def test_conversation_with_a_tool_call_and_code(tmp_path: Path, snap_compare: Sn
     two files lines would not leave all of it in view at 80x24."""
     content = 'def greet(name):\n    return "hi " + name\n'
     replies = [write_call("hello.py", content, 900), reply(CODE_REPLY, 1_400)]
-    space = workspace(tmp_path, replies, allow=("write_file *",))
+    space = harness(tmp_path, replies, allow=("write_file *",))
     app = InfaiApp(space)
 
     async def run_before(pilot: Pilot[None]) -> None:
@@ -144,7 +144,7 @@ def test_conversation_with_a_tool_call_and_code(tmp_path: Path, snap_compare: Sn
 
 def test_approval_modal_for_write_file(tmp_path: Path, snap_compare: SnapCompare) -> None:
     """The modal asking whether write_file may run, over the conversation, at 60x20."""
-    space = workspace(tmp_path, [write_call("notes.txt", "remember\n", 500), reply("done", 600)])
+    space = harness(tmp_path, [write_call("notes.txt", "remember\n", 500), reply("done", 600)])
     app = InfaiApp(space)
 
     async def run_before(pilot: Pilot[None]) -> None:
@@ -165,7 +165,7 @@ def test_timeline_with_a_branch(tmp_path: Path, snap_compare: SnapCompare) -> No
         reply("second answer", 320),
         reply("a different way", 340),
     ]
-    app = InfaiApp(workspace(tmp_path, replies))
+    app = InfaiApp(harness(tmp_path, replies))
 
     async def run_before(pilot: Pilot[None]) -> None:
         await send(pilot, "first")
@@ -193,7 +193,7 @@ def test_timeline_with_a_branch(tmp_path: Path, snap_compare: SnapCompare) -> No
 
 def test_help_screen(tmp_path: Path, snap_compare: SnapCompare) -> None:
     """F1 shows the keys and commands, in a box that fits 60x20."""
-    app = InfaiApp(workspace(tmp_path, []))
+    app = InfaiApp(harness(tmp_path, []))
 
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.press("f1")
@@ -205,7 +205,7 @@ def test_help_screen(tmp_path: Path, snap_compare: SnapCompare) -> None:
 
 def test_session_picker(tmp_path: Path, snap_compare: SnapCompare) -> None:
     """Ctrl-O: the sessions, newest first, the open one highlighted, in a box at 60x20."""
-    space = workspace(tmp_path, [])
+    space = harness(tmp_path, [])
     store = space.store
     store.create_session(name="refactor the store", working_dir="/src/infai")
     store.create_session(working_dir="/src/app")

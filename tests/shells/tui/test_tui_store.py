@@ -12,14 +12,14 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, ToolView
 from infai.shells.tui.modals import RenameScreen, SessionPicker
 from infai.shells.tui.panels import StatusBar, Timeline
 from infai.store import MessageRecord, ToolCallRecord, ToolResultRecord
-from tui_pilot import StoreCalls, run_app, send, until, walk, workspace
+from tui_pilot import StoreCalls, harness, run_app, send, until, walk
 
 
 def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_the_tui_on_a_postgresql_store(pg_url: str, tmp_path: Path) -> None:
     store = PgStore(pg_url)
     work = tmp_path / "work"
     work.mkdir()
-    space = Workspace(store, work)
+    space = Harness(store, work)
     space.model = ScriptedModel(["stored in the database"])
     app = InfaiApp(space)
 
@@ -55,7 +55,7 @@ def test_a_store_failure_mid_turn_is_shown_not_swallowed(
 ) -> None:
     from infai.store import StoreIOError
 
-    app = InfaiApp(workspace(tmp_path, ScriptedModel(["a reply that cannot be saved"])))
+    app = InfaiApp(harness(tmp_path, ScriptedModel(["a reply that cannot be saved"])))
 
     async def scenario(pilot: Pilot[None]) -> None:
         assert app.session is not None
@@ -86,7 +86,7 @@ def test_a_settled_event_costs_the_tui_no_store_call(
     reports: a turn of ten settled events costs the TUI no more store calls than
     one of two (it used to read the session's info and walk the index at each)."""
     replies: list[Any] = ["short", *(list_call(i) for i in range(4)), "long"]
-    space = workspace(tmp_path, ScriptedModel(replies))
+    space = harness(tmp_path, ScriptedModel(replies))
     sid = space.new_session()
     calls = StoreCalls(monkeypatch, space.store, sid)
     app = InfaiApp(space, sid)
@@ -116,7 +116,7 @@ def test_the_tuis_own_store_calls_run_off_the_event_loop(
     timeline, a rename, a turn, a model switch, the picker's list, switching, a
     new session and quitting: every store call the TUI makes itself runs in a
     thread."""
-    space = workspace(tmp_path, ScriptedModel(["an answer"]))
+    space = harness(tmp_path, ScriptedModel(["an answer"]))
     sid = space.store.create_session(name="long", working_dir=str(space.working_dir)).id
     other = space.store.create_session(name="other", working_dir=str(space.working_dir)).id
     with space.store.open_writer(sid) as writer:

@@ -16,7 +16,7 @@ from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage
 from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
-from tui_pilot import SIZES, run_app, send, until, walk, workspace
+from tui_pilot import SIZES, harness, run_app, send, until, walk
 
 #: the first row of a session's timeline: the first turn starts by recording the
 #: files (an empty directory here; later turns find them unchanged and add none)
@@ -32,7 +32,7 @@ def rows(timeline: Timeline) -> list[Any]:
 def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path, ScriptedModel(["first answer", "second answer", "branched"]))
+    space = harness(tmp_path, ScriptedModel(["first answer", "second answer", "branched"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -74,7 +74,7 @@ def test_the_timeline_picks_an_older_event_and_the_next_prompt_branches(
 
 
 def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path) -> None:
-    space = workspace(tmp_path, ScriptedModel(["one", "two", "three", "four"]))
+    space = harness(tmp_path, ScriptedModel(["one", "two", "three", "four"]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
@@ -116,7 +116,7 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
 def test_the_timeline_opens_on_head_or_the_picked_event(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    space = workspace(tmp_path, ScriptedModel([f"answer {i} " + "long " * 20 for i in range(4)]))
+    space = harness(tmp_path, ScriptedModel([f"answer {i} " + "long " * 20 for i in range(4)]))
     app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:

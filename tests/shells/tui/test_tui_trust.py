@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from infai.agent import Workspace
+from infai.agent import Harness
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ToolView
@@ -39,7 +39,7 @@ def test_a_session_of_another_directory_runs_under_its_rules(
     )
     store = Store(tmp_path / "home")
     sid = store.create_session(working_dir=str(there)).id
-    space = Workspace(store, here)
+    space = Harness(store, here)
     call = ToolCall("c1", "bash", {"command": "touch pwned"})
     space.model = ScriptedModel([Message(role="assistant", tool_calls=(call,)), "done"])
     app = InfaiApp(space, sid)

@@ -20,11 +20,11 @@ from infai.store import (
     ToolResultRecord,
 )
 from infai.store.codec import digest_of
-from tui_pilot import run_app, until, workspace
+from tui_pilot import harness, run_app, until
 
 
 def test_workspace_events_show_as_notices_in_the_transcript(tmp_path: Path) -> None:
-    space = workspace(tmp_path)
+    space = harness(tmp_path)
     tree = digest_of(b"tree")
     sid = space.store.create_session(working_dir=str(space.working_dir)).id
     with space.store.open_writer(sid) as writer:

@@ -11,12 +11,12 @@ background job inherits SIGINT.
 In these headless shells a call the policy would ask about is denied unless an
 ``--allow`` rule allows it.
 
-:func:`workspace` and :func:`open_session` are how every command that runs the
+:func:`harness` and :func:`open_session` are how every command that runs the
 agent (these, ``tui`` and ``serve``) gets its configuration, model, rules and
-session: all of it is assembled by :class:`~infai.agent.Workspace`, nothing
+session: all of it is assembled by :class:`~infai.agent.Harness`, nothing
 here. A user's mistake there (a bad configuration, model name or rule) is an
 error of the tree, answered as bad input by :mod:`.errors`. The session and
-the workspace are closed with ``aclose`` in the event loop that used them;
+the harness are closed with ``aclose`` in the event loop that used them;
 each closes the models it owns, so none is closed twice.
 
 ``--json`` prints each agent event in the one JSON form,
@@ -54,29 +54,29 @@ from .common import (
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
-    from infai.agent import AgentSession, Workspace
+    from infai.agent import AgentSession, Harness
     from infai.store import ToolResultRecord
     from infai.tools import Approver
 
 T = TypeVar("T")
 
 
-def workspace(
+def harness(
     store: SessionStore,
     working_dir: Path,
     model_name: str | None = None,
     allow: tuple[str, ...] = (),
     approver: Approver | None = None,
-) -> Workspace:
-    """The command's :class:`~infai.agent.Workspace`, where everything it runs is built.
+) -> Harness:
+    """The command's :class:`~infai.agent.Harness`, where everything it runs is built.
 
     A bad configuration, model name or ``--allow`` rule raises its own error,
     which the exit table (:mod:`.errors`) answers as bad input; configuration
     warnings go to stderr.
     """
-    from infai.agent import Workspace
+    from infai.agent import Harness
 
-    space = Workspace(store, working_dir, model_name=model_name, allow=allow, approver=approver)
+    space = Harness(store, working_dir, model_name=model_name, allow=allow, approver=approver)
     for warning in space.config.warnings:
         echo(f"infai: {warning}", err=True)
     if space.sandbox.notice:
@@ -92,8 +92,8 @@ def open_session(
     allow: tuple[str, ...],
     working_dir: Path,
     from_event: str | None = None,
-) -> tuple[Workspace, AgentSession]:
-    """The workspace and the session a command runs the agent in (None: a new one;
+) -> tuple[Harness, AgentSession]:
+    """The harness and the session a command runs the agent in (None: a new one;
     ``resume``: this directory's newest; ``from_event`` alone: the session of this
     directory holding that event). Close both with :func:`_close`.
 
@@ -109,7 +109,7 @@ def open_session(
             kept = None  # opening it below says what is wrong
         if kept and Path(kept).is_dir():
             working_dir = Path(kept)
-    space = workspace(store, working_dir, model_name, allow)
+    space = harness(store, working_dir, model_name, allow)
     try:
         if session_id is None and resume:
             latest = space.latest_here()
@@ -135,8 +135,8 @@ def open_session(
     return space, session
 
 
-async def _close(space: Workspace, session: AgentSession) -> None:
-    """Close the session, then the workspace, in the event loop that used them; each
+async def _close(space: Harness, session: AgentSession) -> None:
+    """Close the session, then the harness, in the event loop that used them; each
     closes the models it owns (an SDK client's connections belong to the loop)."""
     try:
         await session.aclose()
@@ -144,8 +144,8 @@ async def _close(space: Workspace, session: AgentSession) -> None:
         await space.aclose()
 
 
-def _drive(space: Workspace, session: AgentSession, work: Callable[[], Awaitable[T]]) -> T:
-    """Run ``work()`` in a new event loop, then close the session and the workspace
+def _drive(space: Harness, session: AgentSession, work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work()`` in a new event loop, then close the session and the harness
     in it, whatever happened (Ctrl-C, SIGTERM and SIGHUP included: each ends in
     KeyboardInterrupt once the turn has stopped and everything is closed)."""
     stopped_by: list[int] = []
@@ -543,8 +543,8 @@ def models_command(as_json: bool) -> None:
 __all__ = [
     "chat",
     "compact_command",
+    "harness",
     "models_command",
     "open_session",
     "run",
-    "workspace",
 ]

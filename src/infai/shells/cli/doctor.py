@@ -190,13 +190,13 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
 
 
 def _sandbox_here() -> tuple[Sandbox, str]:
-    """The sandbox commands run in here: the workspace's, so with the current
+    """The sandbox commands run in here: the harness's, so with the current
     directory's configuration and infai's own files protected and hidden. In
     ``mode = "off"`` the checks still try bwrap, to say whether it would work.
 
     The store is opened only for where its home is; one that cannot be opened
     (a database that is down) leaves infai's files out, not the whole check."""
-    from infai.agent import Workspace, load_config
+    from infai.agent import Harness, load_config
     from infai.store import StoreError
     from infai.tools import Sandbox
 
@@ -206,7 +206,7 @@ def _sandbox_here() -> tuple[Sandbox, str]:
         echo(f"infai: the store cannot be opened ({exc}): its files are not listed", err=True)
         sandbox = Sandbox(load_config(Path(os.getcwd())).sandbox)  # a ConfigError: bad input
     else:
-        sandbox = Workspace(store, Path(os.getcwd()), model_name="offline").sandbox
+        sandbox = Harness(store, Path(os.getcwd()), model_name="offline").sandbox
     if sandbox.mode == "off":
         return replace(sandbox, settings=replace(sandbox.settings, mode="auto")), "off"
     return sandbox, sandbox.mode

@@ -27,12 +27,12 @@ import click
 from infai.store import SessionStore
 
 from ..inert import inert_json
-from .agent import allow_option, workspace
+from .agent import allow_option, harness
 from .common import echo, emit_json, json_option, pass_store
 from .errors import BadInput, mapped_errors
 
 if TYPE_CHECKING:
-    from infai.agent import Workspace
+    from infai.agent import Harness
     from infai.tools import Ask, Reply
 
 
@@ -56,7 +56,7 @@ def _state(row: dict[str, Any]) -> str:
 @mapped_errors
 def mcp_ls(store: SessionStore, as_json: bool) -> None:
     """List the servers, their state and tools (each enabled server is started)."""
-    space = workspace(store, Path.cwd(), "offline")
+    space = harness(store, Path.cwd(), "offline")
 
     async def main() -> list[dict[str, Any]]:
         hub = space.mcp()
@@ -118,7 +118,7 @@ def mcp_call(
     if not isinstance(arguments, dict):
         raise BadInput("--args: must be a JSON object")
     approver = _ask_on_terminal if sys.stdin is not None and sys.stdin.isatty() else None
-    space = workspace(store, Path.cwd(), "offline", allow, approver)
+    space = harness(store, Path.cwd(), "offline", allow, approver)
     output = asyncio.run(_call(space, server, tool, arguments))
     if as_json:
         emit_json(output)
@@ -129,7 +129,7 @@ def mcp_call(
 
 
 async def _call(
-    space: Workspace, server: str, tool: str, arguments: dict[str, Any]
+    space: Harness, server: str, tool: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     from infai.tools import ToolContext
 

@@ -111,7 +111,7 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API (with live Server-Sent Events) until interrupted."""
     from ..server.run import InfaiServer, bind, uvicorn_config
-    from .agent import workspace
+    from .agent import harness
 
     if not (allow_remote or is_loopback(host)):
         raise BadInput(
@@ -120,7 +120,7 @@ def serve_command(
         )
     token = given_token(ctx, token, token_file)
     store = serve_store(ctx, lock_timeout)
-    space = workspace(store, Path(os.getcwd()), model_name, allow)  # config, model, rules
+    space = harness(store, Path(os.getcwd()), model_name, allow)  # config, model, rules
     secret, where = server_token(store, token)
     app = build_app(store, space, secret, approval_timeout, idle_close, allow_remote)
     try:
@@ -210,7 +210,7 @@ def build_app(
     idle_close: float,
     allow_remote: bool = False,
 ) -> Any:
-    """The server application over the command line's workspace (config, model,
+    """The server application over the command line's harness (config, model,
     rules): the app opens every session through it, and closes it when it stops.
     ``allow_remote``: any ``Host`` header is accepted, not only loopback names."""
     from ..server import create_app
@@ -219,7 +219,7 @@ def build_app(
     return create_app(
         store,
         token=secret,
-        workspace=space,
+        harness=space,
         approval_timeout=approval_timeout,
         working_dir=space.working_dir,
         idle_close=idle_close or None,

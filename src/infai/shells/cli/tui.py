@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from .agent import allow_option, continue_option, model_option, session_option, workspace
+from .agent import allow_option, continue_option, harness, model_option, session_option
 from .common import come_back_command, echo, store_of
 from .errors import BadInput, mapped_errors
 
@@ -54,7 +54,7 @@ def tui(
     from ..tui import InfaiApp
 
     store = store_of(click.get_current_context())
-    space = workspace(store, Path(os.getcwd()), model_name, allow)
+    space = harness(store, Path(os.getcwd()), model_name, allow)
     try:
         if session_id is None and resume:
             latest = space.latest_here()
@@ -69,7 +69,7 @@ def tui(
         asyncio.run(space.aclose())  # the app, which closes it, never ran
         raise
     app = InfaiApp(space, session_id)
-    app.run()  # closes the workspace as it ends
+    app.run()  # closes the harness as it ends
     if app.left_session is not None:  # not an empty new session (removed as the app ended)
         command = come_back_command(app.left_session, "")
         echo(f"infai: session {app.left_session}; come back with: {command}", err=True)

@@ -8,7 +8,7 @@ route and its shapes, as data: the OpenAPI document), :mod:`.routes` (the
 handlers), :mod:`.errors` (the one table from the error tree to HTTP statuses),
 :mod:`.sessions` and :mod:`.served` (open sessions, their turns, questions and
 watchers) and :mod:`.channel` (SSE frames). The server builds no machinery of
-its own: every session's agent is opened by an :class:`infai.agent.Workspace`.
+its own: every session's agent is opened by an :class:`infai.agent.Harness`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ existing session from a missing one. Before that, a request must name the
 server by a loopback name in its ``Host`` header (:mod:`.hosts`: DNS
 rebinding), unless the app is made to accept any. Each session runs under its
 own working directory's configuration, not the server's
-(:meth:`~infai.agent.Workspace.config_for`).
+(:meth:`~infai.agent.Harness.config_for`).
 
 Streams: ``GET /v1/sessions/{id}/stream`` sends each settled event with its
 event id as the SSE id; deltas carry none, so ``Last-Event-ID`` always names a
@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from infai.agent import CheckpointSettings, Config, Workspace
+from infai.agent import CheckpointSettings, Config, Harness
 from infai.llm import Model
 from infai.store import Event, SessionStore
 from infai.tools import Rule
@@ -60,9 +60,9 @@ from .workfiles import FILE_OPERATIONS
 
 log = logging.getLogger("infai.server")
 
-#: builds a model by name (tests and embedding: the models a workspace builds)
+#: builds a model by name (tests and embedding: the models a harness builds)
 ModelFactory = Callable[[str], Model]
-#: auto-compaction threshold when the app builds its own workspace
+#: auto-compaction threshold when the app builds its own harness
 DEFAULT_COMPACT_AT = Config().compact_at
 
 
@@ -208,12 +208,12 @@ def _release_pool(pool: ThreadPoolExecutor) -> None:
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
 
 
-#: files on the timeline for an app built without a workspace (off; see create_app)
+#: files on the timeline for an app built without a harness (off; see create_app)
 EMBEDDED_CHECKPOINTS = CheckpointSettings(enabled=False)
 
 
-class _Given(Workspace):
-    """A workspace whose models come from the caller's factory (tests, embedding)."""
+class _Given(Harness):
+    """A harness whose models come from the caller's factory (tests, embedding)."""
 
     def __init__(
         self, store: SessionStore, working_dir: Path, config: Config, models: ModelFactory
@@ -229,7 +229,7 @@ def create_app(
     store: SessionStore,
     *,
     token: str,
-    workspace: Workspace | None = None,
+    harness: Harness | None = None,
     model_factory: ModelFactory | None = None,
     rules: Sequence[Rule] = (),
     approval_timeout: float = 300.0,
@@ -241,16 +241,16 @@ def create_app(
 ) -> Starlette:
     """The API as an ASGI app; ``app.state.sessions`` holds the open sessions.
 
-    Every session's agent is opened by ``workspace`` (``infai serve`` passes
+    Every session's agent is opened by ``harness`` (``infai serve`` passes
     the command line's), the one place its config, model, policy and tools are
     assembled; the app owns it from now on and closes it when it stops. Without
-    one, the app builds a workspace over ``store`` in ``working_dir`` with no
+    one, the app builds a harness over ``store`` in ``working_dir`` with no
     configuration file: ``rules`` start every session's policy, ``compact_at``
     is the auto-compaction threshold (None: off), ``model_factory`` (tests,
     embedding) builds models by name instead of the model registry, and the
     sessions' files are not snapshotted (:data:`EMBEDDED_CHECKPOINTS`: an
     embedder's working directory may be anything; ``infai serve`` passes a
-    workspace whose configuration decides).
+    harness whose configuration decides).
 
     A question unanswered after ``approval_timeout`` seconds is denied;
     ``observe`` sees each settled event as it is fanned out; a session idle
@@ -259,16 +259,16 @@ def create_app(
     A request whose ``Host`` header is not one of ``hosts`` (with the port served
     on) is answered 421 (None: any Host, for ``--allow-remote``).
     """
-    if workspace is None:
+    if harness is None:
         here = (working_dir or Path.cwd()).resolve()
         config = Config(compact_at=compact_at, rules=tuple(rules), checkpoints=EMBEDDED_CHECKPOINTS)
         if model_factory is None:
-            workspace = Workspace(store, here, config=config)
+            harness = Harness(store, here, config=config)
         else:
-            workspace = _Given(store, here, config, model_factory)
-    elif workspace.store is not store or model_factory is not None or rules:
-        raise TypeError("create_app: give a workspace over the same store, or its parts")
-    space = workspace
+            harness = _Given(store, here, config, model_factory)
+    elif harness.store is not store or model_factory is not None or rules:
+        raise TypeError("create_app: give a harness over the same store, or its parts")
+    space = harness
     sessions = Sessions(space, approval_timeout=approval_timeout, observe=observe)
     app_config = AppConfig((working_dir or space.working_dir).resolve(), _version())
     routes = [
@@ -291,7 +291,7 @@ def create_app(
             try:
                 await sessions.aclose()
             finally:
-                await space.aclose()  # the workspace's own model (sessions closed theirs)
+                await space.aclose()  # the harness's own model (sessions closed theirs)
                 _release_pool(pool)
 
     app = Starlette(

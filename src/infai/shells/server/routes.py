@@ -126,7 +126,7 @@ async def create_session(call: Call) -> Response:
     model = call.body.get("model")
     if model is not None:
         try:  # as the session's own directory defines it; what is built is closed again
-            await call.sessions.workspace.check_model(model, working_dir)
+            await call.sessions.harness.check_model(model, working_dir)
         except MODEL_ERRORS as exc:
             raise ApiError(422, f"body.model: {exc}") from None
     info = await asyncio.to_thread(

@@ -17,8 +17,8 @@ nothing behind. The store work of opening (reading the session's metadata,
 taking its writer) runs in a worker thread, never on the event loop.
 
 Each session is opened under its own working directory's configuration (the
-workspace reads it once per directory, see
-:meth:`~infai.agent.Workspace.config_for`), not that of the directory the
+harness reads it once per directory, see
+:meth:`~infai.agent.Harness.config_for`), not that of the directory the
 server was started in; what such a file left out is logged once.
 """
 
@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-from infai.agent import AgentSession, ConfigError, Workspace
+from infai.agent import AgentSession, ConfigError, Harness
 from infai.llm import ModelUnavailable
 from infai.store import REMOVED, Event, SessionNotFound, SessionStore
 from infai.tools import Approver
@@ -84,14 +84,14 @@ class Sessions:
 
     def __init__(
         self,
-        workspace: Workspace,
+        harness: Harness,
         *,
         approval_timeout: float = 300.0,
         observe: Callable[[Event], None] | None = None,
     ) -> None:
         #: where every session's agent is opened (config, model, policy, tools)
-        self.workspace = workspace
-        self.store: SessionStore = workspace.store
+        self.harness = harness
+        self.store: SessionStore = harness.store
         self.approval_timeout = approval_timeout
         self.observe = observe
         self.open: dict[str, Served] = {}
@@ -120,18 +120,18 @@ class Sessions:
             return served
 
     async def _open(self, session_id: str) -> Served:
-        """Open the session's agent through the workspace, with this session's
+        """Open the session's agent through the harness, with this session's
         approver (questions go to the API) and the model stored in the session
-        (its own, closed with it; none named: the workspace's)."""
+        (its own, closed with it; none named: the harness's)."""
         info = await asyncio.to_thread(self.store.info, session_id)
 
         def open_agent(approver: Approver) -> AgentSession:
             try:
-                return self.workspace.open(session_id, approver=approver, model_name=info.model)
+                return self.harness.open(session_id, approver=approver, model_name=info.model)
             except MODEL_ERRORS as exc:
                 raise Conflict(f"cannot open session {session_id}: {exc}") from None
             finally:  # the session's own directory's configuration: what it left out
-                for notice in self.workspace.take_notices():
+                for notice in self.harness.take_notices():
                     log.warning("%s", notice)
 
         served = await asyncio.to_thread(

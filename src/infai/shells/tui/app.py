@@ -22,7 +22,7 @@ append the session makes (the interruption marker and a compaction included),
 so nothing is read back from the store to show them; and every store call the
 app makes itself is a function of :mod:`.store_io`, run in a thread so the
 screen never waits on the disk or the database, reading the session through
-its read-only view. The workspace (:class:`~infai.agent.Workspace`) builds
+its read-only view. The harness (:class:`~infai.agent.Harness`) builds
 and switches the models and closes them when the app ends, once.
 
 Three base classes carry the rest: :mod:`.files` (a continue's restore, asked
@@ -53,13 +53,13 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 from infai.agent import (
     AgentEvent,
     AgentSession,
+    Harness,
     Lagged,
     Saved,
     SlotConflict,
     Streamed,
     Turn,
     TurnEnded,
-    Workspace,
     event_tokens,
 )
 from infai.llm import Notice, ReasoningDelta, TextDelta
@@ -93,7 +93,7 @@ READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
 
 class InfaiApp(Keyboard, Files):
-    """Chat, timeline, sessions and approvals over the workspace's sessions."""
+    """Chat, timeline, sessions and approvals over the harness's sessions."""
 
     TITLE = "infai"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -107,10 +107,10 @@ class InfaiApp(Keyboard, Files):
         Binding("escape", "escape", "close the panel / back to HEAD", show=False),
     ]
 
-    def __init__(self, workspace: Workspace, session_id: str | None = None) -> None:
+    def __init__(self, harness: Harness, session_id: str | None = None) -> None:
         super().__init__()
-        self.workspace = workspace
-        workspace.approver = self.approve
+        self.harness = harness
+        harness.approver = self.approve
         self.session: AgentSession | None = None
         self._initial = session_id
         self._created: set[str] = set()  # sessions this app made (removed again if left empty)
@@ -118,7 +118,7 @@ class InfaiApp(Keyboard, Files):
         #: the worker of the turn (or compaction) running: the app is busy until it ends
         self.turn: Worker[None] | None = None
         self._cancelled = False  # Ctrl-C was pressed for the running turn
-        self._shut = False  # the app has closed its session and the workspace
+        self._shut = False  # the app has closed its session and the harness
         self._ending = False  # the app is ending: nothing more is started
         #: the session open when the app ended, if it is kept (not an empty new one)
         self.left_session: str | None = None
@@ -155,10 +155,10 @@ class InfaiApp(Keyboard, Files):
         self.prompt.focus()
         self.watch(self.screen, "focused", self._focus_moved)
         self._watch_files()
-        home, here = Path(self.workspace.store.home), self.workspace.working_dir
+        home, here = Path(self.harness.store.home), self.harness.working_dir
         with suppress(OSError):  # history is a convenience: without it, none is shown
             self.prompt.history = await off_loop(lambda: history.load(home, here))
-        if self.workspace.store.shared_writers:  # others may append to the open session
+        if self.harness.store.shared_writers:  # others may append to the open session
             self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
 
     async def on_unmount(self) -> None:
@@ -166,7 +166,7 @@ class InfaiApp(Keyboard, Files):
         await self._shut_down()
 
     async def _shut_down(self) -> None:
-        """Settle the turn, close the session, then the workspace and its models (in
+        """Settle the turn, close the session, then the harness and its models (in
         the loop that used their connections); once, however often the app ends."""
         self._ending = True
         self._watching.set()
@@ -178,7 +178,7 @@ class InfaiApp(Keyboard, Files):
         await self._close_session(session)
         if not self._shut:
             self._shut = True
-            await self.workspace.aclose()
+            await self.harness.aclose()
 
     # -- sessions -------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class InfaiApp(Keyboard, Files):
             return True  # already open
         try:
             # waiting for another process's writer lock must not freeze the screen
-            space = self.workspace
+            space = self.harness
             opened, created = await off_loop(lambda: store_io.open_session(space, session_id))
         except SessionHeld as held:  # said at once, with what to do instead
             ask_held(self, held)
@@ -215,11 +215,11 @@ class InfaiApp(Keyboard, Files):
         previous, self.session = self.session, opened
         await self._close_session(previous)
         await self.reload()
-        for note in self.workspace.store.recovery_notes.get(opened.session_id, []):
+        for note in self.harness.store.recovery_notes.get(opened.session_id, []):
             await self.query_one(ChatView).notice(f"recovered: {note}")
             self.notify(f"recovered: {note}", severity="warning", timeout=10)
         # it runs under its own directory's configuration: what that file left out
-        for notice in self.workspace.take_notices():
+        for notice in self.harness.take_notices():
             await self.query_one(ChatView).notice(f"config: {notice}")
             self.notify(notice, severity="warning", timeout=10)
         await self._files_opened(opened)
@@ -232,7 +232,7 @@ class InfaiApp(Keyboard, Files):
             return
         await self._files_settled()  # a look at its files ends before it closes
         created_here = session.session_id in self._created
-        store = self.workspace.store
+        store = self.harness.store
         try:
             await off_loop(lambda: store_io.close_session(session, store, created_here))
         except StoreError as exc:
@@ -243,7 +243,7 @@ class InfaiApp(Keyboard, Files):
         session = self.session
         if session is None:
             return
-        store = self.workspace.store
+        store = self.harness.store
         shown = await off_loop(lambda: store_io.load_path(session, store, PAGE))
         if session is not self.session:
             return  # another session was opened meanwhile: it shows itself
@@ -559,7 +559,7 @@ class InfaiApp(Keyboard, Files):
         self.prompt.focus()
 
     def action_search(self, query: str = "") -> None:
-        self.push_screen(SearchScreen(self.workspace.store, query), callback=self.open_hit)
+        self.push_screen(SearchScreen(self.harness.store, query), callback=self.open_hit)
 
     async def open_hit(self, hit: SearchHit | None) -> None:
         """Open a search hit's session (if another) at the hit's event."""
@@ -590,11 +590,11 @@ class InfaiApp(Keyboard, Files):
                 await self.open_session(choice)
 
         try:
-            listed = await off_loop(lambda: store_io.sessions(self.workspace))
+            listed = await off_loop(lambda: store_io.sessions(self.harness))
         except StoreError as exc:
             self.notify(f"cannot list the sessions: {exc}", severity="error", timeout=10)
             return
-        here = str(self.workspace.working_dir)
+        here = str(self.harness.working_dir)
         self.push_screen(SessionPicker(listed, current, here), callback=picked)
 
     async def action_new_session(self) -> None:
@@ -605,5 +605,5 @@ class InfaiApp(Keyboard, Files):
 
     def action_help(self) -> None:
         here = self.session.working_dir if self.session is not None else None
-        hub = self.workspace.mcp(here)
+        hub = self.harness.mcp(here)
         self.push_screen(HelpScreen(hub.status() if hub is not None else ()))

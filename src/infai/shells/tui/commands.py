@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from infai.agent import AgentEvent, AgentSession, CompactionFailed, SlotConflict, Turn, Workspace
+from infai.agent import AgentEvent, AgentSession, CompactionFailed, Harness, SlotConflict, Turn
 from infai.llm import ModelUnavailable, close_model
 from infai.store import StoreError
 
@@ -31,7 +31,7 @@ COMPACTING = "compacting"
 class Commands(Styled):
     """/compact, /model and /rename, over what the app provides."""
 
-    workspace: Workspace
+    harness: Harness
     session: AgentSession | None
     state: Status
     head: Head
@@ -79,12 +79,12 @@ class Commands(Styled):
 
     async def switch_model(self, name: str) -> None:
         if not name:
-            self.notify(f"model: {self.workspace.model.name} (/model NAME to switch)")
+            self.notify(f"model: {self.harness.model.name} (/model NAME to switch)")
             return
         if self.busy:
             self.notify("wait for the turn to end", severity="warning")
             return
-        space, session = self.workspace, self.session
+        space, session = self.harness, self.session
         if session is None:
             self.notify("no session is open (Ctrl-O)", severity="error")
             return
@@ -93,7 +93,7 @@ class Commands(Styled):
         except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
             self.notify(str(exc), severity="error", timeout=10)
             return
-        await close_model(old)  # the workspace's old model: it holds it no more
+        await close_model(old)  # the harness's old model: it holds it no more
         self._refresh_status()
         self.notify(f"model: {space.model.name}")
 
@@ -102,7 +102,7 @@ class Commands(Styled):
         session = self.session
         if session is None:
             return
-        sid, store = session.session_id, self.workspace.store
+        sid, store = session.session_id, self.harness.store
         if name is not None:
             try:
                 await off_loop(lambda: store_io.rename(store, sid, name or None))

@@ -290,7 +290,7 @@ class Files(Prompting):
         return self.run_worker(work, group="diff", exclusive=True, exit_on_error=False)
 
     async def _show_diff(self, event_id: str) -> None:
-        session, store = self.session, self.workspace.store
+        session, store = self.session, self.harness.store
         if session is None:
             return
         try:

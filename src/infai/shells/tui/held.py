@@ -19,7 +19,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from infai.agent import AgentSession, Workspace
+from infai.agent import AgentSession, Harness
 from infai.store import StoreError
 
 from ..inert import inert, inert_text
@@ -117,7 +117,7 @@ class HeldScreen(ModalScreen[str | None]):
 class HeldApp(Protocol):
     """What :func:`ask_held` needs of the app."""
 
-    workspace: Workspace
+    harness: Harness
     session: AgentSession | None
 
     def push_screen(self, screen: HeldScreen, callback: Callable[[str | None], Any]) -> Any:
@@ -137,7 +137,7 @@ def ask_held(app: HeldApp, held: SessionHeld) -> None:
     """Another process holds the session: say who, and offer the picker, a new
     session, a read-only look or quitting (Esc with no session open: a new one,
     so the app never stays without a session)."""
-    store = app.workspace.store
+    store = app.harness.store
 
     async def load() -> Lines:
         try:

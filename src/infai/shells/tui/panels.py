@@ -231,7 +231,7 @@ class QueueBar(Static):
             self.update(inert_text("\n".join(lines)))
 
 
-#: the index previews of the workspace's records (:func:`infai.store.records.preview`)
+#: the index previews of the harness's records (:func:`infai.store.records.preview`)
 SNAPSHOT_PREVIEW = re.compile(r"files: (\d+) \((\d+) changed\) ?(.*)")
 RESTORE_PREVIEW = re.compile(r"files restored from \S+: (\d+) touched")
 

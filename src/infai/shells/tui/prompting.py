@@ -71,7 +71,7 @@ class Prompting(Commands):
     def _remember(self, text: str) -> None:
         """Into the prompt's history, and its file in the store's home (in a thread)."""
         self.prompt.remember(text)
-        home, here = Path(self.workspace.store.home), self.workspace.working_dir
+        home, here = Path(self.harness.store.home), self.harness.working_dir
 
         def write() -> None:
             with suppress(OSError):  # a read-only home: history is a convenience
@@ -123,7 +123,7 @@ class Prompting(Commands):
             elif session is not None and session_id == session.session_id:
                 self.call_from_thread(self._note_append, seq)
 
-        self.workspace.store.watch(appended, self._watching)
+        self.harness.store.watch(appended, self._watching)
 
     def _note_append(self, seq: int) -> None:
         self.run_worker(self._appended_elsewhere(seq), group="appended", exit_on_error=False)

@@ -27,7 +27,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from infai.agent import AgentSession, Workspace, context_tokens
+from infai.agent import AgentSession, Harness, context_tokens
 from infai.llm import Model
 from infai.store import (
     Entry,
@@ -214,15 +214,15 @@ def held_by(store: SessionStore, session_id: str) -> str | None:
     return None
 
 
-def open_session(workspace: Workspace, session_id: str | None) -> tuple[AgentSession, bool]:
+def open_session(harness: Harness, session_id: str | None) -> tuple[AgentSession, bool]:
     """Open ``session_id`` (None: a new one); also says whether it was created here.
     One another process holds raises :class:`SessionHeld` at once (no wait)."""
     created = session_id is None
     if session_id is None:
-        session_id = workspace.new_session()
-    elif (holder := held_by(workspace.store, session_id)) is not None:
+        session_id = harness.new_session()
+    elif (holder := held_by(harness.store, session_id)) is not None:
         raise SessionHeld(session_id, holder)
-    return workspace.open(session_id), created
+    return harness.open(session_id), created
 
 
 #: the events the read-only view shows (the newest of the path)
@@ -266,16 +266,16 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
         store.remove_session(sid)
 
 
-def sessions(workspace: Workspace, limit: int = LISTED) -> list[Listed]:
+def sessions(harness: Harness, limit: int = LISTED) -> list[Listed]:
     """The sessions the picker lists, most recently active first (the newest
     ``limit``): each with its title (its name, else its first prompt's preview)
     and its event count, read from its index (no chunk, no blob). A session that
     cannot be read is listed all the same, untitled."""
     rows = []
-    for info in workspace.sessions()[:limit]:
+    for info in harness.sessions()[:limit]:
         title, count = info.name or "", 0
         try:
-            with workspace.store.open_reader(info.id) as reader:
+            with harness.store.open_reader(info.id) as reader:
                 count = reader.count
                 if not title:
                     heads = (reader.entry_at(seq) for seq in range(min(count, 20)))
@@ -300,7 +300,7 @@ def rename(store: SessionStore, session_id: str, name: str | None) -> None:
     store.update_info(session_id, name=name)
 
 
-def use_model(workspace: Workspace, session: AgentSession, name: str) -> Model:
-    """Switch the workspace and the open session (kept open) to the model ``name``;
+def use_model(harness: Harness, session: AgentSession, name: str) -> Model:
+    """Switch the harness and the open session (kept open) to the model ``name``;
     returns the model used before, for the caller to close on the loop."""
-    return workspace.use_model(session, name)
+    return harness.use_model(session, name)

@@ -5,7 +5,7 @@ Every shell needs the same few steps before it can drive an
 directory, build the named model, assemble the permission policy (configured
 rules, the shell's own ``--allow`` rules, and an approver for "ask"), offer
 the standard tools (``task``, the subagent tool, included), and open or create
-the session. :class:`Workspace` is the only place that does them, so the CLI,
+the session. :class:`Harness` is the only place that does them, so the CLI,
 the TUI and the server cannot drift apart: a shell names lower-layer types only
 to render or answer them (deltas, notices, approval questions), never to build
 machinery.
@@ -13,19 +13,19 @@ machinery.
 Configuration: a session runs under its own working directory's configuration
 (the user's file and that directory's ``.infai/config.toml``), wherever the
 shell was started: its rules, its models, its compaction threshold. The
-server and the TUI open sessions of any directory through one workspace, so
-:meth:`Workspace.config_for` loads each directory's configuration once and
+server and the TUI open sessions of any directory through one harness, so
+:meth:`Harness.config_for` loads each directory's configuration once and
 keeps it (a repository's file never governs another directory's session, and
 a session never escapes its own project's deny rules); what a newly loaded file
-had left out is queued for the shell to say (:meth:`Workspace.take_notices`).
-A workspace given its configuration (tests, embedding) uses that one for every
+had left out is queued for the shell to say (:meth:`Harness.take_notices`).
+A harness given its configuration (tests, embedding) uses that one for every
 session. The shell's own ``--allow`` rules apply to every session.
 
-Models: the workspace holds one model (its default, :attr:`Workspace.model`),
+Models: the harness holds one model (its default, :attr:`Harness.model`),
 which the sessions it opens share unless a session asks for another model by
 name (the server opens each session with the model stored in it); such a
 session owns its model and closes it when it is closed
-(:meth:`AgentSession.aclose`). :meth:`Workspace.check_model` validates a name
+(:meth:`AgentSession.aclose`). :meth:`Harness.check_model` validates a name
 by building the model and closing it again, so asking leaks no SDK client.
 """
 
@@ -50,7 +50,7 @@ from .subagent import TaskTool
 from .workfiles import WorkFiles, too_wide
 
 
-class Workspace:
+class Harness:
     """The store, configuration and policy for sessions run in ``working_dir``.
 
     Raises :class:`~infai.agent.config.ConfigError` for a bad configuration
@@ -96,7 +96,7 @@ class Workspace:
         return build_model(name, self.config.models)
 
     def _build(self, name: str, config: Config) -> Model:
-        """A new model called ``name`` as ``config`` defines it (the workspace's own
+        """A new model called ``name`` as ``config`` defines it (the harness's own
         configuration goes through :meth:`build_model`, which subclasses replace)."""
         if config is self.config:
             return self.build_model(name)
@@ -125,19 +125,19 @@ class Workspace:
         the model cannot be built.
         """
         model = self._build(name, self.config_for(session.working_dir))
-        if session.owns_model:  # its own model gives way to the workspace's: closed later
+        if session.owns_model:  # its own model gives way to the harness's: closed later
             self._retired.append(session.model)
         box = self._with_mcp(
             self._tools(model, session.permissions), session.permissions, session.working_dir
         )
         _hook_subagents(session, box)
         session.use_model(model, box)
-        session.owns_model = False  # the workspace's model now, closed by the workspace
+        session.owns_model = False  # the harness's model now, closed by the harness
         old, self.model_name, self.model = self.model, name, model
         return old
 
     async def aclose(self) -> None:
-        """Stop the MCP servers and close the workspace's own model (sessions close theirs)."""
+        """Stop the MCP servers and close the harness's own model (sessions close theirs)."""
         with self._hubs_lock:
             hubs, self._hubs = list(self._hubs.values()), {}
         for hub in hubs:
@@ -149,7 +149,7 @@ class Workspace:
     # -- configuration ---------------------------------------------------------
 
     def config_for(self, working_dir: Path | str | None) -> Config:
-        """The configuration of sessions in ``working_dir`` (None: the workspace's):
+        """The configuration of sessions in ``working_dir`` (None: the harness's):
         read once per directory and kept; its warnings queue for :meth:`take_notices`.
 
         Raises :class:`~infai.agent.config.ConfigError` for a bad file there (and
@@ -167,7 +167,7 @@ class Workspace:
 
     def take_notices(self) -> list[str]:
         """What configurations read since the last call left out, to say once (the
-        workspace's own directory's is the shell's to say at start: ``config.warnings``)."""
+        harness's own directory's is the shell's to say at start: ``config.warnings``)."""
         with self._configs_lock:
             notices, self._notices = self._notices, []
         return notices
@@ -208,7 +208,7 @@ class Workspace:
         working_dir: Path | None = None,
         model_name: str | None = None,
     ) -> str:
-        """Create a session (here, with this workspace's model unless named) and
+        """Create a session (here, with this harness's model unless named) and
         return its id; nothing is opened."""
         info = self.store.create_session(
             name=name,
@@ -218,8 +218,8 @@ class Workspace:
         return info.id
 
     def policy(self, approver: Approver | None = None, config: Config | None = None) -> Policy:
-        """A fresh policy: ``config``'s rules (default: the workspace's) and the
-        ``allow`` rules, and ``approver`` (else the workspace's) for what they say
+        """A fresh policy: ``config``'s rules (default: the harness's) and the
+        ``allow`` rules, and ``approver`` (else the harness's) for what they say
         to ask about."""
         rules = [*(config or self.config).rules, *self.allow]
         return Policy(
@@ -293,7 +293,7 @@ class Workspace:
         return box
 
     def mcp(self, working_dir: Path | str | None = None) -> McpHub | None:
-        """The MCP servers of sessions in ``working_dir`` (None: the workspace's), one
+        """The MCP servers of sessions in ``working_dir`` (None: the harness's), one
         hub per directory, shared by its sessions (and their subagents) and stopped by
         :meth:`aclose`; None when none is configured. Nothing starts until a request
         needs them."""
@@ -335,10 +335,10 @@ class Workspace:
         The session runs under its working directory's configuration
         (:meth:`config_for`): its rules, its models, its compaction threshold.
         ``approver`` answers this session's permission questions (default: the
-        workspace's). With ``model_name`` (other than the workspace's model), or
-        where the session's configuration defines the workspace's model name
+        harness's). With ``model_name`` (other than the harness's model), or
+        where the session's configuration defines the harness's model name
         otherwise, the session gets a model of its own, which it closes when
-        closed; else it shares the workspace's. Blocks on the disk, and while
+        closed; else it shares the harness's. Blocks on the disk, and while
         another writer holds the session: call it in a worker thread from async
         code.
         """
@@ -396,4 +396,4 @@ def _close_quietly(model: Model) -> None:
     asyncio.get_running_loop().create_task(close_model(model))
 
 
-__all__ = ["Workspace"]
+__all__ = ["Harness"]
