@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Literal
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
@@ -43,6 +44,7 @@ from infai.tools.base import Permissions
 from infai.tools.mcp import McpHub
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
+from infai.tools.sandbox_verified import unverified
 
 from .config import Config, load_config, user_config_path
 from .session import AgentSession
@@ -80,6 +82,7 @@ class Harness:
         self.rules = [*self.config.rules, *self.allow]
         self._configs: dict[Path, Config] = {self.working_dir: self.config}
         self._notices: list[str] = []
+        self._said: set[str] = set()  # notices already queued once
         self._configs_lock = threading.Lock()
         #: the approver of sessions opened without one of their own
         self.approver = approver
@@ -222,7 +225,7 @@ class Harness:
         ``allow`` rules, and ``approver`` (else the harness's) for what they say
         to ask about."""
         rules = [*(config or self.config).rules, *self.allow]
-        return Policy(
+        policy = Policy(
             rules,
             approver=approver or self.approver,
             protected=self.protected_roots(),
@@ -230,6 +233,26 @@ class Harness:
             # user turned the sandbox off: then the rules are theirs to trust)
             shell_confined=self.sandbox.confined or self.sandbox.mode == "off",
         )
+        policy.sandboxed = self._sandboxed_mode(config or self.config)
+        return policy
+
+    def _sandboxed_mode(self, config: Config) -> Literal["files", "commands"] | None:
+        """The approval mode for a verified sandbox (:mod:`infai.tools.sandbox_verified`)
+        where the configuration asks for it and ``infai doctor`` passed with this
+        sandbox; else None, and a notice says why (once)."""
+        settings = config.sandbox
+        if settings.approvals != "sandboxed":
+            return None
+        probe = self.sandbox.probe()
+        why = unverified(Path(self.store.home), probe.bwrap if probe.ok else None, settings)
+        if why:
+            notice = f'sandbox.approvals = "sandboxed" does not apply: {why}; asking as usual'
+            with self._hubs_lock:
+                if notice not in self._said:
+                    self._said.add(notice)
+                    self._notices.append(notice)
+            return None
+        return "files" if settings.network else "commands"
 
     def protected_roots(self) -> tuple[Path, ...]:
         """What no tool may write, whatever the rules: infai's own configuration and

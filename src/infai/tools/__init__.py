@@ -33,6 +33,7 @@ from .policy import (
 from .sandbox import Sandbox, SandboxSettings, parse_sandbox
 from .sandbox_hide import hidden_report
 from .sandbox_home import home_report
+from .sandbox_verified import record_pass
 from .write_budget import budget_line, budget_report
 
 __all__ = [
@@ -63,4 +64,5 @@ __all__ = [
     "hidden_report",
     "home_report",
     "parse_sandbox",
+    "record_pass",
 ]

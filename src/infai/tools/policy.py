@@ -99,6 +99,7 @@ from .rules import (
     subject_of,
     target_of,
 )
+from .sandbox_verified import MODE_LABEL, system_read
 
 #: "timeout": nobody answered in time (a served session's question expired)
 Answer = Literal["allow", "allow-always", "deny", "timeout"]
@@ -157,6 +158,10 @@ class Ruling:
     reason: str = ""
 
 
+#: why the approval mode let a shell command run unasked
+SANDBOXED_COMMAND = "confined by the sandbox to the working directory, with no network"
+
+
 class Policy:
     """Rules plus defaults, with an optional approver for "ask".
 
@@ -189,6 +194,11 @@ class Policy:
         #: told of each question just before the approver is (a Notification hook);
         #: a delegated policy tells its parent's
         self.on_ask: Callable[[Ask], Awaitable[None]] | None = None
+        #: the approval mode for a verified sandbox (:mod:`.sandbox_verified`), set by
+        #: the harness where ``infai doctor`` passed: None, "files" (writes inside and
+        #: system reads run unasked) or "commands" (and confined shell commands: the
+        #: sandbox has no network)
+        self.sandboxed: Literal["files", "commands"] | None = None
 
     def delegate(self, caller: str, remember: Remember | None = None) -> Policy:
         """A policy for a subagent: this one's rules (as they change), plus the
@@ -199,6 +209,7 @@ class Policy:
         child.protected = self.protected
         child.parent, child.caller = self, caller
         child.defaults = self.defaults
+        child.sandboxed = self.sandboxed
         return child
 
     def all_rules(self) -> list[Rule]:
@@ -315,6 +326,8 @@ class Policy:
                 )
             else:
                 return Ruling("allow", by=f"rule '{rule}'")
+        if (unasked := self._sandboxed_path(tool, target, writing, working_dir)) is not None:
+            return unasked
         if not target.inside:
             shown = given
             if os.path.normpath(given) != target.subject:
@@ -324,6 +337,22 @@ class Policy:
         if tool in READ_ONLY:
             return Ruling("allow", "default", "reads inside the working directory")
         return Ruling("ask", "default", f"{tool} can change things{passed_over}")
+
+    def _sandboxed_path(
+        self, tool: str, target: Target, writing: bool, working_dir: Path
+    ) -> Ruling | None:
+        """What the approval mode for a verified sandbox allows of a path tool's
+        call that the rules left to the defaults: a system directory read, a write
+        inside the working directory (not a guarded path); None: the defaults."""
+        if not self.sandboxed:
+            return None
+        if not target.inside:
+            if tool in READ_ONLY and system_read(target.path):
+                return Ruling("allow", MODE_LABEL, "a system directory sandboxed commands read")
+            return None
+        if tool in READ_ONLY or (writing and _guarded(target, working_dir)):
+            return None
+        return Ruling("allow", MODE_LABEL, "a file inside the working directory")
 
     def _protected_root(self, path: Path | None) -> Path | None:
         for root in self.protected:
@@ -373,6 +402,8 @@ class Policy:
             return Ruling("ask", "default", f"{NO_SANDBOX} (rule '{allowed_by}' would allow it)")
         if allowed_by is not None:
             return Ruling("allow", by=f"rule '{allowed_by}'")
+        if self.sandboxed == "commands" and self.shell_confined:
+            return Ruling("allow", MODE_LABEL, SANDBOXED_COMMAND)
         if not found.simple and passed_over and found.unclear:
             passed_over += f" ({found.unclear})"
         return Ruling("ask", "default", f"bash can change things{passed_over}")

@@ -20,6 +20,9 @@ from .write_budget import DEFAULT_BUDGET, parse_budget
 
 Mode = Literal["auto", "required", "off"]
 MODES: tuple[Mode, ...] = ("auto", "required", "off")
+#: what asks (:mod:`.sandbox_verified`): ``sandboxed`` lets confined work run unasked
+Approvals = Literal["ask", "sandboxed"]
+APPROVALS: tuple[Approvals, ...] = ("ask", "sandboxed")
 
 #: variables every command sees (if set): where programs are, who and where the
 #: user is, language and terminal; ``LC_*`` is every locale category
@@ -76,12 +79,30 @@ class SandboxSettings:
     home: home_mod.HomeMode = "hidden"
     #: the user's ``unhide`` entries inside ``$HOME``: readable when it is hidden
     home_unhide: tuple[str, ...] = ()
+    #: whether what the sandbox confines runs without asking (:mod:`.sandbox_verified`)
+    approvals: Approvals = "ask"
 
 
 # -- configuration ---------------------------------------------------------------------
 
+#: the settings that take one of a few words
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mode": MODES,
+    "home": home_mod.HOME_MODES,
+    "approvals": APPROVALS,
+}
+
 #: what a project's file may not set: each would loosen the sandbox
-LOOSENING = ("mode", "network", "home", "pass_env", "writable", "unhide", "write_budget")
+LOOSENING = (
+    "mode",
+    "network",
+    "home",
+    "pass_env",
+    "writable",
+    "unhide",
+    "write_budget",
+    "approvals",
+)
 
 
 def parse_sandbox(
@@ -90,10 +111,10 @@ def parse_sandbox(
     """``current`` updated by a config file's ``sandbox`` value, and notices.
 
     ``value`` is a mode string or a table. A project's file (``project``) is
-    untrusted: what it says about mode, network, pass_env, writable or unhide
-    is ignored (a notice says so); its ``secret_env`` and ``hidden`` add to the
-    user's. A bad value is a ValueError whose message names the key (the caller
-    adds the file).
+    untrusted: what it says about mode, network, pass_env, writable, unhide,
+    write_budget or approvals is ignored (a notice says so); its ``secret_env``
+    and ``hidden`` add to the user's. A bad value is a ValueError whose message
+    names the key (the caller adds the file).
     """
     table: dict[str, Any] = {"mode": value} if isinstance(value, str) else value
     if not isinstance(table, dict):
@@ -101,13 +122,9 @@ def parse_sandbox(
     changes: dict[str, Any] = {}
     for key, item in table.items():
         where = f"sandbox.{key}" if not isinstance(value, str) else "sandbox"
-        if key == "mode":
-            if item not in MODES:
-                raise ValueError(f"{where}: must be one of {', '.join(MODES)}, not {item!r}")
-            changes[key] = item
-        elif key == "home":
-            if item not in home_mod.HOME_MODES:
-                raise ValueError(f"{where}: must be one of hidden, visible, not {item!r}")
+        if key in CHOICES:
+            if item not in CHOICES[key]:
+                raise ValueError(f"{where}: must be one of {', '.join(CHOICES[key])}, not {item!r}")
             changes[key] = item
         elif key == "network":
             if not isinstance(item, bool):
@@ -119,7 +136,8 @@ def parse_sandbox(
             changes[key] = parse_budget(where, item)
         else:
             known = (
-                "mode, network, home, pass_env, secret_env, writable, hidden, unhide, write_budget"
+                "mode, network, home, pass_env, secret_env, writable, hidden, unhide, "
+                "write_budget, approvals"
             )
             raise ValueError(f"sandbox: unknown key {key!r} (known: {known})")
     _check_lists(changes)

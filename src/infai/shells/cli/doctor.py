@@ -189,13 +189,14 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
     return report
 
 
-def _sandbox_here() -> tuple[Sandbox, str]:
+def _sandbox_here() -> tuple[Sandbox, str, Path | None]:
     """The sandbox commands run in here: the harness's, so with the current
     directory's configuration and infai's own files protected and hidden. In
     ``mode = "off"`` the checks still try bwrap, to say whether it would work.
 
-    The store is opened only for where its home is; one that cannot be opened
-    (a database that is down) leaves infai's files out, not the whole check."""
+    The store is opened only for where its home is (returned: where a pass is
+    recorded); one that cannot be opened (a database that is down) leaves
+    infai's files out, not the whole check."""
     from infai.agent import Harness, load_config
     from infai.store import StoreError
     from infai.tools import Sandbox
@@ -205,20 +206,24 @@ def _sandbox_here() -> tuple[Sandbox, str]:
     except StoreError as exc:
         echo(f"infai: the store cannot be opened ({exc}): its files are not listed", err=True)
         sandbox = Sandbox(load_config(Path(os.getcwd())).sandbox)  # a ConfigError: bad input
+        home = None
     else:
         sandbox = Harness(store, Path(os.getcwd()), model_name="offline").sandbox
+        home = Path(store.home)
     if sandbox.mode == "off":
-        return replace(sandbox, settings=replace(sandbox.settings, mode="auto")), "off"
-    return sandbox, sandbox.mode
+        return replace(sandbox, settings=replace(sandbox.settings, mode="auto")), "off", home
+    return sandbox, sandbox.mode, home
 
 
 def _report(as_json: bool) -> None:
-    from infai.tools import budget_line
+    from infai.tools import budget_line, record_pass
 
-    sandbox, mode = _sandbox_here()
+    sandbox, mode, home = _sandbox_here()
     report = diagnose(sandbox)
     report["mode"] = mode
     confined = report["working"] and mode != "off"
+    if confined and home is not None:  # what the approval mode for a verified sandbox needs
+        report["pass_recorded"] = str(record_pass(home, report["bwrap"], sandbox.settings))
     if as_json:
         emit_json(report)
     else:
@@ -241,11 +246,23 @@ def _report(as_json: bool) -> None:
         _print_home(report["home"])
         if confined:
             echo("the sandbox works: shell commands run confined")
+            if "pass_recorded" in report:
+                echo(_mode_line(sandbox))
         elif mode == "off":
             echo("sandbox.mode is off: shell commands are not confined")
         else:
             echo(f"the sandbox does not work here: {report['reason']}")
     sys.exit(0 if confined else 1)
+
+
+def _mode_line(sandbox: Sandbox) -> str:
+    """What the pass means for the approval mode for a verified sandbox."""
+    if sandbox.settings.approvals != "sandboxed":
+        return 'pass recorded: sandbox.approvals = "sandboxed" may be turned on here'
+    unasked = "writes inside the working directory"
+    if not sandbox.settings.network:
+        unasked = "confined commands and " + unasked
+    return f'pass recorded: sandbox.approvals = "sandboxed" applies ({unasked} run unasked)'
 
 
 def _print_hidden(report: dict[str, Any], mode: str) -> None:
