@@ -43,7 +43,8 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     ├── BadInput                   infai.shells.cli: the command line's bad input (exit 2)
     ├── ApiError                   infai.shells.server: a request the API refuses (4xx)
     ├── Conflict                   infai.shells.server: the session's state forbids it (409)
-    └── TokenError                 infai.shells.server: the server token file is unusable
+    ├── TokenError                 infai.shells.server: the server token file is unusable
+    └── RemoteError                infai.shells.remote: a server refused a request or is unreachable
 
 The store's three mix-ins (``ValueError``, ``KeyError``, ``OSError``) let plain
 Python code catch them as it would expect; no shell catches those bare types as

@@ -16,6 +16,7 @@ from .agent import chat, compact_command, models_command, run
 from .doctor import doctor_command, sandbox_group
 from .imports import import_command
 from .mcp import mcp_group
+from .remote import login_command, logout_command, remote_command
 from .root import root
 from .search import search_command
 from .serve import serve_command
@@ -38,8 +39,11 @@ COMMANDS: tuple[click.Command, ...] = (
     sandbox_group,
     search_command,
     mcp_group,
+    login_command,
+    logout_command,
 )
 
+root.remote_forms = remote_command  # what --remote runs instead
 for _command in COMMANDS:
     root.add_command(_command)
 for _command in (files_command, diff_command, checkout_command):  # files on the timeline

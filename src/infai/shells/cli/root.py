@@ -9,6 +9,7 @@ here and none imports this module back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -19,7 +20,23 @@ from .errors import BadInput, InertGroup
 TUI_FLAGS = ("--session", "--continue", "--model", "--allow")
 
 
-@click.group(cls=InertGroup, invoke_without_command=True)
+class RootGroup(InertGroup):
+    """The root group: with ``--remote``, a command resolves to its remote form
+    (:attr:`remote_forms`, set by :mod:`.main`: the root imports no command)."""
+
+    #: the remote form of a command by its name (bad input for one that has none)
+    remote_forms: Callable[[str], click.Command] | None = None
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if ctx.params.get("remote") and name is not None and self.remote_forms is not None:
+            return name, self.remote_forms(name), rest
+        return name, command, rest
+
+
+@click.group(cls=RootGroup, invoke_without_command=True)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
@@ -47,6 +64,17 @@ TUI_FLAGS = ("--session", "--continue", "--model", "--allow")
     type=click.FloatRange(min=0),
     help="Seconds to wait for a session that another process is writing (default: 10; `serve`: 2).",
 )
+@click.option(
+    "--remote",
+    envvar="INFAI_REMOTE",
+    metavar="URL",
+    help="Work against `infai serve` at URL instead of a local store "
+    "(run, session ls|log|tree|show; docs/remote.md).",
+)
+@click.option(
+    "--token",
+    help="With --remote: the server's token (default: $INFAI_SERVER_TOKEN, else `infai login`).",
+)
 @click.option("--session", "session_id", help="With no command: open this session.")
 @click.option(
     "--continue",
@@ -66,6 +94,8 @@ def root(
     durability: str,
     location: str | None,
     lock_timeout: float | None,
+    remote: str | None,
+    token: str | None,
     session_id: str | None,
     resume: bool,
     model_name: str | None,
@@ -84,6 +114,10 @@ def root(
                 f"{given[0]} before a command is for the TUI only (plain `infai`); "
                 f"give `{ctx.invoked_subcommand}` its options after its name"
             )
+    if remote and ctx.invoked_subcommand is None:
+        raise BadInput(
+            "the terminal UI does not work with --remote yet: give a command (run, session)"
+        )
     ctx.obj = StoreSpec(
         location=location or None,
         home=home,

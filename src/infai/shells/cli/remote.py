@@ -1,0 +1,401 @@
+"""``infai --remote URL …``: the command line against ``infai serve`` on another machine.
+
+With ``--remote`` the root group runs these commands instead of the local ones
+(:func:`remote_command`): ``run`` (the prompt, live text, tool results and
+approval questions travel over the API; Ctrl-C cancels the turn on the
+server), ``session ls``, ``session log``, ``session tree`` and ``session
+show``, whose output is the local commands' own (the server answers in the
+JSON they print, and the text is drawn by the same functions). A command that
+has no remote form says so and changes nothing. ``infai login URL`` keeps a
+token for a server (:mod:`infai.shells.remote.tokens`), ``infai logout URL``
+drops it.
+
+The token is ``--token``, else ``$INFAI_SERVER_TOKEN``, else the one stored by
+``infai login``. What runs where: the turn runs on the server, in the session's
+working directory there, under the server's configuration and policy; the
+client's own files and configuration are not involved.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .. import render
+from ..inert import inert_json
+from .common import echo, emit_json, json_option
+from .errors import FAILURE, BadInput
+
+if TYPE_CHECKING:
+    from infai.shells.remote import Frame, Remote, RemoteError
+
+_REMOTE = "infai.remote"  # the root context's meta key for the open client
+#: the commands that have a remote form (shown when one that has not is asked for)
+REMOTE_FORMS = "run, session ls, session log, session tree, session show"
+
+
+def remote_of(ctx: click.Context) -> Remote:
+    """The root's client of ``--remote URL``, opened on first use (closed with the
+    command line); no token anywhere is bad input naming the three ways to give one."""
+    import os
+
+    from infai.shells.remote import Remote, stored_token
+
+    root = ctx.find_root()
+    client: Remote | None = root.meta.get(_REMOTE)
+    if client is not None:
+        return client
+    url = str(root.params.get("remote"))
+    token = root.params.get("token") or os.environ.get("INFAI_SERVER_TOKEN")
+    token = token or _guard(lambda: stored_token(url))
+    if not token:
+        raise BadInput(
+            f"no token for {url}: give --token, set INFAI_SERVER_TOKEN or run `infai login {url}`"
+        )
+    client = _guard(lambda: Remote(url, token))
+    root.meta[_REMOTE] = client
+    root.call_on_close(client.close)
+    return client
+
+
+def _guard(work: Any) -> Any:
+    """``work()`` with a :class:`RemoteError` turned into the command line's answer."""
+    from infai.shells.remote import RemoteError
+
+    try:
+        return work()
+    except RemoteError as exc:
+        raise _answer(exc) from exc
+
+
+class RemoteFailure(click.ClickException):
+    """A server that cannot be reached or failed: click prints it, exit code 1."""
+
+    exit_code = FAILURE
+
+
+def _answer(exc: RemoteError) -> click.ClickException:
+    """A refusal of the user's input as bad input (exit 2), anything else (a server
+    that cannot be reached, a server error) as a failure (exit 1)."""
+    return BadInput(str(exc)) if exc.bad_input else RemoteFailure(str(exc))
+
+
+# -- session ---------------------------------------------------------------------------
+
+
+@click.group("session")
+def remote_session() -> None:
+    """Sessions on the server (ls, log, tree, show)."""
+
+
+@remote_session.command("ls")
+@json_option
+@click.pass_context
+def remote_ls(ctx: click.Context, as_json: bool) -> None:
+    """List the server's sessions, as `infai session ls` does."""
+    from infai.store import SessionInfo, SessionSummary
+
+    from .session import listing_lines
+
+    listed = _guard(lambda: remote_of(ctx).get("/sessions"))["sessions"]
+    if as_json:
+        emit_json(listed)
+        return
+    summaries = []
+    for obj in listed:
+        fields = {k: v for k, v in obj.items() if k not in ("title", "first_prompt", "events")}
+        info = SessionInfo.from_obj(fields, "the server's session list")
+        summaries.append(SessionSummary(info, obj.get("first_prompt"), int(obj["events"])))
+    for line in listing_lines(summaries):
+        echo(line)
+
+
+#: the fields an :class:`~infai.store.Entry` is built from (a backend's entries may
+#: carry more, such as the file store's ``location``: the JSON forms keep them)
+_ENTRY_FIELDS = (
+    *("seq", "id", "parent_id", "parent_seq", "branch_from", "timestamp", "kind", "role"),
+    *("preview", "blob"),
+)
+
+
+def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any]:
+    """The server's answer for the session's events: ``{head, events[, leaves]}``."""
+    path = f"/sessions/{session_id}/events"
+    answer: dict[str, Any] = _guard(lambda: remote_of(ctx).get(path, all=every or None))
+    return answer
+
+
+def _entries(answer: dict[str, Any]) -> list[Any]:
+    from infai.store import Entry
+
+    return [Entry(**{k: obj[k] for k in _ENTRY_FIELDS}) for obj in answer["events"]]
+
+
+@remote_session.command("log")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--all", "show_all", is_flag=True, help="Every event, not just the active path.")
+@json_option
+@click.pass_context
+def remote_log(ctx: click.Context, session_id: str, show_all: bool, as_json: bool) -> None:
+    """The active path on the server, as `infai session log` shows it."""
+    answer = _timeline(ctx, session_id, show_all)
+    if as_json:  # the server drew it with the local command's own function
+        emit_json(answer["events"])
+        return
+    for entry in _entries(answer):
+        echo(render.entry_line(entry, answer.get("head")))
+
+
+@remote_session.command("tree")
+@click.argument("session_id", metavar="SESSION")
+@json_option
+@click.pass_context
+def remote_tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Every branch of the server's session, as `infai session tree` draws it."""
+    answer = _timeline(ctx, session_id, True)
+    if as_json:
+        emit_json(answer)
+        return
+    for line in render.tree_lines(_entries(answer), answer.get("head")):
+        echo(line)
+
+
+@remote_session.command("show")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("event_id", metavar="EVENT")
+@json_option
+@click.pass_context
+def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: bool) -> None:
+    """One event with its record, as `infai session show` prints it."""
+    from infai.store import Event, record_from_obj
+
+    obj = _guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/events/{event_id}"))
+    record = obj.get("record")
+    event = Event(
+        id=obj["id"],
+        parent_id=obj["parent_id"],
+        branch_from=obj.get("branch_from"),
+        kind=obj["kind"],
+        role=obj["role"],
+        timestamp=obj["timestamp"],
+        record=None if record is None else record_from_obj(obj["kind"], record),
+        digest=obj.get("digest"),
+        seq=obj.get("seq", -1),
+        preview=obj.get("preview", ""),
+    )
+    if as_json:
+        emit_json(render.event_json(event))
+    else:
+        echo(render.event_text(event))
+
+
+# -- run -------------------------------------------------------------------------------
+
+
+@click.command("run")
+@click.argument("prompt", required=False)
+@click.option("--session", "session_id", help="Continue this session on the server.")
+@click.option(
+    "--continue", "resume", is_flag=True, help="Continue the server's most recent session."
+)
+@click.option("--from", "from_event", help="Branch: continue from this older event.")
+@click.option("--force", is_flag=True, help="With --from: restore over files changed outside.")
+@click.option("--keep-files", is_flag=True, help="With --from: continue without touching files.")
+@click.option("--model", "model_name", help="A new session's model (the server's names).")
+@click.option("--json", "as_json", is_flag=True, help="Print agent events as JSON lines.")
+@click.pass_context
+def remote_run(
+    ctx: click.Context,
+    prompt: str | None,
+    session_id: str | None,
+    resume: bool,
+    from_event: str | None,
+    force: bool,
+    keep_files: bool,
+    model_name: str | None,
+    as_json: bool,
+) -> None:
+    """Run one prompt on the server to completion and print the answer.
+
+    Approval questions are asked here when standard input is a terminal; else
+    they are denied, as a local headless run denies them. Ctrl-C cancels the
+    turn on the server (exit 130)."""
+    from .agent import _prompt_text
+
+    text = _prompt_text(prompt)
+    client = remote_of(ctx)
+    sid = _session_for(client, session_id, resume, model_name)
+    body: dict[str, Any] = {"text": text, "stream": True}
+    if from_event:
+        body.update({"from": from_event, "force": force, "keep_files": keep_files})
+    try:
+        outcome = _guard(lambda: _turn(client, sid, body, as_json))
+    except KeyboardInterrupt:  # leaving the stream cancels the turn on the server
+        echo(f"\ninfai: interrupted (session {sid})", err=True)
+        sys.exit(130)
+    if not as_json:
+        echo(f"session {sid}", err=True)
+    sys.exit(0 if outcome == "done" else 1)
+
+
+def _session_for(client: Remote, given: str | None, resume: bool, model: str | None) -> str:
+    if given and resume:
+        raise BadInput("give --session or --continue, not both")
+    if given:
+        return given
+    if resume:
+        listed = _guard(lambda: client.get("/sessions"))["sessions"]
+        if not listed:
+            raise BadInput("--continue: the server has no session yet")
+        return str(listed[0]["id"])
+    created = _guard(lambda: client.post("/sessions", {"model": model} if model else {}))
+    return str(created["id"])
+
+
+def _turn(client: Remote, sid: str, body: dict[str, Any], as_json: bool) -> str:
+    """Stream one turn: print it as the local ``run`` does; the outcome."""
+    shown = _Shown(client, sid, as_json)
+    for frame in client.stream(f"/sessions/{sid}/prompt", body):
+        if frame.name == "approval":
+            _approve(client, sid, frame.data)
+        elif shown.take(frame):
+            break
+    shown.finish()
+    return shown.outcome
+
+
+class _Shown:
+    """A turn's frames printed as ``infai run`` prints its events."""
+
+    def __init__(self, client: Remote, sid: str, as_json: bool) -> None:
+        self.client, self.sid, self.as_json = client, sid, as_json
+        self.mid_line = False
+        self.outcome = "error"
+        self.error: str | None = "the stream ended before the turn did"
+
+    def take(self, frame: Frame) -> bool:
+        """Show one frame; True at the turn's end."""
+        data = {k: v for k, v in frame.data.items() if k != "turn"}
+        if frame.name == "settled":
+            self._settled(self._resolved(data))
+        elif frame.name == "delta":
+            self._delta(data)
+        elif frame.name == "turn_ended":
+            self.outcome = str(data["outcome"])
+            self.error = str(data["error"]) if data.get("error") else None
+            if self.as_json:
+                self._json({"type": "end", **data})
+            return True
+        return False
+
+    def _resolved(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A settled event with its blob's record fetched (the stream leaves it out)."""
+        if event.get("record") is None and event.get("digest"):
+            return dict(self.client.get(f"/sessions/{self.sid}/events/{event['id']}"))
+        return event
+
+    def _json(self, obj: dict[str, Any]) -> None:
+        click.echo(inert_json({**obj, "session": self.sid}))
+
+    def _delta(self, data: dict[str, Any]) -> None:
+        if self.as_json:
+            self._json({"type": "stream", **data})
+        elif data.get("kind") == "text":
+            echo(str(data.get("text", "")), nl=False)
+            self.mid_line = True
+        elif data.get("kind") == "notice":
+            self._end_line()
+            echo(f"infai: {data.get('message', '')}", err=True)
+
+    def _settled(self, event: dict[str, Any]) -> None:
+        from infai.store import ToolResultRecord, record_from_obj
+
+        from .agent import _result_line
+
+        if self.as_json:
+            self._json({"type": "saved", "event": event})
+            return
+        if event.get("kind") == "message" and self.mid_line:
+            self._end_line()
+        elif event.get("kind") == "tool_result" and event.get("record") is not None:
+            record = record_from_obj("tool_result", event["record"])
+            if isinstance(record, ToolResultRecord):
+                echo(_result_line(record), err=True)
+
+    def _end_line(self) -> None:
+        if self.mid_line:
+            echo()
+            self.mid_line = False
+
+    def finish(self) -> None:
+        self._end_line()
+        if self.error and not self.as_json:
+            echo(f"infai: {self.error}", err=True)
+
+
+def _approve(client: Remote, sid: str, question: dict[str, Any]) -> None:
+    """Answer a permission question: asked on the terminal, else denied."""
+    tool, subject = question.get("tool", "?"), question.get("subject", "")
+    answer: dict[str, Any] = {"id": question["id"]}
+    if not sys.stdin.isatty():
+        answer.update(answer="deny", reason="asks for approval, and nobody can approve here")
+    else:
+        echo(f"infai: {tool} {subject}: {question.get('reason', '')}", err=True)
+        always = question.get("always") or []
+        offer = f" [a]lways ({', '.join(map(str, always))})" if always else ""
+        choice = click.prompt(
+            f"allow? [y]es{offer} [n]o", default="n", show_default=False, err=True
+        ).strip()
+        if choice in ("y", "yes"):
+            answer["answer"] = "allow"
+        elif choice in ("a", "always") and always:
+            answer["answer"] = "allow-always"
+        else:
+            answer["answer"] = "deny"
+    client.post(f"/sessions/{sid}/approvals", answer)
+
+
+# -- the root's dispatch ---------------------------------------------------------------
+
+#: the remote forms, by the name the root resolves
+REMOTE_COMMANDS: dict[str, click.Command] = {"run": remote_run, "session": remote_session}
+
+
+def remote_command(name: str) -> click.Command:
+    """The remote form of ``infai NAME`` (bad input when it has none)."""
+    found = REMOTE_COMMANDS.get(name)
+    if found is None:
+        raise BadInput(f"`infai {name}` does not work with --remote (these do: {REMOTE_FORMS})")
+    return found
+
+
+# -- login -----------------------------------------------------------------------------
+
+
+@click.command("login")
+@click.argument("url")
+@click.option("--token", help="The server's token (default: asked, hidden).")
+def login_command(url: str, token: str | None) -> None:
+    """Keep a server's token (mode 0600) so `infai --remote URL` needs no --token.
+
+    The token is checked against the server first; a refused one is not kept."""
+    from infai.shells.remote import Remote, store_token
+
+    given = str(token or click.prompt("token", hide_input=True, err=True))
+    with _guard(lambda: Remote(url, given)) as client:
+        _guard(lambda: client.get("/sessions"))
+    path = _guard(lambda: store_token(url, given))
+    echo(f"token kept for {client.url} in {path}", err=True)
+
+
+@click.command("logout")
+@click.argument("url")
+def logout_command(url: str) -> None:
+    """Drop the token `infai login` kept for URL."""
+    from infai.shells.remote import forget_token
+
+    if not _guard(lambda: forget_token(url)):
+        raise BadInput(f"no token kept for {url}")
+    echo(f"token for {url} dropped", err=True)

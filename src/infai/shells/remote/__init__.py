@@ -1,0 +1,21 @@
+"""infai from another machine: a client of ``infai serve`` and its stored tokens.
+
+:class:`Remote` speaks the HTTP API (docs/server.md); :mod:`.tokens` keeps the
+tokens ``infai login`` was given. The command line's ``--remote URL`` commands
+(:mod:`infai.shells.cli.remote`) are its first users.
+"""
+
+from .client import Frame, Remote, RemoteError, api_url, parse_frames
+from .tokens import forget_token, store_token, stored_token, tokens_path
+
+__all__ = [
+    "Frame",
+    "Remote",
+    "RemoteError",
+    "api_url",
+    "forget_token",
+    "parse_frames",
+    "store_token",
+    "stored_token",
+    "tokens_path",
+]

@@ -1,0 +1,227 @@
+"""``infai --remote URL``: the command line against a real ``infai serve`` process.
+
+The remote forms print what the local commands print over the same store (the
+server serves the store the local commands read), a turn runs on the server with
+its text streamed here, a question is answered here (on a terminal) or denied
+(headless, as a local run denies it), and every refusal is a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from fakeapi import FakeOpenAI, Reply
+from infai.shells.cli import main
+
+TOKEN = "remote-test-token-0123456789abcdef"
+LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
+SERVE = (sys.executable, "-c", LAUNCH)
+
+
+@dataclass
+class Server:
+    url: str
+    home: Path
+    work: Path
+    config: Path
+
+
+def _write_call(path: str) -> dict[str, object]:
+    call = {"id": "w1", "name": "write_file", "arguments": {"path": path, "content": "hi\n"}}
+    return {"content": "", "tool_calls": [call]}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the module (each test uses sessions of its own): a scripted
+    model, and ``slow`` from a fake OpenAI server that streams slowly."""
+    tmp = tmp_path_factory.mktemp("remote")
+    home, work, config = tmp / "home", tmp / "work", tmp / "cfg" / "config.toml"
+    work.mkdir()
+    config.parent.mkdir()
+    script = tmp / "script.json"
+    script.write_text(json.dumps(["hello from the server"] * 20))
+    with FakeOpenAI([Reply(text="one two three four five six", pause=0.4)] * 4) as slow:
+        config.write_text(
+            f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
+        )
+        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(config)}
+        proc = subprocess.Popen(
+            [*SERVE, "--home", str(home), "serve", "--port", "0", "--model", f"scripted:{script}"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=work,
+        )
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("infai: serving http://127.0.0.1:"), line
+        try:
+            yield Server(line.split()[2], home, work, config)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+            proc.stderr.close()
+
+
+@pytest.fixture(autouse=True)
+def here(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's environment: the server's config dir (where login keeps
+    tokens), no token variable, the server's directory (``session ls`` marks it)."""
+    monkeypatch.setenv("INFAI_CONFIG", str(server.config))
+    monkeypatch.delenv("INFAI_SERVER_TOKEN", raising=False)
+    monkeypatch.chdir(server.work)
+
+
+def scripted(tmp_path: Path, *replies: object) -> str:
+    """A model name for a session of its own (the server builds it for that session)."""
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(list(replies)))
+    return f"scripted:{path}"
+
+
+def infai(*args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def remote(s: Server, *args: str, code: int = 0) -> Result:
+    return infai("--remote", s.url, "--token", TOKEN, *args, code=code)
+
+
+def test_the_remote_forms_print_what_the_local_commands_print(server: Server) -> None:
+    ran = remote(server, "run", "hi there")
+    assert ran.stdout == "hello from the server\n"
+    sid = ran.stderr.strip().splitlines()[-1].removeprefix("session ")
+    local = ("--home", str(server.home))
+    for command in (
+        ("session", "ls"),
+        ("session", "ls", "--json"),
+        ("session", "log", sid),
+        ("session", "log", sid, "--all", "--json"),
+        ("session", "tree", sid),
+        ("session", "tree", sid, "--json"),
+    ):
+        assert remote(server, *command).stdout == infai(*local, *command).stdout, command
+    first = json.loads(infai(*local, "session", "log", sid, "--json").stdout)[0]["id"]
+    for show in (("session", "show", sid, first), ("session", "show", sid, first, "--json")):
+        assert remote(server, *show).stdout == infai(*local, *show).stdout
+
+
+def test_run_json_is_the_agents_json_form(server: Server, tmp_path: Path) -> None:
+    model = scripted(tmp_path, "hello from the server")
+    out = remote(server, "run", "--model", model, "--json", "hi").stdout
+    lines = [json.loads(x) for x in out.splitlines()]
+    kinds = [x["type"] for x in lines]
+    assert kinds[0] == "saved" and kinds[-1] == "end" and "stream" in kinds
+    assert lines[-1]["outcome"] == "done"
+    assert all(x["session"] == lines[0]["session"] for x in lines)
+    saved = [x["event"] for x in lines if x["type"] == "saved" and x["event"]["kind"] == "message"]
+    assert saved[0]["record"]["content"] == "hi"  # the prompt, stored first
+    assert saved[-1]["record"]["content"] == "hello from the server"
+
+
+def test_a_headless_remote_run_denies_what_asks(server: Server, tmp_path: Path) -> None:
+    model = scripted(tmp_path, _write_call("denied.txt"), "written")
+    out = remote(server, "run", "--model", model, "write it")
+    assert not (server.work / "denied.txt").exists()
+    assert "[write_file error]" in out.stderr and "nobody can approve here" in out.stderr
+    assert out.stdout.endswith("written\n")
+
+
+def test_a_question_is_answered_on_the_terminal(server: Server, tmp_path: Path) -> None:
+    model = scripted(tmp_path, _write_call("made.txt"), "written")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*SERVE, "--remote", server.url, "--token", TOKEN, "run", "--model", model, "write it"],
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        cwd=server.work,
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"allow?" not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1)
+        if ready:
+            seen += os.read(master, 4096)
+    assert b"write_file made.txt" in seen, seen
+    os.write(master, b"y\n")
+    out, _ = proc.communicate(timeout=30)
+    os.close(master)
+    assert proc.returncode == 0
+    assert (server.work / "made.txt").read_text() == "hi\n"
+    assert out.decode().endswith("written\n")
+
+
+def test_refusals_are_clear_errors(server: Server) -> None:
+    unknown = remote(server, "session", "log", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", code=2)
+    assert "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b" in unknown.output
+    refused = infai(
+        "--remote", server.url, "--token", "wrong-token-xxxxxxxx", "session", "ls", code=2
+    )
+    assert "refused the token" in refused.output
+    no_token = infai("--remote", server.url, "session", "ls", code=2)
+    assert "infai login" in no_token.output
+    assert "does not work with --remote" in remote(server, "doctor", code=2).output
+    assert "does not work with --remote" in remote(server, code=2).output
+    assert (
+        "http:// or https://"
+        in infai("--remote", "ftp://x", "--token", TOKEN, "session", "ls", code=2).output
+    )
+    down = infai("--remote", "http://127.0.0.1:9", "--token", TOKEN, "session", "ls", code=1)
+    assert "cannot reach the server" in down.output
+
+
+def test_login_keeps_the_token_for_the_url(server: Server) -> None:
+    bad = infai("login", server.url, "--token", "wrong-token-xxxxxxxx", code=2)
+    assert "refused the token" in bad.output
+    tokens = server.config.parent / "remotes.json"
+    assert not tokens.exists()
+    infai("login", server.url.removesuffix("/v1"), "--token", TOKEN)
+    assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
+    assert TOKEN in tokens.read_text()
+    listed = infai("--remote", server.url, "session", "ls")  # no --token: the kept one
+    assert listed.stdout.startswith("no sessions") or "SESSION" in listed.stdout
+    infai("logout", server.url)
+    assert TOKEN not in tokens.read_text()
+    infai("--remote", server.url, "session", "ls", code=2)
+
+
+def test_ctrl_c_cancels_the_turn_on_the_server(server: Server) -> None:
+    proc = subprocess.Popen(
+        [*SERVE, "--remote", server.url, "--token", TOKEN, "run", "--model", "slow", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=server.work,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.read(3) == b"one"  # the turn runs, its text streams here
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, err
+    sid = err.decode().split("session ")[-1].strip(" )\n")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the server records the cancel once stopped
+        log = infai("--home", str(server.home), "session", "log", sid).stdout
+        if "interrupted" in log:
+            break
+        time.sleep(0.2)
+    assert "interrupted" in log
+    assert "six" not in log  # it did not run to its end
