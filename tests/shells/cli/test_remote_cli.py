@@ -26,6 +26,7 @@ from click.testing import CliRunner, Result
 
 from fakeapi import FakeOpenAI, Reply
 from infai.shells.cli import main
+from prefix_proxy import PrefixProxy
 
 TOKEN = "remote-test-token-0123456789abcdef"
 LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
@@ -225,3 +226,15 @@ def test_ctrl_c_cancels_the_turn_on_the_server(server: Server) -> None:
         time.sleep(0.2)
     assert "interrupted" in log
     assert "six" not in log  # it did not run to its end
+
+
+def test_behind_a_proxy_with_a_path_prefix(server: Server, tmp_path: Path) -> None:
+    """A TLS proxy in front of the server serves it under ``/infai``: the client
+    adds ``/v1`` after the prefix, and the stream arrives through it."""
+    with PrefixProxy(server.url.removesuffix("/v1"), "/infai") as proxy:
+        model = scripted(tmp_path, "through the proxy")
+        ran = infai("--remote", proxy.url, "--token", TOKEN, "run", "--model", model, "hi")
+        assert ran.stdout == "through the proxy\n"
+        sid = ran.stderr.strip().splitlines()[-1].removeprefix("session ")
+        logged = infai("--remote", proxy.url + "/", "--token", TOKEN, "session", "log", sid)
+        assert "through the proxy" in logged.stdout
