@@ -90,8 +90,8 @@ def test_what_needs_more_still_asks(setup: tuple[Path, Path, Path], tmp_path: Pa
     assert not outside.exists()
     assert decisions(home)[-1]["by"] == MODE_LABEL
     path = tmp_path / "esc.json"
-    call = {"id": "c1", "name": "bash", "arguments": {"command": "touch esc.txt"}}
-    call["arguments"]["outside_sandbox"] = True
+    arguments = {"command": "touch esc.txt", "outside_sandbox": True}
+    call = {"id": "c1", "name": "bash", "arguments": arguments}
     path.write_text(json.dumps([{"content": "", "tool_calls": [call]}, "done"]))
     infai(home, "run", "--model", f"scripted:{path}", "escalate")
     assert not (work / "esc.txt").exists()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import httpx2 as httpx  # the HTTP client the SDKs here use (a declared dependency)
 
 from infai.errors import InfaiError
 
