@@ -29,6 +29,7 @@ _SDK = {
     "Event": "infai.store",
     "Harness": "infai.agent",
     "InfaiError": "infai.errors",
+    "Message": "infai.llm",
     "MessageRecord": "infai.store",
     "Model": "infai.llm",
     "Notice": "infai.llm",
@@ -44,11 +45,14 @@ _SDK = {
     "Streamed": "infai.agent",
     "SubagentResult": "infai.agent",
     "TextDelta": "infai.llm",
+    "ToolCall": "infai.llm",
     "ToolCallDelta": "infai.llm",
     "ToolCallRecord": "infai.store",
     "ToolResultRecord": "infai.store",
     "TurnEnded": "infai.agent",
     "as_approver": "infai.agent",
+    "diff_at": "infai.agent",
+    "files_at": "infai.agent",
     "open_store": "infai.store",
 }
 
@@ -68,15 +72,19 @@ if TYPE_CHECKING:
         SubagentResult,
         TurnEnded,
         as_approver,
+        diff_at,
+        files_at,
     )
     from infai.errors import InfaiError
     from infai.llm import (
+        Message,
         Model,
         Notice,
         ReasoningDelta,
         Request,
         ScriptedModel,
         TextDelta,
+        ToolCall,
         ToolCallDelta,
     )
     from infai.store import Event, MessageRecord, ToolCallRecord, ToolResultRecord, open_store
@@ -108,6 +116,7 @@ __all__ = [
     "Event",
     "Harness",
     "InfaiError",
+    "Message",
     "MessageRecord",
     "Model",
     "Notice",
@@ -123,10 +132,13 @@ __all__ = [
     "Streamed",
     "SubagentResult",
     "TextDelta",
+    "ToolCall",
     "ToolCallDelta",
     "ToolCallRecord",
     "ToolResultRecord",
     "TurnEnded",
     "as_approver",
+    "diff_at",
+    "files_at",
     "open_store",
 ]
