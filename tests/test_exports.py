@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
-PUBLIC = ["infai.errors", "infai.store", "infai.llm", "infai.tools", "infai.agent"]
+PUBLIC = ["infai", "infai.errors", "infai.store", "infai.llm", "infai.tools", "infai.agent"]
 
 
 def _bound_names(path: Path) -> set[str]:

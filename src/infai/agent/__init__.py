@@ -25,7 +25,9 @@ from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
 from .prompt import system_prompt
+from .questions import AnyApprover, Question, as_approver
 from .session import AgentSession
+from .session_api import SubagentResult
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
 from .wire import event_to_obj, settled_obj
@@ -44,6 +46,7 @@ __all__ = [
     "MANIFEST_KEY",
     "AgentEvent",
     "AgentSession",
+    "AnyApprover",
     "Busy",
     "CheckpointSettings",
     "CompactionFailed",
@@ -58,17 +61,20 @@ __all__ = [
     "NotInFlight",
     "OnRestore",
     "PromptBlocked",
+    "Question",
     "RestoreRefused",
     "Restored",
     "Saved",
     "SlotConflict",
     "Streamed",
+    "SubagentResult",
     "Subscription",
     "TaskTool",
     "Turn",
     "TurnEnded",
     "UnsendableEvent",
     "WorkFiles",
+    "as_approver",
     "checkout",
     "context_tokens",
     "describe_models",

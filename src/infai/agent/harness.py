@@ -31,22 +31,25 @@ by building the model and closing it again, so asking leaks no SDK client.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
-from infai.store import EventNotFound, SessionInfo, SessionStore
+from infai.store import EventNotFound, InvalidInput, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
 from infai.tools.base import Permissions
 from infai.tools.mcp import McpHub
 from infai.tools.offload import off_loop
-from infai.tools.policy import Approver
 from infai.tools.sandbox_verified import unverified
 
 from .config import Config, load_config, user_config_path
+from .questions import AnyApprover, as_approver
 from .session import AgentSession
 from .subagent import TaskTool
 from .workfiles import WorkFiles, too_wide
@@ -68,15 +71,28 @@ class Harness:
         *,
         model_name: str | None = None,
         allow: tuple[str, ...] = (),
-        approver: Approver | None = None,
+        approver: AnyApprover | None = None,
         config: Config | None = None,
+        model: Model | None = None,
     ) -> None:
+        """``config``: every session's configuration, no file read (default: each
+        working directory's files). ``model``: the harness's model object (any
+        :class:`~infai.llm.Model`: a provider's, a scripted one, your own), which
+        it closes in :meth:`aclose`; else the one named ``model_name``, else the
+        configuration's default. ``approver`` answers permission questions (an
+        async function, or a plain one run in a worker thread: :func:`as_approver`).
+        """
         self.store = store
+        #: whether :meth:`aclose` closes the store (one :meth:`for_directory` opened)
+        self.owns_store = False
         self.working_dir = working_dir.resolve()
         #: a configuration given is every session's; else each directory's own
         self._fixed = config is not None
         self.config = config or load_config(self.working_dir)
-        self.model_name = model_name or self.config.default_model
+        #: the name of the harness's model
+        self.model_name: str = (
+            model.name if model is not None else model_name or self.config.default_model
+        )
         #: the shell's own ``--allow`` rules, added to every session's configured ones
         self.allow = [Rule.parse("allow", text) for text in allow]
         self.rules = [*self.config.rules, *self.allow]
@@ -85,12 +101,71 @@ class Harness:
         self._said: set[str] = set()  # notices already queued once
         self._configs_lock = threading.Lock()
         #: the approver of sessions opened without one of their own
-        self.approver = approver
-        self.model = self.build_model(self.model_name)
+        self.approver = as_approver(approver) if approver is not None else None
+        self.model = model if model is not None else self.build_model(self.model_name)
         self._retired: list[Model] = []
         self._sandbox: Sandbox | None = None
         self._hubs: dict[Path, McpHub] = {}
         self._hubs_lock = threading.Lock()
+
+    @classmethod
+    def for_directory(
+        cls,
+        directory: Path | str = ".",
+        *,
+        store: SessionStore | Path | str | None = None,
+        model: Model | str | None = None,
+        allow: tuple[str, ...] = (),
+        approver: AnyApprover | None = None,
+    ) -> Harness:
+        """The harness for ``directory`` as the command line builds it: the user's
+        configuration file and the directory's ``.infai/config.toml`` (a project's
+        risky settings only if trusted), the configured default model (or
+        ``model``: a name or a model object), the permission rules plus
+        ``allow``, the sandbox; sessions in ``store`` (a store, a directory or a
+        ``postgresql://`` URL; default: ``$INFAI_STORE``, else ``$INFAI_HOME``,
+        else ``~/.config/infai/harness``), which the harness then closes.
+
+        What the configuration left out and whether the sandbox is missing are in
+        :meth:`start_notices`. Blocks on the disk (and a database's connection).
+        """
+        opened = store is None or isinstance(store, Path | str)
+        if isinstance(store, Path | str) or store is None:
+            from infai.store import open_store
+
+            sessions: SessionStore = open_store(store or os.environ.get("INFAI_STORE") or None)
+        else:
+            sessions = store
+        try:
+            name = model if isinstance(model, str) else None
+            harness = cls(
+                sessions,
+                Path(directory),
+                model_name=name,
+                allow=allow,
+                approver=approver,
+                model=None if isinstance(model, str) else model,
+            )
+        except BaseException:
+            if opened:
+                sessions.close()
+            raise
+        harness.owns_store = opened
+        return harness
+
+    def start_notices(self) -> list[str]:
+        """What to say once when the harness starts (the shells print it): what the
+        configuration files left out, and that shell commands run unconfined."""
+        notices = list(self.config.warnings)
+        if self.sandbox.notice:
+            notices.append(self.sandbox.notice)
+        return notices
+
+    async def __aenter__(self) -> Harness:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # -- models ----------------------------------------------------------------
 
@@ -146,8 +221,13 @@ class Harness:
         for hub in hubs:
             await hub.aclose()
         retired, self._retired = self._retired, []
-        for model in (*retired, self.model):
-            await close_model(model)
+        try:
+            for model in (*retired, self.model):
+                await close_model(model)
+        finally:
+            if self.owns_store:
+                self.owns_store = False
+                await off_loop(self.store.close)
 
     # -- configuration ---------------------------------------------------------
 
@@ -220,14 +300,14 @@ class Harness:
         )
         return info.id
 
-    def policy(self, approver: Approver | None = None, config: Config | None = None) -> Policy:
+    def policy(self, approver: AnyApprover | None = None, config: Config | None = None) -> Policy:
         """A fresh policy: ``config``'s rules (default: the harness's) and the
         ``allow`` rules, and ``approver`` (else the harness's) for what they say
         to ask about."""
         rules = [*(config or self.config).rules, *self.allow]
         policy = Policy(
             rules,
-            approver=approver or self.approver,
+            approver=as_approver(approver) if approver is not None else self.approver,
             protected=self.protected_roots(),
             # where commands cannot be confined, every shell command asks (unless the
             # user turned the sandbox off: then the rules are theirs to trust)
@@ -350,7 +430,7 @@ class Harness:
         self,
         session_id: str | None = None,
         *,
-        approver: Approver | None = None,
+        approver: AnyApprover | None = None,
         model_name: str | None = None,
     ) -> AgentSession:
         """Open ``session_id`` (None: a new session) for the agent.
@@ -395,6 +475,33 @@ class Harness:
                 _close_quietly(model)
             raise
         return session
+
+    @asynccontextmanager
+    async def session(
+        self,
+        session_id: str | None = None,
+        *,
+        resume: bool = False,
+        approver: AnyApprover | None = None,
+        model_name: str | None = None,
+    ) -> AsyncIterator[AgentSession]:
+        """``async with harness.session() as session:``: a new session (or
+        ``session_id``; ``resume``: this directory's newest, as ``--continue``),
+        opened in a worker thread and closed with :meth:`AgentSession.aclose`
+        (a turn still running is cancelled and recorded as interrupted). Raises
+        :class:`~infai.store.InvalidInput` when there is nothing to resume."""
+        if resume and session_id is None:
+            latest = await off_loop(self.latest_here)
+            if latest is None:
+                raise InvalidInput(f"no session to continue in {self.working_dir}")
+            session_id = latest.id
+        session = await off_loop(
+            functools.partial(self.open, session_id, approver=approver, model_name=model_name)
+        )
+        try:
+            yield session
+        finally:
+            await session.aclose()
 
 
 def _hook_subagents(session: AgentSession, toolbox: Toolbox | None = None) -> None:

@@ -174,6 +174,13 @@ async def _run_tool(
         return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True), record
 
 
+def build_request(messages: tuple[Message, ...], system: str, toolbox: Toolbox) -> Request:
+    """The request a turn sends (its tools prepared): the one place it is built, so
+    what :meth:`~infai.agent.AgentSession.context` shows a program is what the
+    model gets."""
+    return Request(messages=messages, system=system, tools=toolbox.specs())
+
+
 class _Turn(HookSteps):
     """One turn's state and its named steps; :func:`run_turn` strings them together.
 
@@ -337,7 +344,7 @@ class _Turn(HookSteps):
             return
         for notice in await self.toolbox.prepare():  # MCP servers started, or why not
             yield Streamed(Notice(notice))
-        request = Request(messages=messages, system=self.system, tools=self.toolbox.specs())
+        request = build_request(messages, self.system, self.toolbox)
         self.offered = request.tools
         outcome: Message | ProviderError | None = None
         self.partial, self.partial_reasoning = [], []

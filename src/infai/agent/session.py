@@ -61,42 +61,32 @@ from infai.errors import InfaiError
 from infai.llm import Model, close_model
 from infai.store import (
     Event,
-    InvalidInput,
     Lease,
     MessageRecord,
-    SessionInfo,
     SessionStore,
     SessionView,
 )
-from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
+from infai.tools import Permissions, Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, pruned_outputs
 from .hooks import Hooks, HookSpec
 from .hub import EventHub
+from .kept import KEPT_RULES as KEPT_RULES
+from .kept import keep_rules
+from .kept import kept_rules as kept_rules
 from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
 from .prompt import system_prompt
+from .session_api import SessionApi
 from .session_files import SessionFiles
 from .session_hooks import SessionHooks
 from .turn import Busy, NotInFlight, Turn
 from .unfinished import record_unfinished
 from .workfiles import OnRestore, WorkFiles
 
-#: the key in a session's ``extra`` metadata that keeps its "allow always" rules
-KEPT_RULES = "allowed"
 
-
-def kept_rules(info: SessionInfo) -> list[Rule]:
-    """The allow rules kept with a session; a damaged entry is an error naming it."""
-    texts: Any = info.extra.get(KEPT_RULES, [])
-    where = f"session {info.id} metadata, extra.{KEPT_RULES}"
-    if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
-        raise InvalidInput(f"{where}: expected a list of 'tool pattern' texts")
-    return [Rule.parse("allow", text) for text in texts]
-
-
-class AgentSession(SessionFiles, SessionHooks):
+class AgentSession(SessionApi, SessionFiles, SessionHooks):
     """A session opened for an agent: prompt it, branch it, close it."""
 
     def __init__(
@@ -246,10 +236,7 @@ class AgentSession(SessionFiles, SessionHooks):
         parked.close()
 
     def _keep(self, rules: list[Rule]) -> None:
-        info = self.store.info(self.session_id)
-        kept = [f"{rule.tool} {rule.pattern}" for rule in kept_rules(info)]
-        kept += [text for rule in rules if (text := f"{rule.tool} {rule.pattern}") not in kept]
-        self.store.update_info(self.session_id, extra={**info.extra, KEPT_RULES: kept})
+        keep_rules(self.store, self.session_id, rules)
 
     def use_model(self, model: Model, toolbox: Toolbox) -> None:
         """Answer with ``model`` from the next request on, keeping the session open
@@ -370,18 +357,6 @@ class AgentSession(SessionFiles, SessionHooks):
 
     # -- turns -----------------------------------------------------------------
 
-    async def prompt(self, text: str) -> AsyncIterator[AgentEvent]:
-        """Run one prompt to completion; see :func:`~infai.agent.loop.run_turn`.
-
-        Raises :class:`Busy` if the slot is taken.
-        """
-        await self._hold("a turn is in flight")
-        try:
-            async for event in self._turn(text):
-                yield event
-        finally:
-            await self._free()
-
     async def start(self, text: str, from_event: str | None = None) -> Turn:
         """Start a turn as a task of its own and return at once; its events go to
         :attr:`hub`. ``from_event`` picks the older event it continues from.
@@ -453,9 +428,16 @@ class AgentSession(SessionFiles, SessionHooks):
         """The turn's events; each append is published as it is durable, the rest
         as it is yielded, and a turn cut short ends on the hub too (even before
         the loop began: its system prompt could not be read)."""
+        restored = self._restored_for
         try:
-            async for event in self._files_first():
-                yield event
+            choice, self._restored_for = self.on_restore, None
+            if restored is not None and restored == self.writer.pending_parent:
+                self.on_restore = OnRestore(keep_files=True)  # continue_from restored them
+            try:
+                async for event in self._files_first():
+                    yield event
+            finally:
+                self.on_restore = choice
             system = await off_loop(system_prompt, self.working_dir, self.instructions)
             async for event in run_turn(
                 self.writer,
@@ -463,22 +445,7 @@ class AgentSession(SessionFiles, SessionHooks):
                 text,
                 toolbox=self.toolbox,
                 permissions=self.permissions,
-                context=ToolContext(
-                    self.working_dir,
-                    self.session_id,
-                    # read deny rules hold for every file a search reads or names
-                    readable=(
-                        self.permissions.may_read if isinstance(self.permissions, Policy) else None
-                    ),
-                    reads_denied=(
-                        isinstance(self.permissions, Policy) and self.permissions.denies_reads()
-                    ),
-                    denied_reads=(
-                        self.permissions.denied_read_patterns()
-                        if isinstance(self.permissions, Policy)
-                        else ()
-                    ),
-                ),
+                context=self.tool_context(),
                 system=system,
                 cache=self.cache,
                 compact_at=self.compact_at,

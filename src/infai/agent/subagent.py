@@ -36,9 +36,9 @@ from infai.tools.base import ToolSource
 from infai.tools.offload import off_loop
 
 from .hooks import Hooks
+from .kept import keep_rules
 from .loop import TurnEnded, run_turn
 from .prompt import system_prompt
-from .session import KEPT_RULES, kept_rules
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,7 @@ class TaskTool:
 
         def keep(rules: list[Rule]) -> None:
             """Kept with the child session, as a session keeps its own."""
-            info = store.info(child_id)
-            kept = [f"{rule.tool} {rule.pattern}" for rule in kept_rules(info)]
-            kept += [t for rule in rules if (t := f"{rule.tool} {rule.pattern}") not in kept]
-            store.update_info(child_id, extra={**info.extra, KEPT_RULES: kept})
+            keep_rules(store, child_id, rules)
 
         return self.permissions.delegate(f"subagent '{label}' (session {child_id})", keep)
 

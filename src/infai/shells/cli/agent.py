@@ -76,11 +76,11 @@ def harness(
     """
     from infai.agent import Harness
 
-    space = Harness(store, working_dir, model_name=model_name, allow=allow, approver=approver)
-    for warning in space.config.warnings:
-        echo(f"infai: {warning}", err=True)
-    if space.sandbox.notice:
-        echo(f"infai: {space.sandbox.notice}", err=True)
+    space = Harness.for_directory(
+        working_dir, store=store, model=model_name, allow=allow, approver=approver
+    )
+    for notice in space.start_notices():
+        echo(f"infai: {notice}", err=True)
     return space
 
 

@@ -1,0 +1,227 @@
+"""What a program does with an open session, beyond starting and cancelling
+turns: iterate a turn's events, answer its questions, read the context as the
+model will get it, continue from an older event, run a subagent.
+
+The methods of :class:`~.session.AgentSession` (a mixin, so that module stays
+small). A turn's output leaves the session by one path, its hub
+(:attr:`AgentSession.hub`): :meth:`SessionApi.prompt` starts the turn as a task
+(:meth:`AgentSession.start`) and yields what the hub carries for it, exactly
+what the TUI and the server's streams see, until the turn's
+:class:`~infai.agent.TurnEnded`. So :meth:`AgentSession.cancel` stops a turn
+however it was started, and a program that stops iterating (``break``, its
+own cancellation) cancels the turn, which records its interruption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from infai.llm import Request
+from infai.store import InvalidInput
+from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext
+from infai.tools.offload import off_loop
+
+from .context import ContextCache, to_messages
+from .hub import EventHub
+from .loop import AgentEvent, TurnEnded, build_request
+from .prompt import system_prompt
+from .questions import Question
+from .subagent import TaskTool
+from .turn import Turn
+from .workfiles import OnRestore, Restored
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from infai.store import SessionView
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentResult:
+    """What :meth:`SessionApi.subagent` returns: the subagent's final answer (or
+    why it failed) and the child session that holds its whole transcript."""
+
+    answer: str
+    session_id: str | None
+    ok: bool
+
+
+class SessionApi:
+    """The program-facing methods of :class:`~.session.AgentSession`."""
+
+    hub: EventHub
+    permissions: Permissions
+    toolbox: Toolbox
+    cache: ContextCache
+    working_dir: Path
+    instructions: str
+    session_id: str
+    on_restore: OnRestore
+    busy: str | None
+
+    if TYPE_CHECKING:  # the session's own, used here
+
+        @property
+        def view(self) -> SessionView:
+            """The session as stored."""
+
+        @property
+        def pending_parent(self) -> str | None:
+            """The event the next prompt continues from."""
+
+        @property
+        def parked(self) -> bool:
+            """Whether the writer is released."""
+
+        async def start(self, text: str, from_event: str | None = None) -> Turn:
+            """Start a turn as a task."""
+
+        def select(self, event_id: str | None) -> None:
+            """Pick the event the next prompt continues from."""
+
+        async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
+            """Restore the picked event's files now."""
+
+    #: set by :meth:`continue_from`: the next turn does not restore the files again
+    _restored_for: str | None = None
+
+    async def prompt(
+        self, text: str, *, from_event: str | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Run ``text`` as a turn and yield its events as they happen, ending with
+        its :class:`~infai.agent.TurnEnded` (``from_event``: continue from that
+        older event, as :meth:`start` does).
+
+        Raises :class:`~.turn.Busy` if the slot is taken, and what ended the turn
+        if the session could not be saved (a store's failure), after the turn
+        has stopped. Questions go to the session's approver.
+        """
+        async for item in self._stream(text, from_event, questions=False):
+            if not isinstance(item, Question):
+                yield item
+
+    async def prompt_with_questions(
+        self, text: str, *, from_event: str | None = None
+    ) -> AsyncIterator[AgentEvent | Question]:
+        """As :meth:`prompt`, and the turn's permission questions are yielded too,
+        as :class:`~.questions.Question` events, in order: the turn waits until
+        the program answers one (:meth:`Question.answer`). For this turn they
+        replace the session's approver (a subagent's questions come too)."""
+        async for item in self._stream(text, from_event, questions=True):
+            yield item
+
+    async def _stream(
+        self, text: str, from_event: str | None, *, questions: bool
+    ) -> AsyncIterator[AgentEvent | Question]:
+        # unbounded: this reader is the caller, who may read slowly but must miss nothing
+        subscription = self.hub.subscribe(limit=sys.maxsize)
+        policy = self.permissions if questions and isinstance(self.permissions, Policy) else None
+        before = policy.approver if policy is not None else None
+        if policy is not None:
+            loop = asyncio.get_running_loop()
+
+            async def approver(ask: Ask) -> Reply:
+                question = Question(ask, loop.create_future())
+                # in the turn's own stream, after every event published before it
+                cast(Any, subscription).offer(question)
+                return await question.reply
+
+            policy.approver = approver
+        turn: Turn | None = None
+        try:
+            turn = await self.start(text, from_event)
+            async for item in cast(AsyncIterator[AgentEvent | Question], subscription):
+                if isinstance(item, TurnEnded):
+                    await _ended(turn)  # a store's failure is raised, not yielded
+                    yield item
+                    return
+                yield item
+            await _ended(turn)  # the session was closed under the turn
+            yield turn.outcome or TurnEnded("cancelled")
+        finally:
+            self.hub.unsubscribe(subscription)
+            if turn is not None and turn.task is not None and not turn.task.done():
+                turn.task.cancel()  # the caller stopped listening: the turn stops too
+                await asyncio.wait([turn.task])
+            if policy is not None:
+                policy.approver = before
+
+    # -- reading the context ---------------------------------------------------
+
+    async def context(self) -> Request:
+        """The request the model would be sent if a turn asked it now: the system
+        prompt (with the working directory's ``AGENTS.md``), the messages of the
+        active context (from the last compaction on, at the event picked to
+        continue from, else at HEAD; pruned tool output as the model sees it)
+        and the tools offered (MCP servers are started to list theirs). Built by
+        the loop's own :func:`~infai.agent.loop.build_request`. A new prompt's
+        message is not in it yet."""
+        tip = self.pending_parent or self.view.head
+        view = self.view
+        events = await off_loop(lambda: list(view.context(tip).events))
+        system = await off_loop(system_prompt, self.working_dir, self.instructions)
+        messages = tuple(to_messages(events, self.cache.pruned))
+        await self.toolbox.prepare()
+        return build_request(messages, system, self.toolbox)
+
+    # -- branches --------------------------------------------------------------
+
+    async def continue_from(
+        self, event_id: str | None, choice: OnRestore | None = None
+    ) -> Restored | None:
+        """Pick ``event_id`` (None: HEAD) for the next prompt, and put its files
+        back now, as the TUI does before it sends: a refusal (files changed
+        outside the agent, another session in the directory) raises
+        :class:`~.workfiles.RestoreRefused` with nothing changed and the event
+        still picked, so the program can try again with a ``choice``
+        (``OnRestore(force=True)``, ``OnRestore(keep=...)`` or
+        ``OnRestore(keep_files=True)``). HEAD moves only when the next prompt is
+        stored (two-phase, as in the store); that prompt does not restore again."""
+        self.select(event_id)
+        if event_id is None:
+            return None
+        done = await self.restore_files(choice or OnRestore())
+        self._restored_for = self.pending_parent
+        return done
+
+    # -- subagents -------------------------------------------------------------
+
+    async def subagent(self, prompt: str, description: str = "") -> SubagentResult:
+        """Run a subagent on ``prompt`` in a child session of this one (linked to
+        it), under this session's policy narrowed as the ``task`` tool narrows it,
+        with its tools and hooks; returns its final answer. Nothing is appended
+        to this session (the model's own ``task`` calls record call and result)."""
+        task = self.toolbox.get("task")
+        if not isinstance(task, TaskTool):
+            raise InvalidInput(f"session {self.session_id} has no task tool to run a subagent")
+        context = self.tool_context()
+        output = await task.run({"prompt": prompt, "description": description}, context)
+        child = output.metadata.get("child_session")
+        return SubagentResult(output.content, str(child) if child else None, not output.is_error)
+
+    def tool_context(self) -> ToolContext:
+        """Where this session's tools run, with the read rules its searches obey."""
+        policy = self.permissions if isinstance(self.permissions, Policy) else None
+        return ToolContext(
+            self.working_dir,
+            self.session_id,
+            # read deny rules hold for every file a search reads or names
+            readable=policy.may_read if policy is not None else None,
+            reads_denied=policy is not None and policy.denies_reads(),
+            denied_reads=policy.denied_read_patterns() if policy is not None else (),
+        )
+
+
+async def _ended(turn: Turn) -> None:
+    """Wait for ``turn``'s task (its slot given back); raise what failed it."""
+    assert turn.task is not None
+    await asyncio.wait([turn.task])
+    if turn.failure is not None:
+        raise turn.failure
+
+
+__all__ = ["SessionApi", "SubagentResult"]

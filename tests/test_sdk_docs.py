@@ -1,0 +1,42 @@
+"""Every Python example of ``docs/sdk.md`` runs, as a reader would run it.
+
+Each ``python`` block of the page is a whole program. It is run as a script
+(``__name__ == "__main__"``, a namespace of its own) in this process, which
+spares each block the interpreter's and infai's start-up, in an empty directory
+of its own, with a store of its own (``$INFAI_HOME``) and no user configuration
+(the test-wide ``$INFAI_CONFIG``); the examples assert what they show, so a
+block that runs but does something else fails too. A page whose blocks cannot
+all run is a page that has drifted from the API. (The programs of
+``examples/`` run as processes: ``tests/examples/test_sdk_examples.py``.)
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "sdk.md"
+BLOCKS = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(), re.DOTALL | re.MULTILINE)
+
+
+def test_the_page_has_its_examples() -> None:
+    assert len(BLOCKS) >= 8
+    assert BLOCKS[0].strip() == "from infai import Harness"
+
+
+@pytest.mark.parametrize("number", range(len(BLOCKS)))
+def test_each_example_runs(
+    number: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    program = tmp_path / f"example_{number}.py"
+    program.write_text(BLOCKS[number])
+    monkeypatch.delenv("INFAI_STORE", raising=False)
+    monkeypatch.setenv("INFAI_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(work)
+    runpy.run_path(str(program), run_name="__main__")
+    capsys.readouterr()  # what it printed is the reader's; its asserts are the test
