@@ -72,7 +72,7 @@ from infai.tools import Permissions, Policy, Rule, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
-from .context import ContextCache, pruned_outputs
+from .context import ContextCache, context_pipeline
 from .hooks import Hooks, HookSpec
 from .hub import EventHub
 from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
@@ -113,10 +113,12 @@ class AgentSession(SessionFiles, SessionHooks):
         files: WorkFiles | None = None,
         default_dir: str | Path = ".",
         hooks: Sequence[HookSpec] = (),
+        context_rules: Sequence[str] | None = None,
+        max_steps: int = 50,
     ) -> None:
         """``default_dir``: where the tools run when the session names no working
         directory (an imported one may not): the workspace's, whose files are the
-        ones snapshotted then."""
+        ones snapshotted then. ``context_rules``: see :func:`.context.context_pipeline`."""
         self.store = store
         #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
         self.owns_model = owns_model
@@ -128,6 +130,8 @@ class AgentSession(SessionFiles, SessionHooks):
         self.instructions = instructions
         #: auto-compaction threshold (fraction of the context window; None: off)
         self.compact_at = compact_at
+        self.max_steps = max_steps
+        pipeline = context_pipeline(info.extra, context_rules)  # before the writer opens
         if isinstance(permissions, Policy):
             permissions.rules.extend(kept_rules(info))
             permissions.remember = self._keep
@@ -137,7 +141,7 @@ class AgentSession(SessionFiles, SessionHooks):
         self.session_id = self.writer.session_id
         self._lease: Any = None
         self._held = 0
-        self.cache = ContextCache(self.writer, pruned_outputs(info.extra))
+        self.cache = ContextCache(self.writer, pipeline=pipeline)
         #: the user's hook commands (:mod:`.hooks`; None: none configured)
         self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
         if self.hooks is not None and isinstance(permissions, Policy):
@@ -242,7 +246,7 @@ class AgentSession(SessionFiles, SessionHooks):
             writer.close()
             raise
         self.writer, self._parked, self._pending = writer, None, None
-        self.cache = ContextCache(writer, self.cache.pruned)
+        self.cache = ContextCache(writer, pipeline=self.cache.pipeline)
         parked.close()
 
     def _keep(self, rules: list[Rule]) -> None:
@@ -482,6 +486,7 @@ class AgentSession(SessionFiles, SessionHooks):
                 system=system,
                 cache=self.cache,
                 compact_at=self.compact_at,
+                max_steps=self.max_steps,
                 on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
                 after_tool=self._after_tool if self.files is not None else None,
