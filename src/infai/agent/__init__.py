@@ -12,7 +12,17 @@ store or a model directly.
 
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
-from .context import UnsendableEvent, to_messages
+from .context import (
+    ContextDecision,
+    ContextPart,
+    ContextPipeline,
+    ContextRule,
+    ContextRuleFailed,
+    UnsendableEvent,
+    register_context_rule,
+    to_messages,
+    unregister_context_rule,
+)
 from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
@@ -42,6 +52,11 @@ __all__ = [
     "CompactionFailed",
     "Config",
     "ConfigError",
+    "ContextDecision",
+    "ContextPart",
+    "ContextPipeline",
+    "ContextRule",
+    "ContextRuleFailed",
     "EventHub",
     "FilesState",
     "Harness",
@@ -73,8 +88,10 @@ __all__ = [
     "load_manifest",
     "manifest_of",
     "record_manifest",
+    "register_context_rule",
     "run_turn",
     "settled_obj",
     "system_prompt",
     "to_messages",
+    "unregister_context_rule",
 ]
