@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm import Model, close_model
+from infai.llm import Model, Notice, close_model
 from infai.store import (
     Event,
     InvalidInput,
@@ -75,8 +75,8 @@ from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, context_pipeline
 from .hooks import Hooks, HookSpec
 from .hub import EventHub
-from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
-from .prompt import system_prompt
+from .loop import TURN_PROMPT, AgentEvent, Saved, Streamed, TurnEnded, run_turn
+from .prompt import build_system_prompt
 from .session_files import SessionFiles
 from .session_hooks import SessionHooks
 from .turn import Busy, NotInFlight, Turn
@@ -131,6 +131,7 @@ class AgentSession(SessionFiles, SessionHooks):
         #: auto-compaction threshold (fraction of the context window; None: off)
         self.compact_at = compact_at
         self.max_steps = max_steps
+        self._told: str | None = None  # the instruction file a notice named last
         pipeline = context_pipeline(info.extra, context_rules)  # before the writer opens
         if isinstance(permissions, Policy):
             permissions.rules.extend(kept_rules(info))
@@ -460,7 +461,12 @@ class AgentSession(SessionFiles, SessionHooks):
         try:
             async for event in self._files_first():
                 yield event
-            system = await off_loop(system_prompt, self.working_dir, self.instructions)
+            built = await off_loop(build_system_prompt, self.working_dir, self.instructions)
+            if built.source != self._told and (told := built.source) is not None:
+                self._told = told  # said once a session, and again if it changes
+                self.hub.publish(notice := Streamed(Notice(f"project instructions from {told}")))
+                yield notice
+            system = built.text
             async for event in run_turn(
                 self.writer,
                 self.model,
