@@ -12,6 +12,8 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from infai.agent import system_prompt
 from infai.agent.prompt import MAX_INSTRUCTIONS
 
@@ -64,3 +66,44 @@ def test_a_huge_agents_md_is_cut_and_says_so(tmp_path: Path) -> None:
     prompt = prompt_within(2, tmp_path)
     assert "[... AGENTS.md cut at 64 KiB]" in prompt
     assert len(prompt) < MAX_INSTRUCTIONS + 1000
+
+
+def test_claude_md_is_read_where_agents_md_is_absent(tmp_path: Path) -> None:
+    """The old prompt read AGENTS.md only: a repository set up for Claude Code
+    gave the model no instructions."""
+    from infai.agent.prompt import build_system_prompt
+
+    (tmp_path / "CLAUDE.md").write_text("Use uv, never pip.\n")
+    built = build_system_prompt(tmp_path)
+    assert built.source == "CLAUDE.md"
+    assert "Project instructions from CLAUDE.md:\nUse uv, never pip." in built.text
+    (tmp_path / "AGENTS.md").write_text("Run make test.\n")
+    built = build_system_prompt(tmp_path)  # AGENTS.md there: it alone is read
+    assert built.source == "AGENTS.md" and "Use uv" not in built.text
+    assert "Run make test." in built.text
+
+
+def test_infai_run_says_which_instruction_file_the_model_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from fakeapi import FakeOpenAI, Reply
+    from infai.shells.cli import main
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "CLAUDE.md").write_text("Answer in French.\n")
+    monkeypatch.chdir(work)
+    with FakeOpenAI([Reply(text="bonjour")]) as fake:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            'model = "local"\n[models.local]\nprovider = "openai"\nmodel = "m"\n'
+            f'base_url = "{fake.base_url}"\n'
+        )
+        env = {"INFAI_CONFIG": str(config), "OPENAI_API_KEY": "sk-test"}
+        result = CliRunner(env=env).invoke(main, ["--home", str(tmp_path / "home"), "run", "hi"])
+    assert result.exit_code == 0, (result.output, result.stderr)
+    assert "project instructions from CLAUDE.md" in result.stderr
+    system = fake.requests[0].body["messages"][0]
+    assert system["role"] == "system" and "Answer in French." in system["content"]

@@ -19,7 +19,17 @@ from .config import (
     load_config,
     user_config_path,
 )
-from .context import UnsendableEvent, to_messages
+from .context import (
+    ContextDecision,
+    ContextPart,
+    ContextPipeline,
+    ContextRule,
+    ContextRuleFailed,
+    UnsendableEvent,
+    register_context_rule,
+    to_messages,
+    unregister_context_rule,
+)
 from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
@@ -52,6 +62,11 @@ __all__ = [
     "CompactionFailed",
     "Config",
     "ConfigError",
+    "ContextDecision",
+    "ContextPart",
+    "ContextPipeline",
+    "ContextRule",
+    "ContextRuleFailed",
     "EventHub",
     "FilesState",
     "Harness",
@@ -86,9 +101,11 @@ __all__ = [
     "load_manifest",
     "manifest_of",
     "record_manifest",
+    "register_context_rule",
     "run_turn",
     "settled_obj",
     "system_prompt",
     "to_messages",
+    "unregister_context_rule",
     "user_config_path",
 ]

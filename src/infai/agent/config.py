@@ -74,6 +74,7 @@ from infai.tools.policy import RuleError
 
 from .checkpoints import DEFAULT_SIZE_CAP
 from .compaction import DEFAULT_THRESHOLD
+from .context.settings import DEFAULT_MAX_STEPS, parse_context, parse_max_steps
 from .hooks import HookSpec, parse_hooks
 from .mcp_config import parse_mcp
 
@@ -160,6 +161,10 @@ class Config:
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     #: ``[[hooks.EVENT]]`` (:mod:`.hooks`): the user's, then a trusted project's
     hooks: tuple[HookSpec, ...] = ()
+    #: ``max_steps``: model calls one turn may make (an untrusted project's may only lower it)
+    max_steps: int = DEFAULT_MAX_STEPS
+    #: ``[context] rules``: the registered context rules to run, in order (None: all)
+    context_rules: tuple[str, ...] | None = None
 
 
 def user_config_path() -> Path:
@@ -284,6 +289,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     servers: dict[str, ServerConfig] = {}
     checkpoints = CheckpointSettings()
     hooks: list[HookSpec] = []
+    steps, context_rules = DEFAULT_MAX_STEPS, None
     for path in (user, project):
         if not path.is_file():
             continue
@@ -296,6 +302,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         )
         _mcp(path, data.pop("mcp", None), servers, untrusted, warnings)
         hooks += _hooks(path, data.pop("hooks", None), untrusted, warnings)
+        steps, context_rules = _turn_keys(path, data, untrusted, (steps, context_rules), warnings)
         for key, value in data.items():
             if key == "model":
                 if not isinstance(value, str) or not value:
@@ -327,8 +334,8 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                 trusted = _trusted(path, value, working_dir)
             else:
                 known = (
-                    "model, compact_at, models, permissions, sandbox, mcp, checkpoints, hooks"
-                    + (", trusted_projects" if path == user else "")
+                    "model, compact_at, models, permissions, sandbox, mcp, checkpoints, hooks, "
+                    "max_steps, context" + (", trusted_projects" if path == user else "")
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
@@ -345,7 +352,38 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         tuple(servers.values()),
         checkpoints,
         tuple(hooks),
+        steps,
+        context_rules,
     )
+
+
+def _turn_keys(
+    path: Path,
+    data: dict[str, Any],
+    untrusted: bool,
+    current: tuple[int, tuple[str, ...] | None],
+    warnings: list[str],
+) -> tuple[int, tuple[str, ...] | None]:
+    """``max_steps`` and ``[context]`` from ``path`` (taken out of ``data``): an
+    untrusted project may only lower ``max_steps``, and its ``[context]`` is left
+    out (it could turn off a rule of yours)."""
+    steps, rules = current
+    try:
+        if "max_steps" in data:
+            wanted = parse_max_steps(path, data.pop("max_steps"))
+            steps = min(steps, wanted) if untrusted else wanted
+        if "context" in data:
+            found = parse_context(path, data.pop("context"))
+            if untrusted:
+                warnings.append(
+                    f"{path}: its [context] rules were left out: a project's config "
+                    f"chooses your context rules only if you trust it ({TRUST_HINT})"
+                )
+            else:
+                rules = found
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return steps, rules
 
 
 def _hooks(path: Path, value: Any, untrusted: bool, warnings: list[str]) -> list[HookSpec]:

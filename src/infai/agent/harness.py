@@ -468,6 +468,8 @@ class Harness:
                 files=self.files_for(config, config_dir),
                 default_dir=self.working_dir,
                 hooks=config.hooks,
+                context_rules=config.context_rules,
+                max_steps=config.max_steps,
             )
             _hook_subagents(session)
         except BaseException:

@@ -66,7 +66,7 @@ from .compaction import (
     context_tokens,
     needs_compaction,
 )
-from .context import ContextCache, UnsendableEvent, to_messages
+from .context import ContextCache, ContextError
 from .hooks import Hooks, Outcome, decide_with, fire_tool, with_feedback
 from .hooks_turn import HookSteps
 from .manifest import MANIFEST_KEY, record_manifest
@@ -338,8 +338,8 @@ class _Turn(HookSteps):
     async def ask_model(self) -> AsyncIterator[AgentEvent | Message | ProviderError | None]:
         """Stream one model call: its deltas, then (last) its outcome."""
         try:
-            messages = tuple(to_messages(await self.events(), self.cache.pruned))
-        except UnsendableEvent as exc:  # said as the turn's error, nothing sent
+            messages = tuple(self.cache.pipeline.messages(await self.events()))
+        except ContextError as exc:  # said as the turn's error, nothing sent
             yield TurnEnded("error", str(exc))
             return
         for notice in await self.toolbox.prepare():  # MCP servers started, or why not

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm import Model, close_model
+from infai.llm import Model, Notice, close_model
 from infai.store import (
     Event,
     Lease,
@@ -70,14 +70,14 @@ from infai.tools import Permissions, Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
 
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
-from .context import ContextCache, pruned_outputs
+from .context import ContextCache, context_pipeline
 from .hooks import Hooks, HookSpec
 from .hub import EventHub
 from .kept import KEPT_RULES as KEPT_RULES
 from .kept import keep_rules
 from .kept import kept_rules as kept_rules
-from .loop import TURN_PROMPT, AgentEvent, Saved, TurnEnded, run_turn
-from .prompt import system_prompt
+from .loop import TURN_PROMPT, AgentEvent, Saved, Streamed, TurnEnded, run_turn
+from .prompt import build_system_prompt
 from .session_api import SessionApi
 from .session_files import SessionFiles
 from .session_hooks import SessionHooks
@@ -103,10 +103,12 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
         files: WorkFiles | None = None,
         default_dir: str | Path = ".",
         hooks: Sequence[HookSpec] = (),
+        context_rules: Sequence[str] | None = None,
+        max_steps: int = 50,
     ) -> None:
         """``default_dir``: where the tools run when the session names no working
         directory (an imported one may not): the workspace's, whose files are the
-        ones snapshotted then."""
+        ones snapshotted then. ``context_rules``: see :func:`.context.context_pipeline`."""
         self.store = store
         #: whether :meth:`aclose` closes the model (a workspace's shared one it does not)
         self.owns_model = owns_model
@@ -118,6 +120,9 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
         self.instructions = instructions
         #: auto-compaction threshold (fraction of the context window; None: off)
         self.compact_at = compact_at
+        self.max_steps = max_steps
+        self._told: str | None = None  # the instruction file a notice named last
+        pipeline = context_pipeline(info.extra, context_rules)  # before the writer opens
         if isinstance(permissions, Policy):
             permissions.rules.extend(kept_rules(info))
             permissions.remember = self._keep
@@ -127,7 +132,7 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
         self.session_id = self.writer.session_id
         self._lease: Any = None
         self._held = 0
-        self.cache = ContextCache(self.writer, pruned_outputs(info.extra))
+        self.cache = ContextCache(self.writer, pipeline=pipeline)
         #: the user's hook commands (:mod:`.hooks`; None: none configured)
         self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
         if self.hooks is not None and isinstance(permissions, Policy):
@@ -232,7 +237,7 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
             writer.close()
             raise
         self.writer, self._parked, self._pending = writer, None, None
-        self.cache = ContextCache(writer, self.cache.pruned)
+        self.cache = ContextCache(writer, pipeline=self.cache.pipeline)
         parked.close()
 
     def _keep(self, rules: list[Rule]) -> None:
@@ -438,7 +443,12 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
                     yield event
             finally:
                 self.on_restore = choice
-            system = await off_loop(system_prompt, self.working_dir, self.instructions)
+            built = await off_loop(build_system_prompt, self.working_dir, self.instructions)
+            if built.source != self._told and (told := built.source) is not None:
+                self._told = told  # said once a session, and again if it changes
+                self.hub.publish(notice := Streamed(Notice(f"project instructions from {told}")))
+                yield notice
+            system = built.text
             async for event in run_turn(
                 self.writer,
                 self.model,
@@ -449,6 +459,7 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
                 system=system,
                 cache=self.cache,
                 compact_at=self.compact_at,
+                max_steps=self.max_steps,
                 on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
                 after_tool=self._after_tool if self.files is not None else None,

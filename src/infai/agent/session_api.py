@@ -25,7 +25,7 @@ from infai.store import InvalidInput
 from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext
 from infai.tools.offload import off_loop
 
-from .context import ContextCache, to_messages
+from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, TurnEnded, build_request
 from .prompt import system_prompt
@@ -164,7 +164,7 @@ class SessionApi:
         view = self.view
         events = await off_loop(lambda: list(view.context(tip).events))
         system = await off_loop(system_prompt, self.working_dir, self.instructions)
-        messages = tuple(to_messages(events, self.cache.pruned))
+        messages = tuple(self.cache.pipeline.messages(events))  # the user's rules too
         await self.toolbox.prepare()
         return build_request(messages, system, self.toolbox)
 

@@ -254,11 +254,28 @@ def _manifest_tools(store: SessionStore, digest: str) -> list[dict[str, Any]] | 
 @session.command("context")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--at", help="Rebuild the context at this event instead of HEAD.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Say, event by event, which context rule kept, shortened or dropped it, and why.",
+)
 @json_option
 @mapped_errors
 @pass_store
-def session_context(store: SessionStore, session_id: str, at: str | None, as_json: bool) -> None:
-    """The reconstructed active context: compaction summary plus the events after it."""
+def session_context(
+    store: SessionStore, session_id: str, at: str | None, explain: bool, as_json: bool
+) -> None:
+    """The reconstructed active context: compaction summary plus the events after it.
+
+    With --explain: the whole path, each event with the rule that decided it
+    (docs/context.md), then the messages the model is sent (--json: an object
+    with 'rules', 'events' and 'messages').
+    """
+    if explain:
+        from .context_explain import explain as explain_context
+
+        explain_context(store, session_id, at, as_json)
+        return
     with store.open_reader(session_id) as reader:
         context = reader.context(at)
     if as_json:

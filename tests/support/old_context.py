@@ -1,32 +1,23 @@
-"""From stored events to the messages a model is sent.
-
-The active path from the store (HEAD back to the nearest compaction) becomes
-provider-neutral :class:`~infai.llm.Message` values. A compaction's summary and
-a branch summary become user messages that say what they are, and so does a
-gap salvage left where damaged events were lost. Tool calls join
-the assistant message that made them, and every call gets a result right after
-it: a crash or a cancellation can leave a call with no result in the store, and
-such a call gets a synthesized "interrupted" error result, so nothing dangling
-is ever sent. A result whose call is not on the path is not sent either.
-
-The interruption marker (a cancelled turn's, or one recorded for a turn whose
-process was killed: :mod:`.unfinished`) is sent as :data:`INTERRUPTED_NOTE`,
-joined with the user messages beside it into one: a prompt left without an
-answer, the note and the next prompt reach the model as one user message that
-says what happened, never as user messages in a row with nothing between them.
-"""
+"""The context assembly as it was before the rule pipeline (``to_messages`` of
+``infai.agent.context`` at commit a5b3cae), kept verbatim as the oracle the
+pipeline's tests compare against: the model must get exactly this unless a
+rule is added."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container
 from dataclasses import replace
-from typing import Any
 
-from infai.errors import InfaiError
+from infai.agent.context import (
+    INTERRUPTED,
+    INTERRUPTED_NOTE,
+    PRUNED_OUTPUT,
+    UnsendableEvent,
+    is_marker,
+)
 from infai.llm import Message, ToolCall
 from infai.llm.messages import Role
 from infai.store import (
-    NIL_ID,
     WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
@@ -34,50 +25,11 @@ from infai.store import (
     GapRecord,
     HookRecord,
     MessageRecord,
-    SessionLog,
     ToolCallRecord,
     ToolResultRecord,
 )
 
-#: the roles a stored message may have to be sent to a model
 SENDABLE_ROLES = ("user", "assistant", "system")
-
-
-class UnsendableEvent(InfaiError):
-    """An event on the path no model can take (a message whose role is none of
-    :data:`SENDABLE_ROLES`); it is refused, never sent as something else."""
-
-
-INTERRUPTED = "interrupted: this tool call did not finish (the session stopped before it did)"
-
-#: what the model is sent for an interruption marker
-INTERRUPTED_NOTE = (
-    "[turn interrupted: the turn before this point stopped before it finished; "
-    "what it had not said or done did not happen]"
-)
-
-
-def is_marker(record: MessageRecord, role: str) -> bool:
-    """Whether a stored message is the interruption marker."""
-    return role == "user" and record.metadata.get("interrupted") is True
-
-
-#: what a model is sent in place of a tool output the session's own tool had
-#: pruned before it was imported (OpenCode's words, as its model saw them)
-PRUNED_OUTPUT = "[Old tool result content cleared]"
-
-
-def pruned_outputs(extra: Mapping[str, Any]) -> frozenset[str]:
-    """The tool-result events an imported session's tool had pruned (its import
-    metadata's ``pruned.events``, see :mod:`infai.store.imports.opencode`): they are
-    sent as :data:`PRUNED_OUTPUT`, as that tool would. Metadata of another shape
-    names none (it can only ever hide outputs from the model, never add text)."""
-    imported = extra.get("import")
-    pruned = imported.get("pruned") if isinstance(imported, Mapping) else None
-    events = pruned.get("events") if isinstance(pruned, Mapping) else None
-    if not isinstance(events, Mapping):
-        return frozenset()
-    return frozenset(key for key in events if isinstance(key, str))
 
 
 def _summary(record: CompactionRecord) -> str:
@@ -98,47 +50,6 @@ def _summary(record: CompactionRecord) -> str:
             lines.append(f"{title}:")
             lines += [f"- {item}" for item in items]
     return "\n".join(lines)
-
-
-class ContextCache:
-    """The active context's events, kept in memory between model calls.
-
-    A long-lived session need not read its path back from the store for every
-    request: events it appends after the cached tip extend the cache; anything
-    else (a selected older event, a compaction, another tip) rebuilds it.
-    """
-
-    def __init__(self, writer: SessionLog, pruned: frozenset[str] = frozenset()) -> None:
-        self.writer = writer
-        #: tool results sent as :data:`PRUNED_OUTPUT` (see :func:`pruned_outputs`)
-        self.pruned = pruned
-        self._events: list[Event] | None = None
-        self._tip: str | None = None
-
-    def events(self) -> list[Event]:
-        """The context the next request continues: at the picked event, else at HEAD."""
-        tip = self.writer.pending_parent or self.writer.head
-        if self._events is None or self._tip != tip:
-            self._events = list(self.writer.context(tip).events)
-            self._tip = tip
-        return self._events
-
-    def invalidate(self) -> None:
-        """Forget the cached context: the next read rebuilds it from the store."""
-        self._events = None
-
-    def appended(self, events: list[Event]) -> None:
-        """Tell the cache the writer just appended ``events`` (in order)."""
-        if (
-            self._events is None
-            or not events
-            or events[0].parent_id != (self._tip or NIL_ID)
-            or any(e.kind == "compaction" for e in events)
-        ):
-            self._events = None
-            return
-        self._events.extend(events)
-        self._tip = events[-1].id
 
 
 def _sendable_role(event: Event) -> Role:
