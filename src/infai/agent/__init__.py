@@ -17,6 +17,7 @@ from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
+from .plugins import Plugin, PluginError, plugin_report
 from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
@@ -50,6 +51,8 @@ __all__ = [
     "Narrowed",
     "NotInFlight",
     "OnRestore",
+    "Plugin",
+    "PluginError",
     "PromptBlocked",
     "RestoreRefused",
     "Restored",
@@ -72,6 +75,7 @@ __all__ = [
     "load_config",
     "load_manifest",
     "manifest_of",
+    "plugin_report",
     "record_manifest",
     "run_turn",
     "settled_obj",

@@ -77,6 +77,7 @@ from .checkpoints import DEFAULT_SIZE_CAP
 from .compaction import DEFAULT_THRESHOLD
 from .hooks import HookSpec, parse_hooks
 from .mcp_config import parse_mcp
+from .plugins import install as install_plugins
 
 PROJECT_FILE = Path(".infai") / "config.toml"
 MODEL_KEYS = {
@@ -100,6 +101,10 @@ TRUST_HINT = "add its directory to trusted_projects in your own config"
 #: besides ``PROVIDER:MODEL`` for every registered provider (:func:`_builtin_name`)
 BUILTIN_PREFIXES = ("scripted:", "openai:", "anthropic:")
 VERDICTS = ("allow", "ask", "deny")
+
+
+#: installed plugins' providers and tools may be named here before they are imported
+install_plugins()
 
 
 class ConfigError(InfaiError):

@@ -16,6 +16,7 @@ from .agent import chat, compact_command, models_command, run
 from .doctor import doctor_command, sandbox_group
 from .imports import import_command
 from .mcp import mcp_group
+from .plugins import plugins_command
 from .root import root
 from .search import search_command
 from .serve import serve_command
@@ -38,6 +39,7 @@ COMMANDS: tuple[click.Command, ...] = (
     sandbox_group,
     search_command,
     mcp_group,
+    plugins_command,
 )
 
 for _command in COMMANDS:
