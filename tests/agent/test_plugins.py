@@ -151,3 +151,31 @@ def test_a_broken_plugin_is_reported_and_skipped_in_one_line(broken: Path, work:
             "infai_broken_plugin:wrongtype is a dict, not a ProviderInfo"
         )
     )
+
+
+@pytest.mark.slow  # an infai process
+def test_a_plugin_s_hook_handler_runs_as_a_configured_hook(demo: Path, work: Path) -> None:
+    (work / "secret.txt").write_text("key\n")
+    (work / "note.txt").write_text("fine\n")
+    calls = [
+        {"id": f"c{n}", "name": "shout", "arguments": {"path": path}}
+        for n, path in enumerate(("secret.txt", "note.txt"))
+    ]
+    script = work.parent / "script.json"
+    script.write_text(json.dumps([{"tool_calls": calls}, "done"]))
+    (work.parent / "config.toml").write_text(
+        '[[hooks.PreToolUse]]\nmatcher = "shout"\nhandler = "demo_guard"\n'
+        '[[hooks.PostToolUse]]\nhandler = "no_such_handler"\n'
+    )
+    done = infai(demo, work, "run", "--json", "--model", f"scripted:{script}", "shout")
+    saved = [json.loads(line) for line in done.stdout.splitlines()]
+    records = [s["event"]["record"] for s in saved if s.get("type") == "saved"]
+    results = [r for r in records if r.get("name") == "shout" and "content" in r]
+    blocked = "blocked by a PreToolUse hook: the demo guard keeps secrets quiet"
+    assert [r["content"] for r in results] == [blocked, "FINE"]
+    hooks = [r for r in records if r.get("command", "").startswith("handler:")]
+    assert [(h["command"], h.get("decision")) for h in hooks][:2] == [
+        ("handler:demo_guard", "block"),
+        ("handler:demo_guard", None),
+    ]
+    assert "no hook handler plugin named 'no_such_handler' (demo_guard)" in done.stdout
