@@ -63,7 +63,7 @@ def test_infai_plugins_lists_the_package_s_entry_points(demo: Path, work: Path) 
     assert [(r["group"], r["name"], r["status"]) for r in rows] == [
         ("infai.tools", "shout", "ok"),
         ("infai.providers", "demo", "ok"),
-        ("infai.context", "demo_note", "ok"),
+        ("infai.context", "demo-note", "ok"),
         ("infai.hooks", "demo_guard", "ok"),
     ]
     assert {(r["package"], r["version"]) for r in rows} == {("infai-demo-plugin", "1.2.0")}

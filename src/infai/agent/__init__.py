@@ -17,7 +17,7 @@ from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
-from .plugins import Plugin, PluginError, plugin_report
+from .plugins import Plugin, PluginError, plugin_report, register_tool, unregister_tool
 from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
@@ -77,8 +77,10 @@ __all__ = [
     "manifest_of",
     "plugin_report",
     "record_manifest",
+    "register_tool",
     "run_turn",
     "settled_obj",
     "system_prompt",
     "to_messages",
+    "unregister_tool",
 ]

@@ -207,17 +207,43 @@ def plugin_report(*, load_them: bool = True) -> list[Plugin]:
 # -- tools ---------------------------------------------------------------------------------------
 
 
+_registered_tools: dict[str, Tool] = {}
+
+
+def register_tool(tool: Tool) -> Tool:
+    """Offer ``tool`` (a :func:`~infai.tools.tool`-decorated function, or any
+    :class:`~infai.tools.Tool`) in every session a :class:`~infai.agent.Harness`
+    of this process opens from now on, as an installed plugin's would be; returns
+    it. A second tool of the same name replaces the first."""
+    name = getattr(getattr(tool, "spec", None), "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{tool!r} is not a tool (decorate a function with infai.tools.tool)")
+    with _lock:
+        _registered_tools[name] = tool
+    return tool
+
+
+def unregister_tool(name: str) -> None:
+    """Stop offering the tool ``name`` that :func:`register_tool` registered."""
+    with _lock:
+        _registered_tools.pop(name, None)
+
+
 class PluginTools:
-    """The installed plugins' tools, as a toolbox's source: imported at the first
-    model request that needs the tools (not at start-up); a broken one is left out
-    with a notice, said once."""
+    """The tools registered in this process (:func:`register_tool`) and the
+    installed plugins' tools, as a toolbox's source: the plugins are imported at
+    the first model request that needs the tools (not at start-up); a broken one
+    is left out with a notice, said once."""
 
     def __init__(self) -> None:
         self._tools: list[Tool] | None = None
 
     def tools(self) -> list[Tool]:
-        """The plugin tools that loaded (none before the first :meth:`prepare`)."""
-        return list(self._tools or ())
+        """The registered tools, then the plugin tools that loaded (none of those
+        before the first :meth:`prepare`)."""
+        with _lock:
+            mine = list(_registered_tools.values())
+        return [*mine, *(self._tools or ())]
 
     async def prepare(self) -> list[str]:
         """Load the tools the first time; the notices of those that failed."""
@@ -335,4 +361,6 @@ __all__ = [
     "load_context_rules",
     "plugin_report",
     "plugin_tools",
+    "register_tool",
+    "unregister_tool",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,13 @@ provider = ProviderInfo("demo", _demo_model, key_env=None, context_window=32_000
 
 
 class _Note:
-    """A context rule as the demo ships it (whatever the pipeline takes)."""
+    """A context rule that changes nothing: a name, and no decisions about any part."""
 
-    name = "demo_note"
+    name = "demo-note"
+
+    def apply(self, parts: Any) -> Iterator[Any]:
+        """Leave every part as it is."""
+        return iter(())
 
 
 context_rule = _Note()
