@@ -37,6 +37,7 @@ package, but only the user installs it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import threading
@@ -92,10 +93,16 @@ _failed: dict[tuple[str, str], str] = {}
 
 
 def entries(group: str) -> list[EntryPoint]:
-    """The installed entry points of ``group`` (metadata only: nothing imported)."""
+    """The installed entry points of ``group`` (metadata only: nothing imported),
+    read once per process (a package installed meanwhile counts from the next run)."""
+    return list(_entries(group))
+
+
+@functools.cache
+def _entries(group: str) -> tuple[EntryPoint, ...]:
     from importlib.metadata import entry_points
 
-    return sorted(entry_points(group=group), key=lambda ep: ep.name)
+    return tuple(sorted(entry_points(group=group), key=lambda ep: ep.name))
 
 
 def _package(ep: EntryPoint) -> tuple[str, str]:
