@@ -106,8 +106,10 @@ def test_the_plugin_s_provider_is_selectable_by_name(demo: Path, work: Path) -> 
         'model = "mine"\n[models.mine]\nprovider = "demo"\nmodel = "big"\n'
     )
     assert infai(demo, work, "run", "hi").stdout.startswith("demo model big heard: hi")
-    models = infai(demo, work, "models").stdout
-    assert "mine" in models and "demo" in models and "window 32000" in models
+    models = infai(demo, work, "models")
+    assert "mine" in models.stdout and "demo" in models.stdout
+    assert "window 32000" in models.stdout
+    assert "PROVIDER:MODEL names any model of anthropic, deepseek, demo, gemini" in models.stderr
 
 
 @pytest.mark.slow  # several infai processes

@@ -26,7 +26,12 @@ from .messages import (
     close_model,
     collect,
 )
-from .provider_registry import ProviderInfo, openai_compatible, register_provider
+from .provider_registry import (
+    ProviderInfo,
+    openai_compatible,
+    provider_names,
+    register_provider,
+)
 from .providers import ModelUnavailable
 from .tokens import estimate_tokens
 
@@ -52,5 +57,6 @@ __all__ = [
     "collect",
     "estimate_tokens",
     "openai_compatible",
+    "provider_names",
     "register_provider",
 ]

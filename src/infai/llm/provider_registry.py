@@ -139,6 +139,11 @@ def registered() -> dict[str, ProviderInfo]:
         return dict(_registered)
 
 
+def provider_names() -> list[str]:
+    """The registered providers' names, sorted (what ``PROVIDER:MODEL`` may start with)."""
+    return sorted(registered())
+
+
 def find_provider(name: str) -> ProviderInfo | None:
     """The provider called ``name``: registered, else one a finder supplies (and
     which is then registered); None when there is none."""
@@ -244,6 +249,7 @@ __all__ = [
     "find_provider",
     "openai_compatible",
     "provider_named",
+    "provider_names",
     "register_provider",
     "registered",
     "unregister_provider",
