@@ -27,7 +27,9 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     │       └── BlobDigestError    a blob's content does not match its SHA-256 name
     ├── ModelUnavailable           infai.llm: a model name that cannot be built
     ├── RuleError                  infai.tools: a permission rule that does not parse
+    ├── ToolDefinitionError        infai.tools: a function @tool cannot make a tool of
     ├── ConfigError                infai.agent: a bad configuration file (names file and key)
+    ├── PluginError                infai.agent: an installed plugin that cannot be used (skipped)
     ├── CompactionFailed           infai.agent: the summary could not be made; nothing changed
     ├── UnsendableEvent            infai.agent: an event on the path no model can take
     ├── Lagged                     infai.agent: a watcher fell behind and was dropped

@@ -131,7 +131,10 @@ def test_no_files_means_defaults(tmp_path: Path) -> None:
         ("model = ", "not valid TOML"),
         ("modle = 'x'", "unknown key 'modle'"),
         ("[models.a]\nprovider = 'openai'\nmodel = 'm'\nbaseurl = 'x'", "models.a: unknown key"),
-        ("[models.a]\nprovider = 'google'\nmodel = 'm'", "models.a.provider: must be one of"),
+        (
+            "[models.a]\nprovider = 'google'\nmodel = 'm'",
+            "models.a.provider: unknown provider .google. \\(registered: anthropic, .*openai",
+        ),
         ("[models.a]\nprovider = 'openai'", "models.a.model: the provider's model id"),
         (
             "[models.a]\nprovider = 'openai'\nmodel = 'm'\ncontext_window = '8k'",

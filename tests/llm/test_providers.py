@@ -53,7 +53,7 @@ def server(flavour: str, *replies: Reply) -> FakeServer:
 
 def model(flavour: str, fake: FakeServer, **options: Any) -> Model:
     spec = ModelSpec(
-        flavour,  # type: ignore[arg-type]
+        flavour,
         "fake-model",
         base_url=fake.base_url,
         key_env="FAKE_KEY",
@@ -232,7 +232,7 @@ def test_an_unreachable_server_is_retried_then_reported(flavour: str) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     spec = ModelSpec(
-        flavour,  # type: ignore[arg-type]
+        flavour,
         "m",
         base_url=f"http://127.0.0.1:{port}" + ("/v1" if flavour == "openai" else ""),
         key_env="FAKE_KEY",

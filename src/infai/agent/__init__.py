@@ -34,6 +34,7 @@ from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
+from .plugins import Plugin, PluginError, plugin_report, register_tool, unregister_tool
 from .prompt import system_prompt
 from .questions import AnyApprover, Question, as_approver
 from .session import AgentSession
@@ -75,6 +76,8 @@ __all__ = [
     "Narrowed",
     "NotInFlight",
     "OnRestore",
+    "Plugin",
+    "PluginError",
     "PromptBlocked",
     "Question",
     "RestoreRefused",
@@ -100,12 +103,15 @@ __all__ = [
     "load_config",
     "load_manifest",
     "manifest_of",
+    "plugin_report",
     "record_manifest",
     "register_context_rule",
+    "register_tool",
     "run_turn",
     "settled_obj",
     "system_prompt",
     "to_messages",
     "unregister_context_rule",
+    "unregister_tool",
     "user_config_path",
 ]

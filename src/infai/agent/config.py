@@ -12,7 +12,8 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     compact_at = 0.8                # auto-compaction: fraction of the window, or false
 
     [models.local]                  # use it as --model local
-    provider = "openai"             # "openai" (and compatible servers) or "anthropic"
+    provider = "openai"             # a registered provider: "openai" (and compatible
+                                    # servers), "anthropic", "ollama", "openrouter", ...
     model = "qwen2.5-coder:14b"     # the provider's model id
     base_url = "http://127.0.0.1:11434/v1"
     key_env = "OLLAMA_API_KEY"      # where the key is (default: the SDK's variable)
@@ -66,8 +67,8 @@ from pathlib import Path
 from typing import Any
 
 from infai.errors import InfaiError
-from infai.llm.providers import PROVIDERS, ModelSpec
-from infai.llm.registry import DEFAULT_WINDOWS
+from infai.llm.provider_registry import ModelUnavailable, find_provider, provider_named
+from infai.llm.providers import ModelSpec
 from infai.tools import Rule, SandboxSettings, parse_sandbox
 from infai.tools.mcp import ServerConfig
 from infai.tools.policy import RuleError
@@ -77,6 +78,7 @@ from .compaction import DEFAULT_THRESHOLD
 from .context.settings import DEFAULT_MAX_STEPS, parse_context, parse_max_steps
 from .hooks import HookSpec, parse_hooks
 from .mcp_config import parse_mcp
+from .plugins import install as install_plugins
 
 PROJECT_FILE = Path(".infai") / "config.toml"
 MODEL_KEYS = {
@@ -96,9 +98,14 @@ KEY_SETTINGS = ("base_url", "key_env")
 #: or not: they decide where the user's prompts and key go
 ROUTE_SETTINGS = ("provider", "base_url", "key_env")
 TRUST_HINT = "add its directory to trusted_projects in your own config"
-#: model names the registry reads itself (``offline`` no file may define at all)
+#: model names the registry reads itself (``offline`` no file may define at all),
+#: besides ``PROVIDER:MODEL`` for every registered provider (:func:`_builtin_name`)
 BUILTIN_PREFIXES = ("scripted:", "openai:", "anthropic:")
 VERDICTS = ("allow", "ask", "deny")
+
+
+#: installed plugins' providers and tools may be named here before they are imported
+install_plugins()
 
 
 class ConfigError(InfaiError):
@@ -213,14 +220,18 @@ def _check_model(path: Path, name: str, table: Any) -> dict[str, Any]:
 def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
     where = f"{path}: models.{name}"
     provider = table.get("provider")
-    if provider not in PROVIDERS:
-        raise ConfigError(f"{where}.provider: must be one of {', '.join(PROVIDERS)}")
+    if not isinstance(provider, str):
+        raise ConfigError(f"{where}.provider: the provider's name is required")
+    try:
+        info = provider_named(provider)
+    except ModelUnavailable as exc:
+        raise ConfigError(f"{where}.provider: {exc}") from None
     if not table.get("model"):
         raise ConfigError(f"{where}.model: the provider's model id is required")
     thinking = table.get("thinking", "budget" if "thinking_budget" in table else "off")
     if thinking not in ("off", "adaptive", "budget"):
         raise ConfigError(f"{where}.thinking: must be 'off', 'adaptive' or 'budget'")
-    if provider != "anthropic" and (thinking != "off" or "thinking_budget" in table):
+    if not info.thinking and (thinking != "off" or "thinking_budget" in table):
         raise ConfigError(f"{where}: thinking settings apply to anthropic models only")
     if thinking == "budget" and "thinking_budget" not in table:
         raise ConfigError(f"{where}.thinking_budget: 'budget' thinking needs a token budget")
@@ -229,7 +240,7 @@ def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
         model=table["model"],
         base_url=table.get("base_url"),
         key_env=table.get("key_env"),
-        context_window=table.get("context_window", DEFAULT_WINDOWS[provider]),
+        context_window=table.get("context_window", info.context_window),
         max_tokens=table.get("max_tokens"),
         thinking_budget=table.get("thinking_budget") if thinking == "budget" else None,
         adaptive_thinking=thinking == "adaptive",
@@ -476,6 +487,13 @@ def _default_model(
     return mine
 
 
+def _builtin_name(name: str) -> bool:
+    """Whether the model registry reads ``name`` itself (``scripted:FILE``, or
+    ``PROVIDER:MODEL`` for a registered provider)."""
+    provider, sep, _ = name.partition(":")
+    return name.startswith(BUILTIN_PREFIXES) or bool(sep and find_provider(provider))
+
+
 def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> str | None:
     """Why an untrusted project's ``[models.NAME]`` is left out (None: it may stand).
 
@@ -487,7 +505,7 @@ def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> 
         return "a project's config may not set base_url or key_env unless you trust it"
     if name in user:
         return f"{name!r} is a model of your own config, which a project's config may not change"
-    if name.startswith(BUILTIN_PREFIXES):
+    if _builtin_name(name):
         return f"{name!r} is a built-in model name, which a project's config may not redefine"
     if str(table.get("model", "")).startswith("scripted:"):
         return "a project's config may not choose a scripted model (it replays tool calls)"
@@ -555,7 +573,7 @@ def describe_models(config: Config) -> list[Mapping[str, Any]]:
                 "provider": spec.provider,
                 "model": spec.model,
                 "base_url": spec.resolved_base_url(),
-                "key_env": spec.key_env or f"(default: {spec.provider.upper()}_API_KEY)",
+                "key_env": spec.key_env or f"(default: {spec.key_variable() or 'none'})",
                 "key_set": spec.api_key() is not None,
                 "context_window": spec.context_window,
                 "source": str(config.model_sources[name]),

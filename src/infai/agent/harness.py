@@ -49,6 +49,7 @@ from infai.tools.offload import off_loop
 from infai.tools.sandbox_verified import unverified
 
 from .config import Config, load_config, user_config_path
+from .plugins import load_context_rules, plugin_tools
 from .questions import AnyApprover, as_approver
 from .session import AgentSession
 from .subagent import TaskTool
@@ -375,7 +376,10 @@ class Harness:
 
     def _tools(self, model: Model, permissions: Permissions) -> Toolbox:
         tools = builtin_tools(self.sandbox)
-        return Toolbox([*tools, TaskTool(self.store, model, tools, permissions)])
+        task = TaskTool(self.store, model, tools, permissions, sources=(plugin_tools(),))
+        box = Toolbox([*tools, task])
+        box.attach(plugin_tools())  # installed plugins' tools, imported at the first request
+        return box
 
     def _with_mcp(
         self, box: Toolbox, permissions: Permissions, working_dir: Path | str | None
@@ -447,6 +451,9 @@ class Harness:
         """
         if session_id is None:
             session_id = self.new_session()
+        if notices := load_context_rules():  # installed context rules (none: nothing imported)
+            with self._configs_lock:
+                self._notices.extend(notices)
         config_dir = self.store.info(session_id).working_dir
         config = self.config_for(config_dir)
         name = model_name or self.model_name

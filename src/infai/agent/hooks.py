@@ -18,12 +18,19 @@ command configured twice runs once. A hook runs with the user's rights (not in
 the sandbox: it is the user's own command, like their shell's), in the
 session's working directory, with ``CLAUDE_PROJECT_DIR`` (and
 ``INFAI_PROJECT_DIR``) set to it.
+
+Instead of a ``command``, a hook may name a ``handler``: an installed plugin's
+hook handler (:mod:`.plugins`, group ``infai.hooks``), called in-process with
+the same payload (as a dict); it answers by returning None (success), a
+string (as a command's stdout) or a dict (as its JSON answer); an exception is
+a non-blocking error, as another exit code is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -40,6 +47,7 @@ from infai.tools.offload import off_loop
 from infai.tools.policy import Ask
 
 from .hooks_payload import tool_input, tool_names, transcript_dir, write_transcript
+from .plugins import PluginError, hook_handler
 
 EVENTS = (
     "SessionStart",
@@ -73,6 +81,8 @@ class HookSpec:
     matcher: str = ""
     timeout: float = DEFAULT_TIMEOUT
     source: str = ""
+    #: an installed plugin's hook handler run instead of a command (``command`` names it)
+    handler: str = ""
 
     def matches(self, names: Sequence[str]) -> bool:
         """Whether the matcher takes one of ``names``: empty or ``*`` takes all, a
@@ -102,10 +112,16 @@ def parse_hooks(path: Path, value: Any) -> list[HookSpec]:
 
 
 def _spec(path: Path, event: str, entry: dict[str, Any], where: str) -> HookSpec:
-    unknown = set(entry) - {"matcher", "command", "timeout"}
+    unknown = set(entry) - {"matcher", "command", "timeout", "handler"}
     if unknown:
-        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} (matcher, command, timeout)")
+        known = "matcher, command, handler, timeout"
+        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} ({known})")
     command, matcher = entry.get("command"), entry.get("matcher", "")
+    handler = entry.get("handler", "")
+    if not isinstance(handler, str) or ("handler" in entry and (not handler or command)):
+        raise ValueError(f"{where}.handler: a plugin hook handler's name, instead of a command")
+    if handler:
+        command = f"handler:{handler}"
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"{where}.command: the shell command to run is required")
     if not isinstance(matcher, str):
@@ -118,7 +134,7 @@ def _spec(path: Path, event: str, entry: dict[str, Any], where: str) -> HookSpec
     timeout = entry.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ValueError(f"{where}.timeout: must be a positive number of seconds")
-    return HookSpec(event, command, matcher, float(timeout), str(path))
+    return HookSpec(event, command, matcher, float(timeout), str(path), handler)
 
 
 @dataclass
@@ -363,6 +379,8 @@ class Hooks:
         return env
 
     async def _run(self, spec: HookSpec, data: bytes) -> _Run:
+        if spec.handler:
+            return await _run_handler(spec, data)
         started = time.monotonic()
 
         def took() -> int:
@@ -390,6 +408,31 @@ class Hooks:
             raise
         text = out.decode(errors="replace"), err.decode(errors="replace")
         return _Run(spec, process.returncode, text[0], text[1], took())
+
+
+async def _run_handler(spec: HookSpec, data: bytes) -> _Run:
+    """Call a plugin's hook handler with the payload, as a command would be run."""
+    started = time.monotonic()
+
+    def took() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        handler = await off_loop(hook_handler, spec.handler)
+    except PluginError as exc:
+        return _Run(spec, None, "", "", took(), failed=f"cannot load: {exc}")
+    payload = json.loads(data)
+    try:
+        if inspect.iscoroutinefunction(handler):
+            said = await asyncio.wait_for(handler(payload), spec.timeout)
+        else:  # a thread cannot be killed: past its timeout it is left to finish
+            said = await asyncio.wait_for(asyncio.to_thread(handler, payload), spec.timeout)
+    except TimeoutError:
+        return _Run(spec, None, "", "", took(), timed_out=True)
+    except Exception as exc:  # the handler's failure: a non-blocking error, as exit 1
+        return _Run(spec, 1, "", f"{type(exc).__name__}: {exc}", took())
+    stdout = said if isinstance(said, str) else "" if said is None else json.dumps(said)
+    return _Run(spec, 0, stdout, "", took())
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:

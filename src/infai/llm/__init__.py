@@ -26,6 +26,12 @@ from .messages import (
     close_model,
     collect,
 )
+from .provider_registry import (
+    ProviderInfo,
+    openai_compatible,
+    provider_names,
+    register_provider,
+)
 from .providers import ModelUnavailable
 from .tokens import estimate_tokens
 
@@ -38,6 +44,7 @@ __all__ = [
     "Notice",
     "OfflineModel",
     "ProviderError",
+    "ProviderInfo",
     "ReasoningDelta",
     "Request",
     "ScriptedModel",
@@ -49,4 +56,7 @@ __all__ = [
     "close_model",
     "collect",
     "estimate_tokens",
+    "openai_compatible",
+    "provider_names",
+    "register_provider",
 ]

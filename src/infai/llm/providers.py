@@ -1,10 +1,13 @@
 """What the SDK-backed providers share: their settings, retries, and errors.
 
-A :class:`ModelSpec` says how to reach one model: the provider (``openai`` or
-``anthropic``), the provider's model id, an optional base URL (an OpenAI-
-compatible server such as Ollama, vLLM or llama.cpp), the environment variable
-that holds the key, and the context window. Configuration files produce specs;
-so does a plain ``provider:model`` name.
+A :class:`ModelSpec` says how to reach one model: the provider (a name in the
+provider registry: :mod:`~infai.llm.provider_registry`), the provider's model
+id, an optional base URL (an OpenAI-compatible server such as Ollama, vLLM or
+llama.cpp), the environment variable that holds the key, and the context
+window. Configuration files produce specs; so does a plain ``provider:model``
+name. What a provider's name stands for (how its models are built, its key
+variable, its base URL and context window by default) is its registration, a
+:class:`~infai.llm.provider_registry.ProviderInfo`.
 
 Retries are the harness's, not the SDK's (whose retries are silent): an error
 that may pass (a rate limit, an overloaded or failing server, a timeout, a lost
@@ -28,9 +31,7 @@ import os
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
-
-from infai.errors import InfaiError
+from typing import Any, ClassVar
 
 from .messages import (
     Notice,
@@ -41,18 +42,11 @@ from .messages import (
     TextDelta,
     ToolCallDelta,
 )
+from .provider_registry import DEFAULT_CONTEXT_WINDOW, ProviderInfo, provider_named
+from .provider_registry import ModelUnavailable as ModelUnavailable
 
-Provider = Literal["openai", "anthropic"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-DEFAULT_BASE_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
-DEFAULT_CONTEXT_WINDOW = 128_000
 #: HTTP statuses worth another try: timeout, conflict, rate limit, server trouble
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-
-
-class ModelUnavailable(InfaiError):
-    """A model cannot be built as asked (unknown name, missing key, bad setting)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +71,8 @@ class RetryPolicy:
 class ModelSpec:
     """How to reach one model through a provider's SDK."""
 
-    provider: Provider
+    #: a registered provider's name (:func:`~infai.llm.provider_registry.provider_named`)
+    provider: str
     model: str
     base_url: str | None = None
     #: the environment variable holding the API key (the SDK's own by default)
@@ -99,22 +94,39 @@ class ModelSpec:
         """The name to show: the configured ``name``, else ``provider:model``."""
         return self.name or f"{self.provider}:{self.model}"
 
+    @property
+    def info(self) -> ProviderInfo:
+        """The provider's registration; ModelUnavailable for a name none registered."""
+        return provider_named(self.provider)
+
+    def key_variable(self) -> str | None:
+        """Where the key is looked for: ``key_env``, else the provider's variable."""
+        return self.key_env or self.info.key_env
+
     def api_key(self) -> str | None:
-        """The key from the environment (``key_env``, else the SDK's variable); None if unset."""
-        return os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
+        """The key from the environment (:meth:`key_variable`); None if unset."""
+        env = self.key_variable()
+        return (os.environ.get(env) or None) if env else None
 
     def resolved_base_url(self) -> str | None:
-        """``base_url``, else the provider's base-URL environment variable; None: the SDK's."""
-        return self.base_url or os.environ.get(DEFAULT_BASE_ENV[self.provider]) or None
+        """``base_url``, else the provider's base-URL environment variable, else its
+        own default (a profile's endpoint); None: the SDK's."""
+        info = self.info
+        from_env = os.environ.get(info.base_env) if info.base_env else None
+        return self.base_url or from_env or info.base_url
 
     def require_key(self) -> str:
-        """The API key; a local server (a base URL) may do without one."""
+        """The API key; a server the user pointed at (a base URL given here or in the
+        provider's base-URL variable) may do without one, and so may a provider
+        registered as needing none (a local Ollama)."""
         key = self.api_key()
         if key:
             return key
-        if self.resolved_base_url():
+        info = self.info
+        chosen = self.base_url or (info.base_env and os.environ.get(info.base_env))
+        if chosen or not info.key_required:
             return "not-needed"
-        env = self.key_env or DEFAULT_KEY_ENV[self.provider]
+        env = self.key_variable() or f"{self.provider.upper()}_API_KEY"
         raise ModelUnavailable(
             f"model {self.display_name!r} needs an API key: set {env} "
             f"(or give the model a base_url for a local server)"
@@ -272,11 +284,13 @@ class SdkModel:
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Stream one reply; a transient error before the first delta is retried per the
         spec's :class:`RetryPolicy` (announced by a :class:`Notice`), and SDK exceptions
-        arrive as :class:`ProviderError` events."""
-        return with_retries(self._attempt, request, self.spec.retry, self.provider)
+        arrive as :class:`ProviderError` events (named by the spec's provider: an
+        OpenAI-compatible profile's errors say ``groq:``, not ``openai:``)."""
+        return with_retries(self._attempt, request, self.spec.retry, self.spec.provider)
 
     def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
-        return errors_as_data(self._events(request), self.provider, self.sdk, self.retry_types)
+        events = self._events(request)
+        return errors_as_data(events, self.spec.provider, self.sdk, self.retry_types)
 
     def _events(self, request: Request) -> AsyncIterator[StreamEvent]:
         raise NotImplementedError

@@ -6,10 +6,11 @@
   object with ``content`` and optional ``reasoning`` and ``tool_calls``
   (``[{"id", "name", "arguments"}]``), or ``{"error": ..., "status": ...}``.
   Tests and demos script whole conversations with it.
-- ``openai:MODEL`` and ``anthropic:MODEL``: a model through the provider's
-  official SDK, reached at ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` (or the
-  provider's own endpoint) with the key in ``OPENAI_API_KEY`` /
-  ``ANTHROPIC_API_KEY``.
+- ``PROVIDER:MODEL``, for any registered provider
+  (:mod:`~infai.llm.provider_registry`: ``openai:gpt-4.1``,
+  ``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5-coder:14b``,
+  ``openrouter:...``, an installed plugin's): the model through that
+  provider, with its defaults (key variable, endpoint, context window).
 - any other name: a model from configuration (``[models.NAME]``), passed in as
   ``configured``.
 
@@ -26,10 +27,8 @@ from typing import Any
 
 from .local import OfflineModel, Reply, ScriptedModel
 from .messages import Message, Model, ProviderError, ToolCall
-from .providers import PROVIDERS, ModelSpec, ModelUnavailable
-
-#: context windows assumed for ``provider:model`` names not in configuration
-DEFAULT_WINDOWS = {"openai": 128_000, "anthropic": 200_000}
+from .provider_registry import find_provider, provider_named, registered
+from .providers import ModelSpec, ModelUnavailable
 
 
 def _reply(item: Any, where: str) -> Reply:
@@ -70,14 +69,12 @@ def spec_for(name: str, configured: Mapping[str, ModelSpec] | None = None) -> Mo
     if configured and name in configured:
         return configured[name]
     provider, sep, model = name.partition(":")
-    if sep and provider in PROVIDERS:
+    info = find_provider(provider) if sep and provider != "scripted" else None
+    if info is not None:
         if not model:
             raise ModelUnavailable(f"model name {name!r} lacks the model after '{provider}:'")
         return ModelSpec(
-            provider="openai" if provider == "openai" else "anthropic",
-            model=model,
-            context_window=DEFAULT_WINDOWS[provider],
-            name=name,
+            provider=provider, model=model, context_window=info.context_window, name=name
         )
     return None
 
@@ -92,19 +89,15 @@ def build_model(name: str, configured: Mapping[str, ModelSpec] | None = None) ->
     spec = spec_for(name, configured)
     if spec is None:
         names = ", ".join(sorted(configured or ())) or "none"
+        providers = ", ".join(sorted(registered()))
         raise ModelUnavailable(
-            f"unknown model {name!r}: use 'offline', 'scripted:FILE', 'openai:MODEL', "
-            f"'anthropic:MODEL' or a configured name (configured: {names})"
+            f"unknown model {name!r}: use 'offline', 'scripted:FILE', 'PROVIDER:MODEL' "
+            f"(providers: {providers}) or a configured name (configured: {names})"
         )
     return build_spec(spec)
 
 
 def build_spec(spec: ModelSpec) -> Model:
-    """A model for ``spec``, through its provider's SDK."""
-    if spec.provider == "openai":
-        from .openai_provider import OpenAIModel
-
-        return OpenAIModel(spec)
-    from .anthropic_provider import AnthropicModel
-
-    return AnthropicModel(spec)
+    """A model for ``spec``, built by its provider's registration (which imports
+    the SDK it needs only now)."""
+    return provider_named(spec.provider).model(spec)

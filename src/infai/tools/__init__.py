@@ -5,6 +5,7 @@ the model sees and an async ``run`` that returns a
 :class:`~infai.tools.base.ToolOutput`. A tool never raises for a failure the
 model should hear about: it returns an error output. Before any tool runs, the
 loop asks a :class:`~infai.tools.base.Permissions` object for a decision.
+A typed Python function becomes a tool with :func:`~infai.tools.decorator.tool`.
 """
 
 from .base import (
@@ -18,6 +19,8 @@ from .base import (
 )
 from .bash_path import bash_missing, find_bash
 from .builtin import builtin_tools
+from .decorator import FunctionTool, ToolDefinitionError, tool
+from .effects import Effects
 from .policy import (
     AllowAlways,
     Answer,
@@ -44,6 +47,8 @@ __all__ = [
     "Ask",
     "Decision",
     "DenyWith",
+    "Effects",
+    "FunctionTool",
     "Permissions",
     "Policy",
     "Reply",
@@ -53,6 +58,7 @@ __all__ = [
     "SandboxSettings",
     "Tool",
     "ToolContext",
+    "ToolDefinitionError",
     "ToolOutput",
     "Toolbox",
     "always_rules",
@@ -65,4 +71,5 @@ __all__ = [
     "home_report",
     "parse_sandbox",
     "record_pass",
+    "tool",
 ]

@@ -45,6 +45,15 @@ Precedence, from first to last:
    server marks it read-only *and* the user's configuration trusts that
    (``trust_read_only``): :attr:`Policy.defaults` says so.
 
+A tool written in Python (:mod:`~infai.tools.decorator`, a plugin's) is ruled on
+by the effects it declares (:mod:`~infai.tools.effects`): each path it reads
+as ``read_file`` reading it, each it writes as ``write_file`` writing it (deny
+and ask rules of the tool *and* of ``read_file``/``write_file`` bind it, the
+defaults and the limits on outside paths and ``.git/`` apply; only an allow
+rule naming the tool allows what the defaults would ask), the network asks
+unless a rule naming the tool allows it; the strictest effect decides. A tool
+declaring no effect is allowed unless a rule naming it says otherwise.
+
 "Ask" goes to the approval callback the shell supplies (the TUI's dialog, the
 server's approval queue). Without one (a headless run) ask means deny. The
 callback may answer "allow always", which adds the allow rules :func:`always_rules`
@@ -67,13 +76,14 @@ import asyncio
 import os
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
 from .base import Decision, ToolContext
 from .commands import Analysis, analyse
+from .effects import Effects, effects_of
 from .git_hardening import included_config_files
 from .rules import (
     DELEGATING,
@@ -156,6 +166,8 @@ class Ruling:
     verdict: Verdict
     by: str
     reason: str = ""
+    #: what the question names, when not the call's usual subject (a declared effect's path)
+    subject: str | None = None
 
 
 #: why the approval mode let a shell command run unasked
@@ -278,6 +290,8 @@ class Policy:
             except ValueError as exc:
                 return Ruling("deny", "default", f"the path cannot be resolved: {exc}")
             return self._rule_on_path(tool, path_of(tool, arguments), target, context.working_dir)
+        if (effects := effects_of(tool)) is not None:
+            return self._rule_on_effects(tool, arguments, context, effects)
         for verdict in VERDICTS:
             if rule := self._first(verdict, (tool,), ("",)):
                 return Ruling(rule.verdict, by=f"rule '{rule}'")
@@ -289,30 +303,44 @@ class Policy:
             return Ruling("ask", "default", f"{tool} is an MCP server's tool: it may do anything")
         return Ruling("ask", "default", f"{tool} can change things")
 
-    def _rule_on_path(self, tool: str, given: str, target: Target, working_dir: Path) -> Ruling:
-        if rule := self._first("deny", (tool,), target.denied_as):
-            return Ruling("deny", by=f"rule '{rule}'")
-        if tool == "edit_file" and (rule := self._first("deny", READS, target.denied_as)):
-            why = f"{target.subject} may not be read, and an edit reads it (old_text must match)"
-            return Ruling("deny", f"rule '{rule}'", why)
-        if tool in READS_A_FILE and self.denies_reads() and _hard_links(target.path) > 1:
-            why = (
-                f"{target.subject} has {_hard_links(target.path)} hard links: another name "
-                "of it may be a file the read rules deny"
-            )
-            return Ruling("ask", "default", why)
-        writing = tool in WRITING and target.path is not None
-        if writing and (root := self._protected_root(target.path)) is not None:
-            why = f"{target.subject} is in {root}: infai's own files are never written by tools"
-            return Ruling("deny", "protected", why)
-        if rule := self._first("ask", (tool,), target.denied_as):
-            return Ruling("ask", by=f"rule '{rule}'")
-        if writing and (links := _hard_links(target.path)) > 1:
-            why = (
-                f"{target.subject} has {links} hard links: writing it changes a file "
-                "that other names (perhaps outside the working directory) share"
-            )
-            return Ruling("ask", "default", why)
+    def _rule_on_effects(
+        self, tool: str, arguments: Mapping[str, Any], context: ToolContext, effects: Effects
+    ) -> Ruling:
+        """A declared tool's ruling: the strictest of its effects' (module docstring)."""
+        rulings: list[Ruling] = []
+        for effect, given in effects.paths(arguments):
+            like = "read_file" if effect == "read" else "write_file"
+            try:
+                target = target_of(like, {"path": given}, context.working_dir, context.resolve)
+            except ValueError as exc:
+                return Ruling("deny", "default", f"the path cannot be resolved: {exc}")
+            ruling = self._rule_on_path(tool, given, target, context.working_dir, like=like)
+            if ruling.verdict == "deny":
+                return ruling
+            rulings.append(replace(ruling, subject=target.subject))
+        if effects.network or not rulings:
+            ruling = Ruling("allow", "default", f"{tool} declares it touches no file or network")
+            if effects.network:
+                ruling = Ruling("ask", "default", f"{tool} reaches the network", subject="")
+            for verdict in VERDICTS:
+                if rule := self._first(verdict, (tool,), ("",)):
+                    ruling = Ruling(rule.verdict, by=f"rule '{rule}'", subject="")
+                    break
+            if ruling.verdict == "deny":
+                return ruling
+            rulings.append(ruling)
+        asks = [ruling for ruling in rulings if ruling.verdict == "ask"]
+        return asks[0] if asks else rulings[0]
+
+    def _rule_on_path(
+        self, tool: str, given: str, target: Target, working_dir: Path, like: str | None = None
+    ) -> Ruling:
+        """``tool``'s ruling on a path; ``like``: the built-in whose effect it has (a
+        declared tool's read or write), whose deny and ask rules bind it too."""
+        kind = like or tool
+        writing = kind in WRITING and target.path is not None
+        if guarded := self._path_guards(kind, (tool,) if like is None else (tool, like), target):
+            return guarded
         passed_over = ""
         for rule in self.all_rules():
             if rule.verdict != "allow" or not any(rule.matches(tool, s) for s in target.allowed_as):
@@ -326,7 +354,7 @@ class Policy:
                 )
             else:
                 return Ruling("allow", by=f"rule '{rule}'")
-        if (unasked := self._sandboxed_path(tool, target, writing, working_dir)) is not None:
+        if (unasked := self._sandboxed_path(kind, target, writing, working_dir)) is not None:
             return unasked
         if not target.inside:
             shown = given
@@ -334,9 +362,39 @@ class Policy:
                 shown += f" ({target.subject})"
             why = f"{shown} is outside the working directory{passed_over}"
             return Ruling("ask", "default", why)
-        if tool in READ_ONLY:
+        if kind in READ_ONLY:
             return Ruling("allow", "default", "reads inside the working directory")
+        if like is not None:
+            return Ruling("ask", "default", f"{tool} writes {target.subject}{passed_over}")
         return Ruling("ask", "default", f"{tool} can change things{passed_over}")
+
+    def _path_guards(self, kind: str, names: tuple[str, ...], target: Target) -> Ruling | None:
+        """What decides a path call before any allow rule: deny rules, infai's own
+        files, ask rules, and files with other hard links (None: none of them)."""
+        if rule := self._first("deny", names, target.denied_as):
+            return Ruling("deny", by=f"rule '{rule}'")
+        if kind == "edit_file" and (rule := self._first("deny", READS, target.denied_as)):
+            why = f"{target.subject} may not be read, and an edit reads it (old_text must match)"
+            return Ruling("deny", f"rule '{rule}'", why)
+        if kind in READS_A_FILE and self.denies_reads() and _hard_links(target.path) > 1:
+            why = (
+                f"{target.subject} has {_hard_links(target.path)} hard links: another name "
+                "of it may be a file the read rules deny"
+            )
+            return Ruling("ask", "default", why)
+        writing = kind in WRITING and target.path is not None
+        if writing and (root := self._protected_root(target.path)) is not None:
+            why = f"{target.subject} is in {root}: infai's own files are never written by tools"
+            return Ruling("deny", "protected", why)
+        if rule := self._first("ask", names, target.denied_as):
+            return Ruling("ask", by=f"rule '{rule}'")
+        if writing and (links := _hard_links(target.path)) > 1:
+            why = (
+                f"{target.subject} has {links} hard links: writing it changes a file "
+                "that other names (perhaps outside the working directory) share"
+            )
+            return Ruling("ask", "default", why)
+        return None
 
     def _sandboxed_path(
         self, tool: str, target: Target, writing: bool, working_dir: Path
@@ -495,10 +553,14 @@ class Policy:
     ) -> Ask:
         """The question for a call the ruling says to ask about."""
         name = ESCALATED if escalates(tool, arguments) else tool
-        subject = subject_of(name, arguments, context.working_dir)
+        subject = ruling.subject
+        if subject is None:
+            subject = subject_of(name, arguments, context.working_dir)
         reason = ruling.reason or f"{ruling.by} asks"
         offered_nothing = name == ESCALATED or (tool == "bash" and not self.shell_confined)
         always = () if offered_nothing else tuple(always_rules(tool, subject))
+        if not always and not subject and effects_of(tool) is not None:
+            always = (Rule("allow", tool),)  # a declared tool's network: the tool itself
         note = exact_only_reason(name, subject)
         if tool == "bash" and not self.shell_confined and name != ESCALATED:
             note = f"{NO_SANDBOX}, so allow always is not offered"

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from infai.errors import InfaiError
 
 from .commands import analyse, runs_arguments
+from .effects import known_tool
 from .paths import Resolved, resolve
 
 Verdict = Literal["allow", "ask", "deny"]
@@ -93,7 +94,7 @@ class Rule:
         tool, _, pattern = text.strip().partition(" ")
         if not tool:
             raise RuleError(f"empty {verdict} rule")
-        named = tool in TOOL_NAMES or tool.startswith(MCP_PREFIX)
+        named = tool in TOOL_NAMES or tool.startswith(MCP_PREFIX) or known_tool(tool)
         if not any(c in tool for c in "*?[") and not named:
             known = ", ".join(sorted(TOOL_NAMES))
             raise RuleError(f"{verdict} rule {text.strip()!r}: unknown tool {tool!r} ({known})")

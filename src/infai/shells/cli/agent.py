@@ -535,7 +535,9 @@ def models_command(as_json: bool) -> None:
             elif not row["key_set"]:  # a local server (a base URL) may need none
                 line += f"  (no key: {row['key_env']})"
         echo(line)
-    echo("  openai:MODEL / anthropic:MODEL name any model of those providers", err=True)
+    from infai.llm import provider_names
+
+    echo(f"  PROVIDER:MODEL names any model of {', '.join(provider_names())}", err=True)
     sources = ", ".join(str(p) for p in config.sources) or "no config file"
     echo(f"  config: {sources}; * marks the default", err=True)
 

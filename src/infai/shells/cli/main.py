@@ -16,6 +16,7 @@ from .agent import chat, compact_command, models_command, run
 from .doctor import doctor_command, sandbox_group
 from .imports import import_command
 from .mcp import mcp_group
+from .plugins import plugins_command
 from .remote import login_command, logout_command, remote_command
 from .root import root
 from .search import search_command
@@ -41,6 +42,7 @@ COMMANDS: tuple[click.Command, ...] = (
     mcp_group,
     login_command,
     logout_command,
+    plugins_command,
 )
 
 root.remote_forms = remote_command  # what --remote runs instead
