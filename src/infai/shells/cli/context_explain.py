@@ -23,6 +23,7 @@ def explain(store: SessionStore, session_id: str, at: str | None, as_json: bool)
     from infai.agent import load_config
     from infai.agent.context import context_pipeline, registered_context_rules
     from infai.agent.context.explain import explain_view, explained_obj
+    from infai.agent.context.rules import OPTIONAL_RULES
 
     info = store.info(session_id)
     names: list[str] | None = None
@@ -30,7 +31,7 @@ def explain(store: SessionStore, session_id: str, at: str | None, as_json: bool)
     if info.working_dir and Path(info.working_dir).is_dir():
         wanted = load_config(Path(info.working_dir)).context_rules
         if wanted is not None:
-            known = set(registered_context_rules())
+            known = {*registered_context_rules(), *OPTIONAL_RULES}
             names = [n for n in wanted if n in known]
             missing = [n for n in wanted if n not in known]
     pipeline = context_pipeline(info.extra, names)
