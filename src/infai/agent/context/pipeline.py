@@ -60,6 +60,9 @@ class ContextPipeline:
             twice = sorted({n for n in names if names.count(n) > 1})
             raise ContextRuleFailed(f"context rules named twice: {', '.join(twice)}")
         self.rules = tuple(rules)
+        #: each event's first part, by id, while the event object stays the same
+        #: (a long session's context is the same events call after call)
+        self._first: dict[str, tuple[Event, Message | None, str | None]] = {}
 
     @classmethod
     def default(cls, pruned: frozenset[str] = frozenset()) -> ContextPipeline:
@@ -80,11 +83,22 @@ class ContextPipeline:
     def explain(self, events: Sequence[Event]) -> Explained:
         """The messages for ``events``, with each event's part saying which rule
         kept, shortened or dropped it and why."""
-        parts = [first_part(event) for event in events]
+        parts = [self._first_part(event) for event in events]
+        if len(self._first) > 2 * len(parts):  # a rebuilt context: forget the old one
+            keep = {event.id for event in events}
+            self._first = {k: v for k, v in self._first.items() if k in keep}
         for rule in self.rules:
             live = [part for part in parts if not part.dropped]
             _run(rule, live)
         return Explained(self.names, tuple(parts), tuple(_assemble(parts)))
+
+    def _first_part(self, event: Event) -> ContextPart:
+        held = self._first.get(event.id)
+        if held is not None and held[0] is event:
+            return ContextPart(event, held[1], unsendable=held[2])
+        part = first_part(event)
+        self._first[event.id] = (event, part.message, part.unsendable)
+        return part
 
 
 def _run(rule: ContextRule, live: list[ContextPart]) -> None:
