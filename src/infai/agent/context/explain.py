@@ -82,9 +82,11 @@ def explained_obj(explained: Explained) -> dict[str, Any]:
         "rules": list(explained.rules),
         "events": [part_obj(part) for part in explained.parts],
         "messages": [message_obj(m) for m in explained.messages],
+        "error": explained.error,
     }
 
 
 def explain_view(view: SessionView, pipeline: ContextPipeline, at: str | None = None) -> Explained:
-    """The explanation of the context at ``at`` (default HEAD) of ``view``."""
-    return pipeline.explain(path_events(view, at))
+    """The explanation of the context at ``at`` (default HEAD) of ``view`` (an
+    event no model takes is shown, and said in :attr:`Explained.error`)."""
+    return pipeline.explain(path_events(view, at), strict=False)

@@ -49,6 +49,9 @@ class Explained:
     rules: tuple[str, ...]
     parts: tuple[ContextPart, ...]
     messages: tuple[Message, ...]
+    #: why no model can be sent this context (an event kept that none takes),
+    #: when explained with ``strict`` false; None: it can be sent
+    error: str | None = None
 
 
 class ContextPipeline:
@@ -80,9 +83,11 @@ class ContextPipeline:
         :class:`ContextRuleFailed` for a rule that failed."""
         return list(self.explain(events).messages)
 
-    def explain(self, events: Sequence[Event]) -> Explained:
+    def explain(self, events: Sequence[Event], *, strict: bool = True) -> Explained:
         """The messages for ``events``, with each event's part saying which rule
-        kept, shortened or dropped it and why."""
+        kept, shortened or dropped it and why. Not ``strict``, an event no model
+        takes is shown dropped and the reason is :attr:`Explained.error`, rather
+        than raised as :class:`UnsendableEvent`."""
         parts = [self._first_part(event) for event in events]
         if len(self._first) > 2 * len(parts):  # a rebuilt context: forget the old one
             keep = {event.id for event in events}
@@ -90,7 +95,11 @@ class ContextPipeline:
         for rule in self.rules:
             live = [part for part in parts if not part.dropped]
             _run(rule, live)
-        return Explained(self.names, tuple(parts), tuple(_assemble(parts)))
+        problems: list[str] = []
+        messages = _assemble(parts, None if strict else problems)
+        return Explained(
+            self.names, tuple(parts), tuple(messages), problems[0] if problems else None
+        )
 
     def _first_part(self, event: Event) -> ContextPart:
         held = self._first.get(event.id)
@@ -140,8 +149,9 @@ def _dropped_with(parts: list[ContextPart], kind: str) -> dict[str, str]:
     return out
 
 
-def _assemble(parts: list[ContextPart]) -> list[Message]:
-    """The messages of the parts kept: see the module's docstring."""
+def _assemble(parts: list[ContextPart], problems: list[str] | None = None) -> list[Message]:
+    """The messages of the parts kept: see the module's docstring. An event no
+    model takes raises, or (with ``problems``) is dropped and said there."""
     results_dropped = _dropped_with(parts, "tool_result")
     calls_dropped = _dropped_with(parts, "tool_call")
     out: list[Message] = []
@@ -169,7 +179,11 @@ def _assemble(parts: list[ContextPart]) -> list[Message]:
             continue
         if message is None:
             if part.unsendable is not None:
-                raise UnsendableEvent(part.unsendable)
+                if problems is None:
+                    raise UnsendableEvent(part.unsendable)
+                problems.append(part.unsendable)
+                _note(part, "dropped", "no model takes a message with this role")
+                continue
             _note(part, "dropped", f"no rule sends a {part.kind} event")
             continue
         if part.kind == "tool_call" and message.tool_calls:

@@ -69,4 +69,6 @@ def explain_lines(obj: dict[str, Any]) -> list[str]:
         f"{len(obj['events'])} events: {counts['kept']} kept, {counts['shortened']} shortened, "
         f"{dropped} dropped; {len(sent)} messages sent"
     )
+    if obj["error"]:
+        lines.append(f"no model can be sent this context: {inert(obj['error'])}")
     return lines
