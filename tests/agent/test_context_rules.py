@@ -68,7 +68,17 @@ def test_registration_by_object_and_function_and_what_is_refused() -> None:
         def shout_less(parts: Sequence[ContextPart]) -> None:
             return None
 
-        assert context_pipeline().names == (*BUILTIN_RULES, "drop-results", "shout-less")
+        class Quiet:  # a class, as a plugin's entry point may name one
+            name = "quiet"
+
+            def apply(self, parts: Sequence[ContextPart]) -> None:
+                return None
+
+        register_context_rule(Quiet)
+        register_context_rule(Quiet)  # again: a no-op
+        names = context_pipeline().names
+        assert names == (*BUILTIN_RULES, "drop-results", "shout-less", "quiet")
+        assert isinstance(context_pipeline().rules[-1], Quiet)
         assert context_pipeline(names=["shout-less"]).names[-1] == "shout-less"
         unknown = "no context rule named 'nope' \\(there are: prune-tool-output, drop-results"
         with pytest.raises(ContextRuleFailed, match=unknown):
@@ -80,6 +90,7 @@ def test_registration_by_object_and_function_and_what_is_refused() -> None:
     finally:
         unregister_context_rule("drop-results")
         unregister_context_rule("shout-less")
+        unregister_context_rule("quiet")
     assert context_pipeline().names == BUILTIN_RULES
 
 

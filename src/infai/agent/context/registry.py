@@ -26,7 +26,7 @@ from .rules import (
 )
 
 RuleFunction = Callable[[Sequence[ContextPart]], Iterable[ContextDecision] | None]
-R = TypeVar("R", bound=ContextRule | RuleFunction)
+R = TypeVar("R", bound=ContextRule | RuleFunction | type[ContextRule])
 
 _registered: dict[str, ContextRule] = {}
 _lock = threading.Lock()
@@ -52,13 +52,21 @@ def register_context_rule(
 
     ``rule`` is an object with ``name`` and ``apply(parts)`` (see
     :class:`~infai.agent.context.ContextRule`), or a function of the parts that
-    returns decisions; used bare as a decorator, it registers the function.
+    returns decisions, or a rule class (instantiated with no arguments); used
+    bare as a decorator, it registers the function (or class).
     Registering the same rule again is a no-op; another rule under a taken
     name, or a built-in rule's name, is refused (:class:`ContextRuleFailed`).
     Returns ``rule``.
     """
     if rule is None:
         return lambda given: register_context_rule(given, name=name)
+    if isinstance(rule, type):  # a rule class (a plugin's entry point): one instance
+        with _lock:
+            held = _registered.get(name or str(getattr(rule, "name", "")))
+        if held is not None and type(held) is rule:
+            return rule
+        register_context_rule(rule(), name=name)
+        return rule
     if isinstance(rule, ContextRule) and name in (None, rule.name):
         wrapped: ContextRule = rule
     elif callable(rule) and not hasattr(rule, "apply"):
