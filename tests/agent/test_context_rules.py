@@ -21,7 +21,13 @@ from infai.agent import (
     unregister_context_rule,
 )
 from infai.agent.config import ConfigError, load_config
-from infai.agent.context import BUILTIN_RULES, ContextPipeline, context_pipeline
+from infai.agent.context import (
+    BUILTIN_RULES,
+    PRUNED_OUTPUT,
+    ContextCache,
+    ContextPipeline,
+    context_pipeline,
+)
 from infai.agent.context.registry import RuleFunction
 from infai.agent.context.rules import FunctionRule, builtin_rules
 from infai.llm import Message, ScriptedModel, ToolCall
@@ -62,9 +68,20 @@ def test_registration_by_object_and_function_and_what_is_refused() -> None:
         def shout_less(parts: Sequence[ContextPart]) -> None:
             return None
 
-        assert context_pipeline().names == (*BUILTIN_RULES, "drop-results", "shout-less")
+        class Quiet:  # a class, as a plugin's entry point may name one
+            name = "quiet"
+
+            def apply(self, parts: Sequence[ContextPart]) -> None:
+                return None
+
+        register_context_rule(Quiet)
+        register_context_rule(Quiet)  # again: a no-op
+        names = context_pipeline().names
+        assert names == (*BUILTIN_RULES, "drop-results", "shout-less", "quiet")
+        assert isinstance(context_pipeline().rules[-1], Quiet)
         assert context_pipeline(names=["shout-less"]).names[-1] == "shout-less"
-        with pytest.raises(ContextRuleFailed, match="no context rule named 'nope'"):
+        unknown = "no context rule named 'nope' \\(there are: prune-tool-output, drop-results"
+        with pytest.raises(ContextRuleFailed, match=unknown):
             context_pipeline(names=["nope"])
         with pytest.raises(ContextRuleFailed, match="built-in"):
             register_context_rule(lambda parts: None, name="gap-note")
@@ -73,6 +90,7 @@ def test_registration_by_object_and_function_and_what_is_refused() -> None:
     finally:
         unregister_context_rule("drop-results")
         unregister_context_rule("shout-less")
+        unregister_context_rule("quiet")
     assert context_pipeline().names == BUILTIN_RULES
 
 
@@ -133,9 +151,9 @@ def test_a_failing_rule_ends_the_turn_with_an_error_and_sends_nothing(tmp_path: 
         assert model.requests == []
 
 
-async def _one_turn(store: Store, sid: str, model: ScriptedModel) -> TurnEnded:
-    from infai.agent.context import ContextCache
-
+async def _one_turn(
+    store: Store, sid: str, model: ScriptedModel, names: list[str] | None = None
+) -> TurnEnded:
     ended = TurnEnded("done")
     with store.open_writer(sid) as writer:
         async for item in run_turn(
@@ -145,7 +163,7 @@ async def _one_turn(store: Store, sid: str, model: ScriptedModel) -> TurnEnded:
             toolbox=Toolbox([]),
             permissions=AllowAll(),
             context=ToolContext(Path("."), sid),
-            cache=ContextCache(writer, pipeline=context_pipeline()),
+            cache=ContextCache(writer, pipeline=context_pipeline(names=names)),
         ):
             if isinstance(item, TurnEnded):
                 ended = item
@@ -207,3 +225,21 @@ def test_max_steps_from_the_config_bounds_a_turn(tmp_path: Path) -> None:
     (ended,) = asyncio.run(go())
     assert ended.error == "stopped after 2 model calls in one turn"
     assert len(model.requests) == 2
+
+
+def test_prune_tool_output_runs_only_where_named_and_prunes_the_oldest(tmp_path: Path) -> None:
+    store = Store(tmp_path / "home")
+    sid = store.create_session().id
+    with store.open_writer(sid) as w:
+        w.append(MessageRecord(content="go"), "user")
+        for n in range(3):  # 25,000 estimated tokens each: only the newest fits 40,000
+            w.append(ToolCallRecord(call_id=f"c{n}", name="t", arguments={}), "assistant")
+            w.append(ToolResultRecord(call_id=f"c{n}", name="t", content=str(n) * 100_000), "tool")
+    assert "prune-tool-output" not in context_pipeline().names  # opt-in
+    asked = []
+    for names in (None, ["prune-tool-output"]):
+        model = ScriptedModel(["ok"])
+        asyncio.run(_one_turn(store, sid, model, names))
+        asked.append([m.content[:5] for m in model.requests[0].messages if m.role == "tool"])
+    assert asked[0] == ["00000", "11111", "22222"]
+    assert asked[1] == [PRUNED_OUTPUT[:5], PRUNED_OUTPUT[:5], "22222"]

@@ -30,6 +30,7 @@ from .context import (
     to_messages,
     unregister_context_rule,
 )
+from .context.explain import explain_context
 from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
@@ -99,6 +100,7 @@ __all__ = [
     "diff_at",
     "event_to_obj",
     "event_tokens",
+    "explain_context",
     "files_at",
     "load_config",
     "load_manifest",

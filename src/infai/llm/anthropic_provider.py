@@ -14,7 +14,6 @@ Text that is only whitespace is not sent (the API refuses such blocks).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
@@ -33,6 +32,8 @@ from .messages import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    call_arguments,
+    cut_notice,
 )
 from .providers import ModelSpec, SdkModel
 
@@ -150,6 +151,8 @@ class AnthropicModel(SdkModel):
             async for event in stream:
                 for item in reply.event(event):
                     yield item
+        if reply.stop == "max_tokens":
+            yield cut_notice(len(reply.order))
         yield reply.settled()
 
 
@@ -206,18 +209,14 @@ class _Reply:
             yield ToolCallDelta(self.order.index(index), arguments=delta.partial_json)
 
     def tool_calls(self) -> list[ToolCall]:
+        """The calls, their arguments parsed; one whose arguments cannot be used
+        carries why (the last of a reply cut at the output limit: cut off)."""
         settled: list[ToolCall] = []
         for index in self.order:
             call_id, name, raw = self.calls[index]
-            try:
-                arguments = json.loads(raw or "{}")
-            except (ValueError, RecursionError):  # nested past what json parses
-                arguments = None
-            if not isinstance(arguments, dict):  # answered with an error result, not run
-                why = f"its arguments are not a JSON object: {raw[:200]!r}"
-                settled.append(ToolCall(call_id, name, {}, error=why))
-                continue
-            settled.append(ToolCall(call_id, name, arguments))
+            cut = self.stop == "max_tokens" and index == self.order[-1]
+            arguments, why = call_arguments(raw, cut)
+            settled.append(ToolCall(call_id, name, arguments, error=why))
         return settled
 
     def settled(self) -> Done | ProviderError:
@@ -235,11 +234,18 @@ class _Reply:
                 reasoning="".join(self.reasoning) or None,
                 tool_calls=tuple(calls),
                 usage=self.usage,
-                stop_reason="tool_use" if calls else STOP_REASONS.get(self.stop, "end_turn"),
+                stop_reason=_stop_reason(self.stop, bool(calls)),
                 model=self.model_id,
                 metadata=metadata,
             )
         )
+
+
+def _stop_reason(stop: str, calls: bool) -> StopReason:
+    """The stop reason stored: a cut reply's is ``max_tokens`` even with calls."""
+    if stop == "max_tokens" or not calls:
+        return STOP_REASONS.get(stop, "end_turn")
+    return "tool_use"
 
 
 def _usage(reported: Any, before: Usage) -> Usage:

@@ -12,6 +12,7 @@ message, always last. :func:`collect` folds a stream into its outcome.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -153,6 +154,33 @@ class Model(Protocol):
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Deltas, then :class:`Done` or :class:`ProviderError`; failures are events,
         not exceptions (drain it with :func:`collect`)."""
+
+
+def call_arguments(raw: str, cut: bool = False) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments from the JSON text the model streamed, and why they
+    cannot be used (None: they can). With ``cut`` (the reply stopped at the output
+    limit while this call was being written) text that is not a JSON object is said
+    to be cut off, so the model asks for less at once instead of fixing its JSON."""
+    try:
+        arguments = json.loads(raw or "{}")
+    except (ValueError, RecursionError):  # nested past what json parses
+        arguments = None
+    if isinstance(arguments, dict):
+        return arguments, None
+    if cut:
+        return {}, (
+            "its arguments were cut off: the reply reached the output limit (max_tokens) "
+            f"after {len(raw)} characters of them, before they were complete; "
+            "ask for less in one call (split a large write into several edits)"
+        )
+    return {}, f"its arguments are not a JSON object: {raw[:200]!r}"
+
+
+def cut_notice(calls: int) -> Notice:
+    """What the user is told of a reply cut at the output limit (its stop reason is
+    ``max_tokens``, whatever tool calls it holds)."""
+    what = f" while writing a tool call ({calls} in the reply)" if calls else ""
+    return Notice(f"the reply was cut at the model's output limit (max_tokens){what}")
 
 
 async def collect(events: AsyncIterator[StreamEvent]) -> Message | ProviderError:

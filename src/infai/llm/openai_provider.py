@@ -38,6 +38,8 @@ from .messages import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    call_arguments,
+    cut_notice,
 )
 from .providers import ModelSpec, SdkModel
 
@@ -162,6 +164,8 @@ class OpenAIModel(SdkModel):
                 for event in reply.chunk(chunk):
                     yield event
         reply.done = watch is not None and watch.done
+        if reply.finish == "length":
+            yield cut_notice(len(reply.calls))
         yield reply.settled()
 
 
@@ -258,18 +262,15 @@ class _Reply:
         return ToolCallDelta(index, fragment.id, name, args or "")
 
     def tool_calls(self) -> list[ToolCall]:
+        """The calls, their arguments parsed; one whose arguments cannot be used
+        carries why (the last of a reply cut at the output limit: cut off)."""
         settled: list[ToolCall] = []
+        last = max(self.calls, default=None)
         for index in sorted(self.calls):
             call = self.calls[index]
-            try:
-                arguments = json.loads(call.arguments or "{}")
-            except (ValueError, RecursionError):  # nested past what json parses
-                arguments = None
-            if not isinstance(arguments, dict):  # answered with an error result, not run
-                why = f"its arguments are not a JSON object: {call.arguments[:200]!r}"
-                settled.append(ToolCall(call.id or f"call_{index}", call.name, {}, error=why))
-                continue
-            settled.append(ToolCall(call.id or f"call_{index}", call.name, arguments))
+            cut = self.finish == "length" and index == last
+            arguments, why = call_arguments(call.arguments, cut)
+            settled.append(ToolCall(call.id or f"call_{index}", call.name, arguments, error=why))
         return settled
 
     def settled(self) -> Done | ProviderError:
@@ -279,6 +280,8 @@ class _Reply:
             return ProviderError("openai: the stream ended before the reply did", retryable=True)
         calls = self.tool_calls()
         stop = "tool_use" if calls else STOP_REASONS.get(self.finish or "stop", "end_turn")
+        if self.finish == "length":  # cut, calls or not: said so in the stored event
+            stop = "max_tokens"
         metadata: dict[str, Any] = {"provider": "openai"}
         if self.finish is not None:  # none: inferred from a stream ended by [DONE]
             metadata["finish_reason"] = self.finish

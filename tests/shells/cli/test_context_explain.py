@@ -87,3 +87,19 @@ def test_explain_json_has_each_event_and_the_messages(tmp_path: Path) -> None:
     assert obj["messages"][2]["content"] == "[UserPromptSubmit hook]\nbranch: main"
     assert [c["id"] for c in obj["messages"][3]["tool_calls"]] == ["a", "b"]
     assert obj["messages"][4]["is_error"] is True
+
+
+def test_explain_shows_an_event_no_model_takes_instead_of_failing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "home")
+    sid = store.create_session().id
+    with store.open_writer(sid) as w:
+        w.append(MessageRecord(content="hi"), "user")
+        odd = w.append(MessageRecord(content="from an import"), "tool").id
+    base = ["--home", str(tmp_path / "home"), "session", "context", sid, "--explain"]
+    run = CliRunner().invoke(main, base)
+    assert run.exit_code == 0, run.output
+    lines = run.stdout.splitlines()
+    assert "dropped   assembly: no model takes a message with this role" in lines[2]
+    assert lines[-1].startswith(f"no model can be sent this context: event {odd} is a message")
+    obj = json.loads(CliRunner().invoke(main, [*base, "--json"]).stdout)
+    assert "role 'tool'" in obj["error"] and len(obj["messages"]) == 1

@@ -7,6 +7,7 @@ so the explanation shows what the compaction boundary stands in for.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infai.llm import Message
@@ -14,6 +15,8 @@ from infai.store import Event, SessionView
 
 from .parts import ContextPart
 from .pipeline import ContextPipeline, Explained
+from .registry import context_pipeline, registered_context_rules
+from .rules import OPTIONAL_RULES
 
 #: the rule named for an event sent as it is stored, no rule having touched it
 AS_STORED = "as stored"
@@ -82,9 +85,30 @@ def explained_obj(explained: Explained) -> dict[str, Any]:
         "rules": list(explained.rules),
         "events": [part_obj(part) for part in explained.parts],
         "messages": [message_obj(m) for m in explained.messages],
+        "error": explained.error,
     }
 
 
 def explain_view(view: SessionView, pipeline: ContextPipeline, at: str | None = None) -> Explained:
-    """The explanation of the context at ``at`` (default HEAD) of ``view``."""
-    return pipeline.explain(path_events(view, at))
+    """The explanation of the context at ``at`` (default HEAD) of ``view`` (an
+    event no model takes is shown, and said in :attr:`Explained.error`)."""
+    return pipeline.explain(path_events(view, at), strict=False)
+
+
+def explain_context(
+    view: SessionView,
+    extra: Mapping[str, Any],
+    names: Sequence[str] | None = None,
+    at: str | None = None,
+) -> dict[str, Any]:
+    """``--explain --json``'s object for the session ``view`` (its metadata's
+    ``extra``) at ``at``: the built-in rules, then the rules ``names`` (None: every
+    registered one); a name not registered in this process cannot run here and is
+    listed in ``missing_rules``."""
+    missing: list[str] = []
+    if names is not None:
+        known = {*registered_context_rules(), *OPTIONAL_RULES}
+        missing = [n for n in names if n not in known]
+        names = [n for n in names if n in known]
+    obj = explained_obj(explain_view(view, context_pipeline(extra, names), at))
+    return {"at": at, **obj, "missing_rules": missing}

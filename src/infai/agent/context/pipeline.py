@@ -49,6 +49,9 @@ class Explained:
     rules: tuple[str, ...]
     parts: tuple[ContextPart, ...]
     messages: tuple[Message, ...]
+    #: why no model can be sent this context (an event kept that none takes),
+    #: when explained with ``strict`` false; None: it can be sent
+    error: str | None = None
 
 
 class ContextPipeline:
@@ -60,6 +63,9 @@ class ContextPipeline:
             twice = sorted({n for n in names if names.count(n) > 1})
             raise ContextRuleFailed(f"context rules named twice: {', '.join(twice)}")
         self.rules = tuple(rules)
+        #: each event's first part, by id, while the event object stays the same
+        #: (a long session's context is the same events call after call)
+        self._first: dict[str, tuple[Event, Message | None, str | None]] = {}
 
     @classmethod
     def default(cls, pruned: frozenset[str] = frozenset()) -> ContextPipeline:
@@ -77,14 +83,31 @@ class ContextPipeline:
         :class:`ContextRuleFailed` for a rule that failed."""
         return list(self.explain(events).messages)
 
-    def explain(self, events: Sequence[Event]) -> Explained:
+    def explain(self, events: Sequence[Event], *, strict: bool = True) -> Explained:
         """The messages for ``events``, with each event's part saying which rule
-        kept, shortened or dropped it and why."""
-        parts = [first_part(event) for event in events]
+        kept, shortened or dropped it and why. Not ``strict``, an event no model
+        takes is shown dropped and the reason is :attr:`Explained.error`, rather
+        than raised as :class:`UnsendableEvent`."""
+        parts = [self._first_part(event) for event in events]
+        if len(self._first) > 2 * len(parts):  # a rebuilt context: forget the old one
+            keep = {event.id for event in events}
+            self._first = {k: v for k, v in self._first.items() if k in keep}
         for rule in self.rules:
             live = [part for part in parts if not part.dropped]
             _run(rule, live)
-        return Explained(self.names, tuple(parts), tuple(_assemble(parts)))
+        problems: list[str] = []
+        messages = _assemble(parts, None if strict else problems)
+        return Explained(
+            self.names, tuple(parts), tuple(messages), problems[0] if problems else None
+        )
+
+    def _first_part(self, event: Event) -> ContextPart:
+        held = self._first.get(event.id)
+        if held is not None and held[0] is event:
+            return ContextPart(event, held[1], unsendable=held[2])
+        part = first_part(event)
+        self._first[event.id] = (event, part.message, part.unsendable)
+        return part
 
 
 def _run(rule: ContextRule, live: list[ContextPart]) -> None:
@@ -126,8 +149,9 @@ def _dropped_with(parts: list[ContextPart], kind: str) -> dict[str, str]:
     return out
 
 
-def _assemble(parts: list[ContextPart]) -> list[Message]:
-    """The messages of the parts kept: see the module's docstring."""
+def _assemble(parts: list[ContextPart], problems: list[str] | None = None) -> list[Message]:
+    """The messages of the parts kept: see the module's docstring. An event no
+    model takes raises, or (with ``problems``) is dropped and said there."""
     results_dropped = _dropped_with(parts, "tool_result")
     calls_dropped = _dropped_with(parts, "tool_call")
     out: list[Message] = []
@@ -155,7 +179,11 @@ def _assemble(parts: list[ContextPart]) -> list[Message]:
             continue
         if message is None:
             if part.unsendable is not None:
-                raise UnsendableEvent(part.unsendable)
+                if problems is None:
+                    raise UnsendableEvent(part.unsendable)
+                problems.append(part.unsendable)
+                _note(part, "dropped", "no model takes a message with this role")
+                continue
             _note(part, "dropped", f"no rule sends a {part.kind} event")
             continue
         if part.kind == "tool_call" and message.tool_calls:

@@ -16,10 +16,17 @@ from typing import Any, TypeVar, overload
 
 from .parts import ContextDecision, ContextPart, ContextRuleFailed
 from .pipeline import ContextPipeline
-from .rules import BUILTIN_RULES, ContextRule, FunctionRule, builtin_rules, pruned_outputs
+from .rules import (
+    BUILTIN_RULES,
+    OPTIONAL_RULES,
+    ContextRule,
+    FunctionRule,
+    builtin_rules,
+    pruned_outputs,
+)
 
 RuleFunction = Callable[[Sequence[ContextPart]], Iterable[ContextDecision] | None]
-R = TypeVar("R", bound=ContextRule | RuleFunction)
+R = TypeVar("R", bound=ContextRule | RuleFunction | type[ContextRule])
 
 _registered: dict[str, ContextRule] = {}
 _lock = threading.Lock()
@@ -28,7 +35,7 @@ _lock = threading.Lock()
 def _checked_name(name: Any, what: object) -> str:
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise ContextRuleFailed(f"context rule {what!r}: its name must be a non-empty word")
-    if name in BUILTIN_RULES:
+    if name in BUILTIN_RULES or name in OPTIONAL_RULES:
         raise ContextRuleFailed(f"context rule {name!r}: that is a built-in rule's name")
     return name
 
@@ -45,13 +52,21 @@ def register_context_rule(
 
     ``rule`` is an object with ``name`` and ``apply(parts)`` (see
     :class:`~infai.agent.context.ContextRule`), or a function of the parts that
-    returns decisions; used bare as a decorator, it registers the function.
+    returns decisions, or a rule class (instantiated with no arguments); used
+    bare as a decorator, it registers the function (or class).
     Registering the same rule again is a no-op; another rule under a taken
     name, or a built-in rule's name, is refused (:class:`ContextRuleFailed`).
     Returns ``rule``.
     """
     if rule is None:
         return lambda given: register_context_rule(given, name=name)
+    if isinstance(rule, type):  # a rule class (a plugin's entry point): one instance
+        with _lock:
+            held = _registered.get(name or str(getattr(rule, "name", "")))
+        if held is not None and type(held) is rule:
+            return rule
+        register_context_rule(rule(), name=name)
+        return rule
     if isinstance(rule, ContextRule) and name in (None, rule.name):
         wrapped: ContextRule = rule
     elif callable(rule) and not hasattr(rule, "apply"):
@@ -89,8 +104,9 @@ def context_pipeline(
     extra: Mapping[str, Any] | None = None, names: Sequence[str] | None = None
 ) -> ContextPipeline:
     """The pipeline of a session whose metadata's ``extra`` is ``extra``: the built-in
-    rules, then the registered rules ``names`` in that order (None: all of them,
-    in the order registered). An unknown name raises :class:`ContextRuleFailed`."""
+    rules, then the rules ``names`` in that order (None: every registered rule, in
+    the order registered): registered ones, or an opt-in built-in rule
+    (:data:`~.rules.OPTIONAL_RULES`). An unknown name raises :class:`ContextRuleFailed`."""
     with _lock:
         registered = dict(_registered)
     if names is None:
@@ -98,10 +114,13 @@ def context_pipeline(
     else:
         chosen = []
         for name in names:
+            if name in OPTIONAL_RULES:
+                chosen.append(OPTIONAL_RULES[name]())
+                continue
             if name not in registered:
-                known = ", ".join(registered) or "none registered"
+                known = ", ".join([*OPTIONAL_RULES, *registered])
                 raise ContextRuleFailed(
-                    f"[context] rules: no context rule named {name!r} (registered: {known})"
+                    f"[context] rules: no context rule named {name!r} (there are: {known})"
                 )
             chosen.append(registered[name])
     return ContextPipeline([*builtin_rules(pruned_outputs(extra or {})), *chosen])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from infai.llm.tokens import estimate_tokens
 from infai.store import (
     WORKSPACE_KINDS,
     BranchSummaryRecord,
@@ -214,6 +215,37 @@ class ImportedPruning:
             if part.kind == "tool_result" and part.event.id in self.pruned:
                 yield part.shorten(PRUNED_OUTPUT, "its tool had pruned it before the import")
 
+
+#: tool output (estimated tokens) :class:`PruneToolOutput` keeps whole, newest first
+KEEP_TOOL_OUTPUT = 40_000
+
+
+class PruneToolOutput:
+    """Opt-in (``[context] rules = ["prune-tool-output"]``): the newest tool outputs
+    are kept whole up to :data:`KEEP_TOOL_OUTPUT` estimated tokens; every older one
+    is sent as :data:`PRUNED_OUTPUT`, as OpenCode prunes. The call stays, so the
+    model still sees what it ran, and can run it again."""
+
+    name = "prune-tool-output"
+
+    def __init__(self, keep: int = KEEP_TOOL_OUTPUT) -> None:
+        self.keep = keep
+
+    def apply(self, parts: Sequence[ContextPart]) -> Iterable[ContextDecision]:
+        """Shorten the tool outputs older than the newest ``keep`` tokens of them."""
+        kept = 0
+        for part in reversed(parts):
+            if part.kind != "tool_result" or part.text == PRUNED_OUTPUT:
+                continue
+            kept += estimate_tokens(part.text)
+            if kept > self.keep:
+                kept = self.keep + 1  # and everything older goes too
+                why = f"older than the newest {self.keep:,} tokens of tool output"
+                yield part.shorten(PRUNED_OUTPUT, why)
+
+
+#: rules that run only where the configuration names them, by name
+OPTIONAL_RULES: dict[str, type[PruneToolOutput]] = {PruneToolOutput.name: PruneToolOutput}
 
 #: the built-in rules' names, in the order they run
 BUILTIN_RULES = (

@@ -20,23 +20,14 @@ from .common import echo, emit_json
 
 def explain(store: SessionStore, session_id: str, at: str | None, as_json: bool) -> None:
     """Print the explanation of the session's context at ``at`` (default HEAD)."""
-    from infai.agent import load_config
-    from infai.agent.context import context_pipeline, registered_context_rules
-    from infai.agent.context.explain import explain_view, explained_obj
+    from infai.agent import explain_context, load_config
 
     info = store.info(session_id)
-    names: list[str] | None = None
-    missing: list[str] = []
+    names = None
     if info.working_dir and Path(info.working_dir).is_dir():
-        wanted = load_config(Path(info.working_dir)).context_rules
-        if wanted is not None:
-            known = set(registered_context_rules())
-            names = [n for n in wanted if n in known]
-            missing = [n for n in wanted if n not in known]
-    pipeline = context_pipeline(info.extra, names)
+        names = load_config(Path(info.working_dir)).context_rules
     with store.open_reader(session_id) as reader:
-        obj = explained_obj(explain_view(reader, pipeline, at))
-    obj = {"session": session_id, "at": at, **obj, "missing_rules": missing}
+        obj = {"session": session_id, **explain_context(reader, info.extra, names, at)}
     if as_json:
         emit_json(obj)
         return
@@ -68,4 +59,6 @@ def explain_lines(obj: dict[str, Any]) -> list[str]:
         f"{len(obj['events'])} events: {counts['kept']} kept, {counts['shortened']} shortened, "
         f"{dropped} dropped; {len(sent)} messages sent"
     )
+    if obj["error"]:
+        lines.append(f"no model can be sent this context: {inert(obj['error'])}")
     return lines
