@@ -160,9 +160,15 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
     browser.click("[data-action=continue]")
     browser.wait(lambda: browser.texts(".msg .text") == ["write a.txt please"], what="the path")
     assert browser.text(f".tree-node[data-event-id='{prompt['id']}'] .mark.next") == "next"
+    (served.work / "a.txt").write_text("mine\n")  # changed by hand: restoring asks first
     _send(browser, "another way")
+    browser.wait(lambda: "a.txt" in browser.text("#restore"), what="the restore question")
+    [refused] = browser.errors()  # the 409 is logged, and nothing else
+    assert "/prompt" in refused and "409" in refused
+    browser.click("#restore [data-restore=keep]")
     browser.wait(lambda: HOSTILE in browser.texts(".msg.assistant .text"), what="the branch")
     _idle(browser)
+    assert (served.work / "a.txt").read_text() == "mine\n"
     assert browser.texts(".msg .text") == ["write a.txt please", "another way", HOSTILE]
     assert browser.script("return document.querySelectorAll('#messages img, #messages b')"
                           ".length === 0 && window.pwned === undefined")  # fmt: skip

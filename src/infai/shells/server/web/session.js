@@ -33,6 +33,7 @@ export class SessionView {
     this.live = h("div", { id: "live", class: "live", hidden: true });
     this.questions = h("div", { id: "approvals", class: "approvals" });
     this.problem = h("p", { class: "error", role: "alert" });
+    this.restore = h("div", { id: "restore", class: "restore" });
     this.text = h("textarea", { id: "prompt-text", rows: 3, placeholder: "Ask…" });
     const prompt = h("form", { id: "prompt", class: "prompt" }, this.text,
       h("button", { type: "submit" }, "Send"));
@@ -48,7 +49,7 @@ export class SessionView {
     clear(this.root).append(
       h("div", { class: "panes" },
         h("section", { class: "conversation" },
-          this.messages, this.live, this.questions, this.problem,
+          this.messages, this.live, this.questions, this.problem, this.restore,
           h("div", { class: "row bar" }, this.status, this.cancelButton), prompt),
         h("aside", { class: "branches" },
           h("details", { open: true }, h("summary", {}, "Branches"), this.tree, this.detail))),
@@ -262,16 +263,32 @@ export class SessionView {
     this.questions.append(card);
   }
 
-  async send() {
+  async send(choice = {}) {
     const text = this.text.value;
     if (!text.trim()) return;
     this.problem.textContent = "";
+    clear(this.restore);
     try {
-      await api("POST", `sessions/${this.id}/prompt`, { text });
+      await api("POST", `sessions/${this.id}/prompt`, { text, ...choice });
       this.text.value = "";
     } catch (error) {
       this.problem.textContent = error.message;
+      if (error.status === 409 && error.body?.plan) this.askRestore(error.body);
     }
+  }
+
+  // Continuing from an older event restores its files; files changed outside
+  // the agent make that a question (409 with the plan): take theirs, or keep mine.
+  askRestore(refusal) {
+    const conflicts = refusal.plan.conflicts ?? [];
+    const names = conflicts.map((c) => (typeof c === "string" ? c : c.path ?? JSON.stringify(c)));
+    this.restore.append(
+      h("p", {}, `Changed outside the agent: ${names.join(", ") || "(see above)"}`),
+      h("div", { class: "row" },
+        h("button", { type: "button", dataset: { restore: "force" },
+          onclick: () => this.send({ force: true }) }, "Restore the event's files"),
+        h("button", { type: "button", dataset: { restore: "keep" },
+          onclick: () => this.send({ keep_files: true }) }, "Keep my files")));
   }
 
   async cancel() {
