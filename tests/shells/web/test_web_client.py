@@ -13,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import Response
 
 from browser import Browser, chromium
 from fakeapi import FakeOpenAI, Reply
 from infai.agent import Config, Harness
-from infai.llm import Model
+from infai.llm import Model, ScriptedModel
 from infai.llm.openai_provider import OpenAIModel
 from infai.llm.providers import ModelSpec
 from infai.shells.server import create_app
@@ -91,6 +93,35 @@ def test_the_page_is_served_with_a_strict_policy_and_no_token(served: Served) ->
     assert httpx.get(served.url + "/web/nothing.js").status_code == 404
     assert httpx.get(served.url + "/web/../app.py").status_code in (401, 404)
     assert httpx.get(served.url + "/v1/sessions").status_code == 401  # the API still needs it
+
+
+class Prefixed:
+    """A reverse proxy's view: the app under ``/infai/``, the prefix stripped as nginx's
+    ``proxy_pass http://127.0.0.1:8421/;`` does; anything else is not infai's."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+        elif scope["path"].startswith("/infai/"):
+            await self.app({**scope, "path": scope["path"][len("/infai") :]}, receive, send)
+        else:
+            await Response("not infai's", 404)(scope, receive, send)
+
+
+def test_the_page_works_under_a_proxy_path_prefix(browser: Browser, tmp_path: Path) -> None:
+    store = Store(tmp_path / "home")
+    store.create_session(name="behind the proxy", working_dir=str(tmp_path))
+    app = create_app(store, token=TOKEN, model_factory=lambda name: ScriptedModel(["hi"]))
+    with ServerThread(Prefixed(app)) as server:  # type: ignore[arg-type]
+        browser.get(server.url + "/infai/")
+        browser.type("#token", TOKEN)
+        browser.click("#login button[type=submit]")
+        browser.wait(lambda: "behind the proxy" in browser.text("#sessions"), what="the list")
+        assert browser.errors() == []
 
 
 def _send(browser: Browser, text: str) -> None:

@@ -66,6 +66,9 @@ class WebClient:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
+        root = scope.get("root_path", "")
+        if root and path.startswith(root + "/"):  # a server told its prefix (--root-path)
+            path = path[len(root) :]
         if path == "/" or path.startswith(PREFIX):
             await self._answer(path, scope, receive, send)
             return

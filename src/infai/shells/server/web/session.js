@@ -89,7 +89,14 @@ export class SessionView {
     ]);
     const next = head.pending_parent ?? head.head;
     const path = pathTo(tree.events, next);
-    await this.fetchEvents(path.slice(-SHOWN).map((e) => e.id));
+    const wanted = path.slice(-SHOWN).map((e) => e.id);
+    if (next && wanted.some((id) => !this.events.has(id))) {
+      // the context since the last compaction, in one request: most of the path
+      const context = await api("GET", `${base}/context?at=${encodeURIComponent(next)}`);
+      const onPath = new Set(wanted);
+      for (const event of context.events) if (onPath.has(event.id)) this.events.set(event.id, event);
+    }
+    await this.fetchEvents(wanted);
     if (generation !== this.generation || this.abort.signal.aborted) return;
     this.where.textContent = info.name || short(info.id);
     this.entries = tree.events;
