@@ -133,3 +133,18 @@ def test_the_redactor_keeps_what_only_looks_alike() -> None:
         "home directory: 1",
         "not looked for (under 6 characters): A_TOKEN",
     ]
+
+
+def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    target = tmp_path / "out.html"
+    unknown = "01a24393-f6e6-721f-ab68-b5c14465ac62"
+    missing = CliRunner().invoke(main, ["--home", str(home), "session", "share", unknown,
+                                        "--html", str(target)])  # fmt: skip
+    assert missing.exit_code != 0 and unknown in missing.stderr and not target.exists()
+    sid = run(home, "session", "new").stdout.strip()
+    nowhere = tmp_path / "no-such-dir" / "out.html"
+    failed = CliRunner().invoke(main, ["--home", str(home), "session", "share", sid,
+                                       "--html", str(nowhere)])  # fmt: skip
+    assert failed.exit_code == 1 and f"cannot write {nowhere}" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
