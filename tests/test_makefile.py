@@ -43,5 +43,8 @@ def test_ci_runs_the_user_install_the_fast_suite_and_the_crash_loops() -> None:
     assert (
         steps.index("bash .ci/user-install") < steps.index("make test") < steps.index("make crash")
     )
+    # the web client's browser tests fail (not skip) under CI without these
+    assert "need+=(chromium)" in (ROOT / ".ci" / "run").read_text()
+    assert "need+=(chromium-driver)" in (ROOT / ".ci" / "run").read_text()
     install = (ROOT / ".ci" / "user-install").read_text()
     assert 'pip" install -q --no-cache-dir .' in install and "[dev]" not in install

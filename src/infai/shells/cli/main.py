@@ -22,6 +22,7 @@ from .root import root
 from .search import search_command
 from .serve import serve_command
 from .session import session
+from .share import share_command
 from .store import store_group
 from .tui import tui
 from .workfiles import checkout_command, diff_command, files_command
@@ -50,6 +51,7 @@ for _command in COMMANDS:
     root.add_command(_command)
 for _command in (files_command, diff_command, checkout_command):  # files on the timeline
     session.add_command(_command)
+session.add_command(share_command)  # one HTML file to hand on, secrets redacted
 
 #: the assembled command line (``infai``)
 main = root

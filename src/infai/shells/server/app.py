@@ -56,6 +56,7 @@ from .errors import LOGGED, ApiError, message_of, status_of
 from .hosts import LOOPBACK_HOSTS, HostCheck
 from .routes import HANDLERS, AppConfig, Call, Handler
 from .sessions import Sessions
+from .webclient import WebClient
 from .workfiles import FILE_OPERATIONS
 
 log = logging.getLogger("infai.server")
@@ -298,6 +299,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(HostCheck, hosts=hosts),  # first: a rebound name learns nothing
+            Middleware(WebClient),  # the page at / (no secrets in it: it asks for the token)
             Middleware(BearerAuth, token=check_token(token, "the server token")),
         ],
         exception_handlers={HTTPException: http_error},
