@@ -31,7 +31,9 @@ table: exit codes in ``infai.shells.cli.errors``, HTTP statuses in
     ├── ConfigError                infai.agent: a bad configuration file (names file and key)
     ├── PluginError                infai.agent: an installed plugin that cannot be used (skipped)
     ├── CompactionFailed           infai.agent: the summary could not be made; nothing changed
-    ├── UnsendableEvent            infai.agent: an event on the path no model can take
+    ├── ContextError               infai.agent: the context for the model cannot be built
+    │   ├── UnsendableEvent        an event on the path no model can take
+    │   └── ContextRuleFailed      a context rule raised; nothing was sent
     ├── Lagged                     infai.agent: a watcher fell behind and was dropped
     ├── SlotConflict               infai.agent: the session's turn slot says no
     │   ├── Busy                   a turn (or compaction) already runs in this session

@@ -34,7 +34,7 @@ def server(flavour: str, *replies: Reply) -> FakeServer:
 
 def model(flavour: str, fake: FakeServer) -> Model:
     spec = ModelSpec(
-        flavour,  # type: ignore[arg-type]
+        flavour,
         "fake-model",
         base_url=fake.base_url,
         key_env="FAKE_KEY",
