@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -91,7 +92,7 @@ class SessionApi:
 
     async def prompt(
         self, text: str, *, from_event: str | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run ``text`` as a turn and yield its events as they happen, ending with
         its :class:`~infai.agent.TurnEnded` (``from_event``: continue from that
         older event, as :meth:`start` does).
@@ -100,23 +101,25 @@ class SessionApi:
         if the session could not be saved (a store's failure), after the turn
         has stopped. Questions go to the session's approver.
         """
-        async for item in self._stream(text, from_event, questions=False):
-            if not isinstance(item, Question):
-                yield item
+        async with aclosing(self._stream(text, from_event, questions=False)) as items:
+            async for item in items:  # closed with this generator: the turn stops at once
+                if not isinstance(item, Question):
+                    yield item
 
     async def prompt_with_questions(
         self, text: str, *, from_event: str | None = None
-    ) -> AsyncIterator[AgentEvent | Question]:
+    ) -> AsyncGenerator[AgentEvent | Question, None]:
         """As :meth:`prompt`, and the turn's permission questions are yielded too,
         as :class:`~.questions.Question` events, in order: the turn waits until
         the program answers one (:meth:`Question.answer`). For this turn they
         replace the session's approver (a subagent's questions come too)."""
-        async for item in self._stream(text, from_event, questions=True):
-            yield item
+        async with aclosing(self._stream(text, from_event, questions=True)) as items:
+            async for item in items:
+                yield item
 
     async def _stream(
         self, text: str, from_event: str | None, *, questions: bool
-    ) -> AsyncIterator[AgentEvent | Question]:
+    ) -> AsyncGenerator[AgentEvent | Question, None]:
         # unbounded: this reader is the caller, who may read slowly but must miss nothing
         subscription = self.hub.subscribe(limit=sys.maxsize)
         policy = self.permissions if questions and isinstance(self.permissions, Policy) else None
