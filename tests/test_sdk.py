@@ -26,6 +26,7 @@ from infai import (
     Config,
     Harness,
     Message,
+    MessageRecord,
     Question,
     Reply,
     Saved,
@@ -185,3 +186,33 @@ def test_continue_from_restores_once(tmp_path: Path) -> None:
             assert kinds.count("restore") == 1, kinds
 
     asyncio.run(main())
+
+
+def test_the_same_program_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """``store=`` a URL: sessions created, listed, resumed and closed in the database
+    (the harness opened the store, so it closes it)."""
+    work = tmp_path / "work"
+    work.mkdir()
+
+    async def main() -> None:
+        space = Harness.for_directory(work, store=pg_url, model="offline")
+        async with space:
+            async with space.session() as session:
+                async for _event in session.prompt("remember 7"):
+                    pass
+                first = session.session_id
+            async with space.session(resume=True) as again:
+                assert again.session_id == first
+                async for event in again.prompt("which number?"):
+                    last = event
+                assert last == TurnEnded("done")
+            listed = space.sessions()
+            assert [info.id for info in listed] == [first]
+            assert listed[0].working_dir == str(work)
+        assert not space.owns_store  # closed with the harness
+
+    asyncio.run(main())
+    with open_store(pg_url) as store, store.open_reader(store.list_sessions()[0].id) as view:
+        events = view.context().events
+        prompts = [e.record.content for e in events if isinstance(e.record, MessageRecord)]
+    assert prompts[0::2] == ["remember 7", "which number?"]  # and the answers between
