@@ -8,8 +8,9 @@ small). A turn's output leaves the session by one path, its hub
 (:meth:`AgentSession.start`) and yields what the hub carries for it, exactly
 what the TUI and the server's streams see, until the turn's
 :class:`~infai.agent.TurnEnded`. So :meth:`AgentSession.cancel` stops a turn
-however it was started, and a program that stops iterating (``break``, its
-own cancellation) cancels the turn, which records its interruption.
+however it was started, and a program that closes the iteration early (its
+own cancellation, :func:`contextlib.aclosing`, or a ``break`` once the
+generator is collected) cancels the turn, which records its interruption.
 """
 
 from __future__ import annotations
