@@ -21,8 +21,11 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infai import (
     Ask,
+    Busy,
     Config,
     Harness,
     Message,
@@ -39,6 +42,7 @@ from infai import (
 )
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import Request, TextDelta
+from infai.store import InvalidInput
 
 
 def test_import_infai_loads_nothing_else_until_a_name_is_used() -> None:
@@ -216,3 +220,25 @@ def test_the_same_program_runs_on_postgresql(tmp_path: Path, pg_url: str) -> Non
         events = view.context().events
         prompts = [e.record.content for e in events if isinstance(e.record, MessageRecord)]
     assert prompts[0::2] == ["remember 7", "which number?"]  # and the answers between
+
+
+def test_a_directory_that_is_not_one_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(InvalidInput, match=r"for_directory: .*nope is not a directory"):
+        Harness.for_directory(tmp_path / "nope", store=store)
+    assert not store.exists()  # no store was created for it
+
+
+def test_the_context_is_not_read_while_a_turn_changes_it(tmp_path: Path) -> None:
+    model = Stalls()
+
+    async def main() -> None:
+        async with harness(tmp_path, model) as space, space.session() as session:
+            turn = await session.start("go")
+            await model.streaming.wait()
+            with pytest.raises(Busy):
+                await session.context()
+            await session.cancel(turn.id)
+            assert (await session.context()).messages[0].content == "go"
+
+    asyncio.run(asyncio.wait_for(main(), 30))

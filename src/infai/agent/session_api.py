@@ -33,7 +33,7 @@ from .loop import AgentEvent, TurnEnded, build_request
 from .prompt import system_prompt
 from .questions import Question
 from .subagent import TaskTool
-from .turn import Turn
+from .turn import Busy, Turn
 from .workfiles import OnRestore, Restored
 
 if TYPE_CHECKING:
@@ -163,7 +163,10 @@ class SessionApi:
         continue from, else at HEAD; pruned tool output as the model sees it)
         and the tools offered (MCP servers are started to list theirs). Built by
         the loop's own :func:`~infai.agent.loop.build_request`. A new prompt's
-        message is not in it yet."""
+        message is not in it yet. Between turns: while one runs (the context is
+        changing under it) this is :class:`~.turn.Busy`."""
+        if self.busy is not None:
+            raise Busy(f"session {self.session_id} is busy: {self.busy}")
         tip = self.pending_parent or self.view.head
         view = self.view
         events = await off_loop(lambda: list(view.context(tip).events))
