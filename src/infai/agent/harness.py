@@ -128,8 +128,12 @@ class Harness:
         else ``~/.config/infai/harness``), which the harness then closes.
 
         What the configuration left out and whether the sandbox is missing are in
-        :meth:`start_notices`. Blocks on the disk (and a database's connection).
+        :meth:`start_notices`. A ``directory`` that is not one is
+        :class:`~infai.store.InvalidInput`, with no store opened. Blocks on the
+        disk (and a database's connection).
         """
+        if not Path(directory).is_dir():  # checked before anything is opened or created
+            raise InvalidInput(f"Harness.for_directory: {directory} is not a directory")
         opened = store is None or isinstance(store, Path | str)
         if isinstance(store, Path | str) or store is None:
             from infai.store import open_store

@@ -12,9 +12,11 @@ compaction or a summarised switch first takes the session's lease
 :class:`~infai.store.SessionBusy` at once instead of racing it.
 
 One turn at a time: :meth:`AgentSession.start` runs a turn as a task (the
-TUI and the server drive it so), :meth:`AgentSession.prompt` runs one while
-the caller iterates (the CLI); both, a compaction and a summarised switch share
-one slot, and anything else that would write meanwhile gets :class:`Busy`.
+TUI and the server drive it so, watching the hub), and
+:meth:`AgentSession.prompt` starts one the same way and yields what the hub
+carries for it (the CLI, SDK programs: :mod:`.session_api`); a turn, a
+compaction and a summarised switch share one slot, and anything else that would
+write meanwhile gets :class:`Busy`.
 :meth:`AgentSession.cancel` stops the turn in flight and waits for it to have
 recorded its interruption.
 

@@ -8,15 +8,17 @@ small). A turn's output leaves the session by one path, its hub
 (:meth:`AgentSession.start`) and yields what the hub carries for it, exactly
 what the TUI and the server's streams see, until the turn's
 :class:`~infai.agent.TurnEnded`. So :meth:`AgentSession.cancel` stops a turn
-however it was started, and a program that stops iterating (``break``, its
-own cancellation) cancels the turn, which records its interruption.
+however it was started, and a program that closes the iteration early (its
+own cancellation, :func:`contextlib.aclosing`, or a ``break`` once the
+generator is collected) cancels the turn, which records its interruption.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +33,7 @@ from .loop import AgentEvent, TurnEnded, build_request
 from .prompt import system_prompt
 from .questions import Question
 from .subagent import TaskTool
-from .turn import Turn
+from .turn import Busy, Turn
 from .workfiles import OnRestore, Restored
 
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ class SessionApi:
 
     async def prompt(
         self, text: str, *, from_event: str | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run ``text`` as a turn and yield its events as they happen, ending with
         its :class:`~infai.agent.TurnEnded` (``from_event``: continue from that
         older event, as :meth:`start` does).
@@ -100,23 +102,25 @@ class SessionApi:
         if the session could not be saved (a store's failure), after the turn
         has stopped. Questions go to the session's approver.
         """
-        async for item in self._stream(text, from_event, questions=False):
-            if not isinstance(item, Question):
-                yield item
+        async with aclosing(self._stream(text, from_event, questions=False)) as items:
+            async for item in items:  # closed with this generator: the turn stops at once
+                if not isinstance(item, Question):
+                    yield item
 
     async def prompt_with_questions(
         self, text: str, *, from_event: str | None = None
-    ) -> AsyncIterator[AgentEvent | Question]:
+    ) -> AsyncGenerator[AgentEvent | Question, None]:
         """As :meth:`prompt`, and the turn's permission questions are yielded too,
         as :class:`~.questions.Question` events, in order: the turn waits until
         the program answers one (:meth:`Question.answer`). For this turn they
         replace the session's approver (a subagent's questions come too)."""
-        async for item in self._stream(text, from_event, questions=True):
-            yield item
+        async with aclosing(self._stream(text, from_event, questions=True)) as items:
+            async for item in items:
+                yield item
 
     async def _stream(
         self, text: str, from_event: str | None, *, questions: bool
-    ) -> AsyncIterator[AgentEvent | Question]:
+    ) -> AsyncGenerator[AgentEvent | Question, None]:
         # unbounded: this reader is the caller, who may read slowly but must miss nothing
         subscription = self.hub.subscribe(limit=sys.maxsize)
         policy = self.permissions if questions and isinstance(self.permissions, Policy) else None
@@ -159,7 +163,10 @@ class SessionApi:
         continue from, else at HEAD; pruned tool output as the model sees it)
         and the tools offered (MCP servers are started to list theirs). Built by
         the loop's own :func:`~infai.agent.loop.build_request`. A new prompt's
-        message is not in it yet."""
+        message is not in it yet. Between turns: while one runs (the context is
+        changing under it) this is :class:`~.turn.Busy`."""
+        if self.busy is not None:
+            raise Busy(f"session {self.session_id} is busy: {self.busy}")
         tip = self.pending_parent or self.view.head
         view = self.view
         events = await off_loop(lambda: list(view.context(tip).events))
