@@ -133,7 +133,7 @@ def test_a_catastrophic_regex_is_stopped_by_a_time_limit(
     monkeypatch.setattr(search_module, "REGEX_SECONDS", 0.5)
     out = _grep_within(5, tmp_path, pattern="(a|a)+$")
     assert out.is_error and "timed out after 0.5s" in out.content
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 30  # hours without the limit; generous on a loaded machine
 
 
 LINEWISE_PATTERNS = [
