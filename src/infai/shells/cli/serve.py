@@ -131,6 +131,7 @@ def serve_command(
     port = sock.getsockname()[1]
     echo(f"infai: serving http://{shown}:{port}/v1 (token: {where})", err=True)
     echo(f"infai: {accepted_hosts(allow_remote, port)}", err=True)
+    echo(f"infai: the web page is http://{shown}:{port}/ (log in with the token)", err=True)
     server = InfaiServer(uvicorn_config(app, timeout_graceful_shutdown=10), app.state.sessions)
     with suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
