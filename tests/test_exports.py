@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
-PUBLIC = ["infai", "infai.errors", "infai.store", "infai.llm", "infai.tools", "infai.agent"]
+PUBLIC = [
+    *("infai", "infai.errors", "infai.store", "infai.imports", "infai.llm", "infai.tools"),
+    "infai.agent",
+]
 
 
 def _bound_names(path: Path) -> set[str]:

@@ -1,6 +1,6 @@
 """The shape of the package, enforced: layers, sibling backends, public seams, no cycles.
 
-- Imports point only downward: store <- llm <- tools <- agent <- shells
+- Imports point only downward: store <- imports <- llm <- tools <- agent <- shells
   (``infai.errors``, the root of the exception tree, sits below them all).
 - The two store backends, ``store/file`` and ``store/pg``, never import each
   other; only ``store/open.py`` loads both (the package's lazy names for them
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
-LAYERS = ["store", "llm", "tools", "agent", "shells"]
+LAYERS = ["store", "imports", "llm", "tools", "agent", "shells"]
 LOWER_PUBLIC = {"infai.errors", *(f"infai.{layer}" for layer in LAYERS[:-1])}
 
 
@@ -126,7 +126,7 @@ def test_layer_checker_catches_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("from infai.agent import loop\nfrom ..shells import cli\n")
     # Resolve as if the file lived in infai/store/.
     names = _imports(bad, "infai.store")
-    assert [_layer(n) for n in names] == [3, 4]
+    assert [_layer(n) for n in names] == [LAYERS.index("agent"), LAYERS.index("shells")]
 
 
 def test_the_store_backends_never_import_each_other() -> None:

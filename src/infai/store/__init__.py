@@ -83,9 +83,6 @@ if TYPE_CHECKING:
     from .gc import DEFAULT_GRACE as GC_GRACE
     from .gc import GcReport, objects_reached
     from .gc import collect as collect_garbage
-    from .imports import TOOLS as IMPORT_TOOLS
-    from .imports import ForeignSession, ImportOutcome, ImportReport, importer_for
-    from .imports import commit as commit_import
     from .open import is_database_url, open_store
     from .pg import LATEST as SCHEMA_VERSION
     from .pg import PgStore
@@ -102,13 +99,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "DamagedSession": ("search", "DamagedSession"),
     "FileIO": ("file", "FileIO"),
-    "ForeignSession": ("imports", "ForeignSession"),
     "FsckReport": ("report", "FsckReport"),
     "GC_GRACE": ("gc", "DEFAULT_GRACE"),
     "GcReport": ("gc", "GcReport"),
-    "IMPORT_TOOLS": ("imports", "TOOLS"),
-    "ImportOutcome": ("imports", "ImportOutcome"),
-    "ImportReport": ("imports", "ImportReport"),
     "Lease": ("contract", "Lease"),
     "OsIO": ("file", "OsIO"),
     "PgStore": ("pg", "PgStore"),
@@ -125,10 +118,8 @@ _LAZY = {
     "SessionWriter": ("file", "SessionWriter"),
     "Store": ("file", "Store"),
     "collect_garbage": ("gc", "collect"),
-    "commit_import": ("imports", "commit"),
     "export_lines": ("transfer", "export_lines"),
     "import_session": ("transfer", "import_session"),
-    "importer_for": ("imports", "importer_for"),
     "is_database_url": ("open", "is_database_url"),
     "objects_reached": ("gc", "objects_reached"),
     "open_store": ("open", "open_store"),
@@ -149,7 +140,6 @@ __all__ = [
     "FORMAT_VERSION",
     "GC_GRACE",
     "HOOK_KINDS",
-    "IMPORT_TOOLS",
     "KINDS",
     "KINDS_VERSION",
     "NIL_ID",
@@ -169,15 +159,12 @@ __all__ = [
     "EventNotFound",
     "EventSpec",
     "FileIO",
-    "ForeignSession",
     "FsckReport",
     "GapRecord",
     "GcRefused",
     "GcReport",
     "HeadConflict",
     "HookRecord",
-    "ImportOutcome",
-    "ImportReport",
     "InvalidInput",
     "Lease",
     "MessageRecord",
@@ -211,12 +198,10 @@ __all__ = [
     "Usage",
     "WriterLocked",
     "collect_garbage",
-    "commit_import",
     "decode_record",
     "default_home",
     "export_lines",
     "import_session",
-    "importer_for",
     "is_database_url",
     "now_rfc3339",
     "objects_reached",

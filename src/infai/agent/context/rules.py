@@ -186,7 +186,7 @@ class InterruptionNote:
 
 def pruned_outputs(extra: Mapping[str, Any]) -> frozenset[str]:
     """The tool-result events an imported session's tool had pruned (its import
-    metadata's ``pruned.events``, see :mod:`infai.store.imports.opencode`): they are
+    metadata's ``pruned.events``, see :mod:`infai.imports.opencode`): they are
     sent as :data:`PRUNED_OUTPUT`, as that tool would. Metadata of another shape
     names none (it can only ever hide outputs from the model, never add text)."""
     imported = extra.get("import")

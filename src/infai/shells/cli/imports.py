@@ -27,7 +27,8 @@ from typing import Any
 import click
 
 from infai.errors import InfaiError
-from infai.store import IMPORT_TOOLS, SessionStore
+from infai.imports import TOOLS as IMPORT_TOOLS
+from infai.store import SessionStore
 
 from ..inert import inert
 from .common import echo, emit_json, json_option, pass_store
@@ -58,7 +59,7 @@ def _printable(text: str) -> str:
 
 def _files(tool: str, paths: tuple[Path, ...]) -> list[Path]:
     """Every session file to import, in order, each once; nothing is read yet."""
-    from infai.store import importer_for
+    from infai.imports import importer_for
 
     importer = importer_for(tool)
     given = list(paths)
@@ -77,7 +78,8 @@ def _files(tool: str, paths: tuple[Path, ...]) -> list[Path]:
 
 def _import_file(store: SessionStore, tool: str, path: Path) -> dict[str, Any]:
     """Import one file: its result as JSON-ready data (never raises for bad input)."""
-    from infai.store import commit_import, importer_for
+    from infai.imports import commit as commit_import
+    from infai.imports import importer_for
 
     result: dict[str, Any] = {"path": str(path), "ok": False, "sessions": [], "reports": []}
     try:

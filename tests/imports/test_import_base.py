@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from infai.store import NIL_ID, InvalidInput, MessageRecord, Store, ToolCallRecord, ToolResultRecord
-from infai.store.imports import (
+from infai.imports import (
     TOOLS,
     EventTree,
     ForeignSession,
@@ -28,6 +27,7 @@ from infai.store.imports import (
     label,
     read_json_lines,
 )
+from infai.store import NIL_ID, InvalidInput, MessageRecord, Store, ToolCallRecord, ToolResultRecord
 
 T0 = "2026-01-02T03:04:05.678Z"
 

@@ -32,8 +32,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from ..records import (
+from infai.store.errors import InvalidInput
+from infai.store.records import (
     CompactionRecord,
     MessageRecord,
     Record,
@@ -41,6 +41,7 @@ from ..records import (
     ToolResultRecord,
     Usage,
 )
+
 from .base import EventTree, ForeignSession, ImportReport, derive_id, label, to_rfc3339
 from .opencode_revert import apply_revert, cut_message, replay_key
 from .opencode_storage import (

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from import_corpus import corpus, json_values
+from infai.imports import commit, importer_for
 from infai.store import Store, ToolResultRecord
-from infai.store.imports import commit, importer_for
 
 TOOL = importer_for("claude-code")
 FILES = [

@@ -66,10 +66,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..codec import NIL_ID
-from ..errors import InvalidInput
-from ..events import EventSpec
-from ..records import Record, ToolCallRecord, ToolResultRecord
+from infai.store.codec import NIL_ID
+from infai.store.errors import InvalidInput
+from infai.store.events import EventSpec
+from infai.store.records import Record, ToolCallRecord, ToolResultRecord
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

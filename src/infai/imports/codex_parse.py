@@ -39,7 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import (
+from infai.store.records import (
     CompactionRecord,
     MessageRecord,
     Record,
@@ -47,6 +47,7 @@ from ..records import (
     ToolResultRecord,
     Usage,
 )
+
 from .base import ImportReport, Line, label, to_rfc3339
 
 TYPE_CHECKING = False

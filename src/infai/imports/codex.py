@@ -25,8 +25,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from ..records import record_to_obj
+from infai.store.errors import InvalidInput
+from infai.store.records import record_to_obj
+
 from .base import (
     EventTree,
     ForeignSession,

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infai.imports import commit, importer_for
 from infai.store import Store
-from infai.store.imports import commit, importer_for
 
 
 def _write(path: Path, records: list[dict[str, Any]]) -> Path:

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infai.imports import commit, importer_for
 from infai.store import Store, ToolCallRecord, ToolResultRecord
-from infai.store.imports import commit, importer_for
 
 SID = "ses_0000000000000000000000000c"
 

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from import_corpus import corpus
-from infai.store import MessageRecord, Store
-from infai.store.imports import (
+from infai.imports import (
     EventTree,
     ForeignSession,
     ImportReport,
@@ -25,6 +24,7 @@ from infai.store.imports import (
     derive_id,
     importer_for,
 )
+from infai.store import MessageRecord, Store
 from infai.store.records import record_to_obj
 
 T0 = "2026-01-02T03:04:05.678Z"

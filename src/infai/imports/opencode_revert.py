@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..records import BranchSummaryRecord, Record, record_to_obj
+from infai.store.records import BranchSummaryRecord, Record, record_to_obj
+
 from .base import EventTree, ImportReport
 
 TYPE_CHECKING = False

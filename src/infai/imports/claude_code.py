@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
+from infai.store.errors import InvalidInput
+
 from .base import ForeignSession, ImportReport, derive_id, label, read_json_lines, to_rfc3339
 from .claude_code_events import Builder, ChainLine, text_of
 

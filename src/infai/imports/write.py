@@ -33,19 +33,20 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..codec import NIL_ID, check_role, check_timestamp, check_uuid, digest_of
-from ..contract import SessionStore
-from ..errors import InvalidInput
-from ..records import encode_record, record_to_obj
+from infai.store.codec import NIL_ID, check_role, check_timestamp, check_uuid, digest_of
+from infai.store.contract import SessionStore
+from infai.store.errors import InvalidInput
+from infai.store.records import encode_record, record_to_obj
+
 from .base import ForeignSession, derive_id, to_millis
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from ..contract import SessionLog
-    from ..events import EventSpec
-    from ..records import Record
+    from infai.store.contract import SessionLog
+    from infai.store.events import EventSpec
+    from infai.store.records import Record
 
 #: events written per ``import_batch`` call (one transaction each)
 BATCH = 1000

@@ -39,8 +39,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from ..records import (
+from infai.store.errors import InvalidInput
+from infai.store.records import (
     BranchSummaryRecord,
     CompactionRecord,
     MessageRecord,
@@ -51,6 +51,7 @@ from ..records import (
     record_from_obj,
     record_to_obj,
 )
+
 from .base import (
     EventTree,
     ForeignSession,

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from infai.agent import AgentSession
+from infai.imports import commit, importer_for
 from infai.llm import ScriptedModel
 from infai.store import Store, ToolResultRecord
-from infai.store.imports import commit, importer_for
 from infai.tools import AllowAll, Toolbox
 
 SID = "ses_0000000000000000000000000d"

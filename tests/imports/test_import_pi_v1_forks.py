@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from import_corpus import corpus, json_values
+from infai.imports import commit, importer_for
 from infai.store import MessageRecord, Store
-from infai.store.imports import commit, importer_for
 
 TOOL = importer_for("pi")
 FORK_ID = "0197bbbb-0000-7000-8000-00000000000f"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from import_corpus import corpus
+from infai.imports import commit, importer_for
 from infai.store import PgStore, Store
-from infai.store.imports import commit, importer_for
 
 
 def test_a_transcript_imports_into_postgresql_as_into_a_directory(

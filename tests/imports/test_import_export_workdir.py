@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from infai.imports import commit, importer_for
 from infai.shells.cli import main
 from infai.shells.listing import shown_dir
 from infai.store import MessageRecord, Store, export_lines, import_session
-from infai.store.imports import commit, importer_for
 
 
 def infai(home: Path, *args: str, code: int = 0) -> Result:

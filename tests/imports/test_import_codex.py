@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from import_corpus import corpus
+from infai.imports import ForeignSession, ImportOutcome, commit
+from infai.imports.codex import CodexImporter
 from infai.store import (
     CompactionRecord,
     InvalidInput,
@@ -25,8 +27,6 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.imports import ForeignSession, ImportOutcome, commit
-from infai.store.imports.codex import CodexImporter
 
 CODEX = "codex"
 

@@ -4,14 +4,14 @@ Model, in prose: each importer turns one tool's session files into
 :class:`~.base.ForeignSession` objects (metadata, typed events with ids derived
 from the source, HEAD, subagents as children, and a report of what was kept,
 skipped or odd); :func:`~.write.commit` writes them, whole or not at all, and
-idempotently (see :mod:`.base` and :mod:`.write`). Importers import only the store's neutral
-core, never a backend. The registry below maps a tool's command-line name to
+idempotently (see :mod:`.base` and :mod:`.write`). Importers stand above the
+store: they use its neutral core (records, events, the contract), never a
+backend, and the store knows nothing of them. The registry below maps a tool's command-line name to
 its importer class, loaded on first use.
 """
 
 from __future__ import annotations
 
-from ..errors import InvalidInput
 from .base import (
     EventTree,
     ForeignSession,
@@ -39,6 +39,8 @@ TOOLS: tuple[str, ...] = tuple(REGISTRY)
 
 def importer_for(tool: str) -> Importer:
     """A fresh importer for ``tool``; :class:`InvalidInput` for a name not known."""
+    from infai.store import InvalidInput
+
     where = REGISTRY.get(tool)
     if where is None:
         raise InvalidInput(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..codec import NIL_ID
+from infai.store.codec import NIL_ID
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

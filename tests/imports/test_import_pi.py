@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from import_corpus import corpus, json_values
+from infai.imports import commit, importer_for
 from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
@@ -24,7 +25,6 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.imports import commit, importer_for
 
 TOOL = importer_for("pi")
 FILES = ["large-session.jsonl", "session.jsonl", "compact.jsonl"]

@@ -18,7 +18,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import CompactionRecord, MessageRecord, ToolCallRecord, ToolResultRecord, Usage
+from infai.store.records import (
+    CompactionRecord,
+    MessageRecord,
+    ToolCallRecord,
+    ToolResultRecord,
+    Usage,
+)
+
 from .base import EventTree, ImportReport, to_rfc3339
 
 _SKIP_REASON = {

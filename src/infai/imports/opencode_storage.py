@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
+from infai.store.errors import InvalidInput
+
 from .base import ImportReport, read_json_lines
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from import_corpus import corpus, json_values
+from infai.imports import ForeignSession, commit, importer_for
 from infai.store import (
     CompactionRecord,
     InvalidInput,
@@ -30,7 +31,6 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.imports import ForeignSession, commit, importer_for
 from infai.store.records import encode_record, record_to_obj
 
 TOOL = importer_for("claude-code")

@@ -91,8 +91,8 @@ def test_a_recorded_directory_holding_a_newline_is_one_line_in_the_tui_picker(
     a Pi file's ``cwd`` printed a line of its choosing among the sessions."""
     import json
 
+    from infai.imports import commit, importer_for
     from infai.shells.tui.modals import Listed, session_label
-    from infai.store.imports import commit, importer_for
 
     forged = "/src/proj\n0197aaaa-ffff  just now  9 ev /src/bank  \x1b]0;t\x07"
     header = {"type": "session", "version": 3, "id": "0197aaaa-0000-7000-8000-0000000000b2",
@@ -120,7 +120,7 @@ def test_a_re_import_drops_any_directory_an_older_infai_trusted(tmp_path: Path) 
     force, and a checkout kept writing there."""
     import json
 
-    from infai.store.imports import commit, importer_for
+    from infai.imports import commit, importer_for
 
     def pi_file(cwd: str, turns: int) -> Path:
         header = {"type": "session", "version": 3, "id": "0197aaaa-0000-7000-8000-0000000000c3",

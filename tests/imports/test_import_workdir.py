@@ -20,9 +20,9 @@ import pytest
 
 from import_corpus import corpus
 from infai.agent import AgentSession
+from infai.imports import commit, importer_for
 from infai.llm import ScriptedModel
 from infai.store import Store
-from infai.store.imports import commit, importer_for
 from infai.tools import AllowAll, Toolbox
 
 PI = importer_for("pi")

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from import_corpus import corpus
+from infai.imports import ForeignSession, ImportOutcome, commit
+from infai.imports.opencode import OpenCodeImporter
 from infai.store import (
     CompactionRecord,
     InvalidInput,
@@ -27,8 +29,6 @@ from infai.store import (
     ToolCallRecord,
     ToolResultRecord,
 )
-from infai.store.imports import ForeignSession, ImportOutcome, commit
-from infai.store.imports.opencode import OpenCodeImporter
 
 PARENT = "ses_73c19e8fdffehMqnk5p2uH7inQ"
 CHILD = "ses_73c17b38effegHkhEPaFTsNcwP"
