@@ -21,6 +21,7 @@ from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
+from .unfinished import record_unfinished
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -73,6 +74,7 @@ __all__ = [
     "load_manifest",
     "manifest_of",
     "record_manifest",
+    "record_unfinished",
     "run_turn",
     "settled_obj",
     "system_prompt",
