@@ -26,6 +26,10 @@ TOKEN = "multi-node-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 #: how long anything may take on a loaded machine
 WAIT = 30.0
+#: the developer's own provider settings, never given to a node
+PROVIDER_ENV = frozenset(
+    {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "INFAI_MODEL"}
+)
 
 
 class Node:
@@ -41,12 +45,22 @@ class Node:
         self.log: list[str] = []
 
     def start(self) -> Node:
+        """Start the process and wait until it serves."""
+        return self.launch().ready()
+
+    def launch(self) -> Node:
+        """Start the process (several may start at once; then :meth:`ready` each)."""
+        self.url = ""
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "infai", "serve", "--port", "0", *self.extra],
             cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert self.proc.stderr is not None
+        return self
+
+    def ready(self) -> Node:
+        """Wait until the process says where it serves."""
+        assert self.proc is not None and self.proc.stderr is not None
         deadline = time.monotonic() + WAIT
         while not self.url:
             line = self.proc.stderr.readline()
@@ -100,9 +114,10 @@ class Nodes:
             f'base_url = "{base_url}"\ncontext_window = 32768\n'
         )
         self.nodes: list[Node] = []
+        base = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
         for n in range(count):
             env = {
-                **os.environ,
+                **base,
                 "INFAI_STORE": pg_url,
                 "INFAI_SERVER_TOKEN": TOKEN,
                 "INFAI_HOME": str(tmp / f"home-{n}"),
@@ -114,7 +129,9 @@ class Nodes:
     def __enter__(self) -> list[Node]:
         try:
             for node in self.nodes:
-                node.start()
+                node.launch()
+            for node in self.nodes:
+                node.ready()
         except BaseException:
             self.__exit__()
             raise

@@ -12,13 +12,43 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import pytest
 
 from fakeapi import FakeOpenAI, Reply
-from servenodes import AUTH, WAIT, Nodes, Watcher, messages
+from servenodes import AUTH, WAIT, Node, Nodes, Watcher, messages
+
+
+@pytest.fixture(scope="module")
+def trio(
+    pg_cluster: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[FakeOpenAI, list[Node], Path]]:
+    """Three nodes on a database of their own, shared by this module's tests (starting
+    them is most of a test's time); each test works in sessions of its own."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_cluster, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = pg_cluster.rsplit("/", 1)[0] + f"/{name}"
+    tmp = tmp_path_factory.mktemp("trio")
+    try:
+        with FakeOpenAI() as fake, Nodes(url, tmp, fake.base_url, 3) as nodes:
+            yield fake, nodes, tmp / "work"
+    finally:
+        with psycopg.connect(pg_cluster, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def script(fake: FakeOpenAI, *replies: Reply) -> None:
+    """What the model answers next (to whichever node asks)."""
+    with fake._lock:
+        fake.replies[:] = list(replies)
+        fake.requests.clear()
 
 
 def text_of(event: dict[str, Any]) -> str:
@@ -39,16 +69,15 @@ def deltas_between(watcher: Watcher, turn: str) -> list[str]:
     return [d["text"] for d in watcher.of("delta") if d["turn"] == turn and d["kind"] == "text"]
 
 
-def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(
-    pg_url: str, tmp_path: Path
-) -> None:
+Trio = tuple[FakeOpenAI, list[Node], Path]
+
+
+def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(trio: Trio) -> None:
+    fake, (a, b, c), work = trio
     words = " ".join(f"word{n}" for n in range(8))
-    with (
-        FakeOpenAI([Reply(text=words, pieces=8, pause=0.2), Reply(text="second")]) as fake,
-        Nodes(pg_url, tmp_path, fake.base_url, 3) as (a, b, c),
-        httpx.Client(headers=AUTH, timeout=WAIT) as client,
-    ):
-        sid = session(client, a.url, tmp_path / "work")
+    script(fake, Reply(text=words, pieces=8, pause=0.2), Reply(text="second"))
+    with httpx.Client(headers=AUTH, timeout=WAIT) as client:
+        sid = session(client, a.url, work)
         on_b, on_c = Watcher(b.url, sid), Watcher(c.url, sid)
         started = client.post(f"{a.url}/sessions/{sid}/prompt", json={"text": "count"})
         assert started.status_code == 202, started.text
@@ -92,14 +121,11 @@ def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(
         on_c.stop()
 
 
-def test_cancel_posted_to_another_node_stops_the_turn(pg_url: str, tmp_path: Path) -> None:
-    slow = Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.25)
-    with (
-        FakeOpenAI([slow, Reply(text="after")]) as fake,
-        Nodes(pg_url, tmp_path, fake.base_url, 3) as (a, b, c),
-        httpx.Client(headers=AUTH, timeout=WAIT) as client,
-    ):
-        sid = session(client, a.url, tmp_path / "work")
+def test_cancel_posted_to_another_node_stops_the_turn(trio: Trio) -> None:
+    fake, (a, b, c), work = trio
+    script(fake, Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.25), Reply(text="after"))
+    with httpx.Client(headers=AUTH, timeout=WAIT) as client:
+        sid = session(client, a.url, work)
         on_c = Watcher(c.url, sid)
         turn = client.post(f"{a.url}/sessions/{sid}/prompt", json={"text": "go"}).json()["turn"]
         on_c.wait(lambda: deltas_between(on_c, turn), "no deltas on C")
@@ -123,14 +149,12 @@ def test_cancel_posted_to_another_node_stops_the_turn(pg_url: str, tmp_path: Pat
         on_c.stop()
 
 
-def test_two_prompts_at_once_on_two_nodes_start_one_turn(pg_url: str, tmp_path: Path) -> None:
-    slow = Reply(text=" ".join(["long"] * 20), pieces=20, pause=0.25)
-    with (
-        FakeOpenAI([slow, Reply(text="never asked")]) as fake,
-        Nodes(pg_url, tmp_path, fake.base_url, 2) as (a, b),
-        httpx.Client(headers=AUTH, timeout=WAIT) as client,
-    ):
-        sid = session(client, a.url, tmp_path / "work")
+def test_two_prompts_at_once_on_two_nodes_start_one_turn(trio: Trio) -> None:
+    fake, (a, b, _), work = trio
+    slow = Reply(text=" ".join(["long"] * 20), pieces=20, pause=0.2)
+    script(fake, slow, Reply(text="never asked"))
+    with httpx.Client(headers=AUTH, timeout=WAIT) as client:
+        sid = session(client, a.url, work)
         for node in (a, b):  # both have the session open: the race is the turn's alone
             assert client.get(f"{node.url}/sessions/{sid}/head").status_code == 200
         barrier = threading.Barrier(2)
@@ -153,3 +177,41 @@ def test_two_prompts_at_once_on_two_nodes_start_one_turn(pg_url: str, tmp_path: 
         winner = next(k for k, r in answers.items() if r.status_code == 202)
         assert prompts == [winner]
         assert len(fake.requests) == 1
+        cancelled = client.post(f"{a.url}/sessions/{sid}/cancel", json={})
+        assert cancelled.status_code == 200, cancelled.text  # frees the trio for the next test
+
+
+def test_a_question_asked_on_one_node_is_answered_on_another(trio: Trio, pg_cluster: str) -> None:
+    fake, (a, b, c), work = trio
+    command = f"echo hi > {work}/made-by-a.txt"
+    script(fake, Reply(tool_calls=[("call_1", "bash", {"command": command})]), Reply(text="done"))
+    with httpx.Client(headers=AUTH, timeout=WAIT) as client:
+        sid = session(client, a.url, work)
+        on_b = Watcher(b.url, sid)
+        turn = client.post(f"{a.url}/sessions/{sid}/prompt", json={"text": "make"}).json()["turn"]
+        on_b.wait(lambda: on_b.of("approval"), "no question on B")
+        [asked] = on_b.of("approval")
+        assert asked["turn"] == turn and asked["tool"] == "bash"
+        # a client attaching to C now, having watched nothing, is told of it
+        listed = client.get(f"{c.url}/sessions/{sid}/approvals").json()["approvals"]
+        assert [q["id"] for q in listed] == [asked["id"]]
+        late = Watcher(c.url, sid)
+        late.wait(lambda: "ready" in late.names(), "no ready on C")
+        first = late.names()[: late.names().index("ready")]
+        assert first[:1] == ["turn_started"] and late.of("approval")[0]["id"] == asked["id"]
+        assert client.get(f"{c.url}/sessions/{sid}").json()["pending_approvals"] == 1
+        answer = {"id": asked["id"], "answer": "allow"}
+        answered = client.post(f"{c.url}/sessions/{sid}/approvals", json=answer)
+        assert answered.status_code == 200, answered.text
+        again = client.post(f"{b.url}/sessions/{sid}/approvals", json={**answer, "answer": "deny"})
+        assert again.status_code == 404  # answered once, whichever node is asked next
+        assert on_b.wait_ended(turn)["outcome"] == "done"
+        assert (work / "made-by-a.txt").read_text() == "hi\n"  # the turn went on on A
+        resolved = on_b.of("approval_resolved")
+        assert resolved == [{"id": asked["id"], "answer": "allow", "by": "api"}]
+        late.wait(lambda: late.of("approval_resolved"), "C was not told")
+        assert client.get(f"{b.url}/sessions/{sid}/approvals").json()["approvals"] == []
+        results = [e for e in messages(client, a.url, sid) if e["kind"] == "tool_result"]
+        assert len(results) == 1
+        on_b.stop()
+        late.stop()
