@@ -26,6 +26,8 @@ TOKEN = "multi-node-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 #: how long anything may take on a loaded machine
 WAIT = 30.0
+#: how long a node may take to start (three at once, on a loaded machine)
+START_WAIT = 90.0
 #: the developer's own provider settings, never given to a node
 PROVIDER_ENV = frozenset(
     {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "INFAI_MODEL"}
@@ -61,7 +63,7 @@ class Node:
     def ready(self) -> Node:
         """Wait until the process says where it serves."""
         assert self.proc is not None and self.proc.stderr is not None
-        deadline = time.monotonic() + WAIT
+        deadline = time.monotonic() + START_WAIT
         while not self.url:
             line = self.proc.stderr.readline()
             self.log.append(line)

@@ -37,8 +37,10 @@ log = logging.getLogger("infai.server")
 
 #: seconds between looks for turns whose node was lost
 REAP_SECONDS = 1.0
-#: seconds between tidying the live rows of ended turns
-TIDY_SECONDS = 60.0
+#: rounds between tidying the live rows of ended turns (a minute)
+TIDY_ROUNDS = 60
+#: rounds between looks at remote turns whose end may not have been heard
+STALE_ROUNDS = 5
 #: frames one forwarding transaction takes at most
 FORWARD_BATCH = 200
 
@@ -118,6 +120,8 @@ class Node:
         self._reaper: asyncio.Task[None] | None = None
         self._fetching: asyncio.Queue[tuple[str, list[int]]] = asyncio.Queue()
         self._fetcher: asyncio.Task[None] | None = None
+        #: remote turns found ended in the store but not yet heard ending
+        self._stale: set[str] = set()
 
     async def start(self) -> None:
         """Be a node: its lock, its listener, its forwarder and its reaper."""
@@ -221,18 +225,35 @@ class Node:
     # -- reaping -----------------------------------------------------------------
 
     async def _reap_loop(self) -> None:
-        since_tidy = 0.0
+        rounds = 0
         while True:
             await asyncio.sleep(REAP_SECONDS)
+            rounds += 1
             try:
                 for session, _ in await asyncio.to_thread(self.live.lost_turns):
                     await asyncio.to_thread(self.reap, session)
-                since_tidy += REAP_SECONDS
-                if since_tidy >= TIDY_SECONDS:
-                    since_tidy = 0.0
+                if rounds % STALE_ROUNDS == 0:
+                    await self._unstick()
+                if rounds % TIDY_ROUNDS == 0:
                     await asyncio.to_thread(self.live.tidy)
             except StoreError:
                 log.warning("looking for lost turns failed", exc_info=True)
+
+    async def _unstick(self) -> None:
+        """A remote turn whose end this node never heard (its row says it ended: a
+        row that could not be written, say) is read again, so its session's
+        settled events no longer wait for it."""
+        stale: set[str] = set()
+        for served in list(self.open.values()):
+            mirror = served.mirror
+            remote = mirror.remote if mirror is not None else None
+            if mirror is not None and remote is not None:
+                ended, _ = await asyncio.to_thread(self.live.turn_ended, remote.turn)
+                if ended and mirror.remote is remote:
+                    stale.add(remote.turn)
+                    if remote.turn in self._stale:  # twice: not merely on its way
+                        mirror.resync()
+        self._stale = stale
 
     def reap(self, session: str) -> bool:
         """Record the lost turn of ``session`` as interrupted and end it, holding the

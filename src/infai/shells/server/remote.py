@@ -243,6 +243,8 @@ class Mirror:
         mine = remote is not None and remote.turn == turn
         if mine:
             self.remote = None
+        if turn in self.ended:  # told already (found ended unheard, then heard)
+            return
         for qid in [q for q, d in self.questions.items() if d.get("turn") == turn]:
             del self.questions[qid]
         await self.served.catch_up_to(None)

@@ -390,7 +390,7 @@ async def stream(call: Call) -> Response:
         start = await call.read(lambda reader: reader.seq_of(after)) + 1
     feed, now, end = served.watch()
     ready = {"session": served.session_id, "head": served.head()["head"]}
-    now.append(frame("ready", {**ready, "turn": served.turn.id if served.turn else None}))
+    now.append(frame("ready", {**ready, "turn": served.turn_id}))
     frames = _frames(call, feed, now, end if start is None else start, end)
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n")
 
