@@ -123,7 +123,8 @@ def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(trio:
 
 def test_cancel_posted_to_another_node_stops_the_turn(trio: Trio) -> None:
     fake, (a, b, c), work = trio
-    script(fake, Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.25), Reply(text="after"))
+    slow = Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.25)
+    script(fake, slow, slow)
     with httpx.Client(headers=AUTH, timeout=WAIT) as client:
         sid = session(client, a.url, work)
         on_c = Watcher(c.url, sid)
@@ -142,9 +143,12 @@ def test_cancel_posted_to_another_node_stops_the_turn(trio: Trio) -> None:
         markers = [e for e in stored if e["kind"] == "message" and "interrupted" in e["preview"]]
         assert len(markers) == 1, [e["preview"] for e in stored]
         assert client.post(f"{b.url}/sessions/{sid}/cancel", json={}).status_code == 409
-        # the next prompt starts at once, on any node
+        # the next prompt starts at once, on any node, and an acknowledged turn is
+        # known to every node: a cancel sent elsewhere right after the 202 finds it
         nxt = client.post(f"{c.url}/sessions/{sid}/prompt", json={"text": "again"})
         assert nxt.status_code == 202, nxt.text
+        stopped = client.post(f"{a.url}/sessions/{sid}/cancel", json={})
+        assert stopped.json() == {"turn": nxt.json()["turn"], "outcome": "cancelled"}
         on_c.wait_ended(nxt.json()["turn"])
         on_c.stop()
 
@@ -177,8 +181,12 @@ def test_two_prompts_at_once_on_two_nodes_start_one_turn(trio: Trio) -> None:
         winner = next(k for k, r in answers.items() if r.status_code == 202)
         assert prompts == [winner]
         assert len(fake.requests) == 1
-        cancelled = client.post(f"{a.url}/sessions/{sid}/cancel", json={})
-        assert cancelled.status_code == 200, cancelled.text  # frees the trio for the next test
+        # the loser may cancel the winner's turn at once: an acknowledged turn is known
+        # to every node (and this frees the trio for the next test)
+        loser = next(n for n in (a, b) if answers[n.name].status_code == 409)
+        cancelled = client.post(f"{loser.url}/sessions/{sid}/cancel", json={})
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["outcome"] == "cancelled"
 
 
 def test_a_question_asked_on_one_node_is_answered_on_another(trio: Trio, pg_cluster: str) -> None:

@@ -41,10 +41,15 @@ REAP_SECONDS = 1.0
 TIDY_ROUNDS = 60
 #: rounds between looks at remote turns whose end may not have been heard
 STALE_ROUNDS = 5
+#: seconds a prompt's answer waits for its turn to be told to the other nodes
+FLUSH_WAIT = 5.0
 #: frames one forwarding transaction takes at most
 FORWARD_BATCH = 200
 
 Item = tuple[str, str, str, dict[str, Any]]
+#: what the forwarding thread is given: a frame, a call once all before it are
+#: written (:meth:`Forwarder.flush`), or None to stop
+Queued = Item | Callable[[], None] | None
 
 
 class Forwarder:
@@ -52,7 +57,7 @@ class Forwarder:
 
     def __init__(self, live: Live) -> None:
         self.live = live
-        self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Queued] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="infai-forward", daemon=True)
         self._thread.start()
 
@@ -60,42 +65,60 @@ class Forwarder:
         """Queue one frame (never waits)."""
         self._queue.put((session, turn, name, data))
 
+    async def flush(self) -> None:
+        """Wait until every frame queued so far is written (or failed to be)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def written() -> None:
+            loop.call_soon_threadsafe(settle)
+
+        self._queue.put(written)
+        with suppress(TimeoutError):  # a store that hangs: the turn goes on regardless
+            await asyncio.wait_for(done, FLUSH_WAIT)
+
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued, then stop."""
         self._queue.put(None)
         self._thread.join(timeout)
 
-    def _take(self) -> tuple[list[Item], bool]:
-        """What is queued (at least one item, waiting for it); whether to stop after."""
-        first = self._queue.get()
-        if first is None:
-            return [], True
-        items = [first]
-        while len(items) < FORWARD_BATCH:
-            try:
-                more = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if more is None:
-                return items, True
-            items.append(more)
-        return items, False
-
     def _run(self) -> None:
+        items: list[Item] = []
         while True:
-            items, stop = self._take()
-            start = 0
-            for end in range(1, len(items) + 1):  # a run of one session's turn per write
-                if end == len(items) or items[end][:2] != items[start][:2]:
-                    session, turn = items[start][:2]
-                    frames = [(name, data) for _, _, name, data in items[start:end]]
-                    try:
-                        self.live.publish(session, turn, frames)
-                    except Exception:  # other nodes miss these; this node goes on
-                        log.exception("telling other nodes of turn %s failed", turn)
-                    start = end
-            if stop:
+            got = self._queue.get() if not items else self._next()
+            if isinstance(got, tuple):
+                items.append(got)
+                if len(items) < FORWARD_BATCH:
+                    continue
+            self._write(items)
+            items = []
+            if got is None:
                 return
+            if callable(got):
+                got()
+
+    def _next(self) -> Queued | bool:
+        """The next item if one is queued; else False (write what is held now)."""
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return False
+
+    def _write(self, items: list[Item]) -> None:
+        start = 0
+        for end in range(1, len(items) + 1):  # a run of one session's turn per write
+            if end == len(items) or items[end][:2] != items[start][:2]:
+                session, turn = items[start][:2]
+                frames = [(name, data) for _, _, name, data in items[start:end]]
+                try:
+                    self.live.publish(session, turn, frames)
+                except Exception:  # other nodes miss these; this node goes on
+                    log.exception("telling other nodes of turn %s failed", turn)
+                start = end
 
 
 class Node:
@@ -145,6 +168,12 @@ class Node:
     def forward(self, session: str, turn: str, name: str, data: dict[str, Any]) -> None:
         if self.forwarder is not None:
             self.forwarder.put(session, turn, name, data)
+
+    async def flush(self) -> None:
+        """Wait until the frames forwarded so far are written: a turn acknowledged
+        is then known to every node (a cancel anywhere finds it)."""
+        if self.forwarder is not None:
+            await self.forwarder.flush()
 
     async def stop_hearing(self) -> None:
         """Stop listening and reaping (the sessions are closed next)."""

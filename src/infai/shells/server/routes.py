@@ -246,6 +246,7 @@ async def prompt(call: Call) -> Response:
     if not call.body.get("stream"):
         turn = await served.start(call.body["text"], from_event, answer)
         asked = await turn.turn.asked()  # accepted means stored: answered only once durable
+        await _told(call)
         return ok({"turn": turn.id, "session": served.session_id, "prompt": asked.id}, 202)
     feed, _, _ = served.watch()  # before the turn starts: its first frame is turn_started
     try:
@@ -260,9 +261,16 @@ async def prompt(call: Call) -> Response:
         if turn.task is not None:
             turn.task.cancel()
         raise
+    await _told(call)
     frames = _turn_frames(turn, feed)
     headers = {"Infai-Turn": turn.id, "Infai-Prompt": asked.id}
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n", headers=headers)
+
+
+async def _told(call: Call) -> None:
+    """With other nodes: the turn is known to them (a cancel anywhere finds it)."""
+    if call.sessions.node is not None:
+        await call.sessions.node.flush()
 
 
 async def _turn_frames(turn: Running, feed: Feed) -> AsyncIterator[bytes]:
