@@ -201,6 +201,8 @@ def test_a_question_asked_on_one_node_is_answered_on_another(trio: Trio, pg_clus
         [asked] = on_b.of("approval")
         assert asked["turn"] == turn and asked["tool"] == "bash"
         # a client attaching to C now, having watched nothing, is told of it
+        detail = client.get(f"{c.url}/sessions/{sid}").json()  # not open on C yet
+        assert (detail["open"], detail["turn"], detail["pending_approvals"]) == (False, turn, 1)
         listed = client.get(f"{c.url}/sessions/{sid}/approvals").json()["approvals"]
         assert [q["id"] for q in listed] == [asked["id"]]
         late = Watcher(c.url, sid)

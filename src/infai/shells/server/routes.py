@@ -151,6 +151,11 @@ async def get_session(call: Call) -> Response:
     state: dict[str, Any] = {"head": head, "events": count, "open": served is not None}
     if served is None:
         state.update(turn=None, busy=None, pending_parent=None, watchers=0, pending_approvals=0)
+        node = call.sessions.node
+        if node is not None:  # not open here: the store says what runs on other nodes
+            running = await asyncio.to_thread(node.live.running, call.session_id)
+            pending = await asyncio.to_thread(node.live.pending, call.session_id)
+            state.update(turn=running[0] if running else None, pending_approvals=len(pending))
     else:
         state.update(
             turn=served.turn_id,
