@@ -313,7 +313,7 @@ class Served:
         if self.turn is not None:
             now.append(frame("turn_started", {"turn": self.turn.id}))
             now.extend(self.turn.deltas)
-        now.extend(frame("approval", q.to_obj()) for q in self.questions.values())
+        now.extend(frame("approval", q.to_obj()) for q in self.questions.values() if q.shown)
         if self.mirror is not None:
             now.extend(self.mirror.watch_frames())
         return feed, now, self.published + 1
@@ -435,11 +435,16 @@ class Served:
             note=ask.note,
             caller=ask.caller,
         )
+        self.questions[question.id] = question  # an answer heard from now on is taken
         if self.live is not None:  # durable before any client can see it
-            await asyncio.to_thread(
-                self.live.ask, self.session_id, question.turn, question.to_obj()
-            )
-        self.questions[question.id] = question
+            try:
+                await asyncio.to_thread(
+                    self.live.ask, self.session_id, question.turn, question.to_obj()
+                )
+            except BaseException:
+                del self.questions[question.id]
+                raise
+        question.shown = True
         self.publish(frame("approval", question.to_obj()))
         answer: Reply = "deny"
         by = "cancelled"

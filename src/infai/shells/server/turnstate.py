@@ -50,6 +50,8 @@ class Question:
     note: str = ""
     #: who asks when it is not the session's own agent (a subagent)
     caller: str = ""
+    #: whether watchers have been sent it (it is recorded in the store first)
+    shown: bool = False
 
     def to_obj(self) -> dict[str, Any]:
         return {
