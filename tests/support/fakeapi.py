@@ -59,6 +59,8 @@ class Reply:
     #: without ``data: [DONE]``); anthropic: "redacted" (a redacted thinking
     #: block), "two_thinking" (two thinking blocks, each with its signature)
     quirks: set[str] = field(default_factory=set)
+    #: how many deltas the text is sent in (up to; one per piece)
+    pieces: int = 3
 
 
 @dataclass
@@ -224,7 +226,7 @@ class FakeOpenAI(FakeServer):
         yield chunk({"role": "assistant", "content": ""})
         for piece in _pieces(reply.reasoning):
             yield chunk({"reasoning_content": piece})
-        for piece in _pieces(reply.text):
+        for piece in _pieces(reply.text, reply.pieces):
             yield chunk({"content": piece})
         if reply.malformed:
             yield "data: {not json\n\n"

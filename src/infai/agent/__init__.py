@@ -42,6 +42,7 @@ from .session import AgentSession
 from .session_api import SubagentResult
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
+from .unfinished import record_unfinished
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -107,6 +108,7 @@ __all__ = [
     "manifest_of",
     "plugin_report",
     "record_manifest",
+    "record_unfinished",
     "register_context_rule",
     "register_tool",
     "run_turn",

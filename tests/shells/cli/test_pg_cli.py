@@ -60,7 +60,7 @@ def test_migrate_reports_the_schema(pg_url: str) -> None:
     assert first.returncode == 0, first.stderr
     assert "applied migration 1: sessions, events, blobs" in first.stdout
     again = infai("--store", pg_url, "store", "migrate")
-    assert again.stdout.strip() == "schema at version 3"
+    assert again.stdout.strip() == "schema at version 4"
 
 
 def test_copy_a_directory_to_postgresql_and_back_verified(pg_url: str, tmp_path: Path) -> None:

@@ -39,10 +39,11 @@ def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
             "1: sessions, events, blobs",
             "2: search index",
             "3: content-addressed objects",
+            "4: turns, live frames and questions of every node",
         ]
         assert migrate(conn) == []
         versions = conn.execute("SELECT version FROM infai_schema ORDER BY version").fetchall()
-    assert versions == [(1,), (2,), (3,)] and LATEST == 3
+    assert versions == [(1,), (2,), (3,), (4,)] and LATEST == 4
 
 
 def test_a_database_from_a_newer_infai_is_refused(pg_url: str) -> None:

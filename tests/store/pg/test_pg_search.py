@@ -41,7 +41,11 @@ def test_a_database_from_schema_1_is_migrated_and_its_events_found(pg_url: str) 
             (sid, eid, NIL_ID, info["created_at"], "a capybara", '{"content":"a capybara"}'),
         )
     with PgStore(pg_url) as store:
-        assert store.migrated == ["2: search index", "3: content-addressed objects"]
+        assert store.migrated == [
+            "2: search index",
+            "3: content-addressed objects",
+            "4: turns, live frames and questions of every node",
+        ]
         hits = store.search("capybara")
         assert [(h.session_id, h.event_id, h.on_head_path) for h in hits] == [(sid, eid, True)]
         assert count(pg_url, "infai_search") == 1

@@ -284,7 +284,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         pool = _worker_pool()
-        sessions.start_watching()  # a shared database: other nodes' appends reach our streams
+        await sessions.start_node()  # a shared database: other nodes' work reaches our streams
         sessions.start_closing_idle(idle_close)
         try:
             yield

@@ -37,11 +37,13 @@ from infai.tools import AllowAlways, DenyWith, Reply
 
 from .. import render
 from .channel import Feed, Frame, InertJSON, frame, settled_frame
+from .elsewhere import answer_anywhere, cancel_elsewhere
 from .errors import ApiError, Conflict
 from .openapi import openapi
 from .search import search
-from .served import Running, Served
+from .served import Served
 from .sessions import MODEL_ERRORS, Sessions
+from .turnstate import Running
 from .workfiles import checkout_files, choice_of, get_diff, get_files, refused, restore_first
 
 log = logging.getLogger("infai.server")
@@ -149,13 +151,19 @@ async def get_session(call: Call) -> Response:
     state: dict[str, Any] = {"head": head, "events": count, "open": served is not None}
     if served is None:
         state.update(turn=None, busy=None, pending_parent=None, watchers=0, pending_approvals=0)
+        node = call.sessions.node
+        if node is not None:  # not open here: the store says what runs on other nodes
+            running = await asyncio.to_thread(node.live.running, call.session_id)
+            pending = await asyncio.to_thread(node.live.pending, call.session_id)
+            state.update(turn=running[0] if running else None, pending_approvals=len(pending))
     else:
         state.update(
-            turn=served.turn.id if served.turn else None,
+            turn=served.turn_id,
             busy=served.busy,
             pending_parent=served.agent.pending_parent,
             watchers=served.channel.subscribers,
-            pending_approvals=len(served.questions),
+            pending_approvals=len(served.questions)
+            + (len(served.mirror.questions) if served.mirror is not None else 0),
         )
     return ok({**info.to_obj(), **state})
 
@@ -243,6 +251,7 @@ async def prompt(call: Call) -> Response:
     if not call.body.get("stream"):
         turn = await served.start(call.body["text"], from_event, answer)
         asked = await turn.turn.asked()  # accepted means stored: answered only once durable
+        await _told(call)
         return ok({"turn": turn.id, "session": served.session_id, "prompt": asked.id}, 202)
     feed, _, _ = served.watch()  # before the turn starts: its first frame is turn_started
     try:
@@ -257,9 +266,16 @@ async def prompt(call: Call) -> Response:
         if turn.task is not None:
             turn.task.cancel()
         raise
+    await _told(call)
     frames = _turn_frames(turn, feed)
     headers = {"Infai-Turn": turn.id, "Infai-Prompt": asked.id}
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n", headers=headers)
+
+
+async def _told(call: Call) -> None:
+    """With other nodes: the turn is known to them (a cancel anywhere finds it)."""
+    if call.sessions.node is not None:
+        await call.sessions.node.flush()
 
 
 async def _turn_frames(turn: Running, feed: Feed) -> AsyncIterator[bytes]:
@@ -289,12 +305,17 @@ async def _turn_frames(turn: Running, feed: Feed) -> AsyncIterator[bytes]:
 
 async def cancel_turn(call: Call) -> Response:
     served = await call.exists()
-    if served is None:
-        raise NotInFlight(f"no turn is in flight in session {call.session_id}")
     given = call.body.get("turn")
-    turn = await served.cancel(None if given is None else given.lower())
-    ended = turn.outcome
-    return ok({"turn": turn.id, "outcome": ended.outcome if ended is not None else None})
+    given = None if given is None else given.lower()
+    live = call.sessions.node.live if call.sessions.node is not None else None
+    if served is not None and (served.turn is not None or live is None):
+        turn = await served.cancel(given)
+        ended = turn.outcome
+        return ok({"turn": turn.id, "outcome": ended.outcome if ended is not None else None})
+    if live is None:
+        raise NotInFlight(f"no turn is in flight in session {call.session_id}")
+    turn_id, outcome = await cancel_elsewhere(call, live, given)
+    return ok({"turn": turn_id, "outcome": outcome})
 
 
 async def compact(call: Call) -> Response:
@@ -304,6 +325,9 @@ async def compact(call: Call) -> Response:
 
 async def list_approvals(call: Call) -> Response:
     served = await call.exists()
+    node = call.sessions.node
+    if node is not None:  # the store's: every node's questions, asked before or not
+        return ok({"approvals": await asyncio.to_thread(node.live.pending, call.session_id)})
     questions = served.questions.values() if served is not None else []
     return ok({"approvals": [q.to_obj() for q in questions]})
 
@@ -324,7 +348,7 @@ async def answer_approval(call: Call) -> Response:
         reply = DenyWith(reason.strip())
     if isinstance(reply, AllowAlways) and not all(reply.patterns):
         raise ApiError(422, "body.patterns: a pattern must not be blank")
-    if served is None or not served.answer(question_id, reply):
+    if not await answer_anywhere(call, served, question_id, reply):
         raise ApiError(404, f"no pending question {question_id} in session {call.session_id}")
     return ok({"id": question_id, "answer": answer})
 
@@ -379,7 +403,7 @@ async def stream(call: Call) -> Response:
         start = await call.read(lambda reader: reader.seq_of(after)) + 1
     feed, now, end = served.watch()
     ready = {"session": served.session_id, "head": served.head()["head"]}
-    now.append(frame("ready", {**ready, "turn": served.turn.id if served.turn else None}))
+    now.append(frame("ready", {**ready, "turn": served.turn_id}))
     frames = _frames(call, feed, now, end if start is None else start, end)
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n")
 

@@ -36,12 +36,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from infai.agent import (
@@ -53,11 +49,10 @@ from infai.agent import (
     Saved,
     Streamed,
     Turn,
-    TurnEnded,
 )
 from infai.llm import Notice
-from infai.store import Event, SessionStore, ToolCallRecord, ToolResultRecord
-from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
+from infai.store import Event, SessionStore, ToolCallRecord
+from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply
 
 from .channel import (
     FEED_LIMIT,
@@ -70,6 +65,8 @@ from .channel import (
     settled_frame,
 )
 from .errors import Conflict
+from .remote import Live, Mirror, reply_obj, reply_of
+from .turnstate import Question, Running, follow, new_id, stamp
 
 log = logging.getLogger("infai.server")
 
@@ -80,77 +77,12 @@ T = TypeVar("T")
 PUMP_LIMIT = 1_000_000
 #: how long a new turn waits for the last frames of the one before (handed over at once)
 ENDING_SECONDS = 5.0
-
-
-def new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def _stamp(seconds: float) -> str:
-    return (
-        datetime.fromtimestamp(seconds, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
-@dataclass
-class Question:
-    """A permission question waiting for an answer through the API."""
-
-    id: str
-    tool: str
-    subject: str
-    reason: str
-    always: tuple[Rule, ...]
-    turn: str | None
-    call_event_id: str | None
-    arguments: dict[str, Any] | None
-    asked_at: str
-    expires_at: str
-    answer: asyncio.Future[Reply]
-    #: why "allow always" is exact only or not offered ("" when neither)
-    note: str = ""
-    #: who asks when it is not the session's own agent (a subagent)
-    caller: str = ""
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tool": self.tool,
-            "subject": self.subject,
-            "reason": self.reason,
-            "always": [rule.pattern for rule in self.always],
-            "turn": self.turn,
-            "call_event_id": self.call_event_id,
-            "arguments": self.arguments,
-            "note": self.note,
-            "caller": self.caller,
-            "asked_at": self.asked_at,
-            "expires_at": self.expires_at,
-        }
-
-
-@dataclass
-class Running:
-    """A turn being answered, as the server follows it: the agent's turn, the
-    message in flight so far, and its tool calls still waiting for a result."""
-
-    turn: Turn
-    #: deltas since the turn's last settled event: the message in flight
-    deltas: list[Frame] = field(default_factory=list)
-    #: tool calls of the turn still waiting for their result, oldest first
-    calls: deque[Event] = field(default_factory=deque)
-    #: set once watchers have been sent its ``turn_ended``
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def id(self) -> str:
-        return self.turn.id
-
-    @property
-    def task(self) -> asyncio.Task[TurnEnded] | None:
-        return self.turn.task
+#: the frames other nodes' watchers are sent too, while a turn of this node runs
+FORWARDED = frozenset(
+    {"turn_started", "delta", "settled", "approval", "approval_resolved", "turn_ended"}
+)
+#: a turn's frame for the other nodes: (session, turn, frame name, data)
+Forward = Callable[[str, str, str, dict[str, Any]], None]
 
 
 class Served:
@@ -179,6 +111,12 @@ class Served:
         #: when it last did or published anything (monotonic), for closing idle ones
         self.last_active = time.monotonic()
         self._observe = observe
+        #: where the frames of this node's turns go for other nodes (a shared store)
+        self.forward: Forward | None = None
+        #: the store's shared state of the work in flight (None: one node only)
+        self.live: Live | None = None
+        #: other nodes' turn in this session, as its watchers here see it
+        self.mirror: Mirror | None = None
         #: set once :meth:`close` began: nothing new starts
         self.closed = False
         #: held while another process's appends are read in (and the view refreshed),
@@ -204,8 +142,13 @@ class Served:
         self._pump: asyncio.Task[None] | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
-    def begin(self) -> None:
-        """Start handing the agent's events to the watchers (on the event loop)."""
+    def begin(self, live: Live | None = None, forward: Forward | None = None) -> None:
+        """Start handing the agent's events to the watchers (on the event loop);
+        with ``live``, also other nodes' turns, and this node's to them (``forward``)."""
+        if live is not None and self.mirror is None:
+            self.live, self.forward = live, forward
+            self.mirror = Mirror(self, live)
+            self.mirror.begin()
         if self._pump is None:
             self._pump = asyncio.get_running_loop().create_task(self._forward())
 
@@ -223,11 +166,27 @@ class Served:
             and self.job is None
             and not self.questions
             and self.channel.subscribers == 0
+            and (self.mirror is None or (self.mirror.remote is None and not self.mirror.questions))
         )
 
-    def publish(self, item: Frame) -> None:
+    def publish(self, item: Frame, turn: str | None = None) -> None:
+        """Send ``item`` to the watchers; a frame of this node's turn (``turn``, else
+        the one in flight) goes to the other nodes' too."""
         self.last_active = time.monotonic()
         self.channel.publish(item)
+        if self.forward is not None and item.name in FORWARDED:
+            turn = turn or (self.turn.id if self.turn is not None else None)
+            if turn is not None:
+                data = {"seq": item.seq} if item.name == "settled" else item.data
+                self.forward(self.session_id, turn, item.name, data)
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn in flight in this session, here or on another node."""
+        if self.turn is not None:
+            return self.turn.id
+        remote = self.mirror.remote if self.mirror is not None else None
+        return remote.turn if remote is not None else None
 
     # -- the agent's events --------------------------------------------------
 
@@ -251,7 +210,7 @@ class Served:
         if isinstance(item, Saved):
             event = item.event
             if running is not None:
-                _follow(running, event)
+                follow(running, event)
             if event.seq > self.published + 1:  # another process appended in between
                 await self._hear_gap(event.seq)
             self._settled(event)
@@ -265,7 +224,7 @@ class Served:
                 await running.turn.wait()
             finally:
                 self.turn = None
-                self.publish(ended_frame(item, running.id))
+                self.publish(ended_frame(item, running.id), running.id)
                 running.ended.set()
 
     def _settled(self, event: Event) -> None:
@@ -314,11 +273,23 @@ class Served:
         fresh reader. Either way the store is read in a worker thread; claiming
         the slot waits until that is done, so a refresh never runs beside a turn.
         """
+        if self.mirror is not None and self.mirror.remote is not None:
+            return  # another node's turn: its live rows place these (see .remote)
         async with self._hearing:
             if self.closed or 0 <= seq <= self.published:
                 return
             read = self._refreshed if self.agent.busy is None else self._read_remote
             for event in await asyncio.to_thread(read):
+                self._settled(event)
+
+    async def catch_up_to(self, seq: int | None) -> None:
+        """Publish what is stored up to event ``seq`` (None: everything), read with a
+        fresh reader: another node's turn said it settled (see :mod:`.remote`)."""
+        async with self._hearing:
+            if self.closed or (seq is not None and seq <= self.published):
+                return
+            until = None if seq is None else seq + 1
+            for event in await asyncio.to_thread(self._read_remote, until):
                 self._settled(event)
 
     def _refreshed(self) -> list[Event]:
@@ -328,7 +299,7 @@ class Served:
 
     def _read_remote(self, until: int | None = None) -> list[Event]:
         with self.store.open_reader(self.session_id) as reader:
-            end = reader.count if until is None else until
+            end = reader.count if until is None else min(until, reader.count)
             return [reader.event(reader.entry_at(n).id) for n in range(self.published + 1, end)]
 
     def watch(self) -> tuple[Feed, list[Frame], int]:
@@ -342,7 +313,9 @@ class Served:
         if self.turn is not None:
             now.append(frame("turn_started", {"turn": self.turn.id}))
             now.extend(self.turn.deltas)
-        now.extend(frame("approval", q.to_obj()) for q in self.questions.values())
+        now.extend(frame("approval", q.to_obj()) for q in self.questions.values() if q.shown)
+        if self.mirror is not None:
+            now.extend(self.mirror.watch_frames())
         return feed, now, self.published + 1
 
     # -- the slot ------------------------------------------------------------
@@ -456,13 +429,22 @@ class Served:
             turn=turn.id if turn is not None else None,
             call_event_id=call.id if call is not None else None,
             arguments=arguments,
-            asked_at=_stamp(now),
-            expires_at=_stamp(now + self.approval_timeout),
+            asked_at=stamp(now),
+            expires_at=stamp(now + self.approval_timeout),
             answer=asyncio.get_running_loop().create_future(),
             note=ask.note,
             caller=ask.caller,
         )
-        self.questions[question.id] = question
+        self.questions[question.id] = question  # an answer heard from now on is taken
+        if self.live is not None:  # durable before any client can see it
+            try:
+                await asyncio.to_thread(
+                    self.live.ask, self.session_id, question.turn, question.to_obj()
+                )
+            except BaseException:
+                del self.questions[question.id]
+                raise
+        question.shown = True
         self.publish(frame("approval", question.to_obj()))
         answer: Reply = "deny"
         by = "cancelled"
@@ -471,7 +453,13 @@ class Served:
             by = "api"
         except TimeoutError:
             answer, by = "timeout", "timeout"
+            if self.live is not None:  # unless an answer was recorded first, anywhere
+                given = await self._record(question.id, "timeout", by)
+                if given is not None:
+                    answer, by = given, "api"
         finally:
+            if by == "cancelled" and self.live is not None:
+                self._spawn_record(question.id)
             del self.questions[question.id]
             data: dict[str, Any] = {"id": question.id, "answer": None, "by": by}
             if isinstance(answer, AllowAlways):
@@ -490,6 +478,51 @@ class Served:
             return False
         question.answer.set_result(answer)
         return True
+
+    async def answer_any(self, question_id: str, answer: Reply) -> bool:
+        """Answer a question asked here or on another node: the first answer the
+        store records wins, once (one node only: :meth:`answer`)."""
+        if self.live is None:
+            return self.answer(question_id, answer)
+        question = self.questions.get(question_id)
+        if question is not None and question.answer.done():
+            return False
+        won = await asyncio.to_thread(
+            self.live.answer, self.session_id, question_id, reply_obj(answer)
+        )
+        if won is None:
+            return False
+        self.answer(question_id, answer)  # asked here: at once (another node hears it)
+        return True
+
+    async def heard_answer(self, question_id: str) -> None:
+        """Another node recorded the answer of a question asked here: go on with it."""
+        question = self.questions.get(question_id)
+        if question is None or question.answer.done() or self.live is None:
+            return
+        given = await asyncio.to_thread(self.live.answer_of, question_id)
+        if given is not None and not question.answer.done():
+            question.answer.set_result(reply_of(given))
+
+    async def _record(self, question_id: str, answer: Reply, by: str) -> Reply | None:
+        """Record this node's own end of a question; the answer recorded first instead,
+        if there was one."""
+        assert self.live is not None
+        won = await asyncio.to_thread(
+            self.live.answer, self.session_id, question_id, reply_obj(answer, by)
+        )
+        if won is not None:
+            return None
+        given = await asyncio.to_thread(self.live.answer_of, question_id)
+        return reply_of(given) if given is not None else None
+
+    def _spawn_record(self, question_id: str) -> None:
+        """Record a question dropped with its turn (in a worker thread, not waited for)."""
+        live, sid = self.live, self.session_id
+        assert live is not None
+        obj = {"answer": None, "by": "cancelled"}
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, _quietly, lambda: live.answer(sid, question_id, obj))
 
     # -- closing -------------------------------------------------------------
 
@@ -511,18 +544,13 @@ class Served:
                     self._pump.cancel()
                 await asyncio.wait([self._pump])  # the agent's hub is closed: it ends
             self._wake_waiters(everyone=True)
+            if self.mirror is not None:
+                await self.mirror.close()
             self.channel.close(reason, last=frame("closed", {"reason": reason}))
 
 
-def _follow(running: Running, event: Event) -> None:
-    """Keep the turn's state: the message in flight restarts, calls wait for results."""
-    running.deltas.clear()
-    if event.kind == "tool_call":
-        running.calls.append(event)
-    elif isinstance(event.record, ToolResultRecord):
-        call_id = event.record.call_id
-        running.calls = deque(
-            c
-            for c in running.calls
-            if not (isinstance(c.record, ToolCallRecord) and c.record.call_id == call_id)
-        )
+def _quietly(work: Callable[[], Any]) -> None:
+    try:
+        work()
+    except Exception:  # best effort: the turn is gone either way
+        log.warning("recording a dropped question failed", exc_info=True)

@@ -40,6 +40,8 @@ from infai.tools import Approver
 
 from .channel import frame
 from .errors import Conflict
+from .nodes import Node
+from .remote import Live
 from .served import Served
 
 log = logging.getLogger("infai.server")
@@ -102,22 +104,29 @@ class Sessions:
         #: fan-out of other processes' appends, and closing what they removed
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
+        live: Live | None = getattr(self.store, "live", None)
+        #: this server as one node of several on a shared store (None: the only one)
+        self.node = (
+            None if live is None else Node(self.store, live, self.open, self._spawn, self._heard)
+        )
 
     async def serve(self, session_id: str) -> Served:
         """The open session (opening it reads the store and takes the writer lock, in a
         worker thread); :class:`~infai.store.SessionNotFound` if there is none."""
         served = self.open.get(session_id)
-        if served is not None:
-            return served
-        async with self._locks(session_id):
-            served = self.open.get(session_id)
-            if served is not None:
-                return served
-            if self.closing:
-                raise Conflict("the server is shutting down")
-            served = await self._open(session_id)
-            self.open[session_id] = served
-            return served
+        if served is None:
+            async with self._locks(session_id):
+                served = self.open.get(session_id)
+                if served is None:
+                    if self.closing:
+                        raise Conflict("the server is shutting down")
+                    served = await self._open(session_id)
+                    self.open[session_id] = served  # first: rows heard meanwhile are kept
+                    node = self.node
+                    served.begin(node.live if node else None, node.forward if node else None)
+        if served.mirror is not None:  # another node's turn so far, read once
+            await served.mirror.ready.wait()
+        return served
 
     async def _open(self, session_id: str) -> Served:
         """Open the session's agent through the harness, with this session's
@@ -144,7 +153,6 @@ class Sessions:
                 observe=self.observe,
             )
         )
-        served.begin()
         return served
 
     def start_closing_idle(self, after: float | None) -> None:
@@ -165,6 +173,14 @@ class Sessions:
                                 await served.close("idle")
 
         self._closer = asyncio.get_running_loop().create_task(close_idle())
+
+    async def start_node(self) -> None:
+        """Hear other processes' appends (a shared database): fan them out here too;
+        on a store that several servers share, also be a node (:mod:`.nodes`)."""
+        if self.node is not None:
+            await self.node.start()
+        else:
+            self.start_watching()
 
     def start_watching(self) -> None:
         """Hear other processes' appends (a shared database): fan them out here too."""
@@ -219,6 +235,9 @@ class Sessions:
         task.add_done_callback(self._background.discard)
 
     async def stop_watching(self) -> None:
+        node = self.node
+        if node is not None:
+            await node.stop_hearing()
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             self._stop_watching.set()
@@ -251,3 +270,5 @@ class Sessions:
                 await served.close("server shutting down")
             except Exception:
                 log.exception("closing session %s failed", served.session_id)
+        if self.node is not None:
+            await self.node.close()

@@ -79,6 +79,7 @@ from ..objcheck import check_objects
 from ..options import StoreOptions
 from ..report import FsckReport, Problem
 from .db import Database
+from .live import PgLive, keep_alive
 from .objects import PgObjects
 from .schema import check_current, migrate
 from .session import CHANNEL, PgSessionReader, PgSessionWriter
@@ -218,10 +219,14 @@ class PgStore:
         self._marks = _Marks(self.db)
         #: the store-wide content-addressed objects (see :mod:`infai.store.objects`)
         self.objects = PgObjects(self.db)
+        #: this process as a server node: turns, live frames and questions shared
+        #: with the other nodes (see :mod:`.live`; connects only once started)
+        self.live = PgLive(self.db)
 
     def close(self) -> None:
-        """Close the connection pool and the open marks' connection; open leases
-        keep their own connections."""
+        """Close the connection pool, the open marks' and the node's connections;
+        open leases keep their own connections."""
+        self.live.close()
         self._marks.close()
         self.db.close()
 
@@ -398,13 +403,16 @@ class PgStore:
 
         return search.rebuild(self.db, progress)
 
-    def lease(self, session_id: str) -> Lease:
-        """Take the session's turn lease; if another process holds it, wait up to the
-        options' ``lock_timeout`` (unset: not at all), then raise :class:`SessionBusy`."""
+    def lease(self, session_id: str, *, wait: float | None = None) -> Lease:
+        """Take the session's turn lease; if another process holds it, wait up to
+        ``wait`` seconds (default: the options' ``lock_timeout``; unset: not at all),
+        then raise :class:`SessionBusy`. The lease's connection has TCP keepalives:
+        a machine that vanishes loses its leases within seconds, not hours."""
         sid = check_uuid(session_id, "session id")
-        deadline = time.monotonic() + self.options.lock_wait(0.0)
+        deadline = time.monotonic() + (self.options.lock_wait(0.0) if wait is None else wait)
         conn = self.db.connect()
         try:
+            keep_alive(conn)
             while not _try_lock(conn, LEASE_PREFIX + sid):
                 left = deadline - time.monotonic()
                 if left <= 0:

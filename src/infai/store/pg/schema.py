@@ -15,7 +15,12 @@ first search. Migration 3 adds the store-wide content-addressed objects of
 workspace snapshots and tool manifests (see :mod:`infai.store.pg.objects`):
 ``infai_objects`` (digest, size, data), ``infai_object_puts`` (when each digest
 was last put, for garbage collection's grace period) and a one-row generation
-counter that every removal bumps.
+counter that every removal bumps. Migration 4 adds what several ``infai serve``
+nodes share about the work in flight (see :mod:`infai.store.pg.live`): the
+turns running and which node runs them (``infai_turns``), the live frames of
+those turns (``infai_live``: deltas, questions, turn boundaries, never part of
+a session's log) and the permission questions waiting for an answer
+(``infai_questions``).
 
 ``infai_schema`` records which migrations ran. :func:`migrate` applies the
 missing ones in order, each in its own transaction, under an advisory lock so
@@ -117,6 +122,44 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             value bigint NOT NULL
         );
         INSERT INTO infai_objects_generation (value) VALUES (0);
+        """,
+    ),
+    (
+        4,
+        "turns, live frames and questions of every node",
+        """
+        CREATE TABLE infai_turns (
+            turn uuid PRIMARY KEY,
+            session_id uuid NOT NULL REFERENCES infai_sessions (id) ON DELETE CASCADE,
+            node uuid NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            cancel_at timestamptz,
+            ended_at timestamptz,
+            outcome text
+        );
+        CREATE INDEX infai_turns_running ON infai_turns (session_id) WHERE ended_at IS NULL;
+        CREATE TABLE infai_live (
+            id bigserial PRIMARY KEY,
+            session_id uuid NOT NULL REFERENCES infai_sessions (id) ON DELETE CASCADE,
+            turn uuid NOT NULL,
+            node uuid NOT NULL,
+            name text NOT NULL,
+            data text NOT NULL,
+            at timestamptz NOT NULL DEFAULT clock_timestamp()
+        );
+        CREATE INDEX infai_live_turn ON infai_live (turn, id);
+        CREATE TABLE infai_questions (
+            id uuid PRIMARY KEY,
+            session_id uuid NOT NULL REFERENCES infai_sessions (id) ON DELETE CASCADE,
+            turn uuid,
+            node uuid NOT NULL,
+            data text NOT NULL,
+            asked_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            answer text,
+            answered_at timestamptz
+        );
+        CREATE INDEX infai_questions_pending ON infai_questions (session_id)
+            WHERE answer IS NULL;
         """,
     ),
 ]
