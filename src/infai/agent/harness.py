@@ -34,13 +34,13 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
 from infai.tools.base import Permissions
-from infai.tools.mcp import McpHub
 from infai.tools.offload import off_loop
 from infai.tools.policy import Approver
 
@@ -48,6 +48,9 @@ from .config import Config, load_config, user_config_path
 from .session import AgentSession
 from .subagent import TaskTool
 from .workfiles import WorkFiles, too_wide
+
+if TYPE_CHECKING:
+    from infai.tools.mcp import McpHub
 
 
 class Harness:
@@ -304,6 +307,8 @@ class Harness:
         with self._hubs_lock:
             hub = self._hubs.get(here)
             if hub is None:
+                from infai.tools.mcp import McpHub  # the SDK: only with a server configured
+
                 hub = self._hubs[here] = McpHub(servers, self.sandbox, here)
             return hub
 

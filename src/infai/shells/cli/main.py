@@ -1,49 +1,60 @@
-"""The whole ``infai`` command line: the root group with every command added.
+"""The whole ``infai`` command line: the root group with every command named.
 
-This is the only module that imports every command module and adds it to the
+This is the only module that knows every command module and names it to the
 root (:mod:`.root`); command modules import neither the root nor each other's
-groups, so there is no circle and a command can be tested on its own. Each
-command module imports only click and the store at import time; the agent,
-the TUI and the server are imported when their command runs, which keeps
-``infai session …`` fast.
+groups, so there is no circle and a command can be tested on its own. A
+command's module is imported only when that command runs (the root is a
+:class:`~.root.LazyGroup`), and each command module imports only click and
+the store at import time; the agent, the TUI and the server are imported
+when their command runs, which keeps ``infai run`` and ``infai session …``
+fast (``benchmarks/startup_bench.py`` measures it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
+
 import click
 
-from .agent import chat, compact_command, models_command, run
-from .doctor import doctor_command, sandbox_group
-from .imports import import_command
-from .mcp import mcp_group
 from .root import root
-from .search import search_command
-from .serve import serve_command
-from .session import session
-from .store import store_group
-from .tui import tui
-from .workfiles import checkout_command, diff_command, files_command
 
-COMMANDS: tuple[click.Command, ...] = (
-    session,
-    store_group,
-    run,
-    chat,
-    compact_command,
-    models_command,
-    tui,
-    serve_command,
-    import_command,
-    doctor_command,
-    sandbox_group,
-    search_command,
-    mcp_group,
-)
+#: each command's name, and the module of this package and the name it is defined as
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("agent", "chat"),
+    "compact": ("agent", "compact_command"),
+    "doctor": ("doctor", "doctor_command"),
+    "import": ("imports", "import_command"),
+    "mcp": ("mcp", "mcp_group"),
+    "models": ("agent", "models_command"),
+    "run": ("agent", "run"),
+    "sandbox": ("doctor", "sandbox_group"),
+    "search": ("search", "search_command"),
+    "serve": ("serve", "serve_command"),
+    "session": ("session", "session"),
+    "store": ("store", "store_group"),
+    "tui": ("tui", "tui"),
+}
 
-for _command in COMMANDS:
-    root.add_command(_command)
-for _command in (files_command, diff_command, checkout_command):  # files on the timeline
-    session.add_command(_command)
+
+def load(name: str) -> click.Command:
+    """The command ``name``, its module imported now (``session`` with the
+    commands of files on the timeline added to it)."""
+    module, attribute = COMMANDS[name]
+    command: click.Command = getattr(import_module(f"{__package__}.{module}"), attribute)
+    if name == "session" and isinstance(command, click.Group) and "files" not in command.commands:
+        from .workfiles import checkout_command, diff_command, files_command
+
+        for sub in (files_command, diff_command, checkout_command):
+            command.add_command(sub)
+    return command
+
+
+def _loader(name: str) -> Callable[[], click.Command]:
+    return lambda: load(name)
+
+
+root.lazy.update({name: _loader(name) for name in COMMANDS})
 
 #: the assembled command line (``infai``)
 main = root
@@ -54,4 +65,4 @@ def entry() -> None:
     main()
 
 
-__all__ = ["COMMANDS", "entry", "main"]
+__all__ = ["COMMANDS", "entry", "load", "main"]
