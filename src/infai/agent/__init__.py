@@ -11,7 +11,14 @@ store or a model directly.
 """
 
 from .compaction import CompactionFailed, context_tokens, event_tokens
-from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
+from .config import (
+    CheckpointSettings,
+    Config,
+    ConfigError,
+    describe_models,
+    load_config,
+    user_config_path,
+)
 from .context import UnsendableEvent, to_messages
 from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
@@ -77,4 +84,5 @@ __all__ = [
     "settled_obj",
     "system_prompt",
     "to_messages",
+    "user_config_path",
 ]

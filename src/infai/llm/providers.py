@@ -27,7 +27,7 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from infai.errors import InfaiError
@@ -82,6 +82,9 @@ class ModelSpec:
     base_url: str | None = None
     #: the environment variable holding the API key (the SDK's own by default)
     key_env: str | None = None
+    #: the API key itself, when the user's config file holds it (``api_key``; the file
+    #: is then 0600); else the environment's (``key_env``)
+    key: str | None = field(default=None, repr=False)
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_tokens: int | None = None
     #: Anthropic extended thinking with a token budget (None: off)
@@ -101,7 +104,7 @@ class ModelSpec:
 
     def api_key(self) -> str | None:
         """The key from the environment (``key_env``, else the SDK's variable); None if unset."""
-        return os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
+        return self.key or os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
 
     def resolved_base_url(self) -> str | None:
         """``base_url``, else the provider's base-URL environment variable; None: the SDK's."""

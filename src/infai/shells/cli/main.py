@@ -23,6 +23,7 @@ from .root import root
 COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("agent", "chat"),
     "compact": ("agent", "compact_command"),
+    "config": ("config_cmd", "config_group"),
     "doctor": ("doctor", "doctor_command"),
     "import": ("imports", "import_command"),
     "mcp": ("mcp", "mcp_group"),
