@@ -58,9 +58,12 @@ def infai(
     )
 
 
-def on_terminal(tmp_path: Path, args: list[str], answers: list[tuple[str, str]]) -> str:
+def on_terminal(
+    tmp_path: Path, args: list[str], answers: list[tuple[str, str]], code: int = 0, **extra: str
+) -> str:
     """Run ``infai ARGS`` on a pseudo-terminal; each (prompt, answer): wait until
-    ``prompt`` is shown, then type ``answer`` and Enter. Returns all it showed."""
+    ``prompt`` is shown, then type ``answer`` and Enter. Returns all it showed; the
+    exit code must be ``code``."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     leader, follower = pty.openpty()
@@ -70,7 +73,7 @@ def on_terminal(tmp_path: Path, args: list[str], answers: list[tuple[str, str]])
         stdout=follower,
         stderr=follower,
         cwd=work,
-        env=_env(tmp_path),
+        env=_env(tmp_path, **extra),
         close_fds=True,
     )
     os.close(follower)
@@ -97,7 +100,7 @@ def on_terminal(tmp_path: Path, args: list[str], answers: list[tuple[str, str]])
             read_until(prompt)
             os.write(leader, answer.encode() + b"\r")
         read_until(None)
-        assert process.wait(timeout=30) == 0, shown
+        assert process.wait(timeout=30) == code, shown
     finally:
         os.close(leader)
         if process.poll() is None:
@@ -193,7 +196,8 @@ def test_on_a_terminal_the_command_asks(tmp_path: Path) -> None:
         tmp_path,
         ["config", "model"],
         [
-            ("Provider", "openai"),
+            ("Provider", "openia"),  # a typo is asked again
+            ("is not one of", "openai"),
             ("Model", "qwen-local"),
             ("Base URL", "http://127.0.0.1:8000/v1"),
         ],
@@ -217,3 +221,11 @@ def test_an_unusable_model_says_how_to_set_one_up(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "needs an API key: set OPENAI_API_KEY" in done.stderr
     assert "infai config model" in done.stderr
+
+
+def test_the_ui_with_an_unusable_model_says_how_to_set_one_up(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('model = "x"\n[models.x]\nprovider = "openai"\nmodel = "m"\n')
+    shown = on_terminal(tmp_path, [], [], code=2, INFAI_CONFIG=str(config))
+    assert "needs an API key: set OPENAI_API_KEY" in shown and "infai config model" in shown
+    assert "Traceback" not in shown

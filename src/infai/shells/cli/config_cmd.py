@@ -116,13 +116,22 @@ def write_config(path: Path, text: str, private: bool) -> None:
         raise
 
 
-def _ask(value: str | None, prompt: str, interactive: bool, default: str | None = None) -> str:
+def _ask(
+    value: str | None,
+    prompt: str,
+    interactive: bool,
+    default: str | None = None,
+    choices: list[str] | None = None,
+) -> str:
+    """``value`` if given, else the answer to ``prompt`` (asked again until it is one
+    of ``choices``, if any); without a terminal, an error naming the flag to give."""
     if value:
         return value
     if not interactive:
         flag = "--" + prompt.split(" (")[0].lower().replace(" ", "-")
         raise BadInput(f"{flag} is needed (standard input is not a terminal to ask on)")
-    answer: str = click.prompt(prompt, default=default, err=True)
+    kind = click.Choice(choices, case_sensitive=False) if choices else None
+    answer: str = click.prompt(prompt, default=default, type=kind, err=True)
     return answer.strip()
 
 
@@ -148,7 +157,7 @@ def _choose(
 ) -> Choice:
     """What to write, from the flags and, on a terminal, the answers to what they left out."""
     interactive = sys.stdin is not None and sys.stdin.isatty()
-    kind = _ask(kind, "Provider (openai, anthropic, ollama)", interactive, "openai").lower()
+    kind = _ask(kind, "Provider", interactive, "openai", list(KINDS)).lower()
     if kind not in KINDS:
         raise BadInput(f"--provider: {kind!r} is not one of {', '.join(KINDS)}")
     provider, url_default, env_default = KINDS[kind]
