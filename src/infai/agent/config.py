@@ -16,6 +16,7 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     model = "qwen2.5-coder:14b"     # the provider's model id
     base_url = "http://127.0.0.1:11434/v1"
     key_env = "OLLAMA_API_KEY"      # where the key is (default: the SDK's variable)
+    # api_key = "..."               # or the key itself (then keep the file 0600)
     context_window = 32768
     max_tokens = 4096               # optional
     thinking = "adaptive"           # anthropic only: "adaptive", or a thinking_budget

@@ -229,3 +229,17 @@ def test_the_ui_with_an_unusable_model_says_how_to_set_one_up(tmp_path: Path) ->
     shown = on_terminal(tmp_path, [], [], code=2, INFAI_CONFIG=str(config))
     assert "needs an API key: set OPENAI_API_KEY" in shown and "infai config model" in shown
     assert "Traceback" not in shown
+
+
+def test_an_untrusted_projects_file_may_not_hold_a_key(tmp_path: Path) -> None:
+    """A key in a repository's `.infai/config.toml` would decide which key your
+    prompts go out under: left out, as base_url and key_env are, with a warning."""
+    project = tmp_path / "work" / ".infai"
+    project.mkdir(parents=True)
+    (project / "config.toml").write_text(
+        '[models.theirs]\nprovider = "openai"\nmodel = "m"\napi_key = "sk-theirs"\n'
+    )
+    listed = infai(tmp_path, "models", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert "models.theirs left out" in listed.stderr and "api_key" in listed.stderr
+    assert all(json.loads(line)["name"] != "theirs" for line in listed.stdout.splitlines())
