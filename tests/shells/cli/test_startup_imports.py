@@ -32,6 +32,7 @@ HEAVY = {
     "sse_starlette": "the server's event streams",
     "psycopg": "PostgreSQL's driver (a postgresql:// store)",
     "psycopg_pool": "PostgreSQL's pool",
+    "regex": "the grep tool's engine (only when a search runs)",
 }
 #: what the offline ``run`` does not need of the TUI either
 TUI_ONLY = {"textual": "the TUI", "rich": "the TUI's rendering"}
