@@ -103,7 +103,8 @@ class ModelSpec:
         return self.name or f"{self.provider}:{self.model}"
 
     def api_key(self) -> str | None:
-        """The key from the environment (``key_env``, else the SDK's variable); None if unset."""
+        """The key: the config's ``api_key``, else the environment's (``key_env``, else the
+        SDK's variable); None if neither."""
         return self.key or os.environ.get(self.key_env or DEFAULT_KEY_ENV[self.provider]) or None
 
     def resolved_base_url(self) -> str | None:
