@@ -72,12 +72,13 @@ def test_the_benchmark_summary_quotes_the_printed_runs() -> None:
     as the script printed them, and every script named exists."""
     docs = (README.parent / "docs" / "benchmarks.md").read_text()
     summary = _section(README.read_text(), "Benchmark")
-    printed = re.findall(
-        r"^(infai run --model offline hi|infai \(TUI\), first frame) .*\| +([\d.]+)$", docs, re.M
-    )
+    row = r"^(?:infai run --model offline hi|infai \(TUI\), first frame) +"
+    printed = re.findall(row + r"\| +([\d.]+) .*\| +([\d.]+)$", docs, re.M)
     assert len(printed) == 4, "docs/benchmarks.md shows a run after and one before"
     after, before = printed[:2], printed[2:]
-    for _, cpu in after + before:
+    for median, cpu in after:  # the run after: its medians (the targets) and CPU seconds
+        assert f"{median} s" in summary and cpu in summary, f"README lacks {median} / {cpu}"
+    for _, cpu in before:
         assert cpu in summary, f"README's start-up summary lacks {cpu}"
     for name in set(re.findall(r"`(\w+_bench\.py)`", summary + docs)):
         assert (README.parent / "benchmarks" / name).is_file(), name
