@@ -3,7 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench crash clean
+# `make install`: infai for everyday use, on PATH: a venv of its own (not this
+# checkout's .venv, not editable) with the `infai` launcher linked into ~/.local/bin.
+PREFIX ?= $(HOME)/.local
+INSTALL_VENV ?= $(PREFIX)/share/infai/venv
+
+.PHONY: run test lint bench crash clean install uninstall
 
 # The first run installs infai and its dependencies into .venv: pip prints each
 # package as it goes, so a minute of setup is visibly progressing.
@@ -17,6 +22,21 @@ $(BIN)/infai: pyproject.toml
 
 run: $(BIN)/infai
 	$(BIN)/infai $(ARGS)
+
+install:
+	@echo "infai: installing into $(INSTALL_VENV) (a venv of its own)..."
+	$(PY) -m venv $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/pip install -q --upgrade pip
+	$(INSTALL_VENV)/bin/pip install --progress-bar on --upgrade .
+	mkdir -p $(PREFIX)/bin
+	ln -sf $(INSTALL_VENV)/bin/infai $(PREFIX)/bin/infai
+	@echo "infai: installed $(PREFIX)/bin/infai"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	  *) echo "infai: $(PREFIX)/bin is not on your PATH: add it (export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac
+
+uninstall:
+	rm -f $(PREFIX)/bin/infai
+	rm -rf $(INSTALL_VENV)
 
 lint: $(BIN)/infai
 	$(BIN)/ruff check src tests benchmarks
@@ -41,6 +61,7 @@ bench: $(BIN)/infai
 	$(BIN)/python benchmarks/server_bench.py
 	$(BIN)/python benchmarks/backend_bench.py
 	$(BIN)/python benchmarks/checkpoint_bench.py
+	$(BIN)/python benchmarks/startup_bench.py
 
 clean:
 	rm -rf $(VENV)

@@ -20,8 +20,9 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
         ["server_bench.py", "--quick"],
         ["backend_bench.py", "--quick", "--reps", "1"],
         ["search_bench.py", "--quick", "--sessions", "12", "--list", "100", "--reps", "1"],
+        ["startup_bench.py", "--quick"],
     ],
-    ids=["store", "agent", "server", "backends", "search"],
+    ids=["store", "agent", "server", "backends", "search", "startup"],
 )
 def test_benchmark_script_runs(args: list[str], tmp_path: Path) -> None:
     out = subprocess.run(

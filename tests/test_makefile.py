@@ -48,3 +48,40 @@ def test_ci_runs_the_user_install_the_fast_suite_and_the_crash_loops() -> None:
     assert "need+=(chromium-driver)" in (ROOT / ".ci" / "run").read_text()
     install = (ROOT / ".ci" / "user-install").read_text()
     assert 'pip" install -q --no-cache-dir .' in install and "[dev]" not in install
+
+
+def test_make_install_puts_a_plain_install_on_path(tmp_path: Path) -> None:
+    """`make install` (the README's quickstart): a venv of its own under the prefix
+    (default ~/.local), a plain (not editable, no dev extras) install of infai, and
+    the launcher linked into PREFIX/bin; CI runs it for real in `.ci/user-install`."""
+    make = shutil.which("make")
+    assert make is not None
+    prefix = tmp_path / "prefix"
+    planned = subprocess.run(
+        [make, "-n", "install", f"PREFIX={prefix}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    venv = prefix / "share" / "infai" / "venv"
+    assert f"-m venv {venv}" in planned
+    [install] = [
+        line
+        for line in planned.splitlines()
+        if "pip install" in line and "pip " in line and "--upgrade pip" not in line
+    ]
+    assert install.endswith(" .") and " -e " not in install and "[dev]" not in install
+    assert f"ln -sf {venv}/bin/infai {prefix}/bin/infai" in planned
+    home = subprocess.run(
+        [make, "-n", "install", "HOME=/home/someone"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (
+        "ln -sf /home/someone/.local/share/infai/venv/bin/infai /home/someone/.local/bin/infai"
+        in home
+    )
+    assert 'make -C "$repo" install PREFIX=' in (ROOT / ".ci" / "user-install").read_text()

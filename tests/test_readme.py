@@ -32,3 +32,53 @@ def test_readme_config_example_is_valid(tmp_path: Path) -> None:
         config = load_config(tmp_path, user)
         if "default_model" in block:  # the main example names a model it defines
             assert config.default_model in config.models
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_quickstart_names_real_commands_and_the_install_target() -> None:
+    """Each `infai ...` line of the Quickstart is a command the command line has,
+    and `make install` is a target of the Makefile."""
+    import click
+
+    from infai.shells.cli.main import main
+
+    quick = _section(README.read_text(), "Quickstart")
+    assert "make install" in quick and "\ninstall:" in (README.parent / "Makefile").read_text()
+    lines = [
+        line.split("#")[0].split()
+        for block in re.findall(r"```sh\n(.*?)```", quick, re.S)
+        for line in block.splitlines()
+        if line.startswith("infai ")
+    ]
+    assert len(lines) >= 5
+    for words in lines:
+        command: click.Command | None = main
+        for word in words[1:3]:
+            if not isinstance(command, click.Group) or word.startswith(("-", '"')):
+                break
+            if word.isupper():  # a placeholder (SESSION, EVENT)
+                break
+            command = command.get_command(click.Context(command), word)
+            assert command is not None, f"README Quickstart: no command {' '.join(words)}"
+
+
+def test_the_benchmark_summary_quotes_the_printed_runs() -> None:
+    """The README's one-line start-up figures are those docs/benchmarks.md shows
+    as the script printed them, and every script named exists."""
+    docs = (README.parent / "docs" / "benchmarks.md").read_text()
+    summary = _section(README.read_text(), "Benchmark")
+    row = r"^(?:infai run --model offline hi|infai \(TUI\), first frame) +"
+    printed = re.findall(row + r"\| +([\d.]+) .*\| +([\d.]+)$", docs, re.M)
+    assert len(printed) == 4, "docs/benchmarks.md shows a run after and one before"
+    after, before = printed[:2], printed[2:]
+    for median, cpu in after:  # the run after: its medians (the targets) and CPU seconds
+        assert f"{median} s" in summary and cpu in summary, f"README lacks {median} / {cpu}"
+    for _, cpu in before:
+        assert cpu in summary, f"README's start-up summary lacks {cpu}"
+    for name in set(re.findall(r"`(\w+_bench\.py)`", summary + docs)):
+        assert (README.parent / "benchmarks" / name).is_file(), name

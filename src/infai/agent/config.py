@@ -17,6 +17,7 @@ the user's (deny beats ask beats allow whichever file they come from). ::
     model = "qwen2.5-coder:14b"     # the provider's model id
     base_url = "http://127.0.0.1:11434/v1"
     key_env = "OLLAMA_API_KEY"      # where the key is (default: the SDK's variable)
+    # api_key = "..."               # or the key itself (then keep the file 0600)
     context_window = 32768
     max_tokens = 4096               # optional
     thinking = "adaptive"           # anthropic only: "adaptive", or a thinking_budget
@@ -86,6 +87,7 @@ MODEL_KEYS = {
     "model": str,
     "base_url": str,
     "key_env": str,
+    "api_key": str,
     "context_window": int,
     "max_tokens": int,
     "thinking_budget": int,
@@ -93,10 +95,10 @@ MODEL_KEYS = {
 }
 #: settings a project's file may not give a model unless the user trusts the project:
 #: they decide where your key is sent, and which key
-KEY_SETTINGS = ("base_url", "key_env")
+KEY_SETTINGS = ("base_url", "key_env", "api_key")
 #: settings of a model of the user's own file no project's file may change, trusted
 #: or not: they decide where the user's prompts and key go
-ROUTE_SETTINGS = ("provider", "base_url", "key_env")
+ROUTE_SETTINGS = ("provider", "base_url", "key_env", "api_key")
 TRUST_HINT = "add its directory to trusted_projects in your own config"
 #: model names the registry reads itself (``offline`` no file may define at all),
 #: besides ``PROVIDER:MODEL`` for every registered provider (:func:`_builtin_name`)
@@ -240,6 +242,7 @@ def _spec(name: str, table: dict[str, Any], path: Path) -> ModelSpec:
         model=table["model"],
         base_url=table.get("base_url"),
         key_env=table.get("key_env"),
+        key=table.get("api_key"),
         context_window=table.get("context_window", info.context_window),
         max_tokens=table.get("max_tokens"),
         thinking_budget=table.get("thinking_budget") if thinking == "budget" else None,
@@ -306,6 +309,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
             continue
         data = _read(path)
         read.append(path)
+        warnings += _open_key(path, data)
         sandbox = _sandbox(path, data.pop("sandbox", None), sandbox, path == project, warnings)
         untrusted = path == project and not trusted
         checkpoints = parse_checkpoints(
@@ -395,6 +399,19 @@ def _turn_keys(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return steps, rules
+
+
+def _open_key(path: Path, data: dict[str, Any]) -> list[str]:
+    """A warning when ``path`` holds an API key (``api_key``) other users may read."""
+    models = data.get("models")
+    if not isinstance(models, dict) or not any(
+        isinstance(t, dict) and "api_key" in t for t in models.values()
+    ):
+        return []
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return []
+    return [f"{path} holds an API key and others may read it (mode {mode:o}): chmod 600 {path}"]
 
 
 def _hooks(path: Path, value: Any, untrusted: bool, warnings: list[str]) -> list[HookSpec]:
@@ -502,7 +519,7 @@ def _untrusted_model(name: str, table: dict[str, Any], user: dict[str, Any]) -> 
     would send the user's prompts, under the user's key, somewhere else).
     """
     if any(k in table for k in KEY_SETTINGS):
-        return "a project's config may not set base_url or key_env unless you trust it"
+        return "a project's config may not set base_url, key_env or api_key unless you trust it"
     if name in user:
         return f"{name!r} is a model of your own config, which a project's config may not change"
     if _builtin_name(name):

@@ -37,14 +37,13 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, InvalidInput, SessionInfo, SessionStore
 from infai.tools import Policy, Rule, Sandbox, Toolbox, builtin_tools
 from infai.tools.base import Permissions
-from infai.tools.mcp import McpHub
 from infai.tools.offload import off_loop
 from infai.tools.sandbox_verified import unverified
 
@@ -54,6 +53,9 @@ from .questions import AnyApprover, as_approver
 from .session import AgentSession
 from .subagent import TaskTool
 from .workfiles import WorkFiles, too_wide
+
+if TYPE_CHECKING:
+    from infai.tools.mcp import McpHub
 
 
 class Harness:
@@ -415,6 +417,8 @@ class Harness:
         with self._hubs_lock:
             hub = self._hubs.get(here)
             if hub is None:
+                from infai.tools.mcp import McpHub  # the SDK: only with a server configured
+
                 hub = self._hubs[here] = McpHub(servers, self.sandbox, here)
             return hub
 

@@ -167,7 +167,7 @@ class OfflineModel(FunctionModel):
         return (
             f"offline model: you said {first_line!r} "
             f"({len(request.messages)} messages in context). "
-            "Configure a real model for real answers."
+            "Configure a real model (infai config model) for real answers."
         )
 
     @staticmethod

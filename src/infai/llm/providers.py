@@ -30,7 +30,7 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .messages import (
@@ -77,6 +77,9 @@ class ModelSpec:
     base_url: str | None = None
     #: the environment variable holding the API key (the SDK's own by default)
     key_env: str | None = None
+    #: the API key itself, when the user's config file holds it (``api_key``; the file
+    #: is then 0600); else the environment's (``key_env``)
+    key: str | None = field(default=None, repr=False)
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_tokens: int | None = None
     #: Anthropic extended thinking with a token budget (None: off)
@@ -104,7 +107,10 @@ class ModelSpec:
         return self.key_env or self.info.key_env
 
     def api_key(self) -> str | None:
-        """The key from the environment (:meth:`key_variable`); None if unset."""
+        """The key: the config's ``api_key``, else the environment's
+        (:meth:`key_variable`); None if neither."""
+        if self.key:
+            return self.key
         env = self.key_variable()
         return (os.environ.get(env) or None) if env else None
 

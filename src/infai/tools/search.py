@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import regex
-
 from infai.llm import ToolSpec
 
 from .base import ToolContext, ToolOutput
@@ -340,6 +338,8 @@ class Grep:
         base = _base(arguments, context, self.spec)
         if isinstance(base, str):
             return error(base)
+        import regex  # the engine is imported when a search runs, not at every start
+
         try:
             pattern = Matcher(str(arguments.get("pattern", "")))
         except (regex.error, ValueError, OverflowError, RecursionError) as exc:
@@ -405,9 +405,9 @@ class Grep:
 
 #: what may match differently at a line's end when a newline follows it (lookaround,
 #: inline flags, \A \Z \z \G, possessive quantifiers): such a pattern is run line by line only
-_NOT_LINEWISE = regex.compile(r"\(\?|\\[AZzG]|[*+?}]\+")
+_NOT_LINEWISE = re.compile(r"\(\?|\\[AZzG]|[*+?}]\+")
 #: global flags at the start that keep a pattern line-wise (not s, which lets . cross lines)
-_LEADING_FLAGS = regex.compile(r"\(\?[aiLmux]+\)")
+_LEADING_FLAGS = re.compile(r"\(\?[aiLmux]+\)")
 
 
 class Matcher:
@@ -423,6 +423,8 @@ class Matcher:
     """
 
     def __init__(self, source: str) -> None:
+        import regex
+
         self.line = regex.compile(source)
         flags = _LEADING_FLAGS.match(source)
         rest = source[flags.end() :] if flags else source

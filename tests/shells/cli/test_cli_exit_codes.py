@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from infai.errors import InfaiError
 from infai.llm.providers import ModelUnavailable
 from infai.shells.cli import main
-from infai.shells.cli.errors import BadInput, answer
+from infai.shells.cli.errors import MODEL_HINT, BadInput, answer
 from infai.store import CorruptionError, SessionNotFound, StoreError, StoreIOError
 
 
@@ -30,7 +30,7 @@ def test_bad_input_is_an_infai_error_that_click_reports_with_code_2() -> None:
     ("error", "code", "message"),
     [
         (SessionNotFound("x"), 2, "no session x"),
-        (ModelUnavailable("no model y"), 2, "no model y"),
+        (ModelUnavailable("no model y"), 2, f"no model y\n  {MODEL_HINT}"),
         (CorruptionError("c.jsonl", 7, "bad line"), 1, "corruption: c.jsonl: offset 7: bad line"),
         (StoreIOError("disk full"), 1, "disk full"),
         (StoreError("lock not released"), 1, "lock not released"),

@@ -81,7 +81,25 @@ def harness(
     )
     for notice in space.start_notices():
         echo(f"infai: {notice}", err=True)
+    unset = space.config.default_model == "offline" and not space.config.models
+    if model_name is None and unset and _stderr_is_terminal():
+        echo(f"infai: {no_model_hint()}", err=True)
     return space
+
+
+def no_model_hint() -> str:
+    """What a person running infai with no model configured is told (the built-in
+    offline model answers then), naming the command that sets one up."""
+    from infai.agent import user_config_path
+
+    return (
+        "no model is configured, so the built-in offline model answers; "
+        f"`infai config model` sets one up (in {user_config_path()})"
+    )
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr is not None and sys.stderr.isatty()
 
 
 def open_session(
@@ -547,6 +565,7 @@ __all__ = [
     "compact_command",
     "harness",
     "models_command",
+    "no_model_hint",
     "open_session",
     "run",
 ]

@@ -78,6 +78,19 @@ def exit_table() -> list[tuple[type[BaseException], int, str]]:
     ]
 
 
+#: what a model that cannot be used is answered with, after why
+MODEL_HINT = "to set up a model: infai config model (`infai models` lists them)"
+
+
+def _hint(exc: BaseException) -> str:
+    """How to fix what ``exc`` says, where there is a command for it."""
+    from infai.llm import ModelUnavailable
+
+    if isinstance(exc, ModelUnavailable):
+        return f"\n  {MODEL_HINT}"
+    return ""
+
+
 def answer(exc: BaseException) -> click.ClickException | None:
     """The click error that reports ``exc`` with its exit code; None if ``exc`` is
     not in the table (a bug, to be raised as it is)."""
@@ -86,7 +99,7 @@ def answer(exc: BaseException) -> click.ClickException | None:
     for kind, code, prefix in exit_table():
         if isinstance(exc, kind):
             if code == BAD_INPUT:
-                return BadInput(f"{prefix}{exc}")
+                return BadInput(f"{prefix}{exc}{_hint(exc)}")
             return click.ClickException(f"{prefix}{exc}")
     return None
 
@@ -139,6 +152,7 @@ class InertGroup(click.Group):
 __all__ = [
     "BAD_INPUT",
     "FAILURE",
+    "MODEL_HINT",
     "BadInput",
     "InertGroup",
     "answer",

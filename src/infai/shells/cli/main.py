@@ -1,57 +1,73 @@
-"""The whole ``infai`` command line: the root group with every command added.
+"""The whole ``infai`` command line: the root group with every command named.
 
-This is the only module that imports every command module and adds it to the
+This is the only module that knows every command module and names it to the
 root (:mod:`.root`); command modules import neither the root nor each other's
-groups, so there is no circle and a command can be tested on its own. Each
-command module imports only click and the store at import time; the agent,
-the TUI and the server are imported when their command runs, which keeps
-``infai session …`` fast.
+groups, so there is no circle and a command can be tested on its own. A
+command's module is imported only when that command runs (the root is a
+:class:`~.root.LazyGroup`), and each command module imports only click and
+the store at import time; the agent, the TUI and the server are imported
+when their command runs, which keeps ``infai run`` and ``infai session …``
+fast (``benchmarks/startup_bench.py`` measures it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
+
 import click
 
-from .agent import chat, compact_command, models_command, run
-from .doctor import doctor_command, sandbox_group
-from .imports import import_command
-from .mcp import mcp_group
-from .plugins import plugins_command
-from .remote import login_command, logout_command, remote_command
 from .root import root
-from .search import search_command
-from .serve import serve_command
-from .session import session
-from .share import share_command
-from .store import store_group
-from .tui import tui
-from .workfiles import checkout_command, diff_command, files_command
 
-COMMANDS: tuple[click.Command, ...] = (
-    session,
-    store_group,
-    run,
-    chat,
-    compact_command,
-    models_command,
-    tui,
-    serve_command,
-    import_command,
-    doctor_command,
-    sandbox_group,
-    search_command,
-    mcp_group,
-    login_command,
-    logout_command,
-    plugins_command,
-)
+#: each command's name, and the module of this package and the name it is defined as
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("agent", "chat"),
+    "compact": ("agent", "compact_command"),
+    "config": ("config_cmd", "config_group"),
+    "login": ("remote", "login_command"),
+    "logout": ("remote", "logout_command"),
+    "plugins": ("plugins", "plugins_command"),
+    "doctor": ("doctor", "doctor_command"),
+    "import": ("imports", "import_command"),
+    "mcp": ("mcp", "mcp_group"),
+    "models": ("agent", "models_command"),
+    "run": ("agent", "run"),
+    "sandbox": ("doctor", "sandbox_group"),
+    "search": ("search", "search_command"),
+    "serve": ("serve", "serve_command"),
+    "session": ("session", "session"),
+    "store": ("store", "store_group"),
+    "tui": ("tui", "tui"),
+}
 
-root.remote_forms = remote_command  # what --remote runs instead
-for _command in COMMANDS:
-    root.add_command(_command)
-for _command in (files_command, diff_command, checkout_command):  # files on the timeline
-    session.add_command(_command)
-session.add_command(share_command)  # one HTML file to hand on, secrets redacted
+
+def load(name: str) -> click.Command:
+    """The command ``name``, its module imported now (``session`` with the
+    commands of files on the timeline added to it)."""
+    module, attribute = COMMANDS[name]
+    command: click.Command = getattr(import_module(f"{__package__}.{module}"), attribute)
+    if name == "session" and isinstance(command, click.Group) and "files" not in command.commands:
+        from .share import share_command
+        from .workfiles import checkout_command, diff_command, files_command
+
+        for sub in (files_command, diff_command, checkout_command, share_command):
+            command.add_command(sub)
+    return command
+
+
+def _loader(name: str) -> Callable[[], click.Command]:
+    return lambda: load(name)
+
+
+def _remote_form(name: str) -> click.Command:
+    """What ``--remote`` runs instead of ``infai NAME`` (:mod:`.remote`)."""
+    from .remote import remote_command
+
+    return remote_command(name)
+
+
+root.lazy.update({name: _loader(name) for name in COMMANDS})
+root.remote_forms = _remote_form
 
 #: the assembled command line (``infai``)
 main = root
@@ -62,4 +78,4 @@ def entry() -> None:
     main()
 
 
-__all__ = ["COMMANDS", "entry", "main"]
+__all__ = ["COMMANDS", "entry", "load", "main"]

@@ -3,14 +3,18 @@
 The root reads the store options into a :class:`~.common.StoreSpec` (opened
 only by a command that needs the store) and, with no command, runs ``tui``
 with the TUI's options. It knows no command by import: ``tui`` is looked up by
-name among the commands :mod:`.main` added, so no command module is imported
-here and none imports this module back.
+name among the commands :mod:`.main` named, so no command module is imported
+here and none imports this module back. The root is a :class:`LazyGroup`: a
+command's module is imported when that command runs (or ``--help`` lists
+them all), so ``infai run`` does not pay for the server's, the importers' or
+the TUI's imports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,7 +24,28 @@ from .errors import BadInput, InertGroup
 TUI_FLAGS = ("--session", "--continue", "--model", "--allow")
 
 
-class RootGroup(InertGroup):
+class LazyGroup(InertGroup):
+    """A group whose commands are named up front and loaded when first looked up.
+
+    ``lazy`` maps a command's name to what builds it (importing its module);
+    click asks :meth:`get_command` for the one command a line runs, and
+    :meth:`list_commands` for all of them only to print help.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, Callable[[], click.Command]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            self.add_command(self.lazy[cmd_name](), cmd_name)
+        return self.commands.get(cmd_name)
+
+
+class RootGroup(LazyGroup):
     """The root group: with ``--remote``, a command resolves to its remote form
     (:attr:`remote_forms`, set by :mod:`.main`: the root imports no command)."""
 
@@ -132,4 +157,4 @@ def root(
         ctx.invoke(tui, **tui_options)
 
 
-__all__ = ["root"]
+__all__ = ["LazyGroup", "root"]

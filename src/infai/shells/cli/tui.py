@@ -4,7 +4,8 @@ The UI reads keys from standard input and draws with escape sequences; on a
 pipe, a script or ``< /dev/null`` it would write those sequences into the pipe
 and spin waiting for keys that never come. So the command first checks that
 standard input is a terminal and otherwise says so, points to ``infai run``
-(the headless shell), and exits 2 without importing textual.
+(the headless shell), and exits 2 without importing textual. On a first run
+(no config file yet) it offers to set up a model first (:func:`first_run`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,34 @@ NOT_A_TERMINAL = (
 )
 
 
+#: what a first run's answer "no" leaves in the new config file
+FIRST_RUN_FILE = """\
+# infai's configuration (TOML). No model yet: the built-in offline model answers.
+# `infai config model` adds one (OpenAI-compatible, Anthropic or Ollama).
+"""
+
+
+def first_run() -> None:
+    """On a first run (no config file, and none named by ``$INFAI_CONFIG``), offer
+    to set up a model before the UI opens; asked once: a "no" leaves a config file
+    saying how to do it later."""
+    if os.environ.get("INFAI_CONFIG"):
+        return
+    from infai.agent import user_config_path
+
+    from .config_cmd import config_model, write_config
+
+    path = user_config_path()
+    if path.exists():
+        return
+    echo("infai: no model is configured yet; the built-in offline model answers (no network).")
+    if click.confirm("Set up a model now?", default=True):
+        click.get_current_context().invoke(config_model)
+        return
+    write_config(path, FIRST_RUN_FILE, private=False)
+    echo(f"infai: wrote {path}; `infai config model` sets up a model later")
+
+
 @click.command("tui")
 @session_option
 @continue_option
@@ -51,6 +80,8 @@ def tui(
     """The terminal UI (also what plain `infai` opens)."""
     if not stdin_is_terminal():
         raise BadInput(NOT_A_TERMINAL)
+    if model_name is None:
+        first_run()
     from ..tui import InfaiApp
 
     store = store_of(click.get_current_context())
@@ -75,4 +106,4 @@ def tui(
         echo(f"infai: session {app.left_session}; come back with: {command}", err=True)
 
 
-__all__ = ["NOT_A_TERMINAL", "stdin_is_terminal", "tui"]
+__all__ = ["FIRST_RUN_FILE", "NOT_A_TERMINAL", "first_run", "stdin_is_terminal", "tui"]

@@ -96,6 +96,8 @@ class InfaiApp(Keyboard, Files):
     """Chat, timeline, sessions and approvals over the harness's sessions."""
 
     TITLE = "infai"
+    #: Textual's palette lists Textual's commands, not infai's: F1 lists infai's
+    ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel / quit", priority=True),
         Binding("ctrl+t", "toggle_timeline", "timeline"),

@@ -18,14 +18,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.syntax import Syntax
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Collapsible, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Button, Collapsible, Static
 
 from infai.store import (
     BranchSummaryRecord,
@@ -43,6 +41,10 @@ from ..inert import inert, inert_markup, inert_text
 from .diffs import DIFFED, current_text, diff_sides
 from .panels import files_mark
 from .store_io import off_loop
+
+if TYPE_CHECKING:  # imported when first drawn: Markdown (markdown-it) and Syntax (pygments)
+    from rich.syntax import Syntax  # are not needed for the first frame of a new session
+    from textual.widgets.markdown import MarkdownStream
 
 PAGE = 40
 #: results longer than this many lines start folded
@@ -86,6 +88,8 @@ def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None
     if len(lines) > DIFF_LINES:
         more = len(lines) - DIFF_LINES
         lines = [*lines[:DIFF_LINES], f"… {more} more diff lines"]
+    from rich.syntax import Syntax
+
     return Syntax(inert("\n".join(lines)), "diff", theme="ansi_dark", word_wrap=True)
 
 
@@ -116,6 +120,8 @@ class AssistantMessage(Widget):
         self.event_id = event_id
         self.text = text
         self.reasoning = reasoning
+        from textual.widgets import Markdown
+
         self._markdown = Markdown(inert(text))
         self._thoughts = Static(inert_text(reasoning), classes="reasoning")
         self._fold = Collapsible(self._thoughts, title="reasoning", collapsed=True)
@@ -129,7 +135,7 @@ class AssistantMessage(Widget):
     async def append_text(self, delta: str) -> None:
         self.text += delta
         if self._stream is None:
-            self._stream = Markdown.get_stream(self._markdown)
+            self._stream = self._markdown.get_stream(self._markdown)
         await self._stream.write(inert(delta))
 
     def append_reasoning(self, delta: str) -> None:

@@ -10,7 +10,26 @@ like every tool, and answers with a typed :class:`~infai.tools.base.ToolOutput`.
 :mod:`.connection` keeps one server up, :mod:`.hub` brings them together.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .config import PREFIX, MissingVariable, ServerConfig, tool_name
-from .hub import McpHub, McpTool
+
+if TYPE_CHECKING:
+    from .hub import McpHub, McpTool
+
+#: the names that load the ``mcp`` SDK: imported when first used (a configured
+#: server is connected), so a command with no MCP server never pays for the SDK
+_LAZY = frozenset({"McpHub", "McpTool"})
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import hub
+
+    return getattr(hub, name)
+
 
 __all__ = ["PREFIX", "McpHub", "McpTool", "MissingVariable", "ServerConfig", "tool_name"]
