@@ -145,14 +145,13 @@ def test_a_broken_plugin_is_reported_and_skipped_in_one_line(broken: Path, work:
         "(decorate a function with infai.tools.tool)",
     ]
     failed = infai(broken, work, "run", "--model", "wrongtype:m", "hi", code=2)
-    assert (
-        failed.stderr.strip()
-        .splitlines()[-1]
-        .endswith(
-            "plugin provider 'wrongtype' (infai-broken-plugin 0.0.1) skipped: "
-            "infai_broken_plugin:wrongtype is a dict, not a ProviderInfo"
-        )
+    said = failed.stderr.strip().splitlines()
+    assert said[0].endswith(
+        "plugin provider 'wrongtype' (infai-broken-plugin 0.0.1) skipped: "
+        "infai_broken_plugin:wrongtype is a dict, not a ProviderInfo"
     )
+    assert said[-1].endswith("to set up a model: infai config model (`infai models` lists them)")
+    assert "Traceback" not in failed.stderr
 
 
 @pytest.mark.slow  # an infai process
