@@ -10,6 +10,7 @@ JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
 store or a model directly.
 """
 
+from .checkpoints.listing import working_files
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import CheckpointSettings, Config, ConfigError, describe_models, load_config
 from .context import UnsendableEvent, to_messages
@@ -21,6 +22,7 @@ from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
+from .user_context import USER_CONTEXT, file_note, run_as_user, shell_note
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -35,6 +37,7 @@ from .workfiles import (
 
 __all__ = [
     "MANIFEST_KEY",
+    "USER_CONTEXT",
     "AgentEvent",
     "AgentSession",
     "Busy",
@@ -68,13 +71,17 @@ __all__ = [
     "diff_at",
     "event_to_obj",
     "event_tokens",
+    "file_note",
     "files_at",
     "load_config",
     "load_manifest",
     "manifest_of",
     "record_manifest",
+    "run_as_user",
     "run_turn",
     "settled_obj",
+    "shell_note",
     "system_prompt",
     "to_messages",
+    "working_files",
 ]

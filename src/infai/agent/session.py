@@ -463,22 +463,7 @@ class AgentSession(SessionFiles, SessionHooks):
                 text,
                 toolbox=self.toolbox,
                 permissions=self.permissions,
-                context=ToolContext(
-                    self.working_dir,
-                    self.session_id,
-                    # read deny rules hold for every file a search reads or names
-                    readable=(
-                        self.permissions.may_read if isinstance(self.permissions, Policy) else None
-                    ),
-                    reads_denied=(
-                        isinstance(self.permissions, Policy) and self.permissions.denies_reads()
-                    ),
-                    denied_reads=(
-                        self.permissions.denied_read_patterns()
-                        if isinstance(self.permissions, Policy)
-                        else ()
-                    ),
-                ),
+                context=self.tool_context(),
                 system=system,
                 cache=self.cache,
                 compact_at=self.compact_at,
@@ -496,6 +481,31 @@ class AgentSession(SessionFiles, SessionHooks):
         except Exception as exc:
             self.hub.publish(TurnEnded("error", f"{type(exc).__name__}: {exc}"))
             raise
+
+    def tool_context(self) -> ToolContext:
+        """Where this session's tools run, with its read policy: a turn's calls and
+        the user's own (``!cmd``, ``@file``: :mod:`.user_context`) see the same."""
+        policy = self.permissions if isinstance(self.permissions, Policy) else None
+        return ToolContext(
+            self.working_dir,
+            self.session_id,
+            # read deny rules hold for every file a search reads or names
+            readable=policy.may_read if policy is not None else None,
+            reads_denied=policy is not None and policy.denies_reads(),
+            denied_reads=policy.denied_read_patterns() if policy is not None else (),
+        )
+
+    async def add_context(self, record: MessageRecord) -> Event:
+        """Append what the user added between turns (:mod:`.user_context`), in the
+        slot, published as any append is; the next prompt's request holds it."""
+        await self._hold("adding context")
+        try:
+            event = await off_loop(self.writer.append, record, "user")
+        finally:
+            await self._free()
+        self.cache.appended([event])
+        self._saved(event)
+        return event
 
     # -- compaction and branches ----------------------------------------------
 

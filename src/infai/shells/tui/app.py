@@ -157,7 +157,7 @@ class InfaiApp(Keyboard, Files):
         self._watch_files()
         home, here = Path(self.harness.store.home), self.harness.working_dir
         with suppress(OSError):  # history is a convenience: without it, none is shown
-            self.prompt.history = await off_loop(lambda: history.load(home, here))
+            self.prompt.past = await off_loop(lambda: history.load(home, here))
         if self.harness.store.shared_writers:  # others may append to the open session
             self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
 
@@ -170,7 +170,8 @@ class InfaiApp(Keyboard, Files):
         the loop that used their connections); once, however often the app ends."""
         self._ending = True
         self._watching.set()
-        self.queued.clear()  # not sent: the app is going
+        self.keep_drafts()  # the box's and the queue's: not sent, kept in the history
+        self.queued.clear()
         await self._settle_turn()
         session, self.session = self.session, None
         if session is not None and (session.session_id not in self._created or self.head.count):
@@ -294,7 +295,7 @@ class InfaiApp(Keyboard, Files):
         session = self.session
         assert session is not None
         self.state.notice = ""
-        if not await self._files_first(session, text):  # a picked event's files first
+        if not await self._before_send(session, text):  # @files read, a pick's files back
             return
         events = session.hub.subscribe()  # before the turn starts: nothing is missed
         turn: Turn | None = None
@@ -492,7 +493,8 @@ class InfaiApp(Keyboard, Files):
             await self.action_quit()
             return
         self._armed = now
-        self.notify("press Ctrl-C again to quit", timeout=QUIT_WINDOW)
+        cleared = "draft cleared (Up brings it back); " if self.clear_draft() else ""
+        self.notify(f"{cleared}press Ctrl-C again to quit", timeout=QUIT_WINDOW)
 
     def _cancel_turn(self) -> None:
         """Cancel what runs: a turn in the session's slot (its watcher shows the
