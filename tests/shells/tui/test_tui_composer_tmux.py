@@ -165,6 +165,10 @@ def test_slash_opens_the_command_popup(terminal: Terminal) -> None:
     terminal.burst("Escape")
     terminal.wait_for(lambda s: "summarise the context" not in s, "the popup closed")
     assert box(terminal.screen()) == "/co"
+    terminal.burst("BSpace", "BSpace")  # back to "/": every command again
+    terminal.wait_for(lambda s: "/quit" in s and "/compact" in s, "the whole list again")
+    terminal.burst("Down", "Down", "Tab")  # the third: /rename
+    terminal.wait_for(lambda s: box(s) == "/rename", "chosen with Down")
     terminal.burst("C-u", "/he", "Enter")  # Enter completes an unfinished name
     terminal.wait_for(lambda s: box(s) == "/help", "/help completed")
     terminal.burst("C-u", "/help", "Enter")

@@ -112,7 +112,7 @@ class Completions(Static):
     DEFAULT_CSS = """
     Completions {
         height: auto; max-height: 8; display: none; padding: 0 1;
-        background: $panel; color: $text;
+        background: $panel; color: $text; text-wrap: nowrap; text-overflow: ellipsis;
     }
     """
     can_focus = False
@@ -129,10 +129,11 @@ class Completions(Static):
         self.display = bool(self.choices)
         if not self.choices:
             return
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")  # a line each: the chosen one shows
+        width = max(len(choice.label) for choice in self.choices)
         for number, choice in enumerate(self.choices):
             style = "reverse" if number == self.index else ""
-            text.append(inert(choice.label), style=style)
+            text.append(inert(choice.label.ljust(width)), style=style)
             if choice.help:
                 text.append(inert(f"  {choice.help}"), style="dim")
             if number < len(self.choices) - 1:

@@ -43,6 +43,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import TextArea
+from textual.widgets.text_area import Edit, EditResult
 
 from infai.agent import working_files
 
@@ -169,7 +170,6 @@ class PromptInput(TextArea):
             return
         if event.key != "enter":
             await super()._on_key(event)
-            self.complete()
             return
         event.stop()
         event.prevent_default()  # not TextArea's own new line
@@ -213,9 +213,15 @@ class PromptInput(TextArea):
             self.pastes[marker] = text
             text = marker
         self.replace(text, *self.selection)
-        self.complete()
 
     # -- the completion popup -----------------------------------------------------
+
+    def edit(self, edit: Edit) -> EditResult:
+        """Every change of the text (typed, deleted, pasted, undone) goes through
+        here: what the popup offers follows it in the same step."""
+        result = super().edit(edit)
+        self.complete()
+        return result
 
     def popup_key(self, key: str) -> bool:
         """A key while the popup is shown: whether the popup took it."""
