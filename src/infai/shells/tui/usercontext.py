@@ -91,9 +91,15 @@ class UserContext(Commands):
 
     def bang(self, text: str) -> None:
         """``!cmd`` from the prompt box: run it now, or say why not (it is kept)."""
-        if self.session is None or self.busy:
+        why = ""
+        if self.session is None:
+            why = "no session is open (Ctrl-O)"
+        elif self.busy:
+            why = "a turn is running"
+        elif self.session.pending_parent is not None:  # its files are not back yet
+            why = "an older event is picked: send a prompt from it first, or Esc"
+        if why or self.session is None:
             self.prompt.show(text)  # kept: nothing is lost
-            why = "no session is open (Ctrl-O)" if self.session is None else "a turn is running"
             self.notify(f"{why}: the command is back in the prompt", severity="warning")
             return
         self._remember(text)
