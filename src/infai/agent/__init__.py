@@ -22,7 +22,7 @@ from .prompt import system_prompt
 from .session import AgentSession
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
-from .user_context import USER_CONTEXT, file_note, run_as_user, shell_note
+from .user_context import USER_CONTEXT, add_context, file_note, run_as_user, shell_note
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -65,6 +65,7 @@ __all__ = [
     "TurnEnded",
     "UnsendableEvent",
     "WorkFiles",
+    "add_context",
     "checkout",
     "context_tokens",
     "describe_models",

@@ -483,8 +483,7 @@ class AgentSession(SessionFiles, SessionHooks):
             raise
 
     def tool_context(self) -> ToolContext:
-        """Where this session's tools run, with its read policy: a turn's calls and
-        the user's own (``!cmd``, ``@file``: :mod:`.user_context`) see the same."""
+        """Where its tools run, with its read policy (a turn's calls and the user's own)."""
         policy = self.permissions if isinstance(self.permissions, Policy) else None
         return ToolContext(
             self.working_dir,
@@ -494,18 +493,6 @@ class AgentSession(SessionFiles, SessionHooks):
             reads_denied=policy is not None and policy.denies_reads(),
             denied_reads=policy.denied_read_patterns() if policy is not None else (),
         )
-
-    async def add_context(self, record: MessageRecord) -> Event:
-        """Append what the user added between turns (:mod:`.user_context`), in the
-        slot, published as any append is; the next prompt's request holds it."""
-        await self._hold("adding context")
-        try:
-            event = await off_loop(self.writer.append, record, "user")
-        finally:
-            await self._free()
-        self.cache.appended([event])
-        self._saved(event)
-        return event
 
     # -- compaction and branches ----------------------------------------------
 

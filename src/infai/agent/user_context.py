@@ -12,9 +12,9 @@ not run for the user's own calls.
 
 What was run or read is recorded as a ``user`` message (:func:`shell_note`,
 :func:`file_note`) with :data:`USER_CONTEXT` in its metadata, appended with
-:meth:`~infai.agent.AgentSession.add_context`: durable, in the session's
-history (a resume, an export and the next request all see it), and no turn's
-prompt (:mod:`.unfinished` does not take it for an unanswered one).
+:func:`add_context` (in the session's slot, as a turn appends): durable, in the
+session's history (a resume, an export and the next request all see it), and no
+turn's prompt (:mod:`.unfinished` does not take it for an unanswered one).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from infai.llm import ToolCall
-from infai.store import MessageRecord
+from infai.store import Event, MessageRecord
 from infai.tools import ToolOutput
+from infai.tools.offload import off_loop
 
 from .loop import _run_tool
 
@@ -63,3 +64,16 @@ def file_note(path: str, output: ToolOutput) -> MessageRecord:
     body = output.content.rstrip("\n")
     text = f"I attached the file `{path}` (as read_file reads it):\n\n```\n{body}\n```"
     return MessageRecord(content=text, metadata={USER_CONTEXT: "file", "path": path})
+
+
+async def add_context(session: AgentSession, note: MessageRecord) -> Event:
+    """Append ``note`` between turns, in the session's slot (so no turn, compaction
+    or other process writes meanwhile), published as any append is."""
+    await session._hold("adding context")
+    try:
+        event = await off_loop(session.writer.append, note, "user")
+    finally:
+        await session._free()
+    session.cache.appended([event])
+    session._saved(event)
+    return event

@@ -106,6 +106,7 @@ def test_the_composer_grows_then_scrolls_and_new_line_keys_never_send(terminal: 
     assert contents(terminal)[0] == "\n".join(words)
 
 
+@pytest.mark.slow  # a guard: test_tui_tmux and test_tui_keys_tmux paste in `make test`
 def test_pastes_are_kept_whole_bracketed_or_not(terminal: Terminal) -> None:
     """A bracketed paste of several lines is one marker; an unbracketed one whose
     lines end in CR (as Enter keys) keeps its lines: neither sends anything."""

@@ -9,7 +9,8 @@ live deltas while a reply streams. "ask" permissions open a modal; the turn
 waits for the answer.
 
 Ctrl-C cancels a turn in flight (the session records the interruption and
-stays valid); a second Ctrl-C within two seconds quits. Quitting cancels any
+stays valid), else clears a draft into the prompt history; a second Ctrl-C
+within two seconds quits. Quitting cancels any
 turn and waits for it to settle before the session is closed.
 
 Three things each happen in one place: a turn starts in
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from pathlib import Path
@@ -86,8 +86,8 @@ from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_shor
 from .prompt import Arrivals, PromptInput
 from .search import SearchScreen
 from .store_io import Head, SessionHeld, off_loop
+from .usercontext import QUIT_WINDOW as QUIT_WINDOW
 
-QUIT_WINDOW = 2.0
 #: store errors of reading, not writing: a damaged or missing blob or line, an id not there
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
@@ -480,21 +480,6 @@ class InfaiApp(Keyboard, Files):
             self.notify(f"unknown command /{name} (see /help)", severity="error")
 
     # -- actions ----------------------------------------------------------------
-
-    async def action_interrupt(self) -> None:
-        now = time.monotonic()
-        if self.busy and not self._cancelled:
-            self._cancelled = True
-            self._cancel_turn()
-            self._armed = now
-            self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
-            return
-        if now - self._armed < QUIT_WINDOW:
-            await self.action_quit()
-            return
-        self._armed = now
-        cleared = "draft cleared (Up brings it back); " if self.clear_draft() else ""
-        self.notify(f"{cleared}press Ctrl-C again to quit", timeout=QUIT_WINDOW)
 
     def _cancel_turn(self) -> None:
         """Cancel what runs: a turn in the session's slot (its watcher shows the

@@ -21,6 +21,7 @@ so each module stays readable.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from pathlib import Path
@@ -33,6 +34,7 @@ from infai.agent import (
     AgentSession,
     Saved,
     Turn,
+    add_context,
     file_note,
     run_as_user,
     shell_note,
@@ -45,6 +47,8 @@ from .commands import Commands
 from .prompt import PromptInput
 from .store_io import off_loop
 
+#: seconds within which a second Ctrl-C quits
+QUIT_WINDOW = 2.0
 #: a mention: ``@`` at the start of a word, then a path (no spaces)
 MENTIONED = re.compile(r"(?:^|(?<=\s))@(\S+)")
 
@@ -66,6 +70,8 @@ class UserContext(Commands):
     """``!cmd``, ``@file`` attachments and drafts kept, over what the app provides."""
 
     queued: list[str]
+    _armed: float  # when Ctrl-C last armed the quit
+    _cancelled: bool  # Ctrl-C was pressed for the running turn
     _drafts_kept = False  # the app ended and its drafts were written
 
     @property
@@ -85,6 +91,12 @@ class UserContext(Commands):
         raise NotImplementedError
 
     def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
+        raise NotImplementedError
+
+    def _cancel_turn(self) -> None:
+        raise NotImplementedError
+
+    async def action_quit(self) -> None:
         raise NotImplementedError
 
     # -- !cmd -------------------------------------------------------------------
@@ -118,7 +130,7 @@ class UserContext(Commands):
     async def _record(self, session: AgentSession, note: MessageRecord) -> bool:
         """Append ``note`` and show it; False if the store refused it (said)."""
         try:
-            event = await session.add_context(note)
+            event = await add_context(session, note)
         except StoreError as exc:
             await self.query_one(ChatView).notice(f"not recorded: {exc}", error=True)
             return False
@@ -150,7 +162,23 @@ class UserContext(Commands):
                 return False
         return True
 
-    # -- drafts -----------------------------------------------------------------
+    # -- Ctrl-C and drafts -------------------------------------------------------
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: cancel the turn in flight, else clear the draft; twice: quit."""
+        now = time.monotonic()
+        if self.busy and not self._cancelled:
+            self._cancelled = True
+            self._cancel_turn()
+            self._armed = now
+            self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
+            return
+        if now - self._armed < QUIT_WINDOW:
+            await self.action_quit()
+            return
+        self._armed = now
+        cleared = "draft cleared (Up brings it back); " if self.clear_draft() else ""
+        self.notify(f"{cleared}press Ctrl-C again to quit", timeout=QUIT_WINDOW)
 
     def clear_draft(self) -> bool:
         """Ctrl-C on a draft: into the history (Up brings it back), the box emptied."""
