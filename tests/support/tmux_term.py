@@ -10,6 +10,7 @@ writes them to the pty at once, as a fast typist or a paste would).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 
 INFAI = Path(sys.executable).parent / "infai"
 SESSION = "infai"
-PLACEHOLDER = "Ask infai"
+PLACEHOLDER = "Ask infai…"
 STARTUP = 15.0  # seconds for the interpreter to import everything and draw
 WAIT = 6.0
 #: the sizes the real-terminal tests of the prompt box run at
@@ -54,7 +55,10 @@ class Terminal:
         self.work.mkdir()
         self.conf = tmp_path / "tmux.conf"
         self.conf.write_text("set -g remain-on-exit on\nset -g default-shell /bin/sh\n")
-        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        # Textual takes COLUMNS and LINES over the pane's size (pytest-xdist's workers
+        # may have them set): left out, or a 60x20 pane is drawn as a bigger screen
+        dropped = ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")
+        self.env = {k: v for k, v in os.environ.items() if k not in dropped}
         self.env |= {"INFAI_HOME": str(self.home), "INFAI_CONFIG": str(self.config)}
 
     def run(self, *args: str, check: bool = True) -> str:
@@ -107,14 +111,6 @@ class Terminal:
                 raise AssertionError(f"timed out waiting for {what}; the screen:\n{shown}")
             time.sleep(0.05)
 
-    def prompt_line(self) -> str:
-        """The prompt box's text line (the line between its borders)."""
-        lines = self.screen().splitlines()
-        for index, line in enumerate(lines):
-            if line.lstrip().startswith("▊") or "▎" in line:
-                return lines[index]
-        return ""
-
     def close(self) -> None:
         if not self.tmux:
             return
@@ -127,3 +123,20 @@ class Terminal:
 def flat(shown: str) -> str:
     """The screen's text with each run of whitespace one space (wrapped lines joined)."""
     return " ".join(shown.split())
+
+
+def composer_lines(shown: str) -> list[str]:
+    """The prompt box's text lines, as drawn between its top and bottom border
+    (the box grows with its text; a long line wraps onto the next; a run of two
+    spaces ends a line's text)."""
+    lines = shown.splitlines()
+    top = next((n for n, line in enumerate(lines) if line.startswith("▊▔")), None)
+    if top is None:
+        return []
+    out: list[str] = []
+    for line in lines[top + 1 :]:
+        if line.startswith("▊▁"):
+            break
+        inner = line.removeprefix("▊").rstrip().removesuffix("▎").strip()
+        out.append(re.split(r"\s{2,}", inner)[0])  # not the scrollbar's thumb at its right
+    return [] if out[:1] == [PLACEHOLDER] else out

@@ -10,6 +10,7 @@ JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
 store or a model directly.
 """
 
+from .checkpoints.listing import working_files
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import (
     CheckpointSettings,
@@ -43,6 +44,7 @@ from .session_api import SubagentResult
 from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
 from .unfinished import record_unfinished
+from .user_context import USER_CONTEXT, add_context, file_note, run_as_user, shell_note
 from .wire import event_to_obj, settled_obj
 from .workfiles import (
     FilesState,
@@ -57,6 +59,7 @@ from .workfiles import (
 
 __all__ = [
     "MANIFEST_KEY",
+    "USER_CONTEXT",
     "AgentEvent",
     "AgentSession",
     "AnyApprover",
@@ -94,6 +97,7 @@ __all__ = [
     "TurnEnded",
     "UnsendableEvent",
     "WorkFiles",
+    "add_context",
     "as_approver",
     "checkout",
     "context_tokens",
@@ -102,6 +106,7 @@ __all__ = [
     "event_to_obj",
     "event_tokens",
     "explain_context",
+    "file_note",
     "files_at",
     "load_config",
     "load_manifest",
@@ -111,11 +116,14 @@ __all__ = [
     "record_unfinished",
     "register_context_rule",
     "register_tool",
+    "run_as_user",
     "run_turn",
     "settled_obj",
+    "shell_note",
     "system_prompt",
     "to_messages",
     "unregister_context_rule",
     "unregister_tool",
     "user_config_path",
+    "working_files",
 ]

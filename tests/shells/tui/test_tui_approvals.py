@@ -17,6 +17,7 @@ from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp, modals
 from infai.shells.tui.chat import ToolView
 from infai.shells.tui.modals import GRACE, ApprovalScreen
+from infai.shells.tui.prompt import PromptInput
 from infai.store import ToolResultRecord
 from tui_pilot import SIZES, asked, harness, inside_screen, run_app, send, until, write_call
 
@@ -104,7 +105,7 @@ def test_keys_typed_as_the_dialog_opens_go_to_the_input_not_the_answer(
         clock.now += GRACE + 0.05  # the user stops and reads
         await pilot.press("y")
         await until(pilot, lambda: not app.busy)
-        assert app.query_one("#prompt", Input).value == "any"
+        assert app.query_one("#prompt", PromptInput).value == "any"
 
     run_app(app, scenario, (80, 24))
     assert (space.working_dir / "a.txt").read_text() == "hello\n"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from textual import events
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, UserMessage
 from infai.shells.tui.panels import StatusBar
+from infai.shells.tui.prompt import PromptInput
 from infai.store import MessageRecord
 from tui_pilot import (
     SIZES,
@@ -42,7 +42,7 @@ def test_a_prompt_is_answered_and_saved(tmp_path: Path, size: tuple[int, int]) -
         [reply] = chat.query(AssistantMessage)
         assert "what is the answer" in str(user.render())
         assert reply.text == "The **answer** is 42." and reply.event_id is not None
-        assert app.query_one("#prompt", Input).value == ""
+        assert app.query_one("#prompt", PromptInput).value == ""
         assert "saved" in str(app.query_one(StatusBar).render())
         for part in ("#prompt", "StatusBar", "ChatView"):
             assert inside_screen(app, part), part
@@ -106,7 +106,7 @@ def test_a_multi_line_paste_is_kept_whole(tmp_path: Path, size: tuple[int, int])
     trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n'
 
     async def scenario(pilot: Pilot[None]) -> None:
-        prompt = app.query_one("#prompt", Input)
+        prompt = app.query_one("#prompt", PromptInput)
         await send(pilot, "why")
         await until(pilot, lambda: not app.busy)
         await pilot.press(*"see", "space")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from infai.llm import Done, Message, Request, StreamEvent
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, UserMessage
 from infai.shells.tui.panels import MODEL_CHARS, StatusBar, short_model
+from infai.shells.tui.prompt import PromptInput
 from infai.store import Usage
 from tui_pilot import SIZES, ClosingModel, StoreCalls, harness, run_app, send, until
 
@@ -47,7 +47,7 @@ def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
         await send(pilot, "/compact")
         await until(pilot, lambda: app.busy, "the compaction to start")
         await send(pilot, "two")  # queued while compacting: sent once the summary is in
-        assert app.queued == ["two"] and app.query_one("#prompt", Input).value == ""
+        assert app.queued == ["two"] and app.query_one("#prompt", PromptInput).value == ""
         model.release.set()
         await until(pilot, lambda: not app.busy and len(app.query(UserMessage)) == 1)
         assert app.queued == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from infai.store import MessageRecord, Store
-from tmux_term import SESSION, SIZES, Terminal
+from tmux_term import SESSION, SIZES, Terminal, composer_lines
 
 REPLY = "offline model: you said"
 
@@ -42,11 +42,8 @@ def saved(screen: str) -> bool:
 
 
 def prompt_box(shown: str) -> str:
-    """The text in the prompt box (the line between its borders)."""
-    for line in shown.splitlines():
-        if line.startswith("▊  "):
-            return line.removeprefix("▊  ").rstrip(" ▎")
-    return ""
+    """The text in the prompt box, its lines joined by ``↵``."""
+    return "↵".join(composer_lines(shown))
 
 
 def said(term: Terminal, text: str) -> str:
@@ -129,9 +126,11 @@ def test_a_burst_of_keys_is_applied_in_order(terminal: Terminal) -> None:
     terminal.burst("first", "C-j", "second", "C-j", "third")
     terminal.wait_for(lambda s: prompt_box(s) == "first↵second↵third", "three lines, in order")
     terminal.burst("C-u", "abc", "C-u", "hello", "BSpace", "BSpace", "p!")
-    terminal.wait_for(lambda s: prompt_box(s) == "help!", "Ctrl-U and Backspace in order")
+    terminal.wait_for(
+        lambda s: prompt_box(s) == "first↵second↵help!", "Ctrl-U (this line) and Backspace"
+    )
     terminal.burst("Enter")
-    said(terminal, "help!")
+    said(terminal, "first")
     terminal.run("set-buffer", "-b", "lines", "one\nunbracketed two\nthree")
     terminal.run("paste-buffer", "-r", "-b", "lines", "-t", SESSION)  # -r: LF, not CR
     terminal.wait_for(
@@ -139,7 +138,7 @@ def test_a_burst_of_keys_is_applied_in_order(terminal: Terminal) -> None:
     )
     terminal.burst("Enter")
     said(terminal, "one")
-    assert prompts(terminal) == ["help!", "one\nunbracketed two\nthree"]
+    assert prompts(terminal) == ["first\nsecond\nhelp!", "one\nunbracketed two\nthree"]
 
 
 def scripted(tmp_path: Path, size: tuple[int, int], replies: list[object]) -> Terminal:

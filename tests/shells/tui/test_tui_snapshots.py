@@ -38,6 +38,7 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, ToolView
 from infai.shells.tui.modals import ApprovalScreen, HelpScreen, SessionPicker
 from infai.shells.tui.panels import PendingBar, Timeline
+from infai.shells.tui.prompt import PromptInput
 from infai.store import Store, Usage
 
 SnapCompare = Callable[..., bool]
@@ -106,7 +107,7 @@ async def steady(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     looked = lambda: app._files_check is None or app._files_check.done()  # noqa: E731
     await until(pilot, looked, "the look at the files")
-    prompt = app.screen_stack[0].query_one("#prompt", Input)
+    prompt = app.screen_stack[0].query_one("#prompt", PromptInput)
     prompt.cursor_blink = False  # the cursor is hidden, whatever the blink phase was
     for field in app.screen.query(Input):  # a dialog's field too (the picker's filter)
         field.cursor_blink = False

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList
+from textual.widgets import OptionList
 
 from infai.agent import Harness
 from infai.llm import Message, ScriptedModel, ToolCall
@@ -18,6 +18,7 @@ from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import PAGE, AssistantMessage, ChatView, ToolView
 from infai.shells.tui.modals import RenameScreen, SessionPicker
 from infai.shells.tui.panels import StatusBar, Timeline
+from infai.shells.tui.prompt import PromptInput
 from infai.store import MessageRecord, ToolCallRecord, ToolResultRecord
 from tui_pilot import StoreCalls, harness, run_app, send, until, walk
 
@@ -143,7 +144,7 @@ def test_the_tuis_own_store_calls_run_off_the_event_loop(
         timeline = app.query_one(Timeline)
         await until(pilot, lambda: bool(timeline.root.children), "the timeline")
         await pilot.press("ctrl+t")  # hidden again
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", PromptInput).focus()
         await pilot.press("f2")
         await until(pilot, lambda: isinstance(app.screen, RenameScreen), "the rename dialog")
         await pilot.press(*"renamed", "enter")

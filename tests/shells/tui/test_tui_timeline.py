@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from infai.llm import ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage
 from infai.shells.tui.panels import PendingBar, StatusBar, Timeline
+from infai.shells.tui.prompt import PromptInput
 from tui_pilot import SIZES, harness, run_app, send, until, walk
 
 #: the first row of a session's timeline: the first turn starts by recording the
@@ -90,7 +90,7 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
             real(*args, **kwargs)
 
         timeline.load = counted  # type: ignore[method-assign]
-        app.query_one("#prompt", Input).focus()  # the timeline stays open (Esc closes it)
+        app.query_one("#prompt", PromptInput).focus()  # the timeline stays open (Esc closes it)
         await send(pilot, "b")
         await until(pilot, lambda: not app.busy)
         await send(pilot, "c")
@@ -102,7 +102,7 @@ def test_the_open_timeline_grows_with_each_turn_without_a_rebuild(tmp_path: Path
         assert "assistant: one" in str(first_answer.label)
         timeline.select_node(first_answer)
         await until(pilot, lambda: app.query_one(PendingBar).display)
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", PromptInput).focus()
         await send(pilot, "d")  # a fork at #2: the line from #2 must move into a branch
         await until(pilot, lambda: not app.busy)
         assert rebuilds == [1]
@@ -136,15 +136,15 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         picked = rows(timeline)[2]
         assert "assistant: answer 0" in str(picked.label)
         timeline.select_node(picked)
-        await until(pilot, lambda: app.query_one("#prompt", Input).has_focus, "the prompt")
+        await until(pilot, lambda: app.query_one("#prompt", PromptInput).has_focus, "the prompt")
         assert app.query_one(PendingBar).display
         await pilot.press("ctrl+t")  # shown, the prompt focused: Ctrl-T closes it (a toggle)
         assert not timeline.has_class("shown")
-        assert app.query_one("#prompt", Input).has_focus
+        assert app.query_one("#prompt", PromptInput).has_focus
         await pilot.press("ctrl+t")  # opened again: on the picked event
         assert timeline.has_class("shown") and timeline.has_focus
         assert timeline.cursor_node is not None and timeline.cursor_node.data == picked.data
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", PromptInput).focus()
         await send(pilot, "other")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
         assert "HEAD #8 of 9 ⑂ at #2" in str(bar.render())  # the branch, from the index

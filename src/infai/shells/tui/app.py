@@ -9,7 +9,8 @@ live deltas while a reply streams. "ask" permissions open a modal; the turn
 waits for the answer.
 
 Ctrl-C cancels a turn in flight (the session records the interruption and
-stays valid); a second Ctrl-C within two seconds quits. Quitting cancels any
+stays valid), else clears a draft into the prompt history; a second Ctrl-C
+within two seconds quits. Quitting cancels any
 turn and waits for it to settle before the session is closed.
 
 Three things each happen in one place: a turn starts in
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from pathlib import Path
@@ -86,8 +86,8 @@ from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_shor
 from .prompt import Arrivals, PromptInput
 from .search import SearchScreen
 from .store_io import Head, SessionHeld, off_loop
+from .usercontext import QUIT_WINDOW as QUIT_WINDOW
 
-QUIT_WINDOW = 2.0
 #: store errors of reading, not writing: a damaged or missing blob or line, an id not there
 READ_FAILURES = (CorruptionError, EventNotFound, SessionNotFound)
 
@@ -159,7 +159,7 @@ class InfaiApp(Keyboard, Files):
         self._watch_files()
         home, here = Path(self.harness.store.home), self.harness.working_dir
         with suppress(OSError):  # history is a convenience: without it, none is shown
-            self.prompt.history = await off_loop(lambda: history.load(home, here))
+            self.prompt.past = await off_loop(lambda: history.load(home, here))
         if self.harness.store.shared_writers:  # others may append to the open session
             self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
 
@@ -172,7 +172,8 @@ class InfaiApp(Keyboard, Files):
         the loop that used their connections); once, however often the app ends."""
         self._ending = True
         self._watching.set()
-        self.queued.clear()  # not sent: the app is going
+        self.keep_drafts()  # the box's and the queue's: not sent, kept in the history
+        self.queued.clear()
         await self._settle_turn()
         session, self.session = self.session, None
         if session is not None and (session.session_id not in self._created or self.head.count):
@@ -296,7 +297,7 @@ class InfaiApp(Keyboard, Files):
         session = self.session
         assert session is not None
         self.state.notice = ""
-        if not await self._files_first(session, text):  # a picked event's files first
+        if not await self._before_send(session, text):  # @files read, a pick's files back
             return
         events = session.hub.subscribe()  # before the turn starts: nothing is missed
         turn: Turn | None = None
@@ -481,20 +482,6 @@ class InfaiApp(Keyboard, Files):
             self.notify(f"unknown command /{name} (see /help)", severity="error")
 
     # -- actions ----------------------------------------------------------------
-
-    async def action_interrupt(self) -> None:
-        now = time.monotonic()
-        if self.busy and not self._cancelled:
-            self._cancelled = True
-            self._cancel_turn()
-            self._armed = now
-            self.notify("cancelled; Ctrl-C again to quit", timeout=QUIT_WINDOW)
-            return
-        if now - self._armed < QUIT_WINDOW:
-            await self.action_quit()
-            return
-        self._armed = now
-        self.notify("press Ctrl-C again to quit", timeout=QUIT_WINDOW)
 
     def _cancel_turn(self) -> None:
         """Cancel what runs: a turn in the session's slot (its watcher shows the

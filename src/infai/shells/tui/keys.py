@@ -38,7 +38,6 @@ from textual import events
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Input
 
 from .style import Styled
 
@@ -118,12 +117,12 @@ class Keyboard(Styled):
     # -- the composer's claim ------------------------------------------------------
 
     @property
-    def composer(self) -> Input | None:
+    def composer(self) -> Widget | None:
         """The prompt box, when the main screen is the one shown."""
         if len(self.screen_stack) > 1:
             return None
         found = self.screen.query(self.COMPOSER)
-        return found.first(Input) if found else None
+        return found.first(Widget) if found else None
 
     def _claim(self, event: events.Key | events.Paste) -> None:
         """On the main screen, a key meant for the prompt moves the focus there first."""
@@ -167,15 +166,25 @@ class Keyboard(Styled):
 #: (where, key, what it does), in the order F1 and the README show them
 KEYMAP: tuple[tuple[str, str, str], ...] = (
     ("prompt", "Enter", "send; during a turn it is queued and sent when the turn ends"),
-    ("prompt", "Ctrl-J", "new line, shown as ↵ (also Shift-Enter, where the terminal reports it)"),
+    (
+        "prompt",
+        "Ctrl-J",
+        "new line (also Shift-Enter and Alt-Enter); the box grows to a third of the "
+        "screen, then scrolls",
+    ),
     (
         "prompt",
         "Up / Down",
-        "earlier prompts of this directory; Up on an empty prompt takes "
-        "a queued prompt back to edit",
+        "on the first / last line: earlier prompts of this directory; Up on an empty "
+        "prompt takes a queued prompt back to edit",
     ),
     ("prompt", "Ctrl-U / Ctrl-K", "delete to the start / the end of the line"),
     ("prompt", "paste", "several lines are kept whole, shown as [pasted N lines]"),
+    ("prompt", "Ctrl-D", "quit when the prompt is empty"),
+    ("prompt", "/", "at the start: the commands, with their help (Tab or Enter completes)"),
+    ("prompt", "@", "a file of this directory, fuzzy (Tab or Enter); sent, its content goes too"),
+    ("prompt", "!cmd", "run cmd as the agent's bash would (asked, sandboxed); output kept"),
+    ("popup", "↑ ↓ Tab Enter Esc", "choose, complete, close"),
     (
         "anywhere",
         "typing",
@@ -189,7 +198,11 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
     ),
     ("anywhere", "Esc", "close the timeline if it is open, else back to HEAD (forget the pick)"),
     ("anywhere", "Ctrl-T", "the timeline: open it (it takes the keys) / close it"),
-    ("anywhere", "Ctrl-C", "cancel the turn in flight; twice to quit"),
+    (
+        "anywhere",
+        "Ctrl-C",
+        "cancel the turn in flight, else clear the draft (Up brings it back); twice to quit",
+    ),
     ("anywhere", "Ctrl-O", "sessions (type to filter)"),
     ("anywhere", "Ctrl-F", "search every session"),
     ("anywhere", "Ctrl-N / F2", "new session / rename it"),

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from rich.markup import escape
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from infai.store import SessionInfo
@@ -30,6 +31,7 @@ from ..listing import shown_dir
 from ..render import printable
 from .diffs import DIFFED, numbered_diff
 from .keys import keymap_text
+from .popup import commands_text
 
 #: seconds of no typing before a question's keys count as answers
 GRACE = 0.6
@@ -129,8 +131,10 @@ class ApprovalScreen(ModalScreen[Reply]):
         event.prevent_default()
         self._quiet_from = time.monotonic() + GRACE
         below = self.app.screen_stack[-2].focused if len(self.app.screen_stack) > 1 else None
-        if isinstance(below, Input):
-            if event.is_printable and event.character:
+        if isinstance(below, (Input, TextArea)):  # the prompt box is a TextArea
+            if event.is_printable and event.character and isinstance(below, TextArea):
+                below.insert(event.character)
+            elif event.is_printable and event.character and isinstance(below, Input):
                 below.insert_text_at_cursor(event.character)
             elif event.key == "backspace":
                 below.action_delete_left()
@@ -358,13 +362,8 @@ HELP = (
   the disk is not HEAD's
 
 [b]Commands[/b]
-  /compact       summarise the context now
-  /model NAME    switch model: offline,
-                 provider:model or a configured name
-  /rename NAME   rename this session
-  /search WORDS  search every session
-  /new  /sessions  /help  /quit
 """
+    + escape(commands_text())
 )
 
 

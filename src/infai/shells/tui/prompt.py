@@ -1,9 +1,11 @@
-"""The prompt box: one line on screen, any text underneath.
+"""The prompt box (the composer): a multi-line text box that grows with its text.
 
-The box is Textual's one-line :class:`~textual.widgets.Input`; what it holds
-stands for a longer text in two ways. A newline typed with Ctrl-J (or
-Shift-Enter, where the terminal reports it) shows as :data:`NEWLINE`; a paste
-of several lines shows as a compact ``[pasted N lines]`` marker. Both are
+The box is Textual's :class:`~textual.widgets.TextArea`, one line high when
+empty, growing with its text up to a third of the screen, then scrolling.
+Enter sends; Shift-Enter, Ctrl-J and Alt-Enter insert a new line (Alt-Enter
+arrives as ESC CR from a terminal without the kitty keyboard protocol, which
+Textual would read as a plain Enter: :data:`ALT_ENTER` registers it). A paste
+of several lines is kept whole behind a compact ``[pasted N lines]`` marker,
 turned back into the text meant when the prompt is sent (:meth:`PromptInput.text`).
 
 Enter sends, and sending happens in the box itself, in the same step as the
@@ -19,29 +21,43 @@ that the app has already received more keys behind, stamped within
 counts the keys it receives: :meth:`Arrivals.after`). The decision uses only
 keys already received when the Enter is handled, never a wait.
 
-Up and Down walk the prompts sent before in this working directory
-(:mod:`.history`); a prompt queued during a turn is taken back into the box
-with Up (it was not sent).
+Up on the first line and Down on the last walk the prompts sent before in this
+working directory (:mod:`.history`); a prompt queued during a turn is taken
+back into the box with Up (it was not sent). Ctrl-D on an empty box quits.
+``/`` and ``@`` open the completion popup (:mod:`.popup`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections import deque
-from typing import ClassVar
+from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar, cast
 
 from textual import events
+from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import Input
+from textual.widget import Widget
+from textual.widgets import TextArea
+from textual.widgets.text_area import Edit, EditResult
+
+from infai.agent import working_files
 
 from ..inert import UNSAFE
+from .popup import MENTION, Choice, Completions, fuzzy, is_command, slash_choices
 
-#: how a newline in the prompt is drawn in the one-line box
-NEWLINE = "↵"
 #: keys stamped this close behind an Enter came in the same read of the terminal
 PASTE_GAP = 0.005
+#: ESC CR, what Alt-Enter sends without the kitty keyboard protocol: "alt+enter"
+ALT_ENTER = "\x1b\r"
+_KEYS = cast(dict[str, object], ANSI_SEQUENCES_KEYS)
+_KEYS.setdefault(ALT_ENTER, (SimpleNamespace(value="alt+enter"),))
+#: seconds the list of files offered after ``@`` is kept before it is read again
+FILES_FRESH = 10.0
 
 
 class Arrivals:
@@ -59,17 +75,18 @@ class Arrivals:
         return any(stamp < other <= stamp + gap for other in reversed(self._times))
 
 
-class PromptInput(Input):
+class PromptInput(TextArea):
     """The prompt: Enter sends; pastes and newlines are kept whole; history on Up/Down."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+j,shift+enter", "newline", "newline", show=False),
+        Binding("ctrl+j,shift+enter,alt+enter", "newline", "newline", show=False),
         Binding("up", "older", "previous prompt", show=False),
         Binding("down", "newer", "next prompt", show=False),
+        Binding("ctrl+d", "eof", "quit on an empty prompt", show=False),
     ]
 
     class Sent(Message):
-        """Enter was pressed: ``text`` is what to send (newlines and pastes expanded)."""
+        """Enter was pressed: ``text`` is what to send (pastes expanded)."""
 
         def __init__(self, prompt: PromptInput, text: str) -> None:
             super().__init__()
@@ -79,28 +96,83 @@ class PromptInput(Input):
     class TakeBack(Message):
         """Up was pressed on an empty box while prompts are queued."""
 
-    def __init__(self, **kwargs: object) -> None:
-        # focus coming back (Esc on the timeline, a key typed there) must not select
-        # the draft, or the next key would replace it
-        super().__init__(select_on_focus=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, placeholder: str = "", id: str | None = None) -> None:
+        super().__init__(
+            placeholder=placeholder,
+            id=id,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+        )
         self.pastes: dict[str, str] = {}
-        #: prompts sent before in this directory, oldest first
-        self.history: list[str] = []
+        #: prompts sent before in this directory, oldest first (``history`` is
+        #: TextArea's undo)
+        self.past: list[str] = []
         self._browsing: int | None = None  # index into history while walking it
         self._draft = ""  # what was in the box when the walk began
         #: keys received by the app (set by the app; None: every Enter sends)
         self.arrivals: Arrivals | None = None
         #: whether prompts are queued (Up on an empty box takes the last back)
         self.queued = False
+        self.popup = Completions()
+        self._files: tuple[str, float, list[str]] | None = None  # (dir, when, paths)
+        self._listing = False  # a list of files is being read
+
+    def on_mount(self) -> None:
+        if isinstance(self.parent, Widget) and not self.popup.is_attached:
+            self.parent.mount(self.popup, before=self)
+
+    # -- what the box holds -----------------------------------------------------
+
+    @property
+    def value(self) -> str:
+        """The box's text as shown (paste markers not expanded)."""
+        return self.text
+
+    @value.setter
+    def value(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def expanded(self, value: str) -> str:
+        """``value`` with each paste marker still in it replaced by what was pasted."""
+        if not self.pastes:
+            return value
+        pattern = "|".join(re.escape(marker) for marker in self.pastes)
+        return re.sub(pattern, lambda match: self.pastes[match.group(0)], value)
+
+    def prompt_text(self, value: str | None = None) -> str:
+        """The prompt ``value`` (the box's text by default) stands for: pastes expanded."""
+        return self.expanded(self.text if value is None else value).strip()
+
+    def show(self, text: str) -> None:
+        """Put ``text`` (a prompt from history or the queue) in the box, editable."""
+        self.clear()
+        if UNSAFE.search(text.replace("\n", "")):  # never drawn: kept whole behind a marker
+            self.pastes["[recalled prompt]"] = text
+            self.value = "[recalled prompt]"
+        else:
+            self.value = text
+
+    def clear(self) -> None:  # type: ignore[override]
+        self.load_text("")
+        self.pastes.clear()
+        self._browsing = None
+        self.popup.offer([])
 
     # -- keys -------------------------------------------------------------------
 
     async def _on_key(self, event: events.Key) -> None:
+        if self.popup.display and self.popup_key(event.key):
+            event.stop()
+            event.prevent_default()
+            return
         if event.key != "enter":
             await super()._on_key(event)
             return
         event.stop()
-        event.prevent_default()  # not Input's own submit, which leaves the text in place
+        event.prevent_default()  # not TextArea's own new line
         await asyncio.sleep(0)  # the rest of a read of the terminal is received meanwhile
         if self.arrivals is not None and self.arrivals.after(event.time):
             self.action_newline()  # a line break inside a paste that came as keys
@@ -109,19 +181,26 @@ class PromptInput(Input):
 
     def send(self) -> None:
         """Empty the box now and tell the app what was in it (nothing if blank)."""
-        value = self.value
-        if not value.strip():
+        if not self.text.strip():
             return
-        text = self.text(value)
+        text = self.prompt_text()
         self.clear()
         self.post_message(self.Sent(self, text))
 
     def action_newline(self) -> None:
-        self.insert_text_at_cursor(NEWLINE)
+        self.insert("\n")
+        self.popup.offer([])
 
-    def _on_paste(self, event: events.Paste) -> None:
+    async def action_eof(self) -> None:
+        """Ctrl-D: quit on an empty box (as a shell does), else delete to the right."""
+        if self.text:
+            self.action_delete_right()
+            return
+        await self.run_action("app.quit")
+
+    async def _on_paste(self, event: events.Paste) -> None:
         event.stop()
-        event.prevent_default()  # not Input's own handler, which keeps the first line
+        event.prevent_default()  # not TextArea's own handler
         text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
         if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
             lines = len(text.splitlines())
@@ -133,73 +212,122 @@ class PromptInput(Input):
                 marker = f"[pasted {size} #{number}]"
             self.pastes[marker] = text
             text = marker
-        if self.selection.is_empty:
-            self.insert_text_at_cursor(text)
+        self.replace(text, *self.selection)
+
+    # -- the completion popup -----------------------------------------------------
+
+    def edit(self, edit: Edit) -> EditResult:
+        """Every change of the text (typed, deleted, pasted, undone) goes through
+        here: what the popup offers follows it in the same step."""
+        result = super().edit(edit)
+        self.complete()
+        return result
+
+    def popup_key(self, key: str) -> bool:
+        """A key while the popup is shown: whether the popup took it."""
+        if key in ("up", "down"):
+            self.popup.move(-1 if key == "up" else 1)
+        elif key == "escape":
+            self.popup.offer([])
+        elif key in ("tab", "enter"):
+            chosen = self.popup.chosen
+            if chosen is None or (key == "enter" and is_command(self.text)):
+                self.popup.offer([])
+                return False  # a whole command: Enter sends it
+            self.accept(chosen)
         else:
-            self.replace(text, *self.selection)
+            return False
+        return True
 
-    # -- what the box stands for ------------------------------------------------
+    def accept(self, chosen: Choice) -> None:
+        """Put ``chosen`` in place of the token the popup was completing."""
+        row, column = self.cursor_location
+        line = self.document[row][:column]
+        start = 0 if self.text.startswith("/") and row == 0 else line.rindex("@")
+        self.replace(chosen.insert, (row, start), (row, column))
+        self.popup.offer([])
 
-    def expanded(self, value: str) -> str:
-        """``value`` with each paste marker still in it replaced by what was pasted."""
-        if not self.pastes:
-            return value
-        pattern = "|".join(re.escape(marker) for marker in self.pastes)
-        return re.sub(pattern, lambda match: self.pastes[match.group(0)], value)
+    def complete(self) -> None:
+        """Offer what the token at the cursor may become (or hide the popup)."""
+        row, column = self.cursor_location
+        line = self.document[row][:column]
+        text = self.text
+        if row == 0 and text.startswith("/") and not re.search(r"\s", text):
+            self.popup.offer(slash_choices(text))
+            return
+        mention = MENTION.search(line)
+        if mention is None:
+            self.popup.offer([])
+            return
+        paths = self._paths()
+        found = fuzzy(mention.group(1), paths)
+        self.popup.offer([Choice(f"@{path} ", f"@{path}") for path in found])
 
-    def text(self, value: str) -> str:
-        """The prompt ``value`` stands for: newlines restored, then pastes expanded
-        (a pasted text keeps any ``↵`` it had)."""
-        return self.expanded(value.replace(NEWLINE, "\n")).strip()
+    def _paths(self) -> list[str]:
+        """The files ``@`` offers (read in a thread; the popup fills in once read)."""
+        session = getattr(self.app, "session", None)
+        where = str(getattr(session, "working_dir", None) or Path.cwd())
+        files = self._files
+        if files is not None and files[0] == where and time.monotonic() - files[1] < FILES_FRESH:
+            return files[2]
+        if not self._listing:
+            self._listing = True
+            self.run_worker(self._list(where), group="files", exit_on_error=False)
+        return files[2] if files is not None and files[0] == where else []
 
-    def show(self, text: str) -> None:
-        """Put ``text`` (a prompt from history or the queue) in the box, editable."""
-        self.clear()
-        if UNSAFE.search(text.replace("\n", "")):  # never drawn: kept whole behind a marker
-            self.pastes["[recalled prompt]"] = text
-            self.value = "[recalled prompt]"
-        else:
-            self.value = text.replace("\n", NEWLINE)
-        self.cursor_position = len(self.value)
-
-    def clear(self) -> None:
-        super().clear()
-        self.pastes.clear()
-        self._browsing = None
+    async def _list(self, where: str) -> None:
+        try:
+            paths = await asyncio.to_thread(working_files, where)
+        finally:
+            self._listing = False
+        self._files = (where, time.monotonic(), paths)
+        self.complete()
 
     # -- history ----------------------------------------------------------------
 
+    def _on_top(self) -> bool:
+        return self.wrapped_document.location_to_offset(self.cursor_location).y == 0
+
+    def _on_bottom(self) -> bool:
+        last = self.wrapped_document.location_to_offset(self.document.end).y
+        return self.wrapped_document.location_to_offset(self.cursor_location).y == last
+
     def action_older(self) -> None:
-        if self.queued and not self.value:
+        if not self._on_top():
+            self.action_cursor_up()
+            return
+        if self.queued and not self.text:
             self.post_message(self.TakeBack())
             return
-        if not self.history:
+        if not self.past:
             return
         if self._browsing is None:
-            self._draft, index = self.value, len(self.history)
+            self._draft, index = self.text, len(self.past)
         else:
             index = self._browsing
-        index = max(0, index - 1)
-        self._walk_to(index)
+        self._walk_to(max(0, index - 1))
+        self.move_cursor((0, 0))  # the next Up goes on back, not up its lines
 
     def action_newer(self) -> None:
+        if not self._on_bottom():
+            self.action_cursor_down()
+            return
         if self._browsing is None:
             return
         index = self._browsing + 1
-        if index >= len(self.history):
+        if index >= len(self.past):
             draft = self._draft
             self.clear()
             self.value = draft
-            self.cursor_position = len(draft)
             return
         self._walk_to(index)
 
     def _walk_to(self, index: int) -> None:
-        text = self.history[index]
-        self.show(text)
+        self.show(self.past[index])
         self._browsing = index
 
     def remember(self, text: str) -> None:
-        """``text`` was sent: the newest entry (an immediate repeat is kept once)."""
-        if not self.history or self.history[-1] != text:
-            self.history.append(text)
+        """``text`` was sent (or kept as a draft): the newest entry (an immediate
+        repeat is kept once)."""
+        if not self.past or self.past[-1] != text:
+            self.past.append(text)

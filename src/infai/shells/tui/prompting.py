@@ -17,15 +17,15 @@ from contextlib import suppress
 from pathlib import Path
 
 from . import history
-from .commands import Commands
 from .panels import QueueBar
 from .prompt import PromptInput
+from .usercontext import UserContext
 
 #: the sequence number told when the feed reconnected (appends may have been missed)
 UNHEARD = 1 << 62
 
 
-class Prompting(Commands):
+class Prompting(UserContext):
     """Prompts taken from the box, queued, remembered; appends made elsewhere."""
 
     queued: list[str]
@@ -57,6 +57,9 @@ class Prompting(Commands):
     async def _take(self, text: str, prompt: PromptInput) -> None:
         if text.startswith("/"):
             await self.command(text)
+            return
+        if text.startswith("!") and text[1:].strip():
+            self.bang(text)
             return
         if self.session is None:
             prompt.show(text)  # kept: nothing is lost
@@ -91,7 +94,7 @@ class Prompting(Commands):
 
     def give_back(self, prompts: list[str]) -> None:
         """Prompts that were not sent go back into the box, before what is typed there."""
-        typed = self.prompt.text(self.prompt.value)
+        typed = self.prompt.prompt_text()
         self.prompt.show("\n\n".join([*prompts, typed] if typed else prompts))
 
     async def _after_turn(self, outcome: str) -> None:

@@ -26,7 +26,7 @@ Timeline.shown { display: block; }
 PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
 QueueBar { height: auto; color: $text-muted; padding: 0 1; display: none; }
 Timeline:focus { border-left: vkey $accent; }
-#prompt { height: 3; }
+#prompt { height: auto; min-height: 3; max-height: 33vh; padding: 0 1; }
 StatusBar { height: 1; background: $panel; color: $text; }
 .user { background: $boost; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
 .interrupted { color: $warning; text-style: italic; }
