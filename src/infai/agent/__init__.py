@@ -10,9 +10,19 @@ JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
 store or a model directly.
 """
 
+from infai.checkpoints import (
+    CheckpointSettings,
+    FilesState,
+    OnRestore,
+    Restored,
+    RestoreRefused,
+    SessionCheckpoints,
+    files_at,
+)
+
+from .checkpoint_ops import checkout, diff_at
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import (
-    CheckpointSettings,
     Config,
     ConfigError,
     describe_models,
@@ -44,16 +54,6 @@ from .subagent import Narrowed, TaskTool
 from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
 from .unfinished import record_unfinished
 from .wire import event_to_obj, settled_obj
-from .workfiles import (
-    FilesState,
-    OnRestore,
-    Restored,
-    RestoreRefused,
-    WorkFiles,
-    checkout,
-    diff_at,
-    files_at,
-)
 
 __all__ = [
     "MANIFEST_KEY",
@@ -85,6 +85,7 @@ __all__ = [
     "RestoreRefused",
     "Restored",
     "Saved",
+    "SessionCheckpoints",
     "SlotConflict",
     "Streamed",
     "SubagentResult",
@@ -93,7 +94,6 @@ __all__ = [
     "Turn",
     "TurnEnded",
     "UnsendableEvent",
-    "WorkFiles",
     "as_approver",
     "checkout",
     "context_tokens",
