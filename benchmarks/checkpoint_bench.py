@@ -45,7 +45,7 @@ from typing import Any
 _ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(_ROOT / "src"), str(_ROOT)]
 
-from infai.agent.checkpoints import Checkpoints, Snapshotter  # noqa: E402
+from infai.checkpoints import Checkpoints, Snapshotter  # noqa: E402
 from infai.store.file.objects import FileObjects  # noqa: E402
 
 FILE_SIZE = 20 * 1024

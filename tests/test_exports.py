@@ -17,6 +17,7 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
 PUBLIC = [
     *("infai", "infai.errors", "infai.store", "infai.imports", "infai.llm", "infai.tools"),
+    "infai.checkpoints",
     "infai.agent",
 ]
 

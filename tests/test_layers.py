@@ -1,6 +1,6 @@
 """The shape of the package, enforced: layers, sibling backends, public seams, no cycles.
 
-- Imports point only downward: store <- imports <- llm <- tools <- agent <- shells
+- Imports point only downward: store <- imports <- llm <- tools <- checkpoints <- agent <- shells
   (``infai.errors``, the root of the exception tree, sits below them all).
 - The two store backends, ``store/file`` and ``store/pg``, never import each
   other; only ``store/open.py`` loads both (the package's lazy names for them
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
-LAYERS = ["store", "imports", "llm", "tools", "agent", "shells"]
+LAYERS = ["store", "imports", "llm", "tools", "checkpoints", "agent", "shells"]
 LOWER_PUBLIC = {"infai.errors", *(f"infai.{layer}" for layer in LAYERS[:-1])}
 
 

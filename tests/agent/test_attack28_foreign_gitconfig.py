@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from infai.agent.checkpoints import Checkpoints
+from infai.checkpoints import Checkpoints
 from infai.shells.cli import main
 from infai.store import Store
 

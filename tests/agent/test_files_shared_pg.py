@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, OnRestore, RestoreRefused, Streamed, WorkFiles
-from infai.agent.workfiles import other_writers
+from infai.agent import AgentSession, OnRestore, RestoreRefused, SessionCheckpoints, Streamed
+from infai.checkpoints.session import other_writers
 from infai.llm import Notice, ScriptedModel
 from infai.store import MessageRecord, SnapshotRecord
 from infai.store.pg import PgStore
@@ -46,7 +46,7 @@ def agent(store: PgStore, work: Path, replies: list[Any], sid: str | None = None
         model=ScriptedModel(replies),
         toolbox=Toolbox(),
         permissions=AllowAll(),
-        files=WorkFiles(store, work),
+        files=SessionCheckpoints(store, work),
     )
 
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, OnRestore, RestoreRefused, WorkFiles, checkout
-from infai.agent.workfiles import other_writers
+from infai.agent import AgentSession, OnRestore, RestoreRefused, SessionCheckpoints, checkout
+from infai.checkpoints.session import other_writers
 from infai.llm import ScriptedModel
 from infai.store import SessionStore, Store
 from infai.tools import AllowAll, Toolbox
@@ -77,7 +77,7 @@ def _agent(store: SessionStore, sid: str, here: Path, files: bool = False) -> Ag
         model=ScriptedModel(["ok", "ok"]),
         toolbox=Toolbox(),
         permissions=AllowAll(),
-        files=WorkFiles(store, here) if files else None,
+        files=SessionCheckpoints(store, here) if files else None,
         default_dir=here,
     )
 
@@ -200,14 +200,14 @@ def test_a_one_off_checkout_of_an_imported_session_counts_while_it_runs(
         first = _two_turns(session, work)
     mine = store.create_session(working_dir=str(work)).id
     seen: list[list[str]] = []
-    restore = WorkFiles.restore
+    restore = SessionCheckpoints.restore
 
-    def watched(self: WorkFiles, *args: Any, **kwargs: Any) -> Any:
+    def watched(self: SessionCheckpoints, *args: Any, **kwargs: Any) -> Any:
         with opened(location, tmp_path) as other:
             seen.append(other_writers(other, mine, str(work)))
         return restore(self, *args, **kwargs)
 
-    monkeypatch.setattr(WorkFiles, "restore", watched)
+    monkeypatch.setattr(SessionCheckpoints, "restore", watched)
     monkeypatch.chdir(work)
     checkout(store, sid, first, OnRestore(force=True))
     assert seen == [[sid]] and (work / "a.txt").read_text() == "one\n"

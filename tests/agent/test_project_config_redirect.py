@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fakeapi import FakeOpenAI, Reply
-from infai.agent.checkpoints import Checkpoints
 from infai.agent.config import load_config
+from infai.checkpoints import Checkpoints
 from infai.shells.cli import main
 from infai.store import Store
 from infai.tools import Policy, Rule, Sandbox, ToolContext

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ckpt_support import hash_git_dir, init_repo, tree_state
-from infai.agent import AgentSession, OnRestore, RestoreRefused, WorkFiles
+from infai.agent import AgentSession, OnRestore, RestoreRefused, SessionCheckpoints
 from infai.agent.compaction import CompactionFailed
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.store import BranchSummaryRecord, RestoreRecord, SnapshotRecord, Store
@@ -39,7 +39,7 @@ def open_session(tmp_path: Path, work: Path, replies: list[Any]) -> tuple[Store,
         model=ScriptedModel(replies),
         toolbox=Toolbox(builtin_tools()),
         permissions=AllowAll(),
-        files=WorkFiles(store, work),
+        files=SessionCheckpoints(store, work),
     )
     return store, session
 
@@ -185,7 +185,7 @@ def test_files_changed_while_the_summary_is_written_are_a_notice_not_a_loss(
         model=FunctionModel(answer),
         toolbox=Toolbox(builtin_tools()),
         permissions=AllowAll(),
-        files=WorkFiles(store, work),
+        files=SessionCheckpoints(store, work),
     )
 
     async def main() -> list[str]:

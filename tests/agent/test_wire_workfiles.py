@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, Harness, OnRestore, RestoreRefused, WorkFiles
+from infai.agent import AgentSession, Harness, OnRestore, RestoreRefused, SessionCheckpoints
 from infai.agent.config import Config, ConfigError, load_config
-from infai.agent.workfiles import changes_files
+from infai.checkpoints.session import changes_files
 from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
 from infai.store import SnapshotRecord, Store
 from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput
@@ -87,7 +87,7 @@ def test_a_restore_warns_of_another_open_session_in_the_directory(tmp_path: Path
 def test_a_restore_applied_but_not_recorded_is_recorded_when_the_session_opens(
     tmp_path: Path,
 ) -> None:
-    from infai.agent import WorkFiles
+    from infai.agent import SessionCheckpoints
     from infai.store import RestoreRecord
 
     work = tmp_path / "w"
@@ -109,7 +109,7 @@ def test_a_restore_applied_but_not_recorded_is_recorded_when_the_session_opens(
         return session.session_id, first
 
     sid, first = asyncio.run(turns())
-    files = WorkFiles(store, work)
+    files = SessionCheckpoints(store, work)
     with store.open_writer(sid) as writer:  # a process killed after apply, before recording
         _now, plan, _last, _target = files.plan(writer, first)
         meta = {"source": first, "before": None, "session": sid, "parent": first}
@@ -193,7 +193,7 @@ def test_a_tool_cancelled_mid_run_has_its_files_recorded_after_the_marker(
         model=ScriptedModel([call]),
         toolbox=Toolbox([tool]),
         permissions=AllowAll(),
-        files=WorkFiles(store, work),
+        files=SessionCheckpoints(store, work),
     )
 
     async def main() -> None:
@@ -212,7 +212,7 @@ def test_a_tool_cancelled_mid_run_has_its_files_recorded_after_the_marker(
     assert kinds[-2][1] == "[turn interrupted]", kinds
     last = path[-1].record
     assert isinstance(last, SnapshotRecord) and last.reason == "after scribble", kinds
-    files = WorkFiles(store, work, watch=False)
+    files = SessionCheckpoints(store, work, watch=False)
     assert "half.txt" in files.cp.files(last.tree)
 
 

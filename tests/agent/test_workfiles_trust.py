@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from infai.agent import OnRestore, RestoreRefused, checkout, diff_at, files_at
-from infai.agent.checkpoints import Checkpoints
+from infai.checkpoints import Checkpoints
 from infai.store import InvalidInput, Store
 
 #: a name a tool can give a file: with it, a message listing paths one a line

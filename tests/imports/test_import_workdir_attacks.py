@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infai.agent import OnRestore, checkout, diff_at
-from infai.agent.checkpoints import Checkpoints
+from infai.checkpoints import Checkpoints
 from infai.store import InvalidInput, Store
 
 

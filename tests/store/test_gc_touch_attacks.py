@@ -24,10 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from infai.agent.checkpoints import Snapshotter
-from infai.agent.checkpoints import snapshot as snapshot_module
-from infai.agent.config import CheckpointSettings
-from infai.agent.workfiles import WorkFiles, diff_at
+from infai.checkpoints import CheckpointSettings, Snapshotter
+from infai.checkpoints import snapshot as snapshot_module
+from infai.checkpoints.session import SessionCheckpoints, diff_at
 from infai.store import SessionStore, SnapshotRecord, Store, collect_garbage, open_store
 from infai.store.pg import PgStore
 from infai.store.trees import reachable
@@ -82,7 +81,7 @@ def test_a_short_grace_gc_never_removes_what_a_recorded_snapshot_names(
 
     monkeypatch.setattr(Snapshotter, "__init__", no_racy_files)
     sid = store.create_session(working_dir=str(wd)).id
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     with store.open_writer(sid) as writer:
         first = files.snapshot_record(writer, None, "turn start")
         assert first is not None
@@ -93,7 +92,7 @@ def test_a_short_grace_gc_never_removes_what_a_recorded_snapshot_names(
     _age(store, AGE)  # twenty minutes later, by the store's clock and the snapshot's
     later = time.time() + AGE
     monkeypatch.setattr(snapshot_module, "_wall", lambda: later)
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     assert files.cp.snapshot().hashed == 0  # v1 is a cache hit (recorded nowhere)
     recorded: list[SnapshotRecord] = []
 
@@ -153,7 +152,7 @@ def test_a_checkout_is_an_open_session_to_a_short_grace_gc(
 
     monkeypatch.setattr(Snapshotter, "__init__", no_racy_files)
     sid = store.create_session(working_dir=str(wd)).id
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     with store.open_writer(sid) as writer:
         first = files.snapshot_record(writer, None, "turn start")
         assert first is not None

@@ -26,7 +26,7 @@ def _import_checkpoints() -> types.ModuleType:
     package = types.ModuleType("infai.agent")
     package.__path__ = list(spec.submodule_search_locations)
     sys.modules["infai.agent"] = package
-    import infai.agent.checkpoints as checkpoints
+    import infai.checkpoints as checkpoints
 
     return checkpoints
 

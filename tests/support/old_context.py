@@ -18,7 +18,7 @@ from infai.agent.context import (
 from infai.llm import Message, ToolCall
 from infai.llm.messages import Role
 from infai.store import (
-    WORKSPACE_KINDS,
+    CHECKPOINT_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     Event,
@@ -92,7 +92,7 @@ def to_messages(events: list[Event], pruned: Container[str] = frozenset()) -> li
             settle_pending()
             out.append(Message(role="user", content=f"[{record.event} hook]\n{record.context}"))
             continue
-        if event.kind in WORKSPACE_KINDS or isinstance(record, HookRecord):
+        if event.kind in CHECKPOINT_KINDS or isinstance(record, HookRecord):
             continue  # files on disk, not conversation: no model sees them, and a
             # snapshot between a tool call and its result leaves the call pending
         if isinstance(record, ToolCallRecord):

@@ -10,10 +10,20 @@ JSON form of :func:`event_to_obj`. Shells drive it; they never talk to the
 store or a model directly.
 """
 
-from .checkpoints.listing import working_files
+from infai.checkpoints import (
+    CheckpointSettings,
+    FilesState,
+    OnRestore,
+    Restored,
+    RestoreRefused,
+    SessionCheckpoints,
+    files_at,
+    working_files,
+)
+
+from .checkpoint_ops import checkout, diff_at
 from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import (
-    CheckpointSettings,
     Config,
     ConfigError,
     describe_models,
@@ -46,16 +56,6 @@ from .turn import Busy, NotInFlight, PromptBlocked, SlotConflict, Turn
 from .unfinished import record_unfinished
 from .user_context import USER_CONTEXT, add_context, file_note, run_as_user, shell_note
 from .wire import event_to_obj, settled_obj
-from .workfiles import (
-    FilesState,
-    OnRestore,
-    Restored,
-    RestoreRefused,
-    WorkFiles,
-    checkout,
-    diff_at,
-    files_at,
-)
 
 __all__ = [
     "MANIFEST_KEY",
@@ -88,6 +88,7 @@ __all__ = [
     "RestoreRefused",
     "Restored",
     "Saved",
+    "SessionCheckpoints",
     "SlotConflict",
     "Streamed",
     "SubagentResult",
@@ -96,7 +97,6 @@ __all__ = [
     "Turn",
     "TurnEnded",
     "UnsendableEvent",
-    "WorkFiles",
     "add_context",
     "as_approver",
     "checkout",

@@ -27,7 +27,7 @@ from infai.errors import InfaiError
 from infai.llm import Message, Model, ProviderError, Request, collect
 from infai.llm.tokens import estimate_tokens
 from infai.store import (
-    WORKSPACE_KINDS,
+    CHECKPOINT_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     Event,
@@ -159,7 +159,7 @@ def event_tokens(event: Event) -> int:
     """An estimate of the tokens ``event`` adds to a request (its preview when its
     record is not loaded); the TUI's gauge adds these up as events are saved."""
     record = event.record
-    if event.kind in WORKSPACE_KINDS:
+    if event.kind in CHECKPOINT_KINDS:
         return 0  # never sent (see context.to_messages)
     if isinstance(record, MessageRecord):
         return estimate_tokens(record.content) + estimate_tokens(record.reasoning or "")

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infai.checkpoints import CheckpointSettings
 from infai.errors import InfaiError
 from infai.llm.provider_registry import ModelUnavailable, find_provider, provider_named
 from infai.llm.providers import ModelSpec
@@ -74,7 +75,6 @@ from infai.tools import Rule, SandboxSettings, parse_sandbox
 from infai.tools.mcp import ServerConfig
 from infai.tools.policy import RuleError
 
-from .checkpoints import DEFAULT_SIZE_CAP
 from .compaction import DEFAULT_THRESHOLD
 from .context.settings import DEFAULT_MAX_STEPS, parse_context, parse_max_steps
 from .hooks import HookSpec, parse_hooks
@@ -112,14 +112,6 @@ install_plugins()
 
 class ConfigError(InfaiError):
     """A configuration file is unreadable or says something infai cannot use."""
-
-
-@dataclass(frozen=True)
-class CheckpointSettings:
-    """``[checkpoints]``: whether snapshots are taken, and the size cap of a file."""
-
-    enabled: bool = True
-    size_cap: int = DEFAULT_SIZE_CAP
 
 
 def parse_checkpoints(

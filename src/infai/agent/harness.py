@@ -39,6 +39,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from infai.checkpoints import SessionCheckpoints, too_wide
 from infai.llm import Model, close_model
 from infai.llm.registry import build_model, spec_for
 from infai.store import EventNotFound, InvalidInput, SessionInfo, SessionStore
@@ -52,7 +53,6 @@ from .plugins import load_context_rules, plugin_tools
 from .questions import AnyApprover, as_approver
 from .session import AgentSession
 from .subagent import TaskTool
-from .workfiles import WorkFiles, too_wide
 
 if TYPE_CHECKING:
     from infai.tools.mcp import McpHub
@@ -422,7 +422,7 @@ class Harness:
                 hub = self._hubs[here] = McpHub(servers, self.sandbox, here)
             return hub
 
-    def files_for(self, config: Config, working_dir: str | None) -> WorkFiles | None:
+    def files_for(self, config: Config, working_dir: str | None) -> SessionCheckpoints | None:
         """The session's files on its timeline (None: ``[checkpoints] enabled =
         false``, or a store without objects)."""
         if not config.checkpoints.enabled or getattr(self.store, "objects", None) is None:
@@ -436,7 +436,7 @@ class Harness:
                     "start infai in a project's directory to have files on the timeline"
                 )
             return None
-        return WorkFiles(self.store, here, config.checkpoints)
+        return SessionCheckpoints(self.store, here, config.checkpoints)
 
     def open(
         self,

@@ -42,7 +42,7 @@ taken and HEAD has moved since (:mod:`.unfinished`). :meth:`start` returns at
 once; :meth:`Turn.asked` waits until the prompt is durable.
 
 The session's files on the timeline (restores before a continue, snapshots
-after tools, checkout) are the :class:`~.session_files.SessionFiles` half of
+after tools, checkout) are the :class:`~.checkpoint_steps.CheckpointSteps` half of
 the class, in their own module.
 
 What the user answered "allow always" is kept with the session (its metadata's
@@ -59,6 +59,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from infai.checkpoints import OnRestore, SessionCheckpoints
 from infai.errors import InfaiError
 from infai.llm import Model, Notice, close_model
 from infai.store import (
@@ -71,6 +72,7 @@ from infai.store import (
 from infai.tools import Permissions, Policy, Rule, Toolbox
 from infai.tools.offload import off_loop
 
+from .checkpoint_steps import CheckpointSteps
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, context_pipeline
 from .hooks import Hooks, HookSpec
@@ -81,14 +83,12 @@ from .kept import kept_rules as kept_rules
 from .loop import TURN_PROMPT, AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import build_system_prompt
 from .session_api import SessionApi
-from .session_files import SessionFiles
 from .session_hooks import SessionHooks
 from .turn import Busy, NotInFlight, Turn
 from .unfinished import record_unfinished
-from .workfiles import OnRestore, WorkFiles
 
 
-class AgentSession(SessionApi, SessionFiles, SessionHooks):
+class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
     """A session opened for an agent: prompt it, branch it, close it."""
 
     def __init__(
@@ -102,7 +102,7 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
         instructions: str = "",
         compact_at: float | None = DEFAULT_THRESHOLD,
         owns_model: bool = True,
-        files: WorkFiles | None = None,
+        files: SessionCheckpoints | None = None,
         default_dir: str | Path = ".",
         hooks: Sequence[HookSpec] = (),
         context_rules: Sequence[str] | None = None,
@@ -183,7 +183,7 @@ class AgentSession(SessionApi, SessionFiles, SessionHooks):
                 self._open_mark.release()
             raise
 
-    def _recover(self, files: WorkFiles) -> None:
+    def _recover(self, files: SessionCheckpoints) -> None:
         try:
             said = files.recover(self.writer)
         except InfaiError as exc:  # the conversation can go on; restores cannot yet

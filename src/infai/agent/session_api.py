@@ -22,6 +22,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from infai.checkpoints import OnRestore, Restored
 from infai.llm import Request
 from infai.store import InvalidInput
 from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext
@@ -34,7 +35,6 @@ from .prompt import system_prompt
 from .questions import Question
 from .subagent import TaskTool
 from .turn import Busy, Turn
-from .workfiles import OnRestore, Restored
 
 if TYPE_CHECKING:
     from pathlib import Path

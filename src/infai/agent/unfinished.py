@@ -30,8 +30,8 @@ recorded once.
 from __future__ import annotations
 
 from infai.store import (
+    CHECKPOINT_KINDS,
     NIL_ID,
-    WORKSPACE_KINDS,
     Entry,
     Event,
     HeadConflict,
@@ -43,7 +43,7 @@ from infai.store import (
 from .loop import TURN_PROMPT, interruption_marker
 
 #: what walking back from a tool call or result to its turn's prompt may pass
-_WITHIN_TURN = frozenset({"tool_call", "tool_result", *WORKSPACE_KINDS})
+_WITHIN_TURN = frozenset({"tool_call", "tool_result", *CHECKPOINT_KINDS})
 
 
 def _record(view: SessionView, entry: Entry) -> MessageRecord | None:
@@ -80,7 +80,7 @@ def _prompt_before(view: SessionView, entry: Entry | None) -> bool:
 def unfinished(view: SessionView) -> bool:
     """Whether the turn at ``view``'s HEAD was left unfinished (see the module)."""
     entry = None if view.head is None else view.entry_at(view.seq_of(view.head))
-    while entry is not None and entry.kind in WORKSPACE_KINDS:  # files, not conversation
+    while entry is not None and entry.kind in CHECKPOINT_KINDS:  # files, not conversation
         entry = _parent(view, entry)
     if entry is None:
         return False

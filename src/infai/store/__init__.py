@@ -55,11 +55,11 @@ from .home import default_home
 from .info import FORMAT_VERSION, SessionInfo, SessionSummary
 from .options import StoreOptions
 from .records import (
+    CHECKPOINT_KINDS,
     HOOK_KINDS,
     KINDS,
     KINDS_VERSION,
     RECORD_TYPES,
-    WORKSPACE_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     GapRecord,
@@ -137,6 +137,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "CHECKPOINT_KINDS",
     "FORMAT_VERSION",
     "GC_GRACE",
     "HOOK_KINDS",
@@ -146,7 +147,6 @@ __all__ = [
     "RECORD_TYPES",
     "REMOVED",
     "SCHEMA_VERSION",
-    "WORKSPACE_KINDS",
     "BackendUnavailable",
     "BlobDigestError",
     "BranchSummaryRecord",

@@ -16,7 +16,7 @@ inside the transaction that removes (see :meth:`.objects.ObjectStore.remove`),
 after every batch in flight has committed. A writer that names an object
 without putting it again (the snapshot stat cache reusing a file's digest)
 touches it (:meth:`.objects.ObjectStore.touch`) once its last put is older than
-half the grace, so the grace covers it too (see ``agent/checkpoints/snapshot``).
+half the grace, so the grace covers it too (see ``checkpoints/snapshot``).
 Half the *default* grace: a gc asked for a shorter one first moves the
 objects' generation (a snapshot checking its cache after that drops it and
 puts its objects again) and keeps the default grace while a session is open

@@ -351,7 +351,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "hook": HookRecord,
 }
 #: kinds that record the workspace, not the conversation: never sent to a model
-WORKSPACE_KINDS = frozenset({"snapshot", "restore"})
+CHECKPOINT_KINDS = frozenset({"snapshot", "restore"})
 #: the kinds salvage writes where damaged events were lost (session format 3)
 GAP_KINDS = frozenset({"gap"})
 #: the kinds that record a hook's run (session format 4): never sent to a model,

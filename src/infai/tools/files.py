@@ -45,7 +45,7 @@ class ReadFile:
     where to read on when cut; the file is read only as far as needed, and only
     if it is a regular file."""
 
-    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    #: reads only: no files snapshot after a call (:mod:`infai.checkpoints.session`)
     changes_files = False
     spec = ToolSpec(
         "read_file",

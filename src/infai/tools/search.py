@@ -236,7 +236,7 @@ class ListFiles:
     :data:`MAX_MATCHES`; a glob may not climb out of the directory, and what it
     matches is named only if it leads into it and the read policy allows it."""
 
-    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    #: reads only: no files snapshot after a call (:mod:`infai.checkpoints.session`)
     changes_files = False
     spec = ToolSpec(
         "list_files",
@@ -321,7 +321,7 @@ class Grep:
     and binary files skipped, links leading out not followed, files the read
     policy denies left out, at most :data:`MAX_MATCHES`, within a time limit."""
 
-    #: reads only: no files snapshot after a call (:mod:`infai.agent.workfiles`)
+    #: reads only: no files snapshot after a call (:mod:`infai.checkpoints.session`)
     changes_files = False
     spec = ToolSpec(
         "grep",

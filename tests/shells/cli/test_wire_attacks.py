@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from infai.agent.checkpoints import Checkpoints
+from infai.checkpoints import Checkpoints
 from infai.shells.cli import main
 from infai.store import Store
 

@@ -188,7 +188,7 @@ def test_keep_files_leaves_disk_alone(home: Path, work: Path, tmp_path: Path) ->
 def test_snapshot_failure_is_a_notice(
     home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import Checkpoints
+    from infai.checkpoints import Checkpoints
 
     def broken(self: Checkpoints, previous: str | None = None) -> Any:
         raise OSError(30, "Read-only file system", "objects.sqlite")
@@ -267,8 +267,8 @@ def inotify_fds() -> int:
 def test_one_off_file_commands_start_no_change_watcher(
     home: Path, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import snapshot
-    from infai.agent.checkpoints.watch import Watcher
+    from infai.checkpoints import snapshot
+    from infai.checkpoints.watch import Watcher
 
     sid, end_one, end_two = two_turns(home, work, tmp_path)
     made: list[object] = []
@@ -296,7 +296,7 @@ def test_one_off_file_commands_start_no_change_watcher(
 def test_run_prints_where_a_long_first_snapshot_is(
     home: Path, work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import progress, walk
+    from infai.checkpoints import progress, walk
 
     monkeypatch.setattr(walk, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(progress, "QUIET_S", 0.0)  # every snapshot is "long"

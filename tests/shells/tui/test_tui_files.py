@@ -22,7 +22,7 @@ from textual._compositor import CompositorUpdate
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from infai.agent import Harness, WorkFiles
+from infai.agent import Harness, SessionCheckpoints
 from infai.llm import Message, ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import ChatView, Notice
@@ -279,8 +279,8 @@ def test_a_long_snapshots_progress_is_in_the_bar_while_it_runs_and_leaves_it(
     """A long first snapshot says where it is every second: the status bar shows
     the latest, in place (not a chat line and a toast each), and it leaves the bar
     once the snapshot is over (it stayed there, hiding HEAD, until the next turn)."""
-    from infai.agent.checkpoints import progress as progress_module
-    from infai.agent.checkpoints import walk as walk_module
+    from infai.checkpoints import progress as progress_module
+    from infai.checkpoints import walk as walk_module
 
     monkeypatch.setattr(walk_module, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(progress_module, "QUIET_S", 0.0)  # every snapshot is "long"
@@ -354,7 +354,7 @@ def test_opening_a_session_shows_what_recovering_its_files_said(tmp_path: Path) 
         return session.session_id, first
 
     sid, first = asyncio.run(turns())
-    files = WorkFiles(store, work)
+    files = SessionCheckpoints(store, work)
     with store.open_writer(sid) as writer:  # a process killed after applying, before recording
         _now, plan, _last, _target = files.plan(writer, first)
         meta = {"source": first, "before": None, "session": sid, "parent": first}
@@ -449,9 +449,9 @@ def test_ctrl_c_during_a_restore_lets_it_finish_and_gives_the_prompt_back(
     work = space.working_dir
     app = InfaiApp(space)
     started, release = threading.Event(), threading.Event()
-    real = WorkFiles.restore
+    real = SessionCheckpoints.restore
 
-    def held(self: WorkFiles, *args: Any, **kwargs: Any) -> Any:
+    def held(self: SessionCheckpoints, *args: Any, **kwargs: Any) -> Any:
         started.set()
         assert release.wait(30), "never released"
         return real(self, *args, **kwargs)
@@ -459,7 +459,7 @@ def test_ctrl_c_during_a_restore_lets_it_finish_and_gives_the_prompt_back(
     async def scenario(pilot: Pilot[None]) -> None:
         picked = await two_turns(pilot, app, work)
         await app.pick(picked)
-        monkeypatch.setattr(WorkFiles, "restore", held)
+        monkeypatch.setattr(SessionCheckpoints, "restore", held)
         await send(pilot, "again")
         await until(pilot, started.is_set, "the restore under way")
         await pilot.press("ctrl+c")

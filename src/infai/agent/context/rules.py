@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from infai.llm.tokens import estimate_tokens
 from infai.store import (
-    WORKSPACE_KINDS,
+    CHECKPOINT_KINDS,
     BranchSummaryRecord,
     CompactionRecord,
     GapRecord,
@@ -119,7 +119,7 @@ class WorkspaceFiles:
     def apply(self, parts: Sequence[ContextPart]) -> Iterable[ContextDecision]:
         """Drop every snapshot and restore event."""
         for part in parts:
-            if part.kind in WORKSPACE_KINDS:
+            if part.kind in CHECKPOINT_KINDS:
                 yield part.drop("files on disk, not conversation")
 
 

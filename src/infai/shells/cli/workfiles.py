@@ -1,7 +1,7 @@
 """``infai session files | diff | checkout``: the working directory's files on the timeline.
 
 A session's files at an event are those of the nearest snapshot (or restore)
-at or before it on its path (:mod:`infai.agent.workfiles`). ``files`` lists
+at or before it on its path (:mod:`infai.checkpoints.session`). ``files`` lists
 them (paths, sizes, digests, and what the snapshot skipped), ``diff`` compares
 two events' files (or one event's with the working directory now), and
 ``checkout`` puts an event's files back on disk, recorded on the timeline as a

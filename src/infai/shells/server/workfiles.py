@@ -2,7 +2,7 @@
 restore before a prompt that continues from an older event.
 
 Model, in prose: the files of a session at an event are those of the nearest
-snapshot at or before it (:mod:`infai.agent.workfiles`). ``GET …/files`` and
+snapshot at or before it (:mod:`infai.checkpoints.session`). ``GET …/files`` and
 ``GET …/diff`` read them (diff's ``to`` left out: the working directory now);
 ``POST …/checkout`` puts an event's files back, recorded at HEAD. A prompt
 that continues from an older event (``from``, or an event picked with

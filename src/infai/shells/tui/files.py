@@ -43,7 +43,7 @@ from infai.agent import (
 from infai.agent import files_at as files_listed
 from infai.errors import InfaiError
 from infai.llm import Notice
-from infai.store import WORKSPACE_KINDS, SessionStore
+from infai.store import CHECKPOINT_KINDS, SessionStore
 
 from .chat import ChatView
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
@@ -59,7 +59,7 @@ FILES_EVERY = 1.0
 #: a look that took long waits this many times its own duration before the next
 #: (a large tree is not hashed over and over)
 FILES_SLOWER = 5.0
-#: how a long snapshot's progress notice begins (:func:`infai.agent.checkpoints.progress_text`)
+#: how a long snapshot's progress notice begins (:func:`infai.checkpoints.progress_text`)
 SNAPSHOTTING = "files: snapshot of "
 
 
@@ -76,7 +76,7 @@ def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> Eve
     (index entries to find both, then :func:`~infai.agent.diff_at`). Blocks on
     the store and the disk: run it in a thread."""
     path = session.view.path(event_id, to_boundary=False)
-    marks = [entry for entry in path if entry.kind in WORKSPACE_KINDS]
+    marks = [entry for entry in path if entry.kind in CHECKPOINT_KINDS]
     seq = path[-1].seq if path else "?"
     if not marks:
         return EventDiff(f"no files were recorded at or before #{seq}")
@@ -226,7 +226,7 @@ class Files(Prompting):
         """An event of ``kind`` was saved: a snapshot or a restore means the files on
         disk are HEAD's now (a label from before, during the turn that recorded
         them, would be stale)."""
-        if kind in WORKSPACE_KINDS and self.state.files.startswith("files ≠"):
+        if kind in CHECKPOINT_KINDS and self.state.files.startswith("files ≠"):
             self.state.files = ""
             self._refresh_status()
 

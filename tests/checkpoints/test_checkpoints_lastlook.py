@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Checkpoints
-from infai.agent.checkpoints import disk as disk_module
+from infai.checkpoints import Checkpoints
+from infai.checkpoints import disk as disk_module
 from infai.store import Store
 
 CHANGED = "changed during the restore"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from ckpt_support import later
-from infai.agent.checkpoints import Checkpoints
-from infai.agent.checkpoints import disk as disk_module
-from infai.agent.checkpoints import restore as restore_module
-from infai.agent.workfiles import WorkFiles, nearest
+from infai.checkpoints import Checkpoints
+from infai.checkpoints import disk as disk_module
+from infai.checkpoints import restore as restore_module
+from infai.checkpoints.session import SessionCheckpoints, nearest
 from infai.store import RestoreRecord, Store
 from infai.store.codec import digest_of
 
@@ -211,7 +211,7 @@ def _applied_not_recorded(tmp_path: Path) -> tuple[Store, Path, str, str, str]:
     store = Store(tmp_path / "home")
     a = store.create_session(working_dir=str(work)).id
     b = store.create_session(working_dir=str(work)).id
-    files = WorkFiles(store, work, watch=False)
+    files = SessionCheckpoints(store, work, watch=False)
     try:
         with store.open_writer(a) as writer:
             first = files.snapshot_record(writer, None, "turn start")
@@ -231,7 +231,7 @@ def _applied_not_recorded(tmp_path: Path) -> tuple[Store, Path, str, str, str]:
 
 
 def _recover_in(store: Store, work: Path, sid: str) -> str | None:
-    files = WorkFiles(store, work, watch=False)
+    files = SessionCheckpoints(store, work, watch=False)
     try:
         with store.open_writer(sid) as writer:
             return files.recover(writer)
@@ -289,7 +289,7 @@ def test_a_rollback_in_another_session_names_the_session(
     store = Store(tmp_path / "home")
     a = store.create_session(working_dir=str(work)).id
     b = store.create_session(working_dir=str(work)).id
-    files = WorkFiles(store, work, watch=False)
+    files = SessionCheckpoints(store, work, watch=False)
     try:
         with store.open_writer(a) as writer:
             first = files.snapshot_record(writer, None, "turn start")

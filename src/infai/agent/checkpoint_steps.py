@@ -6,11 +6,11 @@ this mixin decides when a session asks for one and publishes what was appended
 on the session's hub. Before a prompt that continues from an older event, that
 event's files are restored (a refusal raises with nothing stored), then the
 files now are snapshotted; after every tool call that may change files, a
-snapshot follows (:meth:`SessionFiles._snapshot`; a cancel stops a long one).
+snapshot follows (:meth:`CheckpointSteps._snapshot`; a cancel stops a long one).
 A shell may restore first to ask about conflicts
-(:meth:`SessionFiles.restore_files`), put an event's files back with the
-conversation staying at HEAD (:meth:`SessionFiles.checkout`), or ask whether the
-disk holds HEAD's files (:meth:`SessionFiles.files_state`). Disk and store work
+(:meth:`CheckpointSteps.restore_files`), put an event's files back with the
+conversation staying at HEAD (:meth:`CheckpointSteps.checkout`), or ask whether the
+disk holds HEAD's files (:meth:`CheckpointSteps.files_state`). Disk and store work
 runs in worker threads, never on the event loop.
 """
 
@@ -23,27 +23,33 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from infai.checkpoints import (
+    FilesState,
+    OnRestore,
+    Restored,
+    SessionCheckpoints,
+    SnapshotNotices,
+    changes_files,
+)
 from infai.errors import InfaiError
 from infai.llm import Notice
 from infai.store import Event, HeadConflict, InvalidInput, SessionLog, SessionView
 from infai.tools.offload import off_loop
 
-from .checkpoints import SnapshotNotices
 from .context import ContextCache
 from .hub import EventHub
 from .loop import AgentEvent, Saved, Streamed
-from .workfiles import FilesState, OnRestore, Restored, WorkFiles, changes_files
 
 
 class _Stopped(Exception):
     """A snapshot's walk stopped by a cancel (raised in its worker thread)."""
 
 
-class SessionFiles:
+class CheckpointSteps:
     """The files methods of :class:`~.session.AgentSession` (a mixin: the state it
     uses is the session's own)."""
 
-    files: WorkFiles | None
+    files: SessionCheckpoints | None
     writer: SessionLog
     cache: ContextCache
     hub: EventHub
@@ -267,4 +273,4 @@ class SessionFiles:
             await self._free()
 
 
-__all__ = ["SessionFiles"]
+__all__ = ["CheckpointSteps"]

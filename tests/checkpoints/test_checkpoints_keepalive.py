@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from infai.agent.checkpoints import Snapshotter
-from infai.agent.checkpoints import snapshot as snapshot_module
-from infai.agent.checkpoints.snapshot import TOUCH_INTERVAL_S
+from infai.checkpoints import Snapshotter
+from infai.checkpoints import snapshot as snapshot_module
+from infai.checkpoints.snapshot import TOUCH_INTERVAL_S
 from infai.store import Store
 from infai.store.gc import DEFAULT_GRACE
 from infai.store.trees import reachable

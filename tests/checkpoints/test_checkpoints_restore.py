@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import contents, hash_git_dir, init_repo, later, tree_state, write
-from infai.agent.checkpoints import (
+from infai.checkpoints import (
     Checkpoints,
     FileInfo,
     PlanStale,
@@ -21,7 +21,7 @@ from infai.agent.checkpoints import (
     Snapshotter,
     tree_files,
 )
-from infai.agent.checkpoints import restore as restore_module
+from infai.checkpoints import restore as restore_module
 from infai.store.file.objects import FileObjects
 
 
@@ -333,7 +333,7 @@ def test_snapshotter_without_cache_sees_restored_state(tmp_path: Path) -> None:
 def test_files_left_alone_beyond_the_listed_cap_are_still_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import snapshot as snapshot_module
+    from infai.checkpoints import snapshot as snapshot_module
 
     monkeypatch.setattr(snapshot_module, "SKIPPED_LIST_CAP", 1)
     wd, home = tmp_path / "wd", tmp_path / "home"

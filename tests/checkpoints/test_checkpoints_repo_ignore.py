@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import SnapshotResult, Snapshotter, tree_files
+from infai.checkpoints import SnapshotResult, Snapshotter, tree_files
 from infai.store.file.objects import FileObjects
 
 _AUTHOR = {
@@ -284,7 +284,7 @@ def test_a_changed_parent_gitignore_applies_to_the_next_warm_snapshot(tmp_path: 
 def test_a_parent_gitignore_is_read_again_only_when_its_stat_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import repo as repo_module
+    from infai.checkpoints import repo as repo_module
 
     pkg = _mono(tmp_path / "mono")
     parent = tmp_path / "mono" / ".gitignore"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import later
-from infai.agent.checkpoints import Snapshotter
-from infai.agent.checkpoints import watch as watch_module
+from infai.checkpoints import Snapshotter
+from infai.checkpoints import watch as watch_module
 from infai.store.file.objects import FileObjects
 
 pytestmark = pytest.mark.skipif(not watch_module.Watcher().ok, reason="no inotify on this system")
@@ -237,7 +237,7 @@ def test_the_watcher_notes_the_names_events_are_about() -> None:
 def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import repo as repo_module
+    from infai.checkpoints import repo as repo_module
 
     wd, home = tmp_path / "wd", tmp_path / "home"
     (wd / ".git" / "info").mkdir(parents=True)
@@ -246,8 +246,8 @@ def test_the_exclude_files_are_read_again_only_when_their_stat_changes(
     (wd / "x.a").write_text("a")
     (wd / "x.b").write_text("b")
     reads: list[int] = []
-    from infai.agent.checkpoints.repo import PatternFile
-    from infai.agent.checkpoints.repo import read_patterns as real_read
+    from infai.checkpoints.repo import PatternFile
+    from infai.checkpoints.repo import read_patterns as real_read
 
     def counting(paths: list[PatternFile]) -> list[bytes]:
         reads.append(1)

@@ -25,11 +25,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from infai.store import WORKSPACE_KINDS, SessionView, SnapshotRecord
+from infai.store import CHECKPOINT_KINDS, SessionView, SnapshotRecord
 from infai.store.objects import ObjectStore
 
-from .checkpoints import Action, FileInfo, diff_trees
-from .checkpoints.diff import line_counts
+from .diff import FileInfo, diff_trees, line_counts
+from .restore import Action
 
 #: text files at most this many of a restore get their lines counted (the rest:
 #: "modified"): a restore of thousands of files never reads them all to say so
@@ -64,8 +64,8 @@ def hand_made(
     fork = 0
     while fork < len(on_left) and on_left[fork].id in shared:
         fork += 1
-    marks = [e.id for e in on_left if e.kind in WORKSPACE_KINDS]
-    before = [e.id for e in on_left[:fork] if e.kind in WORKSPACE_KINDS]
+    marks = [e.id for e in on_left if e.kind in CHECKPOINT_KINDS]
+    before = [e.id for e in on_left[:fork] if e.kind in CHECKPOINT_KINDS]
     after = marks[len(before) :]
     if not after:
         return []

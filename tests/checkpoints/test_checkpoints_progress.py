@@ -12,11 +12,11 @@ import pytest
 
 from ckpt_support import later
 from infai.agent import Harness, Saved, Streamed
-from infai.agent.checkpoints import SnapshotNotices, Snapshotter, progress_text
-from infai.agent.checkpoints import progress as progress_module
-from infai.agent.checkpoints import walk as walk_module
 from infai.agent.config import Config
-from infai.agent.workfiles import WorkFiles
+from infai.checkpoints import SnapshotNotices, Snapshotter, progress_text
+from infai.checkpoints import progress as progress_module
+from infai.checkpoints import walk as walk_module
+from infai.checkpoints.session import SessionCheckpoints
 from infai.llm import Notice
 from infai.store import Store
 from infai.store.file.objects import FileObjects
@@ -73,7 +73,7 @@ def test_snapshot_record_syncs_the_objects_only_when_it_records(
     _tree(work, 5)
     store = Store(tmp_path / "home")
     info = store.create_session(working_dir=str(work))
-    files = WorkFiles(store, work)
+    files = SessionCheckpoints(store, work)
     order: list[str] = []
     objects = store.objects
     real_sync, real_batch = objects.sync, objects.batch

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Snapshotter
+from infai.checkpoints import Snapshotter
 from infai.store.file.objects import FileObjects
 
 

@@ -1,5 +1,5 @@
 """Recovery of another session's restore in a shared (PostgreSQL) store: the
-rule of :meth:`WorkFiles.recover` (recorded on the session that started it
+rule of :meth:`SessionCheckpoints.recover` (recorded on the session that started it
 when that one is open nowhere, else on the recovering one, naming it), and
 exactly once when a recovery is killed after appending. Here a session is
 "open" by its open mark (writers take no lock), so "open elsewhere" is a mark
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from infai.agent.checkpoints import Checkpoints, Restorer
-from infai.agent.recovered import JOURNAL
-from infai.agent.workfiles import OnRestore, WorkFiles, nearest
+from infai.checkpoints import Checkpoints, Restorer
+from infai.checkpoints.recovered import JOURNAL
+from infai.checkpoints.session import OnRestore, SessionCheckpoints, nearest
 from infai.store import RestoreRecord
 from infai.store.pg import PgStore
 
@@ -53,7 +53,7 @@ class Sessions:
         self.a, self.b, self.c = (
             store.create_session(working_dir=str(self.work)).id for _ in range(3)
         )
-        files = WorkFiles(store, self.work, watch=False)
+        files = SessionCheckpoints(store, self.work, watch=False)
         real = Checkpoints.apply
 
         def apply(cp: Checkpoints, *args: Any, **kwargs: Any) -> Any:
@@ -85,7 +85,7 @@ class Sessions:
         return Restorer(self.store.objects, self.work, self.store.home).pending()
 
     def recover(self, sid: str) -> str | None:
-        files = WorkFiles(self.store, self.work, watch=False)
+        files = SessionCheckpoints(self.store, self.work, watch=False)
         try:
             with self.store.open_writer(sid) as writer:
                 return files.recover(writer)
@@ -153,8 +153,8 @@ def test_a_rollback_in_another_session_is_recorded_nowhere(
     (work / "a.txt").write_text("one\n")
     (work / "b.txt").write_text("one\n")
     a, b = (store.create_session(working_dir=str(work)).id for _ in range(2))
-    files = WorkFiles(store, work, watch=False)
-    from infai.agent.checkpoints import restore as restore_module
+    files = SessionCheckpoints(store, work, watch=False)
+    from infai.checkpoints import restore as restore_module
 
     real, done = restore_module._Disk.put, list[bool]()
 
@@ -180,7 +180,7 @@ def test_a_rollback_in_another_session_is_recorded_nowhere(
             monkeypatch.undo()
     finally:
         files.close()
-    recovering = WorkFiles(store, work, watch=False)
+    recovering = SessionCheckpoints(store, work, watch=False)
     try:
         with store.open_writer(b) as writer:
             said = recovering.recover(writer)
@@ -220,8 +220,8 @@ def test_a_recovery_killed_after_its_append_is_not_recorded_again(
 
 CHILD = r"""
 import os, signal, sys
-from infai.agent.checkpoints import Restorer
-from infai.agent.workfiles import WorkFiles
+from infai.checkpoints import Restorer
+from infai.checkpoints.session import SessionCheckpoints
 from infai.store.pg import PgStore
 
 url, home, wd, sid = sys.argv[1:5]
@@ -234,7 +234,7 @@ def finish(self):
 
 
 Restorer.finish = finish
-files = WorkFiles(store, wd, watch=False)
+files = SessionCheckpoints(store, wd, watch=False)
 with store.open_writer(sid) as writer:
     print("recovering", flush=True)
     files.recover(writer)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from infai.agent.checkpoints import Checkpoints
-from infai.agent.checkpoints import restore as restore_module
+from infai.checkpoints import Checkpoints
+from infai.checkpoints import restore as restore_module
 from infai.store import Store, collect_garbage
 
 
@@ -150,7 +150,7 @@ def test_an_empty_directory_filled_during_the_restore_is_reported_left(
     meanwhile: it is kept (its file too), and was reported as restored (in the
     paths touched, not in ``left``), so the restore record disagreed with the
     disk without saying so."""
-    from infai.agent.checkpoints.disk import CHANGED
+    from infai.checkpoints.disk import CHANGED
 
     wd, home = tmp_path / "wd", tmp_path / "home"
     wd.mkdir()
@@ -180,8 +180,8 @@ def test_a_left_notice_for_a_hostile_name_prints_one_inert_line() -> None:
     """Held: a file name holding a newline, a carriage return and an escape
     sequence, left by a restore: its notice is one line (the newline quoted
     here), and the shells' sanitizer leaves no raw control byte in it."""
-    from infai.agent.checkpoints.disk import CHANGED
-    from infai.agent.workfiles import _left_notices
+    from infai.checkpoints.disk import CHANGED
+    from infai.checkpoints.session import _left_notices
     from infai.shells.inert import inert
 
     name = "a\r\x1b[2Kb\nleft as it is: changed during the restore: c\x07"

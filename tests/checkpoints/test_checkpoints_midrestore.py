@@ -23,10 +23,9 @@ from typing import Any
 import pytest
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Checkpoints, FileInfo, RestoreError
-from infai.agent.checkpoints import disk as disk_module
-from infai.agent.config import CheckpointSettings
-from infai.agent.workfiles import OnRestore, WorkFiles
+from infai.checkpoints import Checkpoints, CheckpointSettings, FileInfo, RestoreError
+from infai.checkpoints import disk as disk_module
+from infai.checkpoints.session import OnRestore, SessionCheckpoints
 from infai.store import RestoreRecord, SnapshotRecord, Store
 from infai.store.codec import digest_of
 
@@ -198,7 +197,7 @@ def test_the_restore_reports_the_path_left_and_records_what_it_did(
     write(wd, [("a.txt", "a v1\n"), ("b.txt", "b v1\n")])
     store = Store(home)
     sid = store.create_session(working_dir=str(wd)).id
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     files.cp.snapshotter._clock = later
     with store.open_writer(sid) as writer:
         first = files.snapshot_record(writer, None, "turn start")
@@ -301,7 +300,7 @@ def test_a_recovery_of_an_applied_restore_reports_the_paths_it_left(
 
 
 def test_the_notice_of_a_path_left_stays_one_line() -> None:
-    from infai.agent.workfiles import _left_notices
+    from infai.checkpoints.session import _left_notices
 
     left = {f"f{i:02}": CHANGED for i in range(12)} | {"evil\nskipped: x": CHANGED}
     notices = _left_notices(left)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import write
-from infai.agent.checkpoints import Checkpoints, Snapshotter, tree_files
+from infai.checkpoints import Checkpoints, Snapshotter, tree_files
 from infai.store.file.objects import FileObjects
 
 CHILD = Path(__file__).resolve().parent.parent / "support" / "ckpt_child.py"

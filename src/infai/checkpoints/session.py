@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from infai.store import (
-    WORKSPACE_KINDS,
+    CHECKPOINT_KINDS,
     Event,
     InvalidInput,
     RestoreRecord,
@@ -53,11 +53,13 @@ from infai.store import (
     SnapshotRecord,
 )
 
-from .checkpoints import Checkpoints, Recovery, RestoreError, RestorePlan
-from .config import CheckpointSettings
+from .facade import Checkpoints
+from .notes import hand_made, restored
+from .notes import quoted as _quoted
 from .recovered import JOURNAL, record_recovered
-from .restorenotes import hand_made, restored
-from .restorenotes import quoted as _quoted
+from .restore import Recovery, RestoreError, RestorePlan
+from .settings import CheckpointSettings
+from .snapshot import DEFAULT_SIZE_CAP
 
 
 class RestoreRefused(RestoreError):
@@ -134,7 +136,7 @@ def nearest(view: SessionView, at: str | None) -> tuple[str, SnapshotRecord | Re
     if at is None and view.head is None:
         return None
     for entry in reversed(view.path(at, to_boundary=False)):
-        if entry.kind in WORKSPACE_KINDS:
+        if entry.kind in CHECKPOINT_KINDS:
             record = view.event(entry.id, resolve=True).record
             assert isinstance(record, SnapshotRecord | RestoreRecord)
             return entry.id, record
@@ -177,7 +179,7 @@ def other_writers(store: SessionStore, session_id: str, workdir: str) -> list[st
     return [sid for sid in order if sid in held]
 
 
-class WorkFiles:
+class SessionCheckpoints:
     """One session directory's checkpoints, recorded on a session's timeline."""
 
     def __init__(
@@ -450,10 +452,9 @@ def _narrow_workdir(store: SessionStore, session_id: str, doing: str) -> str:
     return workdir
 
 
-def _settings(workdir: str) -> CheckpointSettings:
-    from .config import load_config
-
-    return load_config(Path(workdir)).checkpoints
+def workdir_of(store: SessionStore, session_id: str) -> str:
+    """The session's working directory (the one its configuration is read in)."""
+    return _workdir(store, session_id)
 
 
 def _at(view: SessionView, session_id: str, event_id: str | None) -> tuple[str, Any]:
@@ -486,7 +487,12 @@ def files_at(store: SessionStore, session_id: str, event_id: str | None = None) 
 
 
 def diff_at(
-    store: SessionStore, session_id: str, old: str, new: str | None = None
+    store: SessionStore,
+    session_id: str,
+    old: str,
+    new: str | None = None,
+    *,
+    size_cap: int = DEFAULT_SIZE_CAP,
 ) -> dict[str, Any]:
     """What changed from the files at event ``old`` to those at ``new`` (None: the
     working directory now): ``changes``, unified ``text`` diffs, ``binary`` paths."""
@@ -500,7 +506,7 @@ def diff_at(
         store.objects,
         workdir,
         getattr(store, "home", "."),
-        size_cap=_settings(workdir).size_cap,
+        size_cap=size_cap,
         watch=False,
     )
     try:
@@ -517,12 +523,15 @@ def checkout(
     choice: OnRestore | None = None,
     *,
     dry_run: bool = False,
+    settings: CheckpointSettings | None = None,
 ) -> Restored:
     """Put ``event_id``'s files on disk, recorded at HEAD (the conversation stays);
     ``dry_run``: the plan only. Raises :class:`RestoreRefused` with nothing changed,
     :class:`InvalidInput` in the home directory or ``/`` (see :func:`too_wide`)."""
     workdir = _narrow_workdir(store, session_id, "checkout")
-    files = WorkFiles(store, workdir, _settings(workdir), watch=False)  # a one-off
+    files = SessionCheckpoints(
+        store, workdir, settings or CheckpointSettings(), watch=False
+    )  # a one-off
     try:
         with store.open_writer(session_id) as writer:
             # open, as an agent session is, in the directory it writes (a gc with
@@ -571,7 +580,7 @@ __all__ = [
     "OnRestore",
     "RestoreRefused",
     "Restored",
-    "WorkFiles",
+    "SessionCheckpoints",
     "changes_files",
     "checkout",
     "diff_at",

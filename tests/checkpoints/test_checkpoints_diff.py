@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Checkpoints, diff_trees
+from infai.checkpoints import Checkpoints, diff_trees
 from infai.store.file.objects import FileObjects
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infai.agent import OnRestore, RestoreRefused, checkout
-from infai.agent.checkpoints import Checkpoints
-from infai.agent.restorenotes import by_the_agent
+from infai.checkpoints import Checkpoints
+from infai.checkpoints.notes import by_the_agent
 from infai.store import MessageRecord, RestoreRecord, SnapshotRecord, Store
 
 

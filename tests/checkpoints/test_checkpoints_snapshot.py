@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import CountingObjects, git, git_env, init_repo, later, write
-from infai.agent.checkpoints import Snapshotter, tree_files
-from infai.agent.checkpoints import snapshot as snapshot_module
+from infai.checkpoints import Snapshotter, tree_files
+from infai.checkpoints import snapshot as snapshot_module
 from infai.store.file.objects import FileObjects
 
 
@@ -342,7 +342,7 @@ def test_cache_file_is_written_at_most_every_interval_and_on_flush(tmp_path: Pat
 
 def test_a_working_directory_that_is_gone_is_a_clear_error(tmp_path: Path) -> None:
     """It was a bare AssertionError (shown as 'snapshot failed: AssertionError:')."""
-    from infai.agent.checkpoints import SnapshotError
+    from infai.checkpoints import SnapshotError
 
     work = tmp_path / "gone"
     work.mkdir()

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from ckpt_support import contents, init_repo, later, write
-from infai.agent.checkpoints import Checkpoints, Restorer, diff_trees
+from infai.checkpoints import Checkpoints, Restorer, diff_trees
 from infai.store.file.objects import FileObjects
 from infai.store.trees import EMPTY_TREE, decode_tree, encode_tree
 

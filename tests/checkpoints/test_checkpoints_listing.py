@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Snapshotter, tree_files
-from infai.agent.checkpoints.listing import working_files
+from infai.checkpoints import Snapshotter, tree_files
+from infai.checkpoints.listing import working_files
 from infai.store.file.objects import FileObjects
 
 

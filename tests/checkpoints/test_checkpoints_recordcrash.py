@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from infai.agent.checkpoints import Restorer, Snapshotter
-from infai.agent.recovered import JOURNAL
-from infai.agent.workfiles import OnRestore, WorkFiles, nearest
+from infai.checkpoints import Restorer, Snapshotter
+from infai.checkpoints.recovered import JOURNAL
+from infai.checkpoints.session import OnRestore, SessionCheckpoints, nearest
 from infai.store import MessageRecord, RestoreRecord, Store
 from infai.store.file.objects import FileObjects
 
@@ -36,8 +36,8 @@ ROUNDS = 16
 
 CHILD = r"""
 import os, signal, sys, time
-from infai.agent.checkpoints import Checkpoints, Restorer
-from infai.agent.workfiles import OnRestore, WorkFiles
+from infai.checkpoints import Checkpoints, Restorer
+from infai.checkpoints.session import OnRestore, SessionCheckpoints
 from infai.store import Store
 
 home, wd, mode, sid, event, point = sys.argv[1:7]
@@ -68,7 +68,7 @@ def restore_record(record, *a, **k):
 
 
 store = Store(home)
-files = WorkFiles(store, wd, watch=False)
+files = SessionCheckpoints(store, wd, watch=False)
 writer = store.open_writer(sid)
 if point == "applied":
     kill_after(Checkpoints, "apply")
@@ -118,7 +118,7 @@ class Setup:
         self.a, self.b, self.c = (
             store.create_session(working_dir=str(self.wd)).id for _ in range(3)
         )
-        work = WorkFiles(store, self.wd, watch=False)
+        work = SessionCheckpoints(store, self.wd, watch=False)
         try:
             with store.open_writer(self.a) as writer:
                 first = work.snapshot_record(writer, None, "one")
@@ -149,7 +149,7 @@ class Setup:
 
     def recover(self, sid: str) -> str | None:
         store = Store(self.home)
-        files = WorkFiles(store, self.wd, watch=False)
+        files = SessionCheckpoints(store, self.wd, watch=False)
         try:
             with store.open_writer(sid) as writer:
                 return files.recover(writer)
@@ -361,7 +361,7 @@ def test_a_recovery_reads_only_the_events_since_the_restore_began(
     events from the count the journal holds on, not the session."""
     s = Setup(tmp_path)
     store = Store(s.home)
-    files = WorkFiles(store, s.wd, watch=False)
+    files = SessionCheckpoints(store, s.wd, watch=False)
     try:
         with store.open_writer(s.a) as writer:
             for i in range(200):

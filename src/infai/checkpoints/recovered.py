@@ -17,7 +17,7 @@ before that append). A recovery reads only those events (as a rule none or
 one per place), never a whole session, and appends only when none of them is
 the record.
 
-Where, when not recorded yet (see :meth:`.WorkFiles.recover`): on the session
+Where, when not recorded yet (see :meth:`.SessionCheckpoints.recover`): on the session
 that started the restore, through ``writer`` when that is the one recovering,
 else through its own writer when it is open nowhere; else (open elsewhere, or
 removed) on ``writer``'s timeline, naming that session in the metadata.
@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from infai.store import (
-    WORKSPACE_KINDS,
+    CHECKPOINT_KINDS,
     HeadConflict,
     RestoreRecord,
     SessionLog,
@@ -43,7 +43,8 @@ from infai.store import (
     WriterLocked,
 )
 
-from .checkpoints import Checkpoints, Recovery
+from .facade import Checkpoints
+from .restore import Recovery
 
 #: the metadata key of a restore record naming its restore (the journal's tag)
 JOURNAL = "journal"
@@ -168,7 +169,7 @@ def _tree_at_head(view: SessionView) -> str | None:
     if view.head is None:
         return None
     for entry in reversed(view.path(None, to_boundary=False)):
-        if entry.kind in WORKSPACE_KINDS:
+        if entry.kind in CHECKPOINT_KINDS:
             record = view.event(entry.id, resolve=True).record
             assert isinstance(record, SnapshotRecord | RestoreRecord)
             return record.tree

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from infai.agent.checkpoints import Checkpoints, RestoreError, Snapshotter
-from infai.agent.checkpoints import snapshot as snapshot_module
-from infai.agent.checkpoints.restore import Restorer, plan_restore
-from infai.agent.config import CheckpointSettings
-from infai.agent.workfiles import WorkFiles, diff_at
+from infai.checkpoints import Checkpoints, CheckpointSettings, RestoreError, Snapshotter
+from infai.checkpoints import snapshot as snapshot_module
+from infai.checkpoints.restore import Restorer, plan_restore
+from infai.checkpoints.session import SessionCheckpoints, diff_at
 from infai.store import SnapshotRecord, Store, collect_garbage
 from infai.store.trees import reachable
 
@@ -121,7 +120,7 @@ def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
     monkeypatch.setattr(Snapshotter, "__init__", no_racy_files)
     store = Store(home)
     sid = store.create_session(working_dir=str(wd)).id
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     with store.open_writer(sid) as writer:
         first = files.snapshot_record(writer, None, "turn start")
         assert first is not None
@@ -132,7 +131,7 @@ def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
     _age_puts(home, 7200)  # two hours later, by the store's clock and by the snapshot's:
     later = time.time() + 7200
     monkeypatch.setattr(snapshot_module, "_wall", lambda: later)
-    files = WorkFiles(store, wd, CheckpointSettings(), watch=False)
+    files = SessionCheckpoints(store, wd, CheckpointSettings(), watch=False)
     real = Snapshotter.snapshot
 
     def snapshot_then_gc(self: Snapshotter, *args: object, **kwargs: object) -> object:
@@ -152,7 +151,7 @@ def test_gc_between_a_snapshot_and_its_event_keeps_what_the_event_names(
 def test_an_edit_during_a_restore_is_not_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infai.agent.checkpoints import restore as restore_module
+    from infai.checkpoints import restore as restore_module
     from infai.store.codec import digest_of
 
     wd, home = tmp_path / "wd", tmp_path / "home"
@@ -189,7 +188,7 @@ def test_directories_nested_too_deep_are_left_out_not_a_crash(tmp_path: Path) ->
     later snapshot of the directory used to fail with RecursionError (a traceback
     from `session diff`/`checkout`). The part below the limit is left out and
     reported, and a restore leaves it alone."""
-    from infai.agent.checkpoints.walk import MAX_DEPTH
+    from infai.checkpoints.walk import MAX_DEPTH
 
     wd, home = tmp_path / "wd", tmp_path / "home"
     deep = wd.joinpath(*["d"] * 600)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ckpt_support import later, write
-from infai.agent.checkpoints import Snapshotter
-from infai.agent.checkpoints import watch as watch_module
+from infai.checkpoints import Snapshotter
+from infai.checkpoints import watch as watch_module
 from infai.store.file.objects import FileObjects
 
 pytestmark = pytest.mark.skipif(not watch_module.Watcher().ok, reason="no inotify on this system")
@@ -232,7 +232,7 @@ def test_a_snapshot_that_fails_mid_walk_loses_no_change_for_the_next(
 ) -> None:
     """Fails without the fix: the failed walk had drained the watcher's events, and
     the next one trusted the changed directory's cached tree."""
-    from infai.agent.checkpoints import walk as walk_module
+    from infai.checkpoints import walk as walk_module
 
     wd, objects, snap = setup
     (wd / "d1/s0/f4").write_text("changed before the failure")
