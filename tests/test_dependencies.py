@@ -14,6 +14,8 @@ import tomllib
 from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
+import astparse
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,7 +39,7 @@ def _imported_top_levels() -> dict[str, str]:
     """Top-level module name -> the first file that imports it (absolute imports only)."""
     found: dict[str, str] = {}
     for path in sorted((ROOT / "src" / "infai").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(astparse.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 tops = [alias.name.split(".")[0] for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import astparse
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
 PUBLIC = [
     *("infai", "infai.errors", "infai.store", "infai.imports", "infai.llm", "infai.tools"),
@@ -25,7 +27,7 @@ PUBLIC = [
 def _bound_names(path: Path) -> set[str]:
     """Names the module binds at top level by import, definition or assignment."""
     names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in astparse.parse(path.read_text()).body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 continue

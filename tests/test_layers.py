@@ -21,6 +21,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import astparse
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "infai"
 LAYERS = ["store", "imports", "llm", "tools", "checkpoints", "agent", "shells"]
 LOWER_PUBLIC = {"infai.errors", *(f"infai.{layer}" for layer in LAYERS[:-1])}
@@ -76,7 +78,7 @@ def _imports(path: Path, package: str | None = None, *, all_nodes: bool = False)
     """
     if package is None:
         package = _package_of(path)
-    tree = ast.parse(path.read_text())
+    tree = astparse.parse(path.read_text())
     nodes = (
         [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
         if all_nodes

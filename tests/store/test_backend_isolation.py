@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import astparse
 import infai.store
 
 STORE = Path(infai.store.__file__).resolve().parent
@@ -19,7 +20,7 @@ def _imported(path: Path) -> set[str]:
     package = ".".join(("infai", "store", *path.relative_to(STORE).parent.parts))
     package_parts = package.split(".")
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(astparse.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

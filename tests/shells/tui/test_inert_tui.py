@@ -35,6 +35,7 @@ from textual._compositor import CompositorUpdate
 from textual.pilot import Pilot
 from textual.widgets import Collapsible
 
+import astparse
 from infai.llm import Message, ScriptedModel, ToolCall
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.modals import ApprovalScreen, RenameScreen, SessionPicker
@@ -294,13 +295,13 @@ def test_every_widget_is_handed_text_through_the_sanitizer() -> None:
     assert len(sources) >= 6
     bare: list[str] = []
     for source in sources:
-        for node in ast.walk(ast.parse(source.read_text())):
+        for node in ast.walk(astparse.parse(source.read_text())):
             bare += [f"{source.name}:{getattr(node, 'lineno', 0)}: {x}" for x in _unsanitized(node)]
     assert bare == [], "\n".join(bare)
 
 
 def test_the_source_check_sees_a_bare_string() -> None:
-    bad = ast.parse("Static(Text(reply))\nfold.title = name\nStatic(inert_text(reply))")
+    bad = astparse.parse("Static(Text(reply))\nfold.title = name\nStatic(inert_text(reply))")
     found = [x for node in ast.walk(bad) for x in _unsanitized(node)]
     assert sorted(found) == [".title = name", "Static(Text(reply))", "Text(reply)"]
 
