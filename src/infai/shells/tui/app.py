@@ -400,6 +400,7 @@ class InfaiApp(Keyboard, Files):
     async def _saved(self, event: Saved) -> None:
         chat = self.query_one(ChatView)
         stored = event.event
+        self._heard(stored)  # built on another process's append: shown after the turn
         self.head.saved(stored)
         if stored.kind == "compaction":  # the chat (the path) now starts at the summary
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
@@ -568,11 +569,13 @@ class InfaiApp(Keyboard, Files):
 
     async def action_escape(self) -> None:
         """Esc closes the top panel (the timeline), wherever the focus is; with none
-        open it forgets the pick (back to HEAD)."""
+        open it forgets the pick (back to HEAD); with neither, twice: the rewind list."""
         if self.query_one(Timeline).has_class("shown"):
             self.on_timeline_closed()
-        else:
+        elif self.query_one(PendingBar).display:
             await self.action_back_to_head()
+        elif self.escaped_twice():
+            await self.action_rewind()
 
     async def action_back_to_head(self) -> None:
         session = self.session

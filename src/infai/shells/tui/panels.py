@@ -253,9 +253,27 @@ def files_mark(entry: Entry | Event) -> str | None:
     return None
 
 
+#: Markdown's marks a reply's preview drops: emphasis and code marks, a heading's or
+#: a quote's or a list item's lead, a link's brackets and address
+_MARKS = (
+    (re.compile(r"\*\*|__|`+"), ""),
+    (re.compile(r"^\s{0,3}(?:#{1,6}|>|[-*+]|\d+\.)\s+", re.MULTILINE), ""),
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1"),
+)
+
+
+def plain(text: str) -> str:
+    """``text`` (a reply, written in Markdown) as a line of plain words: the
+    timeline shows what was said, not its markup."""
+    for pattern, replacement in _MARKS:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split())
+
+
 def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
-    preview = entry.preview.replace("\n", " ")[:48]
+    said = plain(entry.preview) if entry.role == "assistant" else entry.preview
+    preview = said.replace("\n", " ")[:48]
     style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
     files = files_mark(entry)
     if files is not None:

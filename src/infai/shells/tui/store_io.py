@@ -215,14 +215,30 @@ def held_by(store: SessionStore, session_id: str) -> str | None:
 
 
 def open_session(harness: Harness, session_id: str | None) -> tuple[AgentSession, bool]:
-    """Open ``session_id`` (None: a new one); also says whether it was created here.
-    One another process holds raises :class:`SessionHeld` at once (no wait)."""
+    """Open ``session_id`` (None: a new one), its writer let go until a turn needs
+    it (:func:`let_go`); also says whether it was created here. One another
+    process holds raises :class:`SessionHeld` at once (no wait)."""
     created = session_id is None
     if session_id is None:
         session_id = harness.new_session()
     elif (holder := held_by(harness.store, session_id)) is not None:
         raise SessionHeld(session_id, holder)
-    return harness.open(session_id), created
+    opened = harness.open(session_id)
+    try:
+        let_go(opened)
+    except BaseException:
+        opened.close()
+        raise
+    return opened, created
+
+
+def let_go(session: AgentSession) -> None:
+    """Hold ``session``'s writer only while its slot's work runs (a turn, a
+    compaction, a restore), and let go of it now: between turns another
+    terminal's ``infai run --session`` does not wait for this app (see
+    :mod:`.elsewhere`)."""
+    session.park_between_turns = True
+    session.park()
 
 
 #: the events the read-only view shows (the newest of the path)
