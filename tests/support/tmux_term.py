@@ -54,7 +54,9 @@ class Terminal:
         self.work.mkdir()
         self.conf = tmp_path / "tmux.conf"
         self.conf.write_text("set -g remain-on-exit on\nset -g default-shell /bin/sh\n")
-        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        # Textual takes COLUMNS and LINES over the terminal's size: a test run may set them
+        dropped = ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")
+        self.env = {k: v for k, v in os.environ.items() if k not in dropped}
         self.env |= {"INFAI_HOME": str(self.home), "INFAI_CONFIG": str(self.config)}
 
     def run(self, *args: str, check: bool = True) -> str:

@@ -250,7 +250,7 @@ class InfaiApp(Keyboard, Files):
         chat = self.query_one(ChatView)
         loader, resolver = store_io.event_loader(session), store_io.record_resolver(session)
         chat.working_dir = session.working_dir
-        await chat.show_path(shown.entries, shown.page, loader, resolver)
+        await chat.show_path(shown.entries, shown.page, loader, resolver, shown.earlier)
         self.query_one(PendingBar).show(shown.pending)
         self.head = shown.head
         self.state.used_tokens = shown.used_tokens
@@ -482,6 +482,8 @@ class InfaiApp(Keyboard, Files):
     # -- actions ----------------------------------------------------------------
 
     async def action_interrupt(self) -> None:
+        if self.copied():  # text selected with the mouse: Ctrl-C copies it (.scrollback)
+            return
         now = time.monotonic()
         if self.busy and not self._cancelled:
             self._cancelled = True

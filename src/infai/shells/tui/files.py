@@ -49,7 +49,7 @@ from .chat import ChatView
 from .elsewhere import LOOK_EVERY
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
-from .rewind import Rewind
+from .scrollback import Scrollback
 from .store_io import off_loop
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ async def _to_its_end(work: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-class Files(Rewind):
+class Files(Scrollback):
     """Restores asked about, the files' state in the status bar, an event's diff."""
 
     _ending: bool

@@ -199,7 +199,13 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
         "edit, sent from before it (its files restored)",
     ),
     ("anywhere", "Ctrl-T", "the timeline: open it (it takes the keys) / close it"),
-    ("anywhere", "Ctrl-C", "cancel the turn in flight; twice to quit"),
+    (
+        "anywhere",
+        "Ctrl-C",
+        "copy the text selected with the mouse (drag over the chat); else cancel the "
+        "turn in flight; twice to quit",
+    ),
+    ("anywhere", "PgUp / PgDn", "scroll the chat a page (the keys stay where they are)"),
     ("anywhere", "Ctrl-O", "sessions (type to filter)"),
     ("anywhere", "Ctrl-F", "search every session"),
     ("anywhere", "Ctrl-N / F2", "new session / rename it"),

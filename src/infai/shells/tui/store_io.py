@@ -108,6 +108,8 @@ class Shown:
     pending: Entry | None
     used_tokens: int
     head: Head = field(default_factory=Head)
+    #: the events before the compaction the path starts at (shown folded above it)
+    earlier: list[str] = field(default_factory=list)
 
 
 def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
@@ -129,7 +131,12 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
         count=log.count,
         fork=fork_point(head_path),
     )
+    earlier: list[str] = []
+    if entries and entries[0].kind == "compaction":  # what came before it, from the index
+        whole = log.path(pending, to_boundary=False)
+        earlier = [entry.id for entry in whole[: len(whole) - len(entries)]]
     return Shown(
+        earlier=earlier,
         entries=entries,
         page=[log.event(entry.id) for entry in entries[-page:]] if page else [],
         pending=log.entry(pending) if pending else None,
@@ -151,14 +158,15 @@ def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
 
 
 def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
-    """Loads events by id (no blob read): a page the user scrolls up to."""
-    log = _log(session)
-    return lambda ids: [log.event(event_id) for event_id in ids]
+    """Loads events by id (no blob read): a page the user scrolls up to. The view
+    is taken at each call: between turns it is a new reader each time."""
+    return lambda ids: [_log(session).event(event_id) for event_id in ids]
 
 
 def record_resolver(session: AgentSession) -> Callable[[Event], Record]:
-    """Reads an event's record from its blob: a folded result or message unfolded."""
-    return _log(session).resolve
+    """Reads an event's record from its blob: a folded result or message unfolded
+    (the view taken at each call, as :func:`event_loader` does)."""
+    return lambda event: _log(session).resolve(event)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from ..inert import inert
 CSS = """
 #main { height: 1fr; }
 ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
-Timeline { width: 50%; max-width: 72; border-left: vkey $panel; display: none; }
+Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
 Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
 Timeline.shown { display: block; }
 /* under 100 columns the timeline takes the width while open: its previews keep 30+ characters */
