@@ -1,6 +1,7 @@
 """Issue 25, in a real terminal (tmux at 100x30 and 60x20): continuing from an old
 tool call (bug 6), the session let go between turns (bug 10), the rewind list of
-the user's own prompts (Esc Esc) and the transcript's scrollback.
+the user's own prompts (Esc Esc), the transcript's scrollback, and the approval
+dialog's colours.
 
 Each test starts the ``infai`` command in tmux with a scripted model, sends keys
 with ``send-keys`` and polls the screen (and the store) for what must be there.
@@ -291,3 +292,36 @@ def test_a_compacted_session_shows_the_earlier_conversation_folded(offline: Term
         time.sleep(0.5)
     offline.burst("PPage", "PPage", "PPage")  # opened above the end the chat keeps to
     offline.wait_for(lambda s: "message number 0" in s, "the earlier conversation")
+
+
+def colour_before(line: str, token: str) -> str:
+    """The last SGR escape before ``token`` on a captured line (``capture-pane -e``)."""
+    found = re.findall(r"\x1b\[[0-9;]*m", line[: line.index(token)])
+    return found[-1] if found else ""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_approval_dialog_colours_the_code_it_shows(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """An edit's question shows the change with the file's line numbers and its
+    language's colours: a keyword and a string on the added line differ (it was
+    one colour for the whole line)."""
+    code = "".join(f"x{i} = {i}\n" for i in range(1, 30)) + "def f():\n    return 1\n"
+    edit = {"path": "code.py", "old_text": "    return 1\n", "new_text": '    return "two"\n'}
+    term = scripted(
+        tmp_path,
+        size,
+        [{"content": "", "tool_calls": [{"id": "e1", "name": "edit_file", "arguments": edit}]}],
+    )
+    (term.work / "code.py").write_text(code)
+    try:
+        term.start()
+        term.burst("edit it", "Enter")
+        term.wait_for(lambda s: "Allow edit_file?" in s and '31 +     return "two"' in s, "it")
+        coloured = term.run("capture-pane", "-p", "-e", "-t", SESSION)
+        [added] = [line for line in coloured.splitlines() if '"two"' in line]
+        assert colour_before(added, "return") != colour_before(added, '"two"'), repr(added)
+        assert "30" in flat(term.screen()) and "def f():" in term.screen()  # context, numbered
+    finally:
+        term.close()
