@@ -120,7 +120,6 @@ def test_another_terminal_runs_in_the_session_between_turns(offline: Terminal) -
     offline.burst("hello", "Enter")
     offline.wait_for(lambda s: len(messages(offline)) == 2 and "✓" in s, "the first reply")
     [info] = Store(offline.home).list_sessions()
-    started = time.monotonic()
     done = subprocess.run(
         [str(INFAI), "run", "--session", info.id, "from elsewhere"],
         cwd=offline.work,
@@ -130,8 +129,7 @@ def test_another_terminal_runs_in_the_session_between_turns(offline: Terminal) -
         timeout=30,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 8, "it waited for the TUI's lock"
+    assert done.returncode == 0, done.stderr  # it waited 10 s for the TUI's lock, and failed
     offline.wait_for(lambda s: "from elsewhere" in s, "the other terminal's prompt shown")
     offline.burst("after", "Enter")
     offline.wait_for(lambda s: len(messages(offline)) == 6 and "✓" in s, "the next reply")
@@ -245,9 +243,9 @@ def test_page_up_and_the_wheel_scroll_the_chat_and_the_prompt_keeps_the_keys(
     assert "keys:" not in shown and "message number 0" in shown  # the keys never moved
     offline.burst("NPage", "NPage", "NPage")
     offline.wait_for(lambda s: "message number 5'" in s, "the end again")
-    for _ in range(8):
+    for _ in range(30):
         mouse(offline, 64, 5, 3)  # the wheel, up, over the chat
-    offline.wait_for(lambda s: "message number 5'" not in s, "scrolled by the wheel")
+    offline.wait_for(lambda s: "message number 0" in s, "scrolled by the wheel")
     offline.burst(" more")
     offline.wait_for(lambda s: prompt_box(s) == "typed more", "the prompt still has the keys")
 
@@ -325,3 +323,45 @@ def test_the_approval_dialog_colours_the_code_it_shows(
         assert "30" in flat(term.screen()) and "def f():" in term.screen()  # context, numbered
     finally:
         term.close()
+
+
+def test_the_status_bar_keeps_the_working_directory_shortened(offline: Terminal) -> None:
+    """The status bar says where the session works, shortened to its end at 60
+    columns (it was dropped there), beside HEAD and the tokens, which stay."""
+    offline.start()
+    talked(offline, 1)
+    lines = offline.wait_for(lambda s: "HEAD #2" in s, "the reply saved").splitlines()
+    bar = lines[max(i for i, line in enumerate(lines) if "^c" in line) - 1]
+    assert "HEAD #2" in bar and "32" in bar, bar
+    assert bar.rstrip().endswith("/work"), bar
+
+
+def test_subagent_sessions_sit_under_their_parent_and_hits_show_titles(
+    offline: Terminal,
+) -> None:
+    """The picker lists an imported subagent's session under its parent (``└``),
+    not as a session of its own among the others; a search hit in an unnamed
+    session is titled by its first prompt (it showed the session's id)."""
+    store = Store(offline.home)
+    work = str(offline.work)
+    parent = store.create_session(working_dir=work).id
+    other = store.create_session(working_dir=work).id
+    child = store.create_session(working_dir=work, parent_session=parent).id
+    for sid, text in ((parent, "the parent asks"), (child, "a subagent works"), (other, "other")):
+        with store.open_writer(sid) as writer:
+            writer.append(MessageRecord(content=f"{text} zebra"), "user")
+    offline.start()
+    offline.burst("C-o")
+    shown = offline.wait_for(lambda s: "Sessions" in s and "subagent" in s, "the picker")
+    words = ("the parent", "a subagent", "other zebra")
+    rows = [line for line in shown.splitlines() if any(w in line for w in words)]
+    names = [next(w for w in words if w in row) for row in rows]
+    assert names.index("a subagent") == names.index("the parent") + 1, shown
+    assert "└ a subagent" in shown, shown
+    offline.burst("Escape")
+    offline.wait_for(lambda s: "Sessions" not in s, "the picker closed")
+    offline.burst("C-f")
+    offline.wait_for(lambda s: "Search every session" in s, "the search panel")
+    offline.burst("zebra")
+    shown = offline.wait_for(lambda s: "3 hits" in s, "the hits")
+    assert "the parent asks zebra" in shown and child[:13] not in shown, shown

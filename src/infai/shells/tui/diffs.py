@@ -86,11 +86,11 @@ def highlighted(lines: list[str], path: str) -> list[Text]:
     """``lines`` (inert) with the syntax colours of the language ``path`` names (by
     its extension or first line); plain for a file of no known language. The
     side is highlighted whole, so a string or comment over lines is coloured."""
-    code = "\n".join(inert(line) for line in lines)
+    code = inert("\n".join(lines))  # line breaks kept, every other control escaped
     lexer = Syntax.guess_lexer(path, code)
     if lexer in ("default", "text"):
-        return [Text(line) for line in code.split("\n")][: len(lines)]
-    shown = Syntax(code, lexer, theme="ansi_dark").highlight(code)
+        return [Text(inert(line)) for line in code.split("\n")][: len(lines)]
+    shown = Syntax(inert(code), lexer, theme="ansi_dark").highlight(code)
     return list(shown.split("\n", allow_blank=True))[: len(lines)]
 
 
@@ -120,7 +120,7 @@ def numbered_diff(tool: str, arguments: Mapping[str, Any], current: str | None) 
     for number, sign, line in rows[:SHOWN]:
         style = {"+": "bold green", "-": "bold red", "⋯": "dim"}.get(sign, "")
         text.append(inert(f"{number or '':>{width}} "), style="dim")
-        text.append(f"{sign} ", style=f"{style} {TINTS.get(sign, '')}".strip())
+        text.append(inert(f"{sign} "), style=f"{style} {TINTS.get(sign, '')}".strip())
         if sign in TINTS:
             line = line.copy()
             line.stylize(TINTS[sign])

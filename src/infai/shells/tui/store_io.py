@@ -34,6 +34,7 @@ from infai.store import (
     Event,
     MessageRecord,
     Record,
+    SearchHit,
     SearchResults,
     SessionStore,
     SessionView,
@@ -288,6 +289,28 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
     sid = session.session_id
     if discard_if_unused and unused and not store.info(sid).name:
         store.remove_session(sid)
+
+
+def first_prompt(store: SessionStore, session_id: str) -> str:
+    """The preview of the session's first prompt (among its first 20 events), or ""
+    (the index only; an unreadable session: "")."""
+    try:
+        with store.open_reader(session_id) as reader:
+            heads = (reader.entry_at(seq) for seq in range(min(reader.count, 20)))
+            first = next((e for e in heads if e.role == "user"), None)
+    except StoreError:
+        return ""
+    return first.preview if first is not None else ""
+
+
+def titles(store: SessionStore, hits: list[SearchHit]) -> dict[str, str]:
+    """Each hit's session's title, as the picker shows it: its name, else its first
+    prompt (read once per session; the hits' own field names only a name)."""
+    found: dict[str, str] = {}
+    for hit in hits:
+        if hit.session_id not in found:
+            found[hit.session_id] = hit.session_name or first_prompt(store, hit.session_id)
+    return found
 
 
 def sessions(harness: Harness, limit: int = LISTED) -> list[Listed]:
