@@ -36,8 +36,10 @@ from infai.agent import AgentSession
 from infai.store import Entry, MessageRecord, StoreError
 
 from ..inert import inert, inert_text
+from . import store_io
 from .elsewhere import Elsewhere
 from .modals import MODAL_CSS
+from .panels import PendingBar, Timeline
 from .store_io import off_loop
 
 #: seconds within which a second Esc opens the rewind list
@@ -127,9 +129,30 @@ class RewindScreen(ModalScreen[Prompted | None]):
 
 
 class Rewind(Elsewhere):
-    """Esc Esc: the rewind list, and the chosen prompt back in the box."""
+    """Esc: close the timeline, else forget the pick; Esc Esc: the rewind list, and
+    the chosen prompt back in the box."""
 
     _last_escape = 0.0
+
+    def on_timeline_closed(self, message: Timeline.Closed | None = None) -> None:
+        raise NotImplementedError
+
+    async def action_escape(self) -> None:
+        """Esc closes the top panel (the timeline), wherever the focus is; with none
+        open it forgets the pick (back to HEAD); with neither, twice: the rewind list."""
+        if self.query_one(Timeline).has_class("shown"):
+            self.on_timeline_closed()
+        elif self.query_one(PendingBar).display:
+            await self.action_back_to_head()
+        elif self.escaped_twice():
+            await self.action_rewind()
+
+    async def action_back_to_head(self) -> None:
+        """Forget the event picked to continue from: the next prompt follows HEAD."""
+        session = self.session
+        if session is not None and self.query_one(PendingBar).display and not self.busy:
+            await off_loop(lambda: store_io.select(session, None))
+            await self.reload()
 
     def escaped_twice(self) -> bool:
         """Whether this Esc follows another within :data:`TWICE` seconds (then
