@@ -134,14 +134,13 @@ class Rewind(Elsewhere):
 
     _last_escape = 0.0
 
-    def on_timeline_closed(self, message: Timeline.Closed | None = None) -> None:
-        raise NotImplementedError
-
     async def action_escape(self) -> None:
         """Esc closes the top panel (the timeline), wherever the focus is; with none
         open it forgets the pick (back to HEAD); with neither, twice: the rewind list."""
-        if self.query_one(Timeline).has_class("shown"):
-            self.on_timeline_closed()
+        timeline = self.query_one(Timeline)
+        if timeline.has_class("shown"):  # as its own Esc does (the app's on_timeline_closed)
+            timeline.remove_class("shown")
+            self.prompt.focus()
         elif self.query_one(PendingBar).display:
             await self.action_back_to_head()
         elif self.escaped_twice():
