@@ -160,11 +160,12 @@ class StoreCalls:
     """Records the store calls the TUI's own code makes (not the agent's), and
     whether each ran with an event loop running in its thread.
 
-    Wraps the methods of the store's class and of its writer's class (undone by
-    ``monkeypatch``), and counts a call only when a frame of ``infai/shells/tui``
-    is on its stack nearer than the agent's turn machinery: a read the TUI hands
-    to a thread counts too (the function it handed over is on the thread's
-    stack), the agent's own appends and reads during a turn do not.
+    Wraps the methods of the store's class, of its writer's class and of its
+    reader's (the session's view between turns), undone by ``monkeypatch``, and
+    counts a call only when a frame of ``infai/shells/tui`` is on its stack
+    nearer than the agent's turn machinery: a read the TUI hands to a thread
+    counts too (the function it handed over is on the thread's stack), the
+    agent's own appends and reads during a turn do not.
     """
 
     STORE: tuple[str, ...] = ("info", "list_sessions", "create_session", "update_info")
@@ -176,7 +177,12 @@ class StoreCalls:
         self.calls: list[tuple[str, bool]] = []
         with store.open_writer(session_id) as writer:
             writer_class = type(writer)
-        for cls, names in ((type(store), self.STORE), (writer_class, self.WRITER)):
+        with store.open_reader(session_id) as reader:  # the view between turns
+            reader_class = type(reader)
+        classes = [(type(store), self.STORE), (writer_class, self.WRITER)]
+        if reader_class is not writer_class:  # the writer's own first (it may inherit)
+            classes.append((reader_class, self.WRITER))
+        for cls, names in classes:
             for name in names:
                 monkeypatch.setattr(cls, name, self._wrap(name, getattr(cls, name)))
 
@@ -213,11 +219,19 @@ TURN: tuple[str, ...] = (
 TURN += ("/infai/tools/",)
 
 
+#: the TUI's timer that looks for other processes' appends: not counted (it runs
+#: every second while idle, whatever the test does; it runs in a thread too)
+LOOK = "/infai/shells/tui/elsewhere.py"
+
+
 def _from_tui() -> bool:
-    """Whether the nearest caller that is the TUI or the agent's turn is the TUI."""
+    """Whether the nearest caller that is the TUI or the agent's turn is the TUI
+    (and not its look for other processes' appends)."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename.replace(os.sep, "/")
+        if LOOK in name:
+            return False
         if TUI in name:
             return True
         if any(part in name for part in TURN):

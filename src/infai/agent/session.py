@@ -75,6 +75,7 @@ from infai.tools.offload import off_loop
 from .checkpoint_steps import CheckpointSteps
 from .compaction import DEFAULT_THRESHOLD, compact, summarize_branch
 from .context import ContextCache, context_pipeline
+from .continue_point import continue_point
 from .hooks import Hooks, HookSpec
 from .hub import EventHub
 from .kept import KEPT_RULES as KEPT_RULES
@@ -349,9 +350,11 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
             releasing.set()
 
     def select(self, event_id: str | None) -> None:
-        """Continue from ``event_id`` with the next prompt (None: from HEAD)."""
+        """Continue from ``event_id`` with the next prompt (None: from HEAD); a tool
+        call whose result was recorded continues after it (:mod:`.continue_point`)."""
         if self.busy is not None:
             raise Busy(f"session {self.session_id} is busy: {self.busy}")
+        event_id = event_id and continue_point(self.view, event_id)
         parked = self._parked
         if parked is None:
             self.writer.select(event_id)

@@ -154,13 +154,21 @@ def test_the_status_bar_after_a_failed_call_and_at_60_columns(
 def test_a_second_tui_on_a_held_session_says_who_holds_it_at_once(
     tmp_path: Path, terminals: list[SizedTerminal]
 ) -> None:
+    """Between its turns a TUI lets the session go (bug 10: another terminal may
+    run in it); during a turn it holds it, and a second TUI says so at once."""
     first = SizedTerminal(tmp_path, "one")
     terminals.append(first)
+    script = tmp_path / "replies.json"
+    asks = {"id": "b1", "name": "bash", "arguments": {"command": "git log --oneline -1"}}
+    script.write_text(
+        json.dumps([{"content": "", "tool_calls": [asks]}, "denied, fine", "a second answer"])
+    )
+    first.config.write_text(f'model = "scripted:{script}"\n')
     first.start_at((100, 30))
     first.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
     first.keys("hello from the first", literal=True)
     first.keys("Enter")
-    first.wait_for(lambda s: "you said" in s and "✓ saved" in s, "the reply")
+    first.wait_for(lambda s: "Allow bash?" in s, "the first TUI's turn, asking")
     [info] = Store(first.home).list_sessions()
 
     second = SizedTerminal(tmp_path, "two", home=first.home)
@@ -178,6 +186,8 @@ def test_a_second_tui_on_a_held_session_says_who_holds_it_at_once(
     second.keys("p")
     second.wait_for(lambda s: "Sessions (this directory first" in s, "the picker")
     # the first TUI still has its session, untouched
+    first.keys("n")
+    first.wait_for(lambda s: "denied, fine" in s and "✓ saved" in s, "the first turn's end")
     first.keys("again", literal=True)
     first.keys("Enter")
-    first.wait_for(lambda s: "you said 'again'" in s, "the first TUI's next reply")
+    first.wait_for(lambda s: "a second answer" in s, "the first TUI's next reply")

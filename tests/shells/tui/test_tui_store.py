@@ -65,7 +65,7 @@ def test_a_store_failure_mid_turn_is_shown_not_swallowed(
             raise StoreIOError(28, "No space left on device")
 
         with monkeypatch.context() as patched:  # the session's appends fail (its class's)
-            patched.setattr(type(app.session.view), "append_batch", failing)
+            patched.setattr(type(app.session.writer), "append_batch", failing)
             await send(pilot, "hi")
             await until(pilot, lambda: not app.busy)
         assert any("could not be saved" in str(n.render()) for n in app.query(".notice"))
@@ -95,11 +95,11 @@ def test_a_settled_event_costs_the_tui_no_store_call(
 
     async def scenario(pilot: Pilot[None]) -> None:
         assert app.session is not None
-        view = app.session.view
         for text in ("one", "two"):
-            before, count = calls.count(), view.count
+            before, count = calls.count(), app.session.view.count
             await send(pilot, text)
             await until(pilot, lambda: not app.busy, "the turn's end")
+            view = app.session.view  # a new reader: the session is let go between turns
             turns.append((calls.count() - before, view.count - count))
             bar = str(app.query_one(StatusBar).render())
             assert f"HEAD #{view.count - 1} of {view.count}" in bar  # kept up to date

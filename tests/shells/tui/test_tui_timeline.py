@@ -124,14 +124,13 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
             await send(pilot, text)
             await until(pilot, lambda: not app.busy)
         assert app.session is not None
-        view = app.session.view
         bar = app.query_one(StatusBar)
         # three turns of two messages after the first turn's files
         assert "HEAD #6 of 7" in str(bar.render()) and "⑂" not in str(bar.render())
         await pilot.press("ctrl+t")
         timeline = app.query_one(Timeline)
         assert timeline.has_focus and timeline.cursor_node is not None
-        assert timeline.cursor_node.data == view.head  # not #0
+        assert timeline.cursor_node.data == app.session.view.head  # not #0
         assert not timeline.show_horizontal_scrollbar  # long labels are cut, no stray bar
         picked = rows(timeline)[2]
         assert "assistant: answer 0" in str(picked.label)
@@ -148,6 +147,7 @@ def test_the_timeline_opens_on_head_or_the_picked_event(
         await send(pilot, "other")
         await until(pilot, lambda: not app.busy and not app.query_one(PendingBar).display)
         assert "HEAD #8 of 9 ⑂ at #2" in str(bar.render())  # the branch, from the index
-        assert timeline.cursor_node is not None and timeline.cursor_node.data == view.head
+        head = app.session.view.head  # a reader of its own between turns
+        assert timeline.cursor_node is not None and timeline.cursor_node.data == head
 
     run_app(app, scenario, size)

@@ -29,7 +29,8 @@ and switches the models and closes them when the app ends, once.
 Three base classes carry the rest: :mod:`.files` (a continue's restore, asked
 about; whether the disk is HEAD's; an event's diff), :mod:`.prompting` (what
 Enter hands over, the queue, the history, other processes' appends) and
-:mod:`.commands` (/compact, /model, /rename).
+:mod:`.commands` (/compact, /model, /rename); between them :mod:`.elsewhere` (the
+session let go between turns), :mod:`.rewind` (Esc, Esc Esc), :mod:`.scrollback`.
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ class InfaiApp(Keyboard, Files):
         chat = self.query_one(ChatView)
         loader, resolver = store_io.event_loader(session), store_io.record_resolver(session)
         chat.working_dir = session.working_dir
-        await chat.show_path(shown.entries, shown.page, loader, resolver)
+        await chat.show_path(shown.entries, shown.page, loader, resolver, shown.earlier)
         self.query_one(PendingBar).show(shown.pending)
         self.head = shown.head
         self.state.used_tokens = shown.used_tokens
@@ -403,6 +404,7 @@ class InfaiApp(Keyboard, Files):
     async def _saved(self, event: Saved) -> None:
         chat = self.query_one(ChatView)
         stored = event.event
+        self._heard(stored)  # built on another process's append: shown after the turn
         self.head.saved(stored)
         if stored.kind == "compaction":  # the chat (the path) now starts at the summary
             detail = self.state.notice.removeprefix(COMPACTING).strip(" :…")
@@ -554,20 +556,6 @@ class InfaiApp(Keyboard, Files):
         """Open a search hit's session (if another) at the hit's event."""
         if hit is not None and await self.open_session(hit.session_id):
             await self.pick(hit.event_id)
-
-    async def action_escape(self) -> None:
-        """Esc closes the top panel (the timeline), wherever the focus is; with none
-        open it forgets the pick (back to HEAD)."""
-        if self.query_one(Timeline).has_class("shown"):
-            self.on_timeline_closed()
-        else:
-            await self.action_back_to_head()
-
-    async def action_back_to_head(self) -> None:
-        session = self.session
-        if session is not None and self.query_one(PendingBar).display and not self.busy:
-            await off_loop(lambda: store_io.select(session, None))
-            await self.reload()
 
     async def action_sessions(self) -> None:
         current = self.session.session_id if self.session else None

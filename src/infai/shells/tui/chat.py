@@ -54,6 +54,8 @@ INTERRUPTED_TURN = "[turn interrupted]"
 DIFF_LINES = 200
 #: how a folded result or message is opened, said on its fold
 OPEN_HINT = "click or Tab+Enter to open"
+#: the events before a compaction that opening its fold shows (the newest)
+EARLIER_SHOWN = 200
 
 #: loads events by id (no blob), and resolves an event's record (reads its blob);
 #: both read the store, so they are run in a thread
@@ -315,12 +317,50 @@ class FoldedMessage(Widget):
         self.call_after_refresh(self.scroll_visible, top=True, animate=False)  # its start
 
 
+class EarlierFold(Widget):
+    """The conversation before the compaction the path starts at, folded: read
+    (its last :data:`EARLIER_SHOWN` events) when opened, never sent to the model."""
+
+    DEFAULT_CSS = """
+    EarlierFold { height: auto; }
+    EarlierFold > Collapsible { padding: 0; border: none; }
+    EarlierFold .body { height: auto; }
+    """
+
+    def __init__(self, ids: list[str], chat: ChatView) -> None:
+        super().__init__(classes="earlier")
+        self.ids = ids
+        self._chat = chat
+        self._body = Vertical(classes="body")
+        many = len(ids)
+        said = f"▲ {many} event{'s' * (many != 1)} before the compaction ({OPEN_HINT})"
+        self._fold = Collapsible(self._body, title=inert_markup(said))
+
+    def compose(self) -> ComposeResult:
+        yield self._fold
+
+    async def on_collapsible_expanded(self, message: Collapsible.Expanded) -> None:
+        if message.collapsible is not self._fold or self._body.children:
+            return
+        ids, loader = self.ids[-EARLIER_SHOWN:], self._chat._loader
+        try:
+            events = await off_loop(lambda: loader(ids))
+        except (StoreError, LookupError) as exc:
+            await self._body.mount(Static(inert_text(f"cannot load them: {exc}", "bold red")))
+            return
+        if len(ids) < len(self.ids):
+            await self._body.mount(Notice(f"… {len(self.ids) - len(ids)} older events not shown"))
+        await self._body.mount_all(self._chat.widgets_apart(events))
+        await self._body.mount(Notice("── the compaction: the model is sent its summary below"))
+
+
 class ChatView(VerticalScroll):
     """The active path's events, a page at a time, and the live reply."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._ids: list[str] = []
+        self._earlier: list[str] = []  # the events before the compaction shown first
         self._shown_from = 0
         self._loader: Loader = _no_session
         self._resolver: Resolver = _no_session_record
@@ -334,26 +374,39 @@ class ChatView(VerticalScroll):
     # -- whole views --------------------------------------------------------
 
     async def show_path(
-        self, entries: list[Entry], page: list[Event], loader: Loader, resolver: Resolver
+        self,
+        entries: list[Entry],
+        page: list[Event],
+        loader: Loader,
+        resolver: Resolver,
+        earlier: list[str] | None = None,
     ) -> None:
         """Show the path (index entries) with its last ``page`` of events, already
-        read; earlier pages are read with ``loader`` when the user asks."""
+        read; earlier pages are read with ``loader`` when the user asks. ``earlier``:
+        the events before the compaction the path starts at, shown folded above it."""
         self._loader, self._resolver = loader, resolver
-        await self._show([entry.id for entry in entries], page)
+        await self._show([entry.id for entry in entries], page, earlier or [])
 
     async def start_at(self, event: Event) -> None:
         """Show ``event`` alone: a compaction just saved, where the path now begins
-        (the store is not read again; the loader and resolver stay)."""
-        await self._show([event.id], [event])
+        (the store is not read again; the loader and resolver stay). What was shown
+        before it (up to its parent) stays above it, folded."""
+        before = [*self._earlier, *self._ids]
+        if event.parent_id in before:
+            before = before[: before.index(event.parent_id) + 1]
+        await self._show([event.id], [event], before)
 
-    async def _show(self, ids: list[str], page: list[Event]) -> None:
+    async def _show(self, ids: list[str], page: list[Event], earlier: list[str]) -> None:
         self._shown += 1
         self._ids = ids
+        self._earlier = earlier
         self._tools.clear()
         if self.live is not None:
             await self.live.stop_stream()
             self.live = None
         await self.remove_children()
+        if earlier:
+            await self.mount(EarlierFold(earlier, self))
         self._shown_from = len(self._ids) - len(page)
         if self._shown_from:
             await self.mount(self._more_button())
@@ -396,6 +449,16 @@ class ChatView(VerticalScroll):
         return len(self._ids) - self._shown_from
 
     # -- one event ----------------------------------------------------------
+
+    def widgets_apart(self, events: list[Event]) -> list[Widget]:
+        """Widgets for ``events`` that are not the path shown (the conversation before
+        a compaction): their calls and results pair among themselves, and a prompt
+        among them marks none of the shown calls interrupted."""
+        shown, self._tools = self._tools, {}
+        try:
+            return [self._widget(event) for event in events]
+        finally:
+            self._tools = shown
 
     def _widget(self, event: Event, current: str | None = None) -> Widget:
         record = event.record
@@ -452,6 +515,7 @@ class ChatView(VerticalScroll):
         """A settled event of the running turn."""
         record = event.record
         if event.role == "assistant" and isinstance(record, MessageRecord) and self.live:
+            self._ids.append(event.id)
             await self.live.settle(event, record)
             self.live = None
             return

@@ -3,7 +3,8 @@
 The dialog holds the change it asks about (the chat behind it is covered): the
 diff's lines carry the file's own line numbers (the new file's for a kept or
 added line, the old file's for a removed one), hunks apart by a ``⋯`` line,
-so the question can be answered without the chat.
+so the question can be answered without the chat. The code keeps its syntax
+colours (by the file's extension), added and removed lines tinted behind them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich.syntax import Syntax
 from rich.text import Text
 
 from infai.tools import Ask
@@ -76,17 +78,35 @@ def diff_sides(
     return None
 
 
+#: the background of an added and a removed line (the code keeps its own colours)
+TINTS = {"+": "on #12301a", "-": "on #3a1616"}
+
+
+def highlighted(lines: list[str], path: str) -> list[Text]:
+    """``lines`` (inert) with the syntax colours of the language ``path`` names (by
+    its extension or first line); plain for a file of no known language. The
+    side is highlighted whole, so a string or comment over lines is coloured."""
+    code = inert("\n".join(lines))  # line breaks kept, every other control escaped
+    lexer = Syntax.guess_lexer(path, code)
+    if lexer in ("default", "text"):
+        return [Text(inert(line)) for line in code.split("\n")][: len(lines)]
+    shown = Syntax(inert(code), lexer, theme="ansi_dark").highlight(code)
+    return list(shown.split("\n", allow_blank=True))[: len(lines)]
+
+
 def numbered_diff(tool: str, arguments: Mapping[str, Any], current: str | None) -> Text:
-    """The change as numbered lines (``  12 + text``), inert; empty for another tool."""
+    """The change as numbered lines (``  12 + text``), inert and syntax-highlighted
+    (added and removed lines tinted); empty for another tool."""
     sides = diff_sides(tool, arguments, current)
     if sides is None:
         return Text()
-    old, new = sides
-    rows: list[tuple[int, str, str]] = []  # (line number, sign, text)
-    groups = difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(CONTEXT)
+    path = str(arguments.get("path", ""))
+    old, new = highlighted(sides[0], path), highlighted(sides[1], path)
+    rows: list[tuple[int, str, Text]] = []  # (line number, sign, text)
+    groups = difflib.SequenceMatcher(None, *sides, autojunk=False).get_grouped_opcodes(CONTEXT)
     for index, group in enumerate(groups):
         if index:
-            rows.append((0, "⋯", ""))
+            rows.append((0, "⋯", Text()))
         for op, i1, i2, j1, j2 in group:
             if op == "equal":
                 rows += [(j1 + k + 1, " ", new[j1 + k]) for k in range(j2 - j1)]
@@ -98,9 +118,13 @@ def numbered_diff(tool: str, arguments: Mapping[str, Any], current: str | None) 
     width = len(str(max(number for number, _, _ in rows)))
     text = Text(no_wrap=True, overflow="ellipsis")
     for number, sign, line in rows[:SHOWN]:
-        style = {"+": "green", "-": "red", "⋯": "dim"}.get(sign, "")
+        style = {"+": "bold green", "-": "bold red", "⋯": "dim"}.get(sign, "")
         text.append(inert(f"{number or '':>{width}} "), style="dim")
-        text.append(inert(f"{sign} {line}"), style=style)
+        text.append(inert(f"{sign} "), style=f"{style} {TINTS.get(sign, '')}".strip())
+        if sign in TINTS:
+            line = line.copy()
+            line.stylize(TINTS[sign])
+        text.append_text(line)
         text.append("\n")
     if len(rows) > SHOWN:
         text.append(inert(f"… {len(rows) - SHOWN} more lines"), style="dim")

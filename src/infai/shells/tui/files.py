@@ -46,9 +46,10 @@ from infai.llm import Notice
 from infai.store import CHECKPOINT_KINDS, SessionStore
 
 from .chat import ChatView
+from .elsewhere import LOOK_EVERY
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
-from .prompting import Prompting
+from .scrollback import Scrollback
 from .store_io import off_loop
 
 T = TypeVar("T")
@@ -104,7 +105,7 @@ async def _to_its_end(work: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-class Files(Prompting):
+class Files(Scrollback):
     """Restores asked about, the files' state in the status bar, an event's diff."""
 
     _ending: bool
@@ -215,8 +216,10 @@ class Files(Prompting):
         self.check_files()
 
     def _watch_files(self) -> None:
-        """Look at the files every :data:`FILES_EVERY` seconds while idle."""
+        """Look at the files every :data:`FILES_EVERY` seconds while idle, and at
+        what other processes appended (:mod:`.elsewhere`)."""
         self.set_interval(FILES_EVERY, self._files_tick)
+        self.set_interval(LOOK_EVERY, self._look_elsewhere)
 
     def _files_tick(self) -> None:
         if not self.busy and time.monotonic() >= self._files_due:

@@ -196,19 +196,36 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
         "move the keys to the chat, a folded result or the timeline; the "
         "prompt's border says where they are",
     ),
-    ("anywhere", "Esc", "close the timeline if it is open, else back to HEAD (forget the pick)"),
+    (
+        "anywhere",
+        "Esc",
+        "close the timeline if it is open, else back to HEAD (forget the pick)",
+    ),
+    (
+        "anywhere",
+        "Esc Esc",
+        "rewind: your prompts on this branch; Enter puts one back in the prompt to "
+        "edit, sent from before it (its files restored)",
+    ),
     ("anywhere", "Ctrl-T", "the timeline: open it (it takes the keys) / close it"),
     (
         "anywhere",
         "Ctrl-C",
-        "cancel the turn in flight, else clear the draft (Up brings it back); twice to quit",
+        "copy the text selected with the mouse (drag over the chat); else cancel the "
+        "turn in flight, else clear the draft (Up brings it back); twice to quit",
     ),
+    ("anywhere", "PgUp / PgDn", "scroll the chat a page (the keys stay where they are)"),
     ("anywhere", "Ctrl-O", "sessions (type to filter)"),
     ("anywhere", "Ctrl-F", "search every session"),
     ("anywhere", "Ctrl-N / F2", "new session / rename it"),
     ("anywhere", "F1", "this key map, the commands and the MCP servers"),
     ("timeline", "↑ ↓ PgUp PgDn", "move to an event"),
-    ("timeline", "Enter", "continue from the event (the next prompt branches there)"),
+    (
+        "timeline",
+        "Enter",
+        "continue from the event (the next prompt branches there; from a tool call: "
+        "after its result)",
+    ),
     ("timeline", "Ctrl-D", "what changed in the event's files"),
     ("folded result", "Enter", "open it (a click opens it and leaves the keys with the prompt)"),
 )

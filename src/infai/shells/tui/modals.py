@@ -210,9 +210,10 @@ class Listed:
     count: int
 
 
-def session_label(row: Listed) -> Text:
-    """One line: title, when, how many events, the directory (cut at the end)."""
-    title = inert(row.title or "(empty)").replace("\n", " ")
+def session_label(row: Listed, nested: bool = False) -> Text:
+    """One line: title, when, how many events, the directory (cut at the end); a
+    subagent's or a fork's session (``nested``) under its parent, marked ``└``."""
+    title = ("└ " if nested else "") + inert(row.title or "(empty)").replace("\n", " ")
     title = title if len(title) <= 22 else title[:21] + "…"
     text = inert_text(f"{title:<22} ", "bold")
     text.append(f"{inert(_ago(row.info.updated_at)):>11} ")
@@ -224,11 +225,32 @@ def session_label(row: Listed) -> Text:
 
 def grouped(rows: list[Listed], here: str) -> list[Listed]:
     """By directory: this one's first, then each other directory in order of its
-    most recent session; newest first within each."""
+    most recent session; newest first within each. A session whose parent is
+    listed (an imported subagent's or sidechain's, a fork's) follows its parent,
+    not listed as one of its own."""
     order: dict[str, int] = {here: -1}
     for index, row in enumerate(rows):
         order.setdefault(shown_dir(row.info), index)
-    return sorted(rows, key=lambda r: order[shown_dir(r.info)])  # stable: newest first
+    ranked = sorted(rows, key=lambda r: order[shown_dir(r.info)])  # stable: newest first
+    listed = {row.info.id for row in rows}
+    children: dict[str, list[Listed]] = {}
+    for row in ranked:
+        parent = row.info.parent_session
+        if parent is not None and parent in listed and parent != row.info.id:
+            children.setdefault(parent, []).append(row)
+    nested = {row.info.id for kids in children.values() for row in kids}
+    out: list[Listed] = []
+    work = [row for row in reversed(ranked) if row.info.id not in nested]
+    seen: set[str] = set()
+    while work:  # each top-level row, then its children (theirs too), depth first
+        row = work.pop()
+        if row.info.id in seen:
+            continue
+        seen.add(row.info.id)
+        out.append(row)
+        work.extend(reversed(children.get(row.info.id, [])))
+    out += [row for row in ranked if row.info.id not in seen]  # a cycle of parents
+    return out
 
 
 class SessionPicker(ModalScreen[str | None]):
@@ -278,11 +300,13 @@ class SessionPicker(ModalScreen[str | None]):
         picker.clear_options()
         options: list[Option | None] = []
         last: str | None = None
+        listed_ids = {row.info.id for row in self.shown}
         for row in self.shown:
             if last is not None and shown_dir(row.info) != last:
                 options.append(None)  # a rule between directories
             last = shown_dir(row.info)
-            options.append(Option(session_label(row), id=row.info.id))
+            nested = row.info.parent_session in listed_ids
+            options.append(Option(session_label(row, nested), id=row.info.id))
         picker.add_options(options)
         ids = [i.id for i in self.sessions]
         if self.current in ids:

@@ -104,6 +104,23 @@ def home_short(path: Path) -> str:
         return str(path)
 
 
+#: the fewest columns the working directory is shown in (its end: ``…/work``)
+DIR_ROOM = 8
+
+
+def short_dir(path: str, width: int) -> str:
+    """``path`` in ``width`` columns: whole, else ``…/`` and its last parts that
+    fit, else the end of its last part."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    for start in range(1, len(parts)):
+        tail = "…/" + "/".join(parts[start:])
+        if len(tail) <= width:
+            return tail
+    return _tail(parts[-1], width)
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -175,8 +192,8 @@ def status_text(status: Status, width: int) -> Text:
     for tight in range(TIGHTEST + 1):
         parts = status_parts(status, tight)
         room = width - _drawn(parts).cell_len - 3 if width > 0 else 40
-        if tight < 4 and status.working_dir and room >= 12:  # the directory: in the room left
-            parts["dir"] = _tail(status.working_dir, min(room, 60))
+        if status.working_dir and room >= DIR_ROOM:  # the directory: in the room left
+            parts["dir"] = short_dir(status.working_dir, min(room, 60))
         text = _drawn(parts)
         if width <= 0 or text.cell_len <= width:
             return text
@@ -190,8 +207,9 @@ class StatusBar(Static):
     tokens · branch · directory.
 
     It fits the terminal's width by shortening, not by cutting the end off: the
-    directory and the model shorten first, then go; the tokens and HEAD stay,
-    in fewer characters (:func:`status_parts`).
+    directory takes the room left, shortened to its end (:func:`short_dir`); the
+    model shortens, then goes; the tokens and HEAD stay, in fewer characters
+    (:func:`status_parts`).
     """
 
     _status: Status | None = None
@@ -253,9 +271,27 @@ def files_mark(entry: Entry | Event) -> str | None:
     return None
 
 
+#: Markdown's marks a reply's preview drops: emphasis and code marks, a heading's or
+#: a quote's or a list item's lead, a link's brackets and address
+_MARKS = (
+    (re.compile(r"\*\*|__|`+"), ""),
+    (re.compile(r"^\s{0,3}(?:#{1,6}|>|[-*+]|\d+\.)\s+", re.MULTILINE), ""),
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1"),
+)
+
+
+def plain(text: str) -> str:
+    """``text`` (a reply, written in Markdown) as a line of plain words: the
+    timeline shows what was said, not its markup."""
+    for pattern, replacement in _MARKS:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split())
+
+
 def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
-    preview = entry.preview.replace("\n", " ")[:48]
+    said = plain(entry.preview) if entry.role == "assistant" else entry.preview
+    preview = said.replace("\n", " ")[:48]
     style = "bold" if entry.id == head else "italic" if entry.id == pending else ""
     files = files_mark(entry)
     if files is not None:

@@ -10,10 +10,11 @@ store call the TUI makes, and its errors (a query the grammar refuses, a store
 that cannot be read) are shown under the field, never raised.
 
 A hit is two lines: where it is (◆ on HEAD's path, ⑂ on a branch that was
-left; the session's name, the event's number, kind and role, its time) and a
-snippet with the matched words highlighted. Everything drawn goes through the
-sanitizer (:mod:`infai.shells.inert`): a session's name or a tool's output
-cannot drive the terminal or be read as markup.
+left; the session's title, its name else its first prompt; the event's number,
+kind and role, its time) and a snippet with the matched words highlighted.
+Everything drawn goes through the sanitizer (:mod:`infai.shells.inert`): a
+session's name or a tool's output cannot drive the terminal or be read as
+markup.
 
 Enter (in the field: the highlighted hit, else the first; in the list: the one
 chosen) dismisses the panel with the :class:`~infai.store.SearchHit`; the app
@@ -48,11 +49,11 @@ PAUSE = 0.15
 LIMIT = 50
 
 
-def hit_label(hit: SearchHit) -> Text:
-    """Where the hit is (HEAD's path or a branch, session, event, time), then its
-    snippet with the matched words highlighted; every part inert."""
+def hit_label(hit: SearchHit, title: str = "") -> Text:
+    """Where the hit is (HEAD's path or a branch, the session's title, event,
+    time), then its snippet with the matched words highlighted; every part inert."""
     where = "◆ HEAD" if hit.on_head_path else "⑂ branch"
-    name = inert(hit.session_name or hit.session_id[:13]).replace("\n", " ")
+    name = inert(title or hit.session_name or hit.session_id[:13]).replace("\n", " ")
     when = hit.timestamp[:16].replace("T", " ")
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(inert(f"{where:<9}"), style="bold" if hit.on_head_path else "italic")
@@ -90,6 +91,8 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         self.store = store
         self.query_text = query
         self.hits: list[SearchHit] = []
+        #: the sessions' titles (their name, else their first prompt), by id
+        self.titles: dict[str, str] = {}
         #: how many searches have finished (tests wait on it)
         self.searched = 0
 
@@ -127,6 +130,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         store = self.store
         try:
             hits = await off_loop(lambda: store_io.search(store, query, LIMIT))
+            self.titles = await off_loop(lambda: store_io.titles(store, list(hits)))
         except (InvalidInput, StoreError) as exc:
             self._show([], str(exc))
             status.add_class("error")
@@ -146,7 +150,9 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         self.query_one("#search-status", Static).update(inert_text(status))
         found = self.query_one("#hits", OptionList)
         found.clear_options()
-        found.add_options([Option(hit_label(hit)) for hit in hits])
+        found.add_options(
+            [Option(hit_label(hit, self.titles.get(hit.session_id, ""))) for hit in hits]
+        )
         if hits:
             found.highlighted = 0
         self.searched += 1

@@ -34,6 +34,7 @@ from infai.store import (
     Event,
     MessageRecord,
     Record,
+    SearchHit,
     SearchResults,
     SessionStore,
     SessionView,
@@ -108,6 +109,8 @@ class Shown:
     pending: Entry | None
     used_tokens: int
     head: Head = field(default_factory=Head)
+    #: the events before the compaction the path starts at (shown folded above it)
+    earlier: list[str] = field(default_factory=list)
 
 
 def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
@@ -129,7 +132,12 @@ def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
         count=log.count,
         fork=fork_point(head_path),
     )
+    earlier: list[str] = []
+    if entries and entries[0].kind == "compaction":  # what came before it, from the index
+        whole = log.path(pending, to_boundary=False)
+        earlier = [entry.id for entry in whole[: len(whole) - len(entries)]]
     return Shown(
+        earlier=earlier,
         entries=entries,
         page=[log.event(entry.id) for entry in entries[-page:]] if page else [],
         pending=log.entry(pending) if pending else None,
@@ -151,14 +159,15 @@ def _last_input_tokens(log: SessionView, entries: list[Entry]) -> int:
 
 
 def event_loader(session: AgentSession) -> Callable[[list[str]], list[Event]]:
-    """Loads events by id (no blob read): a page the user scrolls up to."""
-    log = _log(session)
-    return lambda ids: [log.event(event_id) for event_id in ids]
+    """Loads events by id (no blob read): a page the user scrolls up to. The view
+    is taken at each call: between turns it is a new reader each time."""
+    return lambda ids: [_log(session).event(event_id) for event_id in ids]
 
 
 def record_resolver(session: AgentSession) -> Callable[[Event], Record]:
-    """Reads an event's record from its blob: a folded result or message unfolded."""
-    return _log(session).resolve
+    """Reads an event's record from its blob: a folded result or message unfolded
+    (the view taken at each call, as :func:`event_loader` does)."""
+    return lambda event: _log(session).resolve(event)
 
 
 @dataclass
@@ -215,14 +224,30 @@ def held_by(store: SessionStore, session_id: str) -> str | None:
 
 
 def open_session(harness: Harness, session_id: str | None) -> tuple[AgentSession, bool]:
-    """Open ``session_id`` (None: a new one); also says whether it was created here.
-    One another process holds raises :class:`SessionHeld` at once (no wait)."""
+    """Open ``session_id`` (None: a new one), its writer let go until a turn needs
+    it (:func:`let_go`); also says whether it was created here. One another
+    process holds raises :class:`SessionHeld` at once (no wait)."""
     created = session_id is None
     if session_id is None:
         session_id = harness.new_session()
     elif (holder := held_by(harness.store, session_id)) is not None:
         raise SessionHeld(session_id, holder)
-    return harness.open(session_id), created
+    opened = harness.open(session_id)
+    try:
+        let_go(opened)
+    except BaseException:
+        opened.close()
+        raise
+    return opened, created
+
+
+def let_go(session: AgentSession) -> None:
+    """Hold ``session``'s writer only while its slot's work runs (a turn, a
+    compaction, a restore), and let go of it now: between turns another
+    terminal's ``infai run --session`` does not wait for this app (see
+    :mod:`.elsewhere`)."""
+    session.park_between_turns = True
+    session.park()
 
 
 #: the events the read-only view shows (the newest of the path)
@@ -264,6 +289,28 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
     sid = session.session_id
     if discard_if_unused and unused and not store.info(sid).name:
         store.remove_session(sid)
+
+
+def first_prompt(store: SessionStore, session_id: str) -> str:
+    """The preview of the session's first prompt (among its first 20 events), or ""
+    (the index only; an unreadable session: "")."""
+    try:
+        with store.open_reader(session_id) as reader:
+            heads = (reader.entry_at(seq) for seq in range(min(reader.count, 20)))
+            first = next((e for e in heads if e.role == "user"), None)
+    except StoreError:
+        return ""
+    return first.preview if first is not None else ""
+
+
+def titles(store: SessionStore, hits: list[SearchHit]) -> dict[str, str]:
+    """Each hit's session's title, as the picker shows it: its name, else its first
+    prompt (read once per session; the hits' own field names only a name)."""
+    found: dict[str, str] = {}
+    for hit in hits:
+        if hit.session_id not in found:
+            found[hit.session_id] = hit.session_name or first_prompt(store, hit.session_id)
+    return found
 
 
 def sessions(harness: Harness, limit: int = LISTED) -> list[Listed]:

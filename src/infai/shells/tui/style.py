@@ -23,6 +23,8 @@ ChatView { width: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
 Timeline { width: 40%; max-width: 64; border-left: vkey $panel; display: none; }
 Timeline { overflow-x: hidden; }  /* a long label is cut, never a stray scrollbar */
 Timeline.shown { display: block; }
+/* under 100 columns the timeline takes the width while open: its previews keep 30+ characters */
+Screen.-narrow Timeline { width: 100%; max-width: 100%; }
 PendingBar { height: auto; color: $warning; padding: 0 1; display: none; }
 QueueBar { height: auto; color: $text-muted; padding: 0 1; display: none; }
 Timeline:focus { border-left: vkey $accent; }
@@ -44,6 +46,8 @@ class Styled(App[None]):
     """The app's stylesheet, and toasts that are inert text."""
 
     CSS = CSS
+    #: the screen's class by its width: under 100 columns the timeline takes the width
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (App's ClassVar)
 
     def notify(
         self,
