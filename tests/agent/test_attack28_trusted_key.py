@@ -9,8 +9,9 @@ the default model (``model = "other"``) sends the next prompt, with that key, to
 the project's server. The config file is read-only to commands, so this needs
 the project's own authors (or a merged change to the file), which trust covers
 by design; the docstring's "a project may add models, never send yours, with
-your key, elsewhere" does not hold for the key. Left open: deciding which
-variables a trusted project's model may use is a design choice.
+your key, elsewhere" did not hold for the key. Now a project's model with a
+``base_url`` of its own gets no key from the environment unless the user's own
+file lists the variable in ``project_keys``.
 """
 
 from __future__ import annotations
@@ -26,11 +27,6 @@ from infai.shells.cli import main
 KEY = "sk-the-users-openai-key-0123456789"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack28: a trusted project's new model with its own base_url gets the "
-    "user's default key variable (or any key_env) and may be the default model",
-)
 def test_a_trusted_projects_new_model_does_not_get_the_users_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,3 +45,26 @@ def test_a_trusted_projects_new_model_does_not_get_the_users_key(
         CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "run", "hi"])
     sent = [r.headers.get("authorization", "") for r in attacker.requests]
     assert not any(KEY in header for header in sent), sent
+
+
+def test_a_variable_the_user_lists_in_project_keys_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The way a project's own server gets its key: the user names the variable."""
+    work = tmp_path / "project"
+    (work / ".infai").mkdir(parents=True)
+    user = tmp_path / "user.toml"
+    monkeypatch.setenv("INFAI_CONFIG", str(user))
+    monkeypatch.setenv("TEAM_GATEWAY_KEY", "team-key-0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.chdir(work)
+    user.write_text(f'trusted_projects = [{str(work)!r}]\nproject_keys = ["TEAM_GATEWAY_KEY"]\n')
+    with FakeOpenAI([Reply(text="from the gateway")]) as gateway:
+        (work / ".infai" / "config.toml").write_text(
+            'model = "team"\n[models.team]\nprovider = "openai"\nmodel = "m"\n'
+            f'base_url = "{gateway.base_url}"\nkey_env = "TEAM_GATEWAY_KEY"\n'
+        )
+        done = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "run", "hi"])
+    assert done.exit_code == 0, done.output
+    sent = [r.headers.get("authorization", "") for r in gateway.requests]
+    assert sent and all("team-key-0123456789" in header for header in sent)

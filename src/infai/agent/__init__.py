@@ -26,7 +26,6 @@ from .compaction import CompactionFailed, context_tokens, event_tokens
 from .config import (
     Config,
     ConfigError,
-    describe_models,
     load_config,
     user_config_path,
 )
@@ -46,6 +45,7 @@ from .harness import Harness
 from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
+from .model_list import describe_models
 from .plugins import Plugin, PluginError, plugin_report, register_tool, unregister_tool
 from .prompt import system_prompt
 from .questions import AnyApprover, Question, as_approver

@@ -62,8 +62,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +295,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     checkpoints = CheckpointSettings()
     hooks: list[HookSpec] = []
     steps, context_rules = DEFAULT_MAX_STEPS, None
+    project_keys: tuple[str, ...] = ()
     for path in (user, project):
         if not path.is_file():
             continue
@@ -329,24 +329,26 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
                     else:
                         sources[name] = path
             elif key == "permissions":
-                found = _rules(path, value)
-                if untrusted and any(r.verdict == "allow" for r in found):
-                    warnings.append(
-                        f"{path}: its allow rules were left out: a project's config may only "
-                        f"ask or deny unless you trust it ({TRUST_HINT})"
-                    )
-                    found = [r for r in found if r.verdict != "allow"]
-                rules += found
+                rules += _permission_rules(path, value, untrusted, warnings)
             elif key == "trusted_projects" and path == user:
                 trusted = _trusted(path, value, working_dir)
+            elif key == "project_keys" and path == user:
+                project_keys = _names(path, key, value)
             else:
                 known = (
                     "model, compact_at, models, permissions, sandbox, mcp, checkpoints, hooks, "
-                    "max_steps, context" + (", trusted_projects" if path == user else "")
+                    "max_steps, context"
+                    + (", trusted_projects, project_keys" if path == user else "")
                 )
                 raise ConfigError(f"{path}: unknown key {key!r} (known: {known})")
     default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
+    models = {
+        name: _keyless(project, spec, project_keys, warnings)
+        if sources[name] == project and spec.base_url
+        else spec
+        for name, spec in models.items()
+    }
     return Config(
         default_model,
         compact_at,
@@ -362,6 +364,42 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
         steps,
         context_rules,
     )
+
+
+def _permission_rules(path: Path, value: Any, untrusted: bool, warnings: list[str]) -> list[Rule]:
+    """``path``'s ``[permissions]``: an untrusted project's allow rules left out."""
+    found = _rules(path, value)
+    if untrusted and any(r.verdict == "allow" for r in found):
+        warnings.append(
+            f"{path}: its allow rules were left out: a project's config may only "
+            f"ask or deny unless you trust it ({TRUST_HINT})"
+        )
+        found = [r for r in found if r.verdict != "allow"]
+    return found
+
+
+def _names(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{path}: {key} must be a list of variable names")
+    return tuple(value)
+
+
+def _keyless(
+    project: Path, spec: ModelSpec, allowed: tuple[str, ...], warnings: list[str]
+) -> ModelSpec:
+    """A project's model that sends to a ``base_url`` of its own choosing gets no key
+    from your environment unless your file lists its variable in ``project_keys``:
+    trusted or not, the project's file may be written by others too (a command run
+    in it, a restored snapshot), and ``$OPENAI_API_KEY`` must not go where it says."""
+    variable = spec.key_variable()
+    if variable is None or variable in allowed:
+        return spec
+    if os.environ.get(variable):
+        warnings.append(
+            f"{project}: models.{spec.name} sends to its own base_url, so it gets no key "
+            f"from ${variable} (list {variable} in your file's project_keys to allow it)"
+        )
+    return replace(spec, keyless=True)
 
 
 def _turn_keys(
@@ -562,30 +600,3 @@ def _threshold(path: Path, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
         raise ConfigError(f"{path}: compact_at: a fraction in (0, 1] or false, not {value!r}")
     return float(value)
-
-
-def describe_models(config: Config) -> list[Mapping[str, Any]]:
-    """What ``infai models`` shows: built-ins, then each configured model."""
-    rows: list[Mapping[str, Any]] = [
-        {"name": "offline", "provider": "built-in", "model": "offline", "source": "built-in"},
-        {
-            "name": "scripted:FILE",
-            "provider": "built-in",
-            "model": "replays FILE",
-            "source": "built-in",
-        },
-    ]
-    for name, spec in sorted(config.models.items()):
-        rows.append(
-            {
-                "name": name,
-                "provider": spec.provider,
-                "model": spec.model,
-                "base_url": spec.resolved_base_url(),
-                "key_env": spec.key_env or f"(default: {spec.key_variable() or 'none'})",
-                "key_set": spec.api_key() is not None,
-                "context_window": spec.context_window,
-                "source": str(config.model_sources[name]),
-            }
-        )
-    return rows

@@ -80,6 +80,9 @@ class ModelSpec:
     #: the API key itself, when the user's config file holds it (``api_key``; the file
     #: is then 0600); else the environment's (``key_env``)
     key: str | None = field(default=None, repr=False)
+    #: no key from the environment at all (a project's model that sends elsewhere:
+    #: :func:`infai.agent.config.load_config`)
+    keyless: bool = False
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_tokens: int | None = None
     #: Anthropic extended thinking with a token budget (None: off)
@@ -103,7 +106,10 @@ class ModelSpec:
         return provider_named(self.provider)
 
     def key_variable(self) -> str | None:
-        """Where the key is looked for: ``key_env``, else the provider's variable."""
+        """Where the key is looked for: ``key_env``, else the provider's variable
+        (None for a keyless model)."""
+        if self.keyless:
+            return None
         return self.key_env or self.info.key_env
 
     def api_key(self) -> str | None:
