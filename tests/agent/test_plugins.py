@@ -113,6 +113,21 @@ def test_the_plugin_s_provider_is_selectable_by_name(demo: Path, work: Path) -> 
 
 
 @pytest.mark.slow  # several infai processes
+def test_a_session_uses_the_plugin_s_context_rule(demo: Path, work: Path) -> None:
+    """The rule from the package's ``infai.context`` entry point decides what the
+    model (the package's own provider, which repeats what it heard) is sent; the
+    session keeps the prompt whole, and --explain names the rule."""
+    done = infai(demo, work, "run", "--model", "demo:tiny", "PRIVATE: the code is 1234")
+    assert done.stdout.startswith("demo model tiny heard: [a private note, left out by demo-note]")
+    assert "1234" not in done.stdout
+    sid = done.stderr.strip().splitlines()[-1].removeprefix("session ")
+    log = infai(demo, work, "session", "log", sid).stdout
+    assert "PRIVATE: the code is 1234" in log  # stored as typed
+    explained = infai(demo, work, "session", "context", sid, "--explain").stdout
+    assert "demo-note" in explained and "marked PRIVATE" in explained
+
+
+@pytest.mark.slow  # several infai processes
 def test_plugins_are_imported_only_when_used(demo: Path, work: Path) -> None:
     mark = work.parent / "imported"
     infai(demo, work, "models", DEMO_PLUGIN_IMPORTED=str(mark))

@@ -46,7 +46,14 @@ from .hub import EventHub, Hub, Lagged, Subscription
 from .loop import AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .manifest import MANIFEST_KEY, load_manifest, manifest_of, record_manifest
 from .model_list import describe_models
-from .plugins import Plugin, PluginError, plugin_report, register_tool, unregister_tool
+from .plugins import (
+    Plugin,
+    PluginError,
+    load_context_rules,
+    plugin_report,
+    register_tool,
+    unregister_tool,
+)
 from .prompt import system_prompt
 from .questions import AnyApprover, Question, as_approver
 from .session import AgentSession
@@ -109,6 +116,7 @@ __all__ = [
     "file_note",
     "files_at",
     "load_config",
+    "load_context_rules",
     "load_manifest",
     "manifest_of",
     "plugin_report",

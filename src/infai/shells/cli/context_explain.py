@@ -3,8 +3,9 @@ event on the path, and why (see :mod:`infai.agent.context`).
 
 The rules are the built-in ones, then the registered ones the configuration of
 the session's working directory names (``[context] rules``; all registered if
-it names none). A rule named there but not registered in this process (one a
-program registers for itself) cannot run here: it is listed as missing.
+it names none): installed plugins' rules are registered first, as a session
+does. A rule named there but not registered in this process (one a program
+registers for itself) cannot run here: it is listed as missing.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from .common import echo, emit_json
 
 def explain(store: SessionStore, session_id: str, at: str | None, as_json: bool) -> None:
     """Print the explanation of the session's context at ``at`` (default HEAD)."""
-    from infai.agent import explain_context, load_config
+    from infai.agent import explain_context, load_config, load_context_rules
 
+    for notice in load_context_rules():  # installed plugins' rules, as a session has them
+        echo(f"infai: {notice}", err=True)
     info = store.info(session_id)
     names = None
     if info.working_dir and Path(info.working_dir).is_dir():

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.syntax import Syntax
 from rich.text import Text
 
 from infai.tools import Ask
@@ -87,6 +86,8 @@ def highlighted(lines: list[str], path: str) -> list[Text]:
     its extension or first line); plain for a file of no known language. The
     side is highlighted whole, so a string or comment over lines is coloured."""
     code = inert("\n".join(lines))  # line breaks kept, every other control escaped
+    from rich.syntax import Syntax  # pygments: loaded with the first diff, not at start
+
     lexer = Syntax.guess_lexer(path, code)
     if lexer in ("default", "text"):
         return [Text(inert(line)) for line in code.split("\n")][: len(lines)]

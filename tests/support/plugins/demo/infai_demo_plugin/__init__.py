@@ -40,13 +40,15 @@ provider = ProviderInfo("demo", _demo_model, key_env=None, context_window=32_000
 
 
 class _Note:
-    """A context rule that changes nothing: a name, and no decisions about any part."""
+    """A context rule: a user message marked PRIVATE reaches the model as a note."""
 
     name = "demo-note"
 
     def apply(self, parts: Any) -> Iterator[Any]:
-        """Leave every part as it is."""
-        return iter(())
+        """Shorten each user message that says PRIVATE; leave the rest alone."""
+        for part in parts:
+            if part.kind == "message" and part.event.role == "user" and "PRIVATE" in part.text:
+                yield part.shorten("[a private note, left out by demo-note]", "marked PRIVATE")
 
 
 context_rule = _Note()
