@@ -11,7 +11,7 @@ import pytest
 from textual import events
 from textual.pilot import Pilot
 
-from infai.llm import ScriptedModel
+from infai.llm import Message, ScriptedModel
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, UserMessage
 from infai.shells.tui.panels import StatusBar
@@ -141,3 +141,35 @@ def test_quitting_closes_the_workspace_and_its_model_once(tmp_path: Path) -> Non
 
     run_app(app, scenario, (80, 24))
     assert model.closed == 1
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_reply_cut_at_the_output_limit_is_marked_now_and_when_reopened(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """A reply the provider cut (stop reason ``max_tokens``) says so under it, as it
+    is stored and when the session is opened again; a whole reply says nothing."""
+    cut = Message("assistant", "The list goes on: one, two, thr", stop_reason="max_tokens")
+    space = harness(tmp_path, ScriptedModel(["All done.", cut]))
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await send(pilot, "first")
+        await until(pilot, lambda: not app.busy and len(app.query(AssistantMessage)) == 1)
+        await send(pilot, "list them")
+        await until(pilot, lambda: not app.busy and len(app.query(AssistantMessage)) == 2)
+        whole, partial = app.query(AssistantMessage)
+        assert not whole.cut and partial.cut
+        assert inside_screen(app, "ChatView")
+
+    run_app(app, scenario, size)
+    [info] = space.store.list_sessions()
+    again = InfaiApp(harness(tmp_path, ScriptedModel([])), info.id)
+
+    async def reopened(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: len(again.query(AssistantMessage)) == 2)
+        assert [reply.cut for reply in again.query(AssistantMessage)] == [False, True]
+        shown = " ".join(str(s.render()) for s in again.query(".notice"))
+        assert "cut at the output limit" in shown
+
+    run_app(again, reopened, size)

@@ -21,7 +21,7 @@ import pytest
 from infai.agent.context import INTERRUPTED, to_messages
 from infai.shells.tui.modals import GRACE
 from infai.store import MessageRecord, Store
-from tmux_term import INFAI, SESSION, SIZES, Terminal, flat
+from tmux_term import INFAI, SESSION, SIZES, Terminal, composer_lines, flat
 
 
 def scripted(tmp_path: Path, size: tuple[int, int], replies: list[object]) -> Terminal:
@@ -138,11 +138,8 @@ def test_another_terminal_runs_in_the_session_between_turns(offline: Terminal) -
 
 
 def prompt_box(shown: str) -> str:
-    """The text in the prompt box (the line between its borders)."""
-    for line in shown.splitlines():
-        if line.startswith("▊  "):
-            return line.removeprefix("▊  ").rstrip(" ▎")
-    return ""
+    """The text in the prompt box, its lines joined by ``↵``."""
+    return "↵".join(composer_lines(shown))
 
 
 @pytest.mark.slow  # three or more turns, or a second process: runs in `make crash`
@@ -318,7 +315,7 @@ def test_the_approval_dialog_colours_the_code_it_shows(
         term.burst("edit it", "Enter")
         term.wait_for(lambda s: "Allow edit_file?" in s and '31 +     return "two"' in s, "it")
         coloured = term.run("capture-pane", "-p", "-e", "-t", SESSION)
-        [added] = [line for line in coloured.splitlines() if '"two"' in line]
+        [added] = [line for line in coloured.splitlines() if '"two"' in line and "31" in line]
         assert colour_before(added, "return") != colour_before(added, '"two"'), repr(added)
         assert "30" in flat(term.screen()) and "def f():" in term.screen()  # context, numbered
     finally:

@@ -63,6 +63,12 @@ Loader = Callable[[list[str]], list[Event]]
 Resolver = Callable[[Event], Record]
 
 
+#: the stop reason of a reply the provider cut at its output limit (OpenAI's
+#: ``finish_reason=length`` and Anthropic's ``max_tokens`` are both stored so)
+CUT_REASON = "max_tokens"
+CUT_MARK = "✂ cut at the output limit: the reply is incomplete"
+
+
 def _args_line(arguments: dict[str, Any]) -> str:
     parts = []
     for key, value in arguments.items():
@@ -117,7 +123,9 @@ class AssistantMessage(Widget):
     AssistantMessage Collapsible { padding: 0; border: none; }
     """
 
-    def __init__(self, text: str = "", reasoning: str = "", event_id: str | None = None) -> None:
+    def __init__(
+        self, text: str = "", reasoning: str = "", event_id: str | None = None, cut: bool = False
+    ) -> None:
         super().__init__(classes="assistant")
         self.event_id = event_id
         self.text = text
@@ -129,10 +137,20 @@ class AssistantMessage(Widget):
         self._fold = Collapsible(self._thoughts, title="reasoning", collapsed=True)
         self._fold.display = bool(reasoning)
         self._stream: MarkdownStream | None = None
+        #: shown under a reply the provider cut at its output limit (stop reason
+        #: ``max_tokens``), when it is stored and whenever the session is opened again
+        self._cut = Static(CUT_MARK, classes="notice")
+        self._cut.display = cut
 
     def compose(self) -> ComposeResult:
         yield self._fold
         yield self._markdown
+        yield self._cut
+
+    @property
+    def cut(self) -> bool:
+        """Whether the reply is marked as cut at the output limit."""
+        return bool(self._cut.display)
 
     async def append_text(self, delta: str) -> None:
         self.text += delta
@@ -161,6 +179,7 @@ class AssistantMessage(Widget):
             self.reasoning = record.reasoning or ""
             self._thoughts.update(inert_text(self.reasoning))
             self._fold.display = bool(self.reasoning)
+        self._cut.display = record.stop_reason == CUT_REASON
 
 
 class ToolView(Widget):
@@ -485,7 +504,8 @@ class ChatView(VerticalScroll):
             if event.role == "assistant":
                 if not record.content.strip() and not record.reasoning:
                     return Widget(classes="empty")  # a reply that only called tools
-                return AssistantMessage(record.content, record.reasoning or "", event.id)
+                cut = record.stop_reason == CUT_REASON
+                return AssistantMessage(record.content, record.reasoning or "", event.id, cut)
             return UserMessage(event, record.content)
         if isinstance(record, CompactionRecord):
             return self._folded("── compacted: earlier messages summarised ──", record.summary)

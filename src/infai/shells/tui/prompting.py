@@ -47,8 +47,8 @@ class Prompting(UserContext):
         raise NotImplementedError
 
     async def on_prompt_input_sent(self, message: PromptInput.Sent) -> None:
-        """Enter in the prompt (already emptied): a command runs now; a prompt starts
-        a turn, or waits in the queue for the running one to end."""
+        """Enter in the prompt (already emptied): a command runs now; a prompt (or a
+        ``!cmd``) starts at once, or waits in the queue for the running one to end."""
         try:
             await self._take(message.text, message.prompt)
         finally:
@@ -58,8 +58,9 @@ class Prompting(UserContext):
         if text.startswith("/"):
             await self.command(text)
             return
-        if text.startswith("!") and text[1:].strip():
-            self.bang(text)
+        bang = text.startswith("!") and bool(text[1:].strip())
+        if bang and (self.session is None or not (self.busy or self.queued)):
+            self.bang(text)  # now, or kept in the box saying why not
             return
         if self.session is None:
             prompt.show(text)  # kept: nothing is lost
@@ -114,7 +115,10 @@ class Prompting(UserContext):
             return
         text = self.queued.pop(0)
         self._show_queue()
-        self._start_turn(text)
+        if text.startswith("!") and text[1:].strip():
+            self.bang(text)  # a command typed during the turn, in its turn
+        else:
+            self._start_turn(text)
 
     def _watch(self) -> None:
         """The store's feed of other processes' appends (a thread until the app ends)."""
