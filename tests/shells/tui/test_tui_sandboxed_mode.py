@@ -61,9 +61,11 @@ def test_confined_work_runs_unasked_and_an_escalation_still_asks(
         await until(pilot, lambda: not app.busy, "the turn")
         assert not isinstance(app.screen, ApprovalScreen)  # nothing was asked
         await send(pilot, "now outside")
-        await asked(pilot, app)  # the question, and its typing grace over
+        dialog = await asked(pilot, app)  # the question, and its typing grace over
+        assert dialog.ask.tool == "bash!"  # the escalation is asked about
+        await pilot.pause(0.3)  # a loaded machine: well past the grace
         await pilot.press("n")
-        await until(pilot, lambda: not app.busy, "the second turn")
+        await until(pilot, lambda: not app.busy, "the second turn", tries=3000)
 
     run_app(app, scenario, size)
     work = space.working_dir
