@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,7 @@ from .context.settings import DEFAULT_MAX_STEPS, parse_context, parse_max_steps
 from .hooks import HookSpec, parse_hooks
 from .mcp_config import parse_mcp
 from .plugins import install as install_plugins
+from .project_keys import keyless_elsewhere
 
 PROJECT_FILE = Path(".infai") / "config.toml"
 MODEL_KEYS = {
@@ -344,7 +345,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     default_model = _default_model(chosen, user, project, trusted, left_out, warnings)
     models = {name: _spec(name, table, sources[name]) for name, table in tables.items()}
     models = {
-        name: _keyless(project, spec, project_keys, warnings)
+        name: keyless_elsewhere(project, spec, project_keys, warnings)
         if sources[name] == project and spec.base_url
         else spec
         for name, spec in models.items()
@@ -382,24 +383,6 @@ def _names(path: Path, key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(f"{path}: {key} must be a list of variable names")
     return tuple(value)
-
-
-def _keyless(
-    project: Path, spec: ModelSpec, allowed: tuple[str, ...], warnings: list[str]
-) -> ModelSpec:
-    """A project's model that sends to a ``base_url`` of its own choosing gets no key
-    from your environment unless your file lists its variable in ``project_keys``:
-    trusted or not, the project's file may be written by others too (a command run
-    in it, a restored snapshot), and ``$OPENAI_API_KEY`` must not go where it says."""
-    variable = spec.key_variable()
-    if variable is None or variable in allowed:
-        return spec
-    if os.environ.get(variable):
-        warnings.append(
-            f"{project}: models.{spec.name} sends to its own base_url, so it gets no key "
-            f"from ${variable} (list {variable} in your file's project_keys to allow it)"
-        )
-    return replace(spec, keyless=True)
 
 
 def _turn_keys(

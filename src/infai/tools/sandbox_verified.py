@@ -29,6 +29,7 @@ the doctor passes again. Each decision the mode makes says so (its ``by`` is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -57,7 +58,9 @@ SYSTEM_READ_EXCEPTIONS: tuple[Path, ...] = tuple(
 )
 
 
+@functools.lru_cache(maxsize=8)
 def _bwrap_version(bwrap: str | None) -> str:
+    """``bwrap --version`` (asked once per binary: each session's policy checks it)."""
     if not bwrap:
         return ""
     try:
