@@ -268,7 +268,10 @@ def test_typing_ahead_after_enter_and_a_paste_without_brackets_stay_whole(
     terminal.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
     terminal.keys("prompt1", literal=True)
     terminal.keys("Enter")
-    time.sleep(0.05)  # a fast typist's gap: no wait for the app to have handled Enter
+    # a fast typist's gap, no wait for the app to have handled Enter; not shorter: the
+    # keys are stamped as the terminal is read, and on a loaded machine a read can be
+    # late by tens of milliseconds, which would make Enter and XYZ one paste
+    time.sleep(0.3)
     terminal.keys("XYZ", literal=True)
     shown = terminal.wait_for(lambda s: "you said 'prompt1'" in s, "the first reply")
     terminal.wait_for(lambda s: "XYZ" in s.split("you said")[-1], "XYZ, in the prompt box")
