@@ -9,6 +9,7 @@ payloads that fit ``NOTIFY``'s limit, however large the frames.
 from __future__ import annotations
 
 import json
+import time
 
 import psycopg
 import pytest
@@ -60,6 +61,11 @@ def test_a_turn_whose_node_is_gone_is_lost_and_ended_once(pg_url: str) -> None:
         assert b.live.lost_turns() == []  # A is alive: its lock is held
         assert b.live.running(sid) is not None
         a.live.close()  # as a killed process: the node lock goes with its connection
+        # The server frees a closed connection's locks when its backend has seen
+        # the socket close: soon, but not before close() returns.
+        deadline = time.monotonic() + 5.0
+        while not b.live.lost_turns() and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert b.live.lost_turns() == [(sid, turn)]
         assert b.live.end_lost(sid) == 1
         assert b.live.end_lost(sid) == 0 and b.live.lost_turns() == []
