@@ -395,6 +395,8 @@ class Operation:
     auth: bool = True
     stream: bool = False
     errors: tuple[int, ...] = field(default=())
+    #: a 200 answer that is not JSON: its media type (the body is that format's text)
+    media: str | None = None
 
     def all_responses(self) -> dict[int, tuple[str, str | None]]:
         """The operation's own answers plus the errors every such route can give."""
@@ -540,6 +542,13 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("after", "query", _ID, "As Last-Event-ID, for clients that cannot set it."),
         ),
         stream=True, errors=(409,),
+    ),
+    Operation(
+        "GET", "/v1/sessions/{session_id}/export", "export_session",
+        "The session as the export file `infai session export` writes (JSON lines, "
+        "blobs inlined; `infai session import` reads it), streamed.",
+        {200: ("The export file, header first.", None)}, params=(SESSION,),
+        media="application/x-ndjson",
     ),
     Operation(
         "GET", "/v1/search", "search",

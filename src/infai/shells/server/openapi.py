@@ -53,6 +53,8 @@ def _operation(op: Operation) -> Schema:
         if op.stream and code == 200:
             answer["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
             answer["x-sse-events"] = SSE_EVENTS
+        elif op.media is not None and code == 200:
+            answer["content"] = {op.media: {"schema": {"type": "string"}}}
         elif op.id == "openapi" and code == 200:
             answer["content"] = {"application/json": {"schema": {"type": "object"}}}
         elif schema is not None:

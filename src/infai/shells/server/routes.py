@@ -39,6 +39,7 @@ from .. import render
 from .channel import Feed, Frame, InertJSON, frame, settled_frame
 from .elsewhere import answer_anywhere, cancel_elsewhere
 from .errors import ApiError, Conflict
+from .export import export_session
 from .openapi import openapi
 from .search import search
 from .served import Served
@@ -427,6 +428,7 @@ HANDLERS: dict[str, Handler] = {
     "list_approvals": list_approvals,
     "answer_approval": answer_approval,
     "stream": stream,
+    "export_session": export_session,
     "search": search,
     "get_files": get_files,
     "get_diff": get_diff,
