@@ -56,9 +56,14 @@ async def _chunks(session_id: str, first: bytes, lines: Iterator[bytes]) -> Asyn
         log.exception("the export of session %s broke off", session_id)
         raise
     finally:
-        close = getattr(lines, "close", None)
-        if close is not None:
-            await asyncio.to_thread(close)
+        await asyncio.to_thread(_close, lines)
+
+
+def _close(lines: Iterator[bytes]) -> None:
+    """Stop the export's generator (its reader closes with it)."""
+    close = getattr(lines, "close", None)
+    if close is not None:
+        close()
 
 
 async def export_session(call: Call) -> Response:
@@ -68,7 +73,7 @@ async def export_session(call: Call) -> Response:
     try:  # the header: an unknown session (or a store that is down) answers before any byte
         first = inert_json_line(await asyncio.to_thread(next, lines, b""))
     except BaseException:
-        await asyncio.to_thread(lines.close)
+        await asyncio.to_thread(_close, lines)
         raise
     name = f'attachment; filename="{session_id}.jsonl"'
     return StreamingResponse(
