@@ -238,3 +238,95 @@ def test_behind_a_proxy_with_a_path_prefix(server: Server, tmp_path: Path) -> No
         sid = ran.stderr.strip().splitlines()[-1].removeprefix("session ")
         logged = infai("--remote", proxy.url + "/", "--token", TOKEN, "session", "log", sid)
         assert "through the proxy" in logged.stdout
+
+
+def _project(server: Server, tmp_path: Path, *replies: object) -> tuple[str, Path]:
+    """A session of its own, working in a directory of its own (made in the store the
+    server serves), with two turns: ``a.txt`` changes and ``b.txt`` appears between."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.txt").write_text("one\n")
+    model = scripted(tmp_path, "first answer", "second answer", *replies)
+    local = ("--home", str(server.home))
+    sid = infai(*local, "session", "new", "--working-dir", str(proj), "--model", model).stdout
+    sid = sid.strip()
+    remote(server, "run", "--session", sid, "the first prompt")
+    (proj / "a.txt").write_text("two\n")
+    (proj / "b.txt").write_text("new\n")
+    remote(server, "run", "--session", sid, "the second prompt")
+    return sid, proj
+
+
+def _snapshots(server: Server, sid: str) -> list[str]:
+    log = infai("--home", str(server.home), "session", "log", sid, "--json").stdout
+    return [e["id"] for e in json.loads(log) if e["kind"] == "snapshot"]
+
+
+def test_files_diff_checkout_and_export_print_what_the_local_ones_print(
+    server: Server, tmp_path: Path
+) -> None:
+    sid, proj = _project(server, tmp_path)
+    first, second = _snapshots(server, sid)[:2]
+    local = ("--home", str(server.home))
+    for command in (
+        ("session", "files", sid),
+        ("session", "files", sid, first, "--json"),
+        ("session", "diff", sid, first, second),
+        ("session", "diff", sid, first, "--json"),
+        ("session", "diff", sid, second),
+        ("session", "checkout", sid, first, "--dry-run"),
+        ("session", "checkout", sid, first, "--dry-run", "--json"),
+        ("session", "export", sid),
+        ("search", "second prompt"),
+        ("search", "prompt", "--session", sid, "--kind", "message", "--json"),
+    ):
+        mine, theirs = remote(server, *command), infai(*local, *command)
+        assert (mine.stdout, mine.stderr) == (theirs.stdout, theirs.stderr), command
+    assert "+two" in remote(server, "session", "diff", sid, first, second).stdout
+    out = tmp_path / "out.jsonl"  # written here, on the client's machine
+    exported = remote(server, "session", "export", sid, "-o", str(out))
+    whole = infai(*local, "session", "export", sid).stdout_bytes
+    assert out.read_bytes() == whole
+    events = len(whole.splitlines()) - 1
+    assert exported.stderr == f"exported {events} events to {out}\n"
+    # a.txt and b.txt changed between turns, not by the agent: the restore asks first
+    refused = remote(server, "session", "checkout", sid, first, code=2)
+    assert refused.output == infai(*local, "session", "checkout", sid, first, code=2).output
+    assert "b.txt" in refused.output and (proj / "b.txt").exists()  # nothing changed
+    restored = remote(server, "session", "checkout", sid, first, "--force")  # the server's disk
+    assert restored.stdout.startswith("restored 2 files: ")
+    assert (proj / "a.txt").read_text() == "one\n" and not (proj / "b.txt").exists()
+
+
+def test_compact_on_the_server(server: Server, tmp_path: Path) -> None:
+    sid, _ = _project(server, tmp_path, *["the summary of it all"] * 2)  # asked twice: plain
+    shown = remote(server, "compact", sid, "--json").stdout
+    event = json.loads(shown)
+    assert event["kind"] == "compaction" and "the summary of it all" in shown
+    local = infai("--home", str(server.home), "session", "show", sid, event["id"], "--json")
+    assert shown == local.stdout
+
+
+def test_bad_input_to_the_new_forms_is_one_clear_line(server: Server, tmp_path: Path) -> None:
+    sid, _ = _project(server, tmp_path)
+    missing = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+    for command in (
+        ("session", "files", missing),
+        ("session", "export", missing),
+        ("session", "diff", sid, missing),
+        ("session", "checkout", sid, missing),
+        ("compact", missing),
+    ):
+        out = remote(server, *command, code=2).output
+        assert missing in out and out.count("\n") == 1, (command, out)
+        assert out == infai("--home", str(server.home), *command, code=2).output  # as locally
+    refusals: list[tuple[tuple[str, ...], str]] = [
+        (("session", "rm", sid), "`infai session rm` does not work with --remote"),
+        (("search", "--rebuild"), "`infai search --rebuild` does not work with --remote"),
+        (("session", "share", sid), "`infai session share` does not work with --remote"),
+        (("models",), "`infai models` does not work with --remote"),
+    ]
+    for words, named in refusals:
+        assert named in remote(server, *words, code=2).output
+    assert "No such command 'lss'" in remote(server, "session", "lss", code=2).output
+    assert infai("--home", str(server.home), "session", "log", sid).exit_code == 0  # not removed

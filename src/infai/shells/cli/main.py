@@ -60,8 +60,8 @@ def _loader(name: str) -> Callable[[], click.Command]:
 
 
 def _remote_form(name: str) -> click.Command:
-    """What ``--remote`` runs instead of ``infai NAME`` (:mod:`.remote`)."""
-    from .remote import remote_command
+    """What ``--remote`` runs instead of ``infai NAME`` (:mod:`.remote_forms`)."""
+    from .remote_forms import remote_command
 
     return remote_command(name)
 

@@ -1,14 +1,15 @@
 """``infai --remote URL …``: the command line against ``infai serve`` on another machine.
 
 With ``--remote`` the root group runs these commands instead of the local ones
-(:func:`remote_command`): ``run`` (the prompt, live text, tool results and
-approval questions travel over the API; Ctrl-C cancels the turn on the
-server), ``session ls``, ``session log``, ``session tree`` and ``session
-show``, whose output is the local commands' own (the server answers in the
-JSON they print, and the text is drawn by the same functions). A command that
-has no remote form says so and changes nothing. ``infai login URL`` keeps a
-token for a server (:mod:`infai.shells.remote.tokens`), ``infai logout URL``
-drops it.
+(:func:`.remote_forms.remote_command`): ``run`` (the prompt, live text, tool
+results and approval questions travel over the API; Ctrl-C cancels the turn on
+the server), ``session ls``, ``session log``, ``session tree`` and ``session
+show`` here, and ``search``, ``compact`` and ``session files|diff|checkout|
+export`` in :mod:`.remote_forms`, whose output is the local commands' own (the
+server answers in the JSON they print, and the text is drawn by the same
+functions). A command that has no remote form says so and changes nothing.
+``infai login URL`` keeps a token for a server
+(:mod:`infai.shells.remote.tokens`), ``infai logout URL`` drops it.
 
 The token is ``--token``, else ``$INFAI_SERVER_TOKEN``, else the one stored by
 ``infai login``. What runs where: the turn runs on the server, in the session's
@@ -30,10 +31,11 @@ from .errors import FAILURE, BadInput
 
 if TYPE_CHECKING:
     from infai.shells.remote import Frame, Remote, RemoteError
+    from infai.store import Event
 
 _REMOTE = "infai.remote"  # the root context's meta key for the open client
 #: the commands that have a remote form (shown when one that has not is asked for)
-REMOTE_FORMS = "run, session ls, session log, session tree, session show"
+REMOTE_FORMS = "run, search, compact, session ls|log|tree|show|files|diff|checkout|export"
 
 
 def remote_of(ctx: click.Context) -> Remote:
@@ -49,25 +51,25 @@ def remote_of(ctx: click.Context) -> Remote:
         return client
     url = str(root.params.get("remote"))
     token = root.params.get("token") or os.environ.get("INFAI_SERVER_TOKEN")
-    token = token or _guard(lambda: stored_token(url))
+    token = token or guard(lambda: stored_token(url))
     if not token:
         raise BadInput(
             f"no token for {url}: give --token, set INFAI_SERVER_TOKEN or run `infai login {url}`"
         )
-    client = _guard(lambda: Remote(url, token))
+    client = guard(lambda: Remote(url, token))
     root.meta[_REMOTE] = client
     root.call_on_close(client.close)
     return client
 
 
-def _guard(work: Any) -> Any:
+def guard(work: Any) -> Any:
     """``work()`` with a :class:`RemoteError` turned into the command line's answer."""
     from infai.shells.remote import RemoteError
 
     try:
         return work()
     except RemoteError as exc:
-        raise _answer(exc) from exc
+        raise remote_answer(exc) from exc
 
 
 class RemoteFailure(click.ClickException):
@@ -76,7 +78,7 @@ class RemoteFailure(click.ClickException):
     exit_code = FAILURE
 
 
-def _answer(exc: RemoteError) -> click.ClickException:
+def remote_answer(exc: RemoteError) -> click.ClickException:
     """A refusal of the user's input as bad input (exit 2), anything else (a server
     that cannot be reached, a server error) as a failure (exit 1)."""
     return BadInput(str(exc)) if exc.bad_input else RemoteFailure(str(exc))
@@ -85,9 +87,34 @@ def _answer(exc: RemoteError) -> click.ClickException:
 # -- session ---------------------------------------------------------------------------
 
 
-@click.group("session")
+class RemoteGroup(click.Group):
+    """``infai --remote URL session``: a subcommand that only works locally is
+    refused by name (a name no form has stays click's "No such command")."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else None
+        if name is not None and self.get_command(ctx, name) is None and name in _local_session():
+            raise BadInput(
+                f"`infai session {name}` does not work with --remote (these do: {REMOTE_FORMS})"
+            )
+        return super().resolve_command(ctx, args)
+
+
+def _local_session() -> set[str]:
+    """The names of the local ``infai session`` subcommands."""
+    from .session import session
+    from .share import share_command
+    from .workfiles import checkout_command, diff_command, files_command
+
+    extra = (files_command, diff_command, checkout_command, share_command)
+    return set(session.commands) | {str(c.name) for c in extra}
+
+
+@click.group("session", cls=RemoteGroup)
 def remote_session() -> None:
-    """Sessions on the server (ls, log, tree, show)."""
+    """Sessions on the server (ls, log, tree, show, files, diff, checkout, export)."""
 
 
 @remote_session.command("ls")
@@ -99,7 +126,7 @@ def remote_ls(ctx: click.Context, as_json: bool) -> None:
 
     from .session import listing_lines
 
-    listed = _guard(lambda: remote_of(ctx).get("/sessions"))["sessions"]
+    listed = guard(lambda: remote_of(ctx).get("/sessions"))["sessions"]
     if as_json:
         emit_json(listed)
         return
@@ -123,7 +150,7 @@ _ENTRY_FIELDS = (
 def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any]:
     """The server's answer for the session's events: ``{head, events[, leaves]}``."""
     path = f"/sessions/{session_id}/events"
-    answer: dict[str, Any] = _guard(lambda: remote_of(ctx).get(path, all=every or None))
+    answer: dict[str, Any] = guard(lambda: remote_of(ctx).get(path, all=every or None))
     return answer
 
 
@@ -169,11 +196,20 @@ def remote_tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record, as `infai session show` prints it."""
+    obj = guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/events/{event_id}"))
+    event = event_of(obj)
+    if as_json:
+        emit_json(render.event_json(event))
+    else:
+        echo(render.event_text(event))
+
+
+def event_of(obj: dict[str, Any]) -> Event:
+    """The event the server sent (``settled_obj``'s form) as the store's own."""
     from infai.store import Event, record_from_obj
 
-    obj = _guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/events/{event_id}"))
     record = obj.get("record")
-    event = Event(
+    return Event(
         id=obj["id"],
         parent_id=obj["parent_id"],
         branch_from=obj.get("branch_from"),
@@ -185,10 +221,6 @@ def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: boo
         seq=obj.get("seq", -1),
         preview=obj.get("preview", ""),
     )
-    if as_json:
-        emit_json(render.event_json(event))
-    else:
-        echo(render.event_text(event))
 
 
 # -- run -------------------------------------------------------------------------------
@@ -231,7 +263,7 @@ def remote_run(
     if from_event:
         body.update({"from": from_event, "force": force, "keep_files": keep_files})
     try:
-        outcome = _guard(lambda: _turn(client, sid, body, as_json))
+        outcome = guard(lambda: _turn(client, sid, body, as_json))
     except KeyboardInterrupt:  # leaving the stream cancels the turn on the server
         echo(f"\ninfai: interrupted (session {sid})", err=True)
         sys.exit(130)
@@ -246,11 +278,11 @@ def _session_for(client: Remote, given: str | None, resume: bool, model: str | N
     if given:
         return given
     if resume:
-        listed = _guard(lambda: client.get("/sessions"))["sessions"]
+        listed = guard(lambda: client.get("/sessions"))["sessions"]
         if not listed:
             raise BadInput("--continue: the server has no session yet")
         return str(listed[0]["id"])
-    created = _guard(lambda: client.post("/sessions", {"model": model} if model else {}))
+    created = guard(lambda: client.post("/sessions", {"model": model} if model else {}))
     return str(created["id"])
 
 
@@ -357,20 +389,6 @@ def _approve(client: Remote, sid: str, question: dict[str, Any]) -> None:
     client.post(f"/sessions/{sid}/approvals", answer)
 
 
-# -- the root's dispatch ---------------------------------------------------------------
-
-#: the remote forms, by the name the root resolves
-REMOTE_COMMANDS: dict[str, click.Command] = {"run": remote_run, "session": remote_session}
-
-
-def remote_command(name: str) -> click.Command:
-    """The remote form of ``infai NAME`` (bad input when it has none)."""
-    found = REMOTE_COMMANDS.get(name)
-    if found is None:
-        raise BadInput(f"`infai {name}` does not work with --remote (these do: {REMOTE_FORMS})")
-    return found
-
-
 # -- login -----------------------------------------------------------------------------
 
 
@@ -384,9 +402,9 @@ def login_command(url: str, token: str | None) -> None:
     from infai.shells.remote import Remote, store_token
 
     given = str(token or click.prompt("token", hide_input=True, err=True))
-    with _guard(lambda: Remote(url, given)) as client:
-        _guard(lambda: client.get("/sessions"))
-    path = _guard(lambda: store_token(url, given))
+    with guard(lambda: Remote(url, given)) as client:
+        guard(lambda: client.get("/sessions"))
+    path = guard(lambda: store_token(url, given))
     echo(f"token kept for {client.url} in {path}", err=True)
 
 
@@ -396,6 +414,6 @@ def logout_command(url: str) -> None:
     """Drop the token `infai login` kept for URL."""
     from infai.shells.remote import forget_token
 
-    if not _guard(lambda: forget_token(url)):
+    if not guard(lambda: forget_token(url)):
         raise BadInput(f"no token kept for {url}")
     echo(f"token for {url} dropped", err=True)

@@ -94,7 +94,8 @@ class RootGroup(LazyGroup):
     envvar="INFAI_REMOTE",
     metavar="URL",
     help="Work against `infai serve` at URL instead of a local store "
-    "(run, session ls|log|tree|show; docs/remote.md).",
+    "(run, search, compact, session ls|log|tree|show|files|diff|checkout|export; "
+    "docs/remote.md).",
 )
 @click.option(
     "--token",

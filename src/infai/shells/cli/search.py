@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from infai.store import KINDS, DamagedSession, SearchHit, SessionStore
+from infai.store import KINDS, DamagedSession, SearchHit, SearchResults, SessionStore
 
 from .common import echo, emit_json, json_option, pass_store
 from .errors import mapped_errors
@@ -111,6 +111,11 @@ def search_command(
     hits = store.search(query, session=session_id, working_dir=working_dir, kind=kind, limit=limit)
     for note in store.index_notes:
         echo(f"infai: repaired: {note}", err=True)
+    say_results(hits, query, as_json)
+
+
+def say_results(hits: SearchResults, query: str, as_json: bool) -> None:
+    """Print a search's answer (the local store's, or the server's read back)."""
     _warn(hits.damaged)
     if as_json:
         emit_json(hits.to_obj(query))

@@ -38,7 +38,11 @@ def files_command(
     """The files recorded at EVENT (default: HEAD): paths, sizes, digests, skipped."""
     from infai.agent import files_at
 
-    got = files_at(store, session_id, event_id)
+    say_files(files_at(store, session_id, event_id), as_json)
+
+
+def say_files(got: dict[str, Any], as_json: bool) -> None:
+    """Print ``files``' answer (the local one, or the server's: the same object)."""
     if as_json:
         emit_json(got)
         return
@@ -63,7 +67,11 @@ def diff_command(
     """What changed in the files from FROM to TO (default: the working directory now)."""
     from infai.agent import diff_at
 
-    got = diff_at(store, session_id, from_event, to_event)
+    say_diff(diff_at(store, session_id, from_event, to_event), as_json)
+
+
+def say_diff(got: dict[str, Any], as_json: bool) -> None:
+    """Print ``diff``'s answer (the local one, or the server's: the same object)."""
     if as_json:
         emit_json(got)
         return
@@ -92,23 +100,30 @@ def checkout_command(
     from infai.agent import OnRestore, checkout
 
     done = checkout(store, session_id, event_id, OnRestore(force=force), dry_run=dry_run)
-    said = _summary(done.notices, done.touched)
-    for notice in done.notices:
+    answer = {
+        "dry_run": dry_run,
+        "plan": done.plan,
+        "restore": done.event_id,
+        "before": done.before_id,
+        "touched": done.touched,
+        "changed": done.changed,
+        "notices": done.notices,
+    }
+    say_checkout(answer, as_json)
+
+
+def say_checkout(answer: dict[str, Any], as_json: bool) -> None:
+    """Print what a checkout did (the server's answer has these fields too): its
+    notices on stderr, then the plan, or with ``as_json`` the answer without them."""
+    notices, touched = list(answer["notices"]), list(answer["touched"])
+    said = _summary(notices, touched)
+    for notice in notices:
         if notice != said:  # the summary is the result: on stdout, below
             echo(f"infai: {notice}", err=True)
     if as_json:
-        emit_json(
-            {
-                "dry_run": dry_run,
-                "plan": done.plan,
-                "restore": done.event_id,
-                "before": done.before_id,
-                "touched": done.touched,
-                "changed": done.changed,
-            }
-        )
+        emit_json({k: v for k, v in answer.items() if k != "notices"})
         return
-    _say_plan(done.plan, dry_run, said)
+    _say_plan(answer["plan"], bool(answer["dry_run"]), said)
 
 
 def _summary(notices: list[str], touched: list[str]) -> str:

@@ -2,9 +2,9 @@
 
 The command line's ``--remote URL`` commands (:mod:`infai.shells.cli.remote`) talk
 to a server through :class:`Remote` instead of opening a store: the same
-session listing, log, tree and events (the server answers in the JSON the local
-commands print), and a turn whose prompt, live deltas, approval questions and
-cancel travel over the API.
+session listing, log, tree, events, search, files, diffs and export (the server
+answers in the JSON the local commands print, or the export's own bytes), and a
+turn whose prompt, live deltas, approval questions and cancel travel over the API.
 
 ``URL`` is where the server is, as ``infai serve`` printed it
 (``http://127.0.0.1:8765/v1``) or without the ``/v1`` (added), and may carry a
@@ -19,7 +19,7 @@ and for an answer that is not the API's.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -105,6 +105,19 @@ class Remote:
         """The JSON answer to ``POST path`` with ``body`` (None: an empty answer)."""
         return self._json(self._send("POST", path, json=dict(body or {})))
 
+    def lines(self, path: str) -> Iterator[bytes]:
+        """The body of ``GET path`` one line at a time, each with its ``\n`` (a last
+        line without one as it came), read as it arrives: for an answer too big to
+        hold, such as a session's export. A body the server cut off is an error."""
+        try:
+            with self._client.stream("GET", path) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response, self.url)
+                yield from split_lines(response.iter_bytes())
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"{self.url}: the answer broke off ({exc})") from exc
+
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._client.request(method, path, **kwargs)
@@ -137,6 +150,22 @@ class Remote:
                 yield from parse_frames(response.iter_lines())
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: the stream broke off ({exc})") from exc
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a body that arrives in ``chunks``, each with its ``\n`` (a last
+    line without one as it came); a long line's pieces are joined once."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        first, *rest = chunk.split(b"\n")
+        pending.append(first)
+        if not rest:
+            continue
+        yield b"".join(pending) + b"\n"
+        yield from (line + b"\n" for line in rest[:-1])
+        pending = [rest[-1]]
+    if tail := b"".join(pending):
+        yield tail
 
 
 def _query_value(value: Any) -> str:
