@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -77,14 +77,20 @@ class Harness:
         approver: AnyApprover | None = None,
         config: Config | None = None,
         model: Model | None = None,
+        models: Callable[[str], Model] | None = None,
     ) -> None:
         """``config``: every session's configuration, no file read (default: each
         working directory's files). ``model``: the harness's model object (any
         :class:`~infai.llm.Model`: a provider's, a scripted one, your own), which
         it closes in :meth:`aclose`; else the one named ``model_name``, else the
-        configuration's default. ``approver`` answers permission questions (an
-        async function, or a plain one run in a worker thread: :func:`as_approver`).
+        configuration's default. ``models`` builds every model by name instead of
+        the configuration's registry (the harness's own, each session's, one
+        checked): for embedding and tests that supply models of their own, as
+        ``create_app(model_factory=...)`` does, without subclassing.
+        ``approver`` answers permission questions (an async function, or a plain
+        one run in a worker thread: :func:`as_approver`).
         """
+        self._models = models
         self.store = store
         #: whether :meth:`aclose` closes the store (one :meth:`for_directory` opened)
         self.owns_store = False
@@ -177,13 +183,18 @@ class Harness:
     # -- models ----------------------------------------------------------------
 
     def build_model(self, name: str) -> Model:
-        """A new model called ``name`` (the caller closes it); raises ModelUnavailable."""
+        """A new model called ``name`` (the caller closes it); raises ModelUnavailable.
+
+        Built by the ``models`` factory given, else from the configuration."""
+        if self._models is not None:
+            return self._models(name)
         return build_model(name, self.config.models)
 
     def _build(self, name: str, config: Config) -> Model:
         """A new model called ``name`` as ``config`` defines it (the harness's own
-        configuration goes through :meth:`build_model`, which subclasses replace)."""
-        if config is self.config:
+        configuration, or any with a ``models`` factory, goes through
+        :meth:`build_model`, which subclasses replace)."""
+        if config is self.config or self._models is not None:
             return self.build_model(name)
         return build_model(name, config.models)
 

@@ -213,19 +213,6 @@ def _release_pool(pool: ThreadPoolExecutor) -> None:
 EMBEDDED_CHECKPOINTS = CheckpointSettings(enabled=False)
 
 
-class _Given(Harness):
-    """A harness whose models come from the caller's factory (tests, embedding)."""
-
-    def __init__(
-        self, store: SessionStore, working_dir: Path, config: Config, models: ModelFactory
-    ):
-        self._models = models
-        super().__init__(store, working_dir, config=config)
-
-    def build_model(self, name: str) -> Model:
-        return self._models(name)
-
-
 def create_app(
     store: SessionStore,
     *,
@@ -263,10 +250,7 @@ def create_app(
     if harness is None:
         here = (working_dir or Path.cwd()).resolve()
         config = Config(compact_at=compact_at, rules=tuple(rules), checkpoints=EMBEDDED_CHECKPOINTS)
-        if model_factory is None:
-            harness = Harness(store, here, config=config)
-        else:
-            harness = _Given(store, here, config, model_factory)
+        harness = Harness(store, here, config=config, models=model_factory)
     elif harness.store is not store or model_factory is not None or rules:
         raise TypeError("create_app: give a harness over the same store, or its parts")
     space = harness
