@@ -16,9 +16,11 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -238,6 +240,51 @@ def test_behind_a_proxy_with_a_path_prefix(server: Server, tmp_path: Path) -> No
         sid = ran.stderr.strip().splitlines()[-1].removeprefix("session ")
         logged = infai("--remote", proxy.url + "/", "--token", TOKEN, "session", "log", sid)
         assert "through the proxy" in logged.stdout
+        local = ("--home", str(server.home))
+        for command in (  # a streamed body, and a query, through the prefix
+            ("session", "export", sid),
+            ("search", "through proxy", "--session", sid),
+        ):
+            mine = infai("--remote", proxy.url, "--token", TOKEN, *command).stdout
+            assert sid in mine and mine == infai(*local, *command).stdout, command
+
+
+class _CutOff(BaseHTTPRequestHandler):
+    """A server whose export breaks off after its first line (a dropped connection)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        line = b'{"infai_export": 1}\n'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()  # and no last chunk: the body ends early
+        self.close_connection = True
+
+
+def test_an_export_cut_off_leaves_no_file(server: Server, tmp_path: Path) -> None:
+    cut = ThreadingHTTPServer(("127.0.0.1", 0), _CutOff)
+    threading.Thread(target=cut.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{cut.server_address[1]}"
+        out = tmp_path / "out.jsonl"
+        out.write_text("what was there\n")
+        sid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+        args = ("--remote", url, "--token", TOKEN, "session", "export", sid)
+        failed = infai(*args, "-o", str(out), code=1)
+        assert "broke off" in failed.output
+        assert out.read_text() == "what was there\n"  # all or nothing: left as it was
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]  # no .tmp left
+        assert "broke off" in infai(*args, code=1).output
+    finally:
+        cut.shutdown()
+        cut.server_close()
 
 
 def _project(server: Server, tmp_path: Path, *replies: object) -> tuple[str, Path]:
