@@ -324,6 +324,8 @@ def test_files_diff_checkout_and_export_print_what_the_local_ones_print(
         ("session", "checkout", sid, first, "--dry-run"),
         ("session", "checkout", sid, first, "--dry-run", "--json"),
         ("session", "export", sid),
+        ("session", "context", sid),
+        ("session", "context", sid, "--at", first, "--json"),
         ("search", "second prompt"),
         ("search", "prompt", "--session", sid, "--kind", "message", "--json"),
     ):
@@ -370,6 +372,7 @@ def test_bad_input_to_the_new_forms_is_one_clear_line(server: Server, tmp_path: 
     refusals: list[tuple[tuple[str, ...], str]] = [
         (("session", "rm", sid), "`infai session rm` does not work with --remote"),
         (("search", "--rebuild"), "`infai search --rebuild` does not work with --remote"),
+        (("session", "context", sid, "--explain"), "`infai session context --explain` does"),
         (("session", "share", sid), "`infai session share` does not work with --remote"),
         (("models",), "`infai models` does not work with --remote"),
     ]

@@ -4,8 +4,8 @@ With ``--remote`` the root group runs these commands instead of the local ones
 (:func:`.remote_forms.remote_command`): ``run`` (the prompt, live text, tool
 results and approval questions travel over the API; Ctrl-C cancels the turn on
 the server), ``session ls``, ``session log``, ``session tree`` and ``session
-show`` here, and ``search``, ``compact`` and ``session files|diff|checkout|
-export`` in :mod:`.remote_forms`, whose output is the local commands' own (the
+show`` here, and ``search``, ``compact`` and ``session context|files|diff|
+checkout|export`` in :mod:`.remote_forms`, whose output is the local commands' own (the
 server answers in the JSON they print, and the text is drawn by the same
 functions). A command that has no remote form says so and changes nothing.
 ``infai login URL`` keeps a token for a server
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 _REMOTE = "infai.remote"  # the root context's meta key for the open client
 #: the commands that have a remote form (shown when one that has not is asked for)
-REMOTE_FORMS = "run, search, compact, session ls|log|tree|show|files|diff|checkout|export"
+REMOTE_FORMS = "run, search, compact, session ls|log|tree|show|context|files|diff|checkout|export"
 
 
 def remote_of(ctx: click.Context) -> Remote:
@@ -114,7 +114,7 @@ def _local_session() -> set[str]:
 
 @click.group("session", cls=RemoteGroup)
 def remote_session() -> None:
-    """Sessions on the server (ls, log, tree, show, files, diff, checkout, export)."""
+    """Sessions on the server (ls, log, tree, show, context, files, diff, checkout, export)."""
 
 
 @remote_session.command("ls")

@@ -1,4 +1,4 @@
-"""``infai --remote URL search | compact | session files|diff|checkout|export``.
+"""``infai --remote URL search | compact | session context|files|diff|checkout|export``.
 
 The remote forms of the commands that read a session's text, files and export,
 or compact it, beside those of :mod:`.remote` (``run``, ``session
@@ -102,6 +102,33 @@ def remote_compact(ctx: click.Context, session_id: str, as_json: bool) -> None:
         emit_json(render.event_json(event))
     else:
         echo(event.id)
+
+
+# -- context ---------------------------------------------------------------------------
+
+
+@remote_session.command("context")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--at", help="Rebuild the context at this event instead of HEAD.")
+@click.option("--explain", is_flag=True, help="Not remotely: run it on the server.")
+@json_option
+@click.pass_context
+def remote_context(
+    ctx: click.Context, session_id: str, at: str | None, explain: bool, as_json: bool
+) -> None:
+    """The active context on the server, as `infai session context` prints it."""
+    if explain:
+        raise BadInput(
+            "`infai session context --explain` does not work with --remote: run it on the server"
+        )
+    path = f"/sessions/{session_id}/context"
+    events = [event_of(obj) for obj in guard(lambda: remote_of(ctx).get(path, at=at))["events"]]
+    if as_json:
+        emit_json([render.event_json(e) for e in events])
+        return
+    for event in events:
+        echo(render.event_text(event))
+        echo()
 
 
 # -- files on the timeline -------------------------------------------------------------

@@ -94,7 +94,7 @@ class RootGroup(LazyGroup):
     envvar="INFAI_REMOTE",
     metavar="URL",
     help="Work against `infai serve` at URL instead of a local store "
-    "(run, search, compact, session ls|log|tree|show|files|diff|checkout|export; "
+    "(run, search, compact, session ls|log|tree|show|context|files|diff|checkout|export; "
     "docs/remote.md).",
 )
 @click.option(
