@@ -14,6 +14,7 @@ that looks whole), and is logged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
@@ -60,10 +61,13 @@ async def _chunks(session_id: str, first: bytes, lines: Iterator[bytes]) -> Asyn
 
 
 def _close(lines: Iterator[bytes]) -> None:
-    """Stop the export's generator (its reader closes with it)."""
+    """Stop the export's generator (its reader closes with it). A client that went
+    mid-batch leaves the batch running in its worker thread: the generator cannot be
+    closed under it, and is closed (its reader with it) when it is collected."""
     close = getattr(lines, "close", None)
     if close is not None:
-        close()
+        with contextlib.suppress(ValueError):  # "generator already executing"
+            close()
 
 
 async def export_session(call: Call) -> Response:
