@@ -225,6 +225,7 @@ def test_infai_run_with_a_configured_openai_compatible_model(
     assert s.requests[0].body["model"] == "qwen"
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: in `make crash`
 def test_infai_run_with_provider_model_names_and_sdk_environment(
     files: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -243,6 +244,7 @@ def test_infai_run_with_provider_model_names_and_sdk_environment(
     assert s.requests[1].body["model"] == "claude-x"
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: in `make crash`
 def test_infai_chat_keeps_one_sdk_client_across_prompts(
     files: tuple[Path, Path], tmp_path: Path
 ) -> None:

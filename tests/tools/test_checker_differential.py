@@ -201,6 +201,7 @@ def disagreement(found: Analysis, ran: list[tuple[str, ...]], errors: str) -> st
     return ""
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: in `make crash`
 def test_what_bash_runs_is_what_the_checker_sees_or_it_says_unclear(stubs: Path) -> None:
     tally = {"clear": 0, "unclear": 0, "strict": 0}
 

@@ -43,6 +43,7 @@ def big_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return root, sid
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: in `make crash`
 def test_a_20000_event_session_opens_a_page_without_reading_blobs(
     big_session: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

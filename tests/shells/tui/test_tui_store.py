@@ -110,6 +110,7 @@ def test_a_settled_event_costs_the_tui_no_store_call(
     assert second == first, calls.calls  # and cost the TUI no more store calls
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: in `make crash`
 def test_the_tuis_own_store_calls_run_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
