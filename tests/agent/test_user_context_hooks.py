@@ -162,6 +162,8 @@ def test_an_attached_file_fires_read_hooks_and_a_block_keeps_it_out(
         ("Read", {"file_path": str(project / "keep.txt")}),
         ("Read", {"file_path": str(project / "secret.env")}),
     ]
+    # the transcript the last hook read holds the file attached before
+    assert "precious" in Path(sent[-1]["transcript_path"]).read_text()
     post = payloads(tmp_path / "post.log")
     assert [p["tool_input"]["file_path"] for p in post] == [str(project / "keep.txt")]
     assert [(r.event, r.decision) for r in kept if isinstance(r, HookRecord)] == [
@@ -170,3 +172,30 @@ def test_an_attached_file_fires_read_hooks_and_a_block_keeps_it_out(
         ("PreToolUse", "block"),
     ]
     assert not any("TOKEN" in getattr(r, "content", "") for r in kept)
+
+
+def test_with_an_older_event_picked_the_hook_runs_wait_for_the_note_they_belong_to(
+    tmp_path: Path, project: Path
+) -> None:
+    """A file attached to a prompt continuing from an older event: the pick is the
+    prompt's (its files are restored first), so the hook runs are not appended at
+    once but just before the attached file's note, on the branch from the pick."""
+
+    async def scenario(session: AgentSession) -> tuple[int, int]:
+        first = await session.add_context(MessageRecord(content="first"))
+        await session.add_context(MessageRecord(content="second"))
+        session.select(first.id)
+        before = session.view.count
+        output, ran = await session.run_as_user("read_file", {"path": "keep.txt"})
+        assert ran and session.pending_parent == first.id  # still picked
+        waiting = session.view.count
+        note = await session.add_context(file_note("keep.txt", output))
+        path = [e.id for e in session.view.path(note.id, to_boundary=False)]
+        kinds = [type(session.view.event(i).record).__name__ for i in path]
+        assert kinds == ["MessageRecord", "HookRecord", "HookRecord", "MessageRecord"]
+        assert path[0] == first.id
+        return before, waiting
+
+    with open_session(tmp_path, project, hooks_toml(tmp_path)) as session:
+        before, waiting = asyncio.run(scenario(session))
+    assert waiting == before  # nothing appended at the pick by the read itself

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from infai.checkpoints import FilesState, OnRestore, Restored
 from infai.llm import Notice, Request
-from infai.store import Event, InvalidInput, MessageRecord, Record
+from infai.store import Event, InvalidInput, MessageRecord, Record, SessionBusy
 from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext, ToolOutput
 from infai.tools.offload import off_loop
 
@@ -37,7 +37,7 @@ from .loop import AgentEvent, Streamed, TurnEnded, build_request
 from .prompt import system_prompt
 from .questions import Question
 from .subagent import TaskTool
-from .turn import Busy, Turn
+from .turn import Busy, SlotConflict, Turn
 from .user_context import user_call
 
 if TYPE_CHECKING:
@@ -234,21 +234,29 @@ class SessionApi:
         :meth:`add_context`'s); the hook runs are, at once when no older event is
         picked and no turn runs, else with the next append. Hooks' notices are
         published on the hub."""
-        if self.hooks is not None:
-            self.hooks.events = self.cache.events  # their transcript: the context now
-        done = await user_call(
-            tool,
-            arguments,
-            toolbox=self.toolbox,
-            permissions=self.permissions,
-            context=self.tool_context(),
-            hooks=self.hooks,
-        )
+        hooks, before = self.hooks, self.hooks.events if self.hooks is not None else None
+        if hooks is not None:  # their transcript: the context the next prompt follows
+            view, tip = self.view, self.pending_parent
+            hooks.events = lambda: list(view.context(tip).events)
+        try:
+            done = await user_call(
+                tool,
+                arguments,
+                toolbox=self.toolbox,
+                permissions=self.permissions,
+                context=self.tool_context(),
+                hooks=hooks,
+            )
+        finally:
+            if hooks is not None:
+                hooks.events = before
         for notice in done.notices:
             self._publish(Streamed(Notice(notice)))
         if self.hooks is not None and self.hooks.pending and self.pending_parent is None:
-            with suppress(Busy):  # a turn began meanwhile: they follow its prompt
+            try:
                 await self._append_held([], "recording hook runs")
+            except (SlotConflict, SessionBusy) as exc:  # kept: they follow the next append
+                self._publish(Streamed(Notice(f"hook runs not recorded yet: {exc}")))
         return done.output, done.ran
 
     async def add_context(self, note: MessageRecord) -> Event:
