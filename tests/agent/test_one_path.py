@@ -10,6 +10,7 @@ records after the turn: by seq, the store's order."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,8 +23,16 @@ from infai.agent import AgentEvent, AgentSession, Saved, SessionCheckpoints, Tur
 from infai.agent.checkpoint_steps import CheckpointSteps
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import Message, ScriptedModel, ToolCall, ToolSpec
-from infai.store import MessageRecord, SessionView, SessionWriter, SnapshotRecord, Store
-from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput
+from infai.store import (
+    CompactionRecord,
+    MessageRecord,
+    SessionView,
+    SessionWriter,
+    SnapshotRecord,
+    Store,
+    Usage,
+)
+from infai.tools import AllowAll, Toolbox, ToolContext, ToolOutput, builtin_tools
 
 WAIT = 10.0
 
@@ -221,3 +230,54 @@ def test_a_cancel_while_the_reply_is_stored_still_publishes_it_before_the_marker
             "message",  # the marker
         ]
         assert saved_ids(driven) == stored == saved_ids(heard)
+
+
+def test_a_cancel_while_a_compaction_is_stored_still_yields_it_before_the_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old loop lost an automatic compaction a cancel caught in its append: it
+    was stored (the next context starts from it) but never yielded nor published."""
+    entered, gate = threading.Event(), threading.Event()
+    real = SessionWriter.append_batch
+
+    def append_batch(self: SessionWriter, records: Any, **kw: Any) -> Any:
+        if isinstance(records[0][0], CompactionRecord):
+            entered.set()
+            assert gate.wait(WAIT), "the test never let the append go on"
+        return real(self, records, **kw)
+
+    monkeypatch.setattr(SessionWriter, "append_batch", append_batch)
+    (tmp_path / "notes.txt").write_text("remember this\n")
+    call = ToolCall("c1", "read_file", {"path": "notes.txt"})
+    heavy = Message(role="assistant", tool_calls=(call,), usage=Usage(input_tokens=900))
+    summary = json.dumps({"summary": "read the notes"})
+    model = ScriptedModel([heavy, summary, "never asked"], context_window=1000)
+    store = Store(tmp_path / "home")
+    sid = store.create_session(working_dir=str(tmp_path)).id
+    seen: list[AgentEvent] = []
+
+    async def scenario(writer: SessionWriter) -> None:
+        async def drive() -> None:
+            async for item in run_turn(
+                writer,
+                model,
+                "read it",
+                toolbox=Toolbox(builtin_tools()),
+                permissions=AllowAll(),
+                context=ToolContext(tmp_path, sid),
+            ):
+                seen.append(item)
+
+        task = asyncio.create_task(drive())
+        assert await asyncio.to_thread(entered.wait, WAIT), "no compaction was stored"
+        task.cancel()  # while the summary's append is in its thread
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with store.open_writer(sid) as writer:
+        asyncio.run(scenario(writer))
+        stored = stored_ids(writer)
+        kinds = [writer.event(i).kind for i in stored]
+    assert kinds == ["message", "message", "tool_call", "tool_result", "compaction", "message"]
+    assert saved_ids(seen) == stored

@@ -60,9 +60,9 @@ from infai.tools.offload import off_loop
 from .compaction import (
     DEFAULT_THRESHOLD,
     CompactionFailed,
-    compact,
     context_tokens,
     needs_compaction,
+    summary_of,
 )
 from .context import ContextCache, ContextError
 from .hooks import Hooks, Outcome, fire_tool, with_feedback
@@ -268,12 +268,14 @@ class _Turn(HookSteps):
             if isinstance(item, Saved | Streamed):
                 yield item
         try:
-            summary = await compact(self.writer, self.model)
+            record, at = await summary_of(self.writer, self.model)
         except CompactionFailed as exc:
             self.compaction_failed = True
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
             return
-        for item in self._settled([summary]):
+        for item in await self._stored(
+            lambda: [self.writer.append(record, "assistant", parent=at)]
+        ):
             yield item
         self.compacted = True
 
@@ -446,17 +448,18 @@ class _Turn(HookSteps):
         yielded (:attr:`unsaid` first), in store order, and why the marker could
         not be stored, if it could not."""
         said_before, self.unsaid = [Saved(e) for e in self.unsaid], []
-        stored = await self._marked()
-        if isinstance(stored, BaseException):
-            return said_before, stored
+        stored: list[Saved] = []
+        failure = await self._marked(stored)
+        if failure is not None:
+            return [*said_before, *stored], failure
         return [*said_before, *stored, *await self.record_interrupted_tool()], None
 
-    async def _marked(self) -> list[Saved] | BaseException:
+    async def _marked(self, stored: list[Saved]) -> BaseException | None:
+        """Append the cut reply (if any) and the marker, into ``stored``."""
         self.cache.invalidate()
         marker = interruption_marker()
         said, thought = "".join(self.partial), "".join(self.partial_reasoning)
         self.partial, self.partial_reasoning = [], []
-        stored: list[Saved] = []
         try:
             if said.strip():  # a reply of reasoning alone is not one a provider takes back
                 cut = MessageRecord(
@@ -471,7 +474,7 @@ class _Turn(HookSteps):
         except Exception as failure:  # the cancel matters more: report this, keep that
             log.warning("the interruption marker was not saved: %s", failure)
             return failure
-        return stored
+        return None
 
     async def record_interrupted_tool(self) -> list[Saved]:
         """A tool cut short may have changed files: snapshot them now, after the
