@@ -52,8 +52,10 @@ _SDK = {
     "TurnEnded": "infai.agent",
     "as_approver": "infai.agent",
     "diff_at": "infai.agent",
+    "file_note": "infai.agent",
     "files_at": "infai.agent",
     "open_store": "infai.store",
+    "shell_note": "infai.agent",
 }
 
 if TYPE_CHECKING:
@@ -73,7 +75,9 @@ if TYPE_CHECKING:
         TurnEnded,
         as_approver,
         diff_at,
+        file_note,
         files_at,
+        shell_note,
     )
     from infai.errors import InfaiError
     from infai.llm import (
@@ -139,6 +143,8 @@ __all__ = [
     "TurnEnded",
     "as_approver",
     "diff_at",
+    "file_note",
     "files_at",
     "open_store",
+    "shell_note",
 ]

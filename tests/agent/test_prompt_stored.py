@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infai.agent import AgentSession, TurnEnded, run_turn
+from infai.agent import AgentSession, Saved, TurnEnded, run_turn
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.llm import ScriptedModel
 from infai.store import Event, MessageRecord, SessionWriter, Store, StoreError
@@ -56,12 +56,13 @@ def test_a_cancel_while_the_prompt_is_stored_keeps_it_and_marks_it(
     async def scenario(writer: SessionWriter) -> None:
         turn = run_turn(
             writer, ScriptedModel(["never asked"]), "keep me", toolbox=Toolbox(),
-            permissions=AllowAll(), context=ToolContext(Path("."), sid), on_saved=saved.append,
+            permissions=AllowAll(), context=ToolContext(Path("."), sid),
         )  # fmt: skip
 
         async def drive() -> None:
-            async for _ in turn:
-                pass
+            async for item in turn:
+                if isinstance(item, Saved):
+                    saved.append(item.event)
 
         task = asyncio.create_task(drive())
         assert await asyncio.to_thread(entered.wait, WAIT), "the prompt was never appended"
@@ -75,7 +76,7 @@ def test_a_cancel_while_the_prompt_is_stored_keeps_it_and_marks_it(
         events = writer.context().events
     contents = [getattr(e.record, "content", None) for e in events]
     assert contents == ["keep me", INTERRUPTED_TURN]
-    assert [e.id for e in saved] == [e.id for e in events]  # the watchers heard of both
+    assert [e.id for e in saved] == [e.id for e in events]  # both yielded, once each
 
 
 def test_asked_is_the_stored_prompt_or_what_kept_it_from_being_stored(

@@ -2,16 +2,21 @@
 snapshots and restores on the timeline, as the session drives them.
 
 Model, in prose: :mod:`.workfiles` decides what a snapshot or a restore records;
-this mixin decides when a session asks for one and publishes what was appended
-on the session's hub. Before a prompt that continues from an older event, that
-event's files are restored (a refusal raises with nothing stored), then the
-files now are snapshotted; after every tool call that may change files, a
-snapshot follows (:meth:`CheckpointSteps._snapshot`; a cancel stops a long one).
-A shell may restore first to ask about conflicts
+this part decides when a session asks for one. The session *has* one
+(:attr:`AgentSession.checkpoints <infai.agent.AgentSession.checkpoints>`) and
+delegates to it; it reads the session's state (its writer, cache, hub, choice
+on restore) through the session, which may swap its writer between turns.
+Before a prompt that continues from an older event, that event's files are
+restored (a refusal raises with nothing stored), then the files now are
+snapshotted (:meth:`CheckpointSteps.files_first`, whose events the turn yields
+and the session publishes, as it does the rest of the turn's); after every tool
+call that may change files, a snapshot follows (:meth:`CheckpointSteps.after_tool`;
+a cancel stops a long one). A shell may restore first to ask about conflicts
 (:meth:`CheckpointSteps.restore_files`), put an event's files back with the
-conversation staying at HEAD (:meth:`CheckpointSteps.checkout`), or ask whether the
-disk holds HEAD's files (:meth:`CheckpointSteps.files_state`). Disk and store work
-runs in worker threads, never on the event loop.
+conversation staying at HEAD (:meth:`CheckpointSteps.checkout`), or ask whether
+the disk holds HEAD's files (:meth:`CheckpointSteps.files_state`); what those
+append outside a turn is published on the hub here. Disk and store work runs in
+worker threads, never on the event loop.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from infai.checkpoints import (
     FilesState,
@@ -33,7 +38,7 @@ from infai.checkpoints import (
 )
 from infai.errors import InfaiError
 from infai.llm import Notice
-from infai.store import Event, HeadConflict, InvalidInput, SessionLog, SessionView
+from infai.store import Event, HeadConflict, InvalidInput, Record, SessionLog, SessionView
 from infai.tools.offload import off_loop
 
 from .context import ContextCache
@@ -41,46 +46,51 @@ from .hub import EventHub
 from .loop import AgentEvent, Saved, Streamed
 
 
+class CheckpointHost(Protocol):
+    """What :class:`CheckpointSteps` reads of its session (an
+    :class:`~.session.AgentSession`)."""
+
+    files: SessionCheckpoints | None
+    cache: ContextCache
+    hub: EventHub
+    on_restore: OnRestore
+
+    @property
+    def writer(self) -> SessionLog:
+        """The session's writer now (a parked session opens a new one)."""
+
+    @property
+    def view(self) -> SessionView:
+        """The session as stored."""
+
+    async def _hold(self, what: str) -> None: ...
+
+    async def _free(self) -> None: ...
+
+
 class _Stopped(Exception):
     """A snapshot's walk stopped by a cancel (raised in its worker thread)."""
 
 
 class CheckpointSteps:
-    """The files methods of :class:`~.session.AgentSession` (a mixin: the state it
-    uses is the session's own)."""
+    """The files steps of one :class:`~.session.AgentSession` (its
+    :attr:`~.session.AgentSession.checkpoints`): the state they use is the
+    session's own, read through ``host`` each time."""
 
-    files: SessionCheckpoints | None
-    writer: SessionLog
-    cache: ContextCache
-    hub: EventHub
-    on_restore: OnRestore
+    def __init__(self, host: CheckpointHost) -> None:
+        self.host = host
 
-    if TYPE_CHECKING:  # the session's own, used here
-
-        @property
-        def view(self) -> SessionView:
-            """The session as stored."""
-
-        async def _hold(self, what: str) -> None: ...
-
-        async def _free(self) -> None: ...
-
-        def _saved(self, event: Event) -> None: ...
-
-    async def _snapshot(self, reason: str, say: Callable[[str], object] | None = None) -> Any:
+    async def snapshot(self, reason: str, say: Callable[[str], object]) -> Record | str | None:
         """The snapshot record to append (None: files unchanged), or a notice
         saying why none could be taken: a failed snapshot never fails a turn.
         A long (first) snapshot says where it is through ``say``, called from
-        its worker thread (default: a notice published on the hub). A cancel
-        stops the walk at its next progress report (a few times a second), so
-        Ctrl-C during the first snapshot of a big tree does not wait for it;
-        nothing is recorded then, and the next snapshot walks everything."""
-        files = self.files
+        its worker thread. A cancel stops the walk at its next progress report
+        (a few times a second), so Ctrl-C during the first snapshot of a big
+        tree does not wait for it; nothing is recorded then, and the next
+        snapshot walks everything."""
+        files, writer = self.host.files, self.host.writer
         assert files is not None
-        loop = asyncio.get_running_loop()
-        notices = SnapshotNotices(
-            files.workdir, say or (lambda text: loop.call_soon_threadsafe(self._notice, text))
-        )
+        notices = SnapshotNotices(files.workdir, say)
         stop = threading.Event()
 
         def progress(seen: int, hashed: int) -> None:
@@ -88,12 +98,13 @@ class CheckpointSteps:
                 raise _Stopped(f"files: snapshot ({reason}) stopped by a cancel")
             notices(seen, hashed)
 
-        pending = self.writer.pending_parent
+        pending = writer.pending_parent
         work = asyncio.ensure_future(
-            off_loop(files.snapshot_record, self.writer, pending, reason, progress)
+            off_loop(files.snapshot_record, writer, pending, reason, progress)
         )
         try:
-            return await asyncio.shield(work)
+            record: Record | None = await asyncio.shield(work)
+            return record
         except asyncio.CancelledError:
             stop.set()
             while not work.done():  # the thread cannot be killed: it stops itself
@@ -105,35 +116,49 @@ class CheckpointSteps:
         except Exception as exc:
             return f"files: snapshot ({reason}) failed: {type(exc).__name__}: {exc}"
 
-    async def _files_first(self) -> AsyncIterator[AgentEvent]:
+    async def files_first(self) -> AsyncIterator[AgentEvent]:
         """Before the prompt: a continue from an older event restores its files
         (:meth:`restore_files`; a refusal raises, nothing stored), then the files
-        now are snapshotted if they changed."""
-        files = self.files
+        now are snapshotted if they changed. Nothing is published here: the
+        turn yields these and the session publishes them."""
+        files, host = self.host.files, self.host
         if files is None:
             return
-        picked = self.writer.pending_parent
-        if picked is not None and not self.on_restore.keep_files:
+        picked = host.writer.pending_parent
+        if picked is not None and not host.on_restore.keep_files:
             done = await off_loop(
-                files.restore, self.writer, picked, self.on_restore, attach=picked
+                files.restore, host.writer, picked, host.on_restore, attach=picked
             )
-            for event in self._published_restore(done):
+            for event in self._restored(done):
                 yield event
         out: list[Any] = []
-        async for notice in self._saying(functools.partial(self._snapshot, "turn start"), out):
-            yield notice  # a long first snapshot says where it is, in the turn's events
+        async for text in self._saying(functools.partial(self.snapshot, "turn start"), out):
+            yield Streamed(Notice(text))  # a long first snapshot says where it is
         said = out[0]
         if isinstance(said, str):
-            yield self._notice(said)
+            yield Streamed(Notice(said))
         elif said is not None:
-            for saved in await self._append_system(said):
-                yield saved
+            for item in await self._append_system(said):
+                yield item
+
+    async def after_tool(self, tool: Any) -> AsyncIterator[Record | str]:
+        """After a call of ``tool`` (None: unknown): if it may change files, what
+        its snapshot says while it runs, then the record to append (if the files
+        changed) or why none was taken (see :data:`~.loop.AfterTool`)."""
+        if tool is None or not changes_files(tool):
+            return
+        out: list[Any] = []
+        work = functools.partial(self.snapshot, f"after {tool.spec.name}")
+        async for text in self._saying(work, out):
+            yield text
+        if out[0] is not None:
+            yield out[0]
 
     async def _saying(
         self, work: Callable[[Callable[[str], object]], Awaitable[Any]], out: list[Any]
-    ) -> AsyncIterator[AgentEvent]:
-        """Run ``work(say)``, yielding each text it says (from any thread) as a
-        notice while it runs; its result is appended to ``out``."""
+    ) -> AsyncIterator[str]:
+        """Run ``work(say)``, yielding each text it says (from any thread) while it
+        runs; its result is appended to ``out``."""
         loop = asyncio.get_running_loop()
         said: asyncio.Queue[str] = asyncio.Queue()
         task = asyncio.ensure_future(
@@ -144,12 +169,12 @@ class CheckpointSteps:
                 heard = asyncio.ensure_future(said.get())
                 await asyncio.wait({task, heard}, return_when=asyncio.FIRST_COMPLETED)
                 if heard.done():
-                    yield self._notice(heard.result())
+                    yield heard.result()
                 else:
                     heard.cancel()
             await asyncio.sleep(0)  # a notice said just before the end is queued by now
             while not said.empty():
-                yield self._notice(said.get_nowait())
+                yield said.get_nowait()
             out.append(task.result())
         finally:
             if not task.done():  # the consumer went away: the work still finishes
@@ -157,97 +182,92 @@ class CheckpointSteps:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    def _notice(self, text: str) -> AgentEvent:
-        event = Streamed(Notice(text))
-        self.hub.publish(event)
-        return event
+    def _publish(self, items: list[AgentEvent]) -> None:
+        """What was appended or said outside a turn, on the session's hub."""
+        for item in items:
+            self.host.hub.publish(item)
 
-    def _published_restore(self, done: Restored) -> list[AgentEvent]:
-        """Publish what a restore appended and its notices."""
-        self.cache.invalidate()
-        out: list[AgentEvent] = []
-        for text in done.notices:
-            out.append(self._notice(text))
-        for event in done.events:
-            self._saved(event)
-            out.append(Saved(event))
-        return out
+    def _restored(self, done: Restored) -> list[AgentEvent]:
+        """What a restore appended, and its notices."""
+        self.host.cache.invalidate()
+        notices: list[AgentEvent] = [Streamed(Notice(text)) for text in done.notices]
+        return [*notices, *(Saved(event) for event in done.events)]
 
     async def _append_system(self, record: Any) -> list[AgentEvent]:
         """Append a turn-start snapshot; if another writer appended first (a shared
         store's :class:`HeadConflict`), say so: the next snapshot records the files."""
+        host = self.host
         try:
-            event = await off_loop(self.writer.append, record, "system")
+            event: Event = await off_loop(host.writer.append, record, "system")
         except HeadConflict as exc:  # the writer has re-read HEAD: the turn goes on
-            self.cache.invalidate()
+            host.cache.invalidate()
             return [
-                self._notice(
-                    "files: the turn-start snapshot was not recorded: another process "
-                    f"appended to the session first ({exc}); the next snapshot records them"
+                Streamed(
+                    Notice(
+                        "files: the turn-start snapshot was not recorded: another process "
+                        f"appended to the session first ({exc}); the next snapshot records them"
+                    )
                 )
             ]
-        self.cache.appended([event])
-        self._saved(event)
+        host.cache.appended([event])
         return [Saved(event)]
 
-    async def _after_tool(self, tool: Any) -> Any:
-        if tool is None or not changes_files(tool):
-            return None
-        return await self._snapshot(f"after {tool.spec.name}")
-
-    async def _before_switch(self, event_id: str, choice: OnRestore) -> str | None:
+    async def before_switch(self, event_id: str, choice: OnRestore) -> str | None:
         """A summarised switch's first step (the slot held): refuse as the restore
         would (nothing stored), else record the files now at the tip of the branch
-        left. That tip, after which the restore keeps the branch's files (None: this
-        switch leaves the files alone, or there is nothing to abandon)."""
-        files = self.files
+        left (published). That tip, after which the restore keeps the branch's files
+        (None: this switch leaves the files alone, or there is nothing to abandon)."""
+        files, host = self.host.files, self.host
         if files is None or choice.keep_files:
             return None
-        if event_id == self.writer.head:
+        if event_id == host.writer.head:
             return None  # the summary refuses: nothing is abandoned
-        saved = await off_loop(files.before_switch, self.writer, event_id, choice)
+        saved = await off_loop(files.before_switch, host.writer, event_id, choice)
         if saved is not None:
-            self.cache.invalidate()
-            self._saved(saved)
-        return self.writer.head
+            host.cache.invalidate()
+            self._publish([Saved(saved)])
+        head: str | None = host.writer.head
+        return head
 
-    async def _after_switch(
+    async def after_switch(
         self, event_id: str, summary_id: str, left: str | None, choice: OnRestore
     ) -> None:
         """Restore ``event_id``'s files after the switch's summary. The switch is
         done by now, so a failure (the files changed while the summary was written)
         is a notice: the files on disk stay as they were, nothing is lost."""
-        files = self.files
+        files, host = self.host.files, self.host
         if files is None or left is None:
             return
         try:
             done = await off_loop(
-                files.restore, self.writer, event_id, choice, attach=summary_id, left=left
+                files.restore, host.writer, event_id, choice, attach=summary_id, left=left
             )
         except InfaiError as exc:
-            self._notice(f"files: switched branches, but the files were not restored: {exc}")
+            said = f"files: switched branches, but the files were not restored: {exc}"
+            self._publish([Streamed(Notice(said))])
             return
-        self._published_restore(done)
+        self._publish(self._restored(done))
 
     async def files_state(self) -> FilesState | None:
         """Whether the files on disk are HEAD's (None: checkpoints off). Safe
         beside a turn: checkpoint work is serialised, nothing is recorded."""
-        if self.files is None:
+        files = self.host.files
+        if files is None:
             return None
-        return await off_loop(self.files.state, self.view)
+        return await off_loop(files.state, self.host.view)
 
     async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
         """Restore the picked event's files now (None: none picked, or keep_files), as
         the next prompt would; raises :class:`~.workfiles.RestoreRefused` with
         nothing changed. A shell that asks about conflicts calls this first."""
-        return await self._restore(None, choice or self.on_restore, dry_run=False)
+        return await self._restore(None, choice or self.host.on_restore, dry_run=False)
 
     async def checkout(
         self, event_id: str, choice: OnRestore | None = None, *, dry_run: bool = False
     ) -> Restored:
         """Put ``event_id``'s files on disk, the conversation staying at HEAD (the
         restore is recorded there); ``dry_run``: only the plan."""
-        if self.files is None:
+        if self.host.files is None:
             raise InvalidInput("checkpoints are disabled ([checkpoints] enabled = false)")
         done = await self._restore(event_id, choice or OnRestore(), dry_run=dry_run)
         assert done is not None
@@ -255,22 +275,23 @@ class CheckpointSteps:
 
     async def _restore(self, to: str | None, choice: OnRestore, dry_run: bool) -> Restored | None:
         """``to``'s files recorded at HEAD (None: the picked event's, after it)."""
-        if self.files is None:
+        host = self.host
+        if host.files is None:
             return None
-        await self._hold("restoring files")
+        await host._hold("restoring files")
         try:
-            picked = self.writer.pending_parent
+            picked = host.writer.pending_parent
             event, attach = (to, None) if to is not None else (picked, picked)
             if event is None or (to is None and choice.keep_files):
                 return None
-            restore = self.files.restore
+            restore = host.files.restore
             done = await off_loop(
-                restore, self.writer, event, choice, attach=attach, dry_run=dry_run
+                restore, host.writer, event, choice, attach=attach, dry_run=dry_run
             )
-            self._published_restore(done)
+            self._publish(self._restored(done))
             return done
         finally:
-            await self._free()
+            await host._free()
 
 
-__all__ = ["CheckpointSteps"]
+__all__ = ["CheckpointHost", "CheckpointSteps"]

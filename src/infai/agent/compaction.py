@@ -228,6 +228,13 @@ async def compact(writer: SessionLog, model: Model) -> Event:
     Raises :class:`CompactionFailed` (nothing appended) when the model fails or
     answers with something that is not a summary.
     """
+    record, at = await summary_of(writer, model)
+    return await off_loop(writer.append, record, "assistant", parent=at)
+
+
+async def summary_of(writer: SessionLog, model: Model) -> tuple[CompactionRecord, str | None]:
+    """:func:`compact`'s summary, not yet appended, and the event it follows (None:
+    HEAD): for a caller that appends it its own way (a turn: see :mod:`.loop`)."""
     at = writer.pending_parent  # the branch the next prompt will continue, if one is picked
     events = (await off_loop(writer.context, at)).events
     messages = to_messages(events)
@@ -242,7 +249,7 @@ async def compact(writer: SessionLog, model: Model) -> Event:
         purpose="summary",
     )
     record = await _summary(model, request, last_input_tokens(events) or None)
-    return await off_loop(writer.append, record, "assistant", parent=at)
+    return record, at
 
 
 async def _summary(model: Model, request: Request, tokens_before: int | None) -> CompactionRecord:

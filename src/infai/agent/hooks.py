@@ -410,6 +410,14 @@ class Hooks:
         return _Run(spec, process.returncode, text[0], text[1], took())
 
 
+#: what a handler's timeout recorded says happened to it (coroutine or not): a
+#: command is killed, a coroutine cancelled, a plain function cannot be stopped
+_TIMED_OUT = {
+    True: "the handler was cancelled",
+    False: "the handler cannot be stopped: it runs on in its thread, its answer ignored",
+}
+
+
 async def _run_handler(spec: HookSpec, data: bytes) -> _Run:
     """Call a plugin's hook handler with the payload, as a command would be run."""
     started = time.monotonic()
@@ -422,13 +430,14 @@ async def _run_handler(spec: HookSpec, data: bytes) -> _Run:
     except PluginError as exc:
         return _Run(spec, None, "", "", took(), failed=f"cannot load: {exc}")
     payload = json.loads(data)
+    coroutine = inspect.iscoroutinefunction(handler)
     try:
-        if inspect.iscoroutinefunction(handler):
+        if coroutine:
             said = await asyncio.wait_for(handler(payload), spec.timeout)
         else:  # a thread cannot be killed: past its timeout it is left to finish
             said = await asyncio.wait_for(asyncio.to_thread(handler, payload), spec.timeout)
-    except TimeoutError:
-        return _Run(spec, None, "", "", took(), timed_out=True)
+    except TimeoutError:  # a non-blocking error, as a command's timeout; said and recorded
+        return _Run(spec, None, "", _TIMED_OUT[coroutine], took(), timed_out=True)
     except Exception as exc:  # the handler's failure: a non-blocking error, as exit 1
         return _Run(spec, 1, "", f"{type(exc).__name__}: {exc}", took())
     stdout = said if isinstance(said, str) else "" if said is None else json.dumps(said)

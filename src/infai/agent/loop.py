@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,24 +52,23 @@ from infai.store import (
     SessionLog,
     ToolCallRecord,
     ToolResultRecord,
-    now_rfc3339,
 )
 from infai.store.records import encode_record
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
-from infai.tools.common import argument_problem
 from infai.tools.offload import off_loop
 
 from .compaction import (
     DEFAULT_THRESHOLD,
     CompactionFailed,
-    compact,
     context_tokens,
     needs_compaction,
+    summary_of,
 )
 from .context import ContextCache, ContextError
-from .hooks import Hooks, Outcome, decide_with, fire_tool, with_feedback
+from .hooks import Hooks, Outcome, fire_tool, with_feedback
 from .hooks_turn import HookSteps
 from .manifest import MANIFEST_KEY, record_manifest
+from .tool_run import decide_and_run, runnable
 from .turn_events import AgentEvent as AgentEvent
 from .turn_events import Saved as Saved
 from .turn_events import Streamed as Streamed
@@ -80,9 +79,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("infai.agent")
 
-#: awaited after each tool call with the tool (None: unknown); hands back a record to
-#: append after the result (a files snapshot), a notice to say, or None
-AfterTool = Callable[[Any], Awaitable["Record | str | None"]]
+#: called after each tool call with the tool (None: unknown); yields notices to say
+#: (text) and records to append after the result (a files snapshot)
+AfterTool = Callable[[Any], AsyncIterator["Record | str"]]
 
 INTERRUPTED_TURN = "[turn interrupted]"
 #: the metadata key that marks a user message as a turn's prompt (``True``): a
@@ -133,47 +132,6 @@ def _assistant_records(message: Message) -> list[tuple[MessageRecord | ToolCallR
     return [(settled, "assistant"), *((call, "assistant") for call in calls)]
 
 
-def _runnable(call: ToolCall, toolbox: Toolbox) -> bool:
-    """Whether a call names a tool with arguments it takes (else it is answered an error)."""
-    tool = toolbox.get(call.name)
-    return (
-        call.error is None and tool is not None and not argument_problem(tool.spec, call.arguments)
-    )
-
-
-async def _run_tool(
-    call: ToolCall,
-    toolbox: Toolbox,
-    permissions: Permissions,
-    context: ToolContext,
-    pre: Outcome | None = None,
-) -> tuple[ToolOutput, dict[str, str]]:
-    """Decide (``pre``: what its PreToolUse hooks said), then run; every failure
-    becomes an error output for the model."""
-    if call.error is not None:
-        return ToolOutput(f"tool call {call.name!r} was not run: {call.error}", True), {}
-    tool = toolbox.get(call.name)
-    if tool is None:
-        known = ", ".join(spec.name for spec in toolbox.specs()) or "none"
-        return ToolOutput(f"unknown tool {call.name!r} (tools: {known})", is_error=True), {}
-    if problem := argument_problem(tool.spec, call.arguments):  # before the policy sees them
-        return ToolOutput(f"tool call {call.name!r} was not run: {problem}", True), {}
-    if pre is not None and (blocked := pre.blocked or pre.stop) is not None:  # a hook's deny wins
-        why = f"blocked by a PreToolUse hook: {blocked}"
-        return ToolOutput(why, True), {"verdict": "deny", "by": "hook", "reason": blocked}
-    decision = await decide_with(permissions, call.name, call.arguments, context, pre)
-    record = {"verdict": decision.verdict, "by": decision.by, "reason": decision.reason}
-    record["at"] = now_rfc3339()
-    if not decision.allowed:
-        return ToolOutput(decision.denial(), is_error=True), record
-    try:
-        return await tool.run(call.arguments, context), record
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a tool's bug must not crash the loop
-        return ToolOutput(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}", True), record
-
-
 def build_request(messages: tuple[Message, ...], system: str, toolbox: Toolbox) -> Request:
     """The request a turn sends (its tools prepared): the one place it is built, so
     what :meth:`~infai.agent.AgentSession.context` shows a program is what the
@@ -184,9 +142,11 @@ def build_request(messages: tuple[Message, ...], system: str, toolbox: Toolbox) 
 class _Turn(HookSteps):
     """One turn's state and its named steps; :func:`run_turn` strings them together.
 
-    Every append goes through :meth:`append` (off the event loop, into the
-    context cache, and to ``on_saved``); every step is an async generator of the
-    agent events it makes.
+    Every append goes through :meth:`append` or :meth:`append_batch` (off the
+    event loop, into the context cache) and is yielded once as :class:`Saved` by
+    the step that made it; every step is an async generator of the agent events
+    it makes. What a cancel cut short after it was stored waits in
+    :attr:`unsaid` and is yielded before the interruption marker.
     """
 
     def __init__(
@@ -200,7 +160,6 @@ class _Turn(HookSteps):
         system: str,
         compact_at: float | None,
         cache: ContextCache,
-        on_saved: Callable[[Event], None] | None,
         objects: ObjectStore | None = None,
         after_tool: AfterTool | None = None,
         hooks: Hooks | None = None,
@@ -227,7 +186,9 @@ class _Turn(HookSteps):
         self.system = system
         self.compact_at = compact_at
         self.cache = cache
-        self.on_saved = on_saved
+        #: events stored by an append a cancel interrupted (so never yielded by
+        #: its step): the cancel yields them first
+        self.unsaid: list[Event] = []
         #: whether this turn has appended anything (its prompt first): a cancel
         #: before that leaves nothing to mark interrupted
         self.appended = False
@@ -242,32 +203,33 @@ class _Turn(HookSteps):
     def _settled(self, events: list[Event]) -> list[Saved]:
         self.appended = self.appended or bool(events)
         self.cache.appended(events)
-        if self.on_saved is not None:
-            for event in events:
-                self.on_saved(event)
         return [Saved(e) for e in events]
 
     async def append(self, record: Record, role: str) -> list[Saved]:
         """Append one record (in a worker thread) and report it saved; a cancel that
         comes while the append runs waits for it (:func:`off_loop`), and what it
-        stored is reported saved before the cancel goes on, so the interruption
-        marker follows it and every watcher hears of it."""
-        done: list[Event] = []
-
-        def work() -> Event:
-            done.append(self.writer.append(record, role))
-            return done[0]
-
-        try:
-            return self._settled([await off_loop(work)])
-        except asyncio.CancelledError:
-            self._settled(done)
-            raise
+        stored is kept in :attr:`unsaid`, yielded before the interruption marker."""
+        return await self._stored(lambda: [self.writer.append(record, role)])
 
     async def append_batch(
         self, records: list[tuple[MessageRecord | ToolCallRecord, str]]
     ) -> list[Saved]:
-        return self._settled(await off_loop(self.writer.append_batch, records))
+        """Append ``records`` in one transaction, as :meth:`append` does one."""
+        return await self._stored(lambda: self.writer.append_batch(records))
+
+    async def _stored(self, append: Callable[[], list[Event]]) -> list[Saved]:
+        done: list[Event] = []
+
+        def work() -> list[Event]:
+            done.extend(append())
+            return done
+
+        try:
+            return self._settled(await off_loop(work))
+        except asyncio.CancelledError:
+            self._settled(done)
+            self.unsaid.extend(done)
+            raise
 
     async def events(self) -> list[Event]:
         """The context the next request continues (read in a worker thread)."""
@@ -306,12 +268,14 @@ class _Turn(HookSteps):
             if isinstance(item, Saved | Streamed):
                 yield item
         try:
-            summary = await compact(self.writer, self.model)
+            record, at = await summary_of(self.writer, self.model)
         except CompactionFailed as exc:
             self.compaction_failed = True
             yield Streamed(Notice(f"compaction failed, continuing without it: {exc}"))
             return
-        for item in self._settled([summary]):
+        for item in await self._stored(
+            lambda: [self.writer.append(record, "assistant", parent=at)]
+        ):
             yield item
         self.compacted = True
 
@@ -385,14 +349,14 @@ class _Turn(HookSteps):
             here = replace(self.context, call_event_id=call_event.id)
             self.unrecorded = call.name
             pre: Outcome | None = None
-            if self.hooks is not None and _runnable(call, self.toolbox):
+            if self.hooks is not None and runnable(call, self.toolbox):
                 hooked = fire_tool(self.hooks, "PreToolUse", call.name, call.arguments, call.id)
                 async for heard in self.heard(hooked):
                     if isinstance(heard, Outcome):
                         pre = heard
                     else:
                         yield heard
-            output, decision = await _run_tool(call, self.toolbox, self.permissions, here, pre)
+            output, decision = await decide_and_run(call, self.toolbox, self.permissions, here, pre)
             async for item in self.flush_hooks():  # a Notification hook's, while it asked
                 yield item
             if pre is not None and pre.blocked is None:
@@ -426,15 +390,15 @@ class _Turn(HookSteps):
                 return
 
     async def tool_ran(self, name: str) -> AsyncIterator[AgentEvent]:
-        """Tell :attr:`after_tool` a call of ``name`` ran; append what it hands back
-        (a snapshot) or say its notice."""
+        """Tell :attr:`after_tool` a call of ``name`` ran; say its notices, append
+        what it hands back (a snapshot)."""
         assert self.after_tool is not None
-        got = await self.after_tool(self.toolbox.get(name))
-        if isinstance(got, str):
-            yield Streamed(Notice(got))
-        elif got is not None:
-            for item in await self.append(got, "system"):
-                yield item
+        async for got in self.after_tool(self.toolbox.get(name)):
+            if isinstance(got, str):
+                yield Streamed(Notice(got))
+            else:
+                for item in await self.append(got, "system"):
+                    yield item
 
     async def step(self) -> AsyncIterator[AgentEvent]:
         """One model call and the tools it called; ends with TurnEnded when the turn is over."""
@@ -465,10 +429,33 @@ class _Turn(HookSteps):
         async for item in self.run_calls(outcome, [s.event for s in stored[1:]]):
             yield item
 
-    async def mark_interrupted(self) -> BaseException | None:
+    async def interrupted(self, cancelled: asyncio.CancelledError) -> AsyncIterator[AgentEvent]:
+        """A cancel's records (:meth:`mark_interrupted`), yielded in the cancel,
+        then ``cancelled`` raised again (from the marker's failure, if any)."""
+        if not self.appended:  # cancelled before its prompt was stored: nothing to mark
+            raise cancelled
+        said, failure = await self.mark_interrupted()
+        for item in said:
+            yield item
+        if failure is not None:
+            raise cancelled from failure
+        raise cancelled
+
+    async def mark_interrupted(self) -> tuple[list[Saved], BaseException | None]:
         """Append what the model had said of a reply cut short (an assistant message
         marked ``interrupted``, sent to the model next turn as what it had said), then
-        the interruption marker; returns why they could not be, if they could not."""
+        the interruption marker. Returns every event stored since the last one
+        yielded (:attr:`unsaid` first), in store order, and why the marker could
+        not be stored, if it could not."""
+        said_before, self.unsaid = [Saved(e) for e in self.unsaid], []
+        stored: list[Saved] = []
+        failure = await self._marked(stored)
+        if failure is not None:
+            return [*said_before, *stored], failure
+        return [*said_before, *stored, *await self.record_interrupted_tool()], None
+
+    async def _marked(self, stored: list[Saved]) -> BaseException | None:
+        """Append the cut reply (if any) and the marker, into ``stored``."""
         self.cache.invalidate()
         marker = interruption_marker()
         said, thought = "".join(self.partial), "".join(self.partial_reasoning)
@@ -482,29 +469,30 @@ class _Turn(HookSteps):
                     stop_reason="interrupted",
                     metadata=await self.cut_metadata(),
                 )
-                await self.append(cut, "assistant")
-            await self.append(marker, "user")
+                stored += await self.append(cut, "assistant")
+            stored += await self.append(marker, "user")
         except Exception as failure:  # the cancel matters more: report this, keep that
             log.warning("the interruption marker was not saved: %s", failure)
             return failure
-        await self.record_interrupted_tool()
         return None
 
-    async def record_interrupted_tool(self) -> None:
+    async def record_interrupted_tool(self) -> list[Saved]:
         """A tool cut short may have changed files: snapshot them now, after the
         marker, rather than at the next turn's start (best effort: a failure is
-        logged, the next snapshot records them)."""
+        logged, the next snapshot records them); what was appended."""
         name, self.unrecorded = self.unrecorded, None
+        stored: list[Saved] = []
         if name is None or self.after_tool is None:
-            return
+            return stored
         try:
-            got = await self.after_tool(self.toolbox.get(name))
-            if isinstance(got, str):
-                log.warning("%s", got)
-            elif got is not None:
-                await self.append(got, "system")
+            async for got in self.after_tool(self.toolbox.get(name)):
+                if isinstance(got, str):
+                    log.warning("%s", got)
+                else:
+                    stored += await self.append(got, "system")
         except Exception as failure:
             log.warning("the files after an interrupted %s were not recorded: %s", name, failure)
+        return stored
 
 
 async def run_turn(
@@ -519,7 +507,6 @@ async def run_turn(
     max_steps: int = 50,
     compact_at: float | None = DEFAULT_THRESHOLD,
     cache: ContextCache | None = None,
-    on_saved: Callable[[Event], None] | None = None,
     objects: ObjectStore | None = None,
     after_tool: AfterTool | None = None,
     hooks: Hooks | None = None,
@@ -540,13 +527,16 @@ async def run_turn(
     ``cache`` kept across turns spares re-reading the context from the store.
 
     Every append and store read runs in a worker thread (see
-    :mod:`~infai.agent.offload`), and ``on_saved`` is told of each event appended,
-    the interruption marker included (which is never yielded: the cancellation
-    is raised instead). With ``objects``, each stored reply names the tool
-    manifest its request offered (:mod:`.manifest`). ``after_tool`` is awaited
-    after each tool call's result is stored (see :data:`AfterTool`). A cancel always propagates:
-    if the marker cannot be written, the :class:`asyncio.CancelledError` is raised
-    from that failure.
+    :mod:`~infai.agent.offload`). Each event appended is yielded exactly once, as
+    :class:`Saved`, in store order: this generator is a turn's one output. On a
+    cancel (thrown in while the generator waits) the events a cut-short append
+    had stored, the interrupted reply, the interruption marker and a snapshot
+    after an interrupted tool are yielded, then the cancellation is raised at
+    the next step (a consumer that reads on gets it). With ``objects``, each
+    stored reply names the tool manifest its request offered (:mod:`.manifest`).
+    ``after_tool`` runs after each tool call's result is stored (see
+    :data:`AfterTool`). A cancel always propagates: if the marker cannot be
+    written, the :class:`asyncio.CancelledError` is raised from that failure.
     """
     turn = _Turn(
         writer,
@@ -557,7 +547,6 @@ async def run_turn(
         system=system,
         compact_at=compact_at,
         cache=cache or ContextCache(writer),
-        on_saved=on_saved,
         objects=objects,
         after_tool=after_tool,
         hooks=hooks,
@@ -587,12 +576,8 @@ async def run_turn(
                     return
         yield TurnEnded("error", f"stopped after {max_steps} model calls in one turn")
     except asyncio.CancelledError as cancelled:
-        if not turn.appended:  # cancelled before its prompt was stored: nothing to mark
-            raise
-        failure = await turn.mark_interrupted()
-        if failure is not None:
-            raise cancelled from failure
-        raise
+        async for item in turn.interrupted(cancelled):  # then the cancel goes on
+            yield item
 
 
 def _compacting(used: int, window: int) -> str:

@@ -22,10 +22,13 @@ recorded its interruption.
 
 Every event the session appends (prompts, replies, tool calls and results,
 compactions, branch summaries, the interruption marker) is published on its
-:attr:`AgentSession.hub` as :class:`~infai.agent.Saved` the moment it is
-durable, with the turn's deltas and its end, so a watcher subscribed to the hub
-misses nothing and need not read the store back. Appends, store reads and the
-lease run in worker threads, never on the event loop.
+:attr:`AgentSession.hub` as :class:`~infai.agent.Saved` once it is durable,
+with the turn's deltas and its end, so a watcher subscribed to the hub misses
+nothing and need not read the store back. A turn's events leave by one path:
+the turn's generator (:func:`~.loop.run_turn`) yields each exactly once, in
+store order, the interruption marker included, and the session publishes what
+it yields. Appends, store reads and the lease run in worker threads, never on
+the event loop.
 
 A long-lived host (the server) sets :attr:`AgentSession.park_between_turns`:
 then the writer (and with it the file store's lock) is held only while the
@@ -42,8 +45,8 @@ taken and HEAD has moved since (:mod:`.unfinished`). :meth:`start` returns at
 once; :meth:`Turn.asked` waits until the prompt is durable.
 
 The session's files on the timeline (restores before a continue, snapshots
-after tools, checkout) are the :class:`~.checkpoint_steps.CheckpointSteps` half of
-the class, in their own module.
+after tools, checkout) are its :attr:`AgentSession.checkpoints`, a
+:class:`~.checkpoint_steps.CheckpointSteps` it holds and delegates to.
 
 What the user answered "allow always" is kept with the session (its metadata's
 ``extra.allowed``, as ``tool pattern`` texts) and applies again whenever the
@@ -54,8 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +87,12 @@ from .loop import TURN_PROMPT, AgentEvent, Saved, Streamed, TurnEnded, run_turn
 from .prompt import build_system_prompt
 from .session_api import SessionApi
 from .session_hooks import SessionHooks
+from .session_lease import SessionLease
 from .turn import Busy, NotInFlight, Turn
 from .unfinished import record_unfinished
 
 
-class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
+class AgentSession(SessionApi, SessionLease, SessionHooks):
     """A session opened for an agent: prompt it, branch it, close it."""
 
     def __init__(
@@ -155,6 +158,9 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         self._pending: str | None = None
         #: the working directory's files on the timeline (None: not recorded)
         self.files = files
+        #: the files steps around turns, restores and checkouts (they read this
+        #: session's state; :meth:`restore_files` and the rest delegate to them)
+        self.checkpoints = CheckpointSteps(self)
         #: what a continue from an older event does with the files (see
         #: :class:`~.workfiles.OnRestore`): a shell sets it before the prompt
         self.on_restore = OnRestore()
@@ -192,57 +198,6 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         if said:
             self.notices.append(said)
 
-    @property
-    def view(self) -> SessionView:
-        """The session as stored, read-only: its tree, events and context."""
-        view: SessionView = self._parked or self.writer
-        return view
-
-    @property
-    def pending_parent(self) -> str | None:
-        """The older event the next prompt continues from (None: HEAD)."""
-        if self._parked is not None:
-            return self._pending
-        pending: str | None = self.writer.pending_parent
-        return pending
-
-    @property
-    def parked(self) -> bool:
-        """Whether the writer is released (between turns, see :meth:`park`)."""
-        return self._parked is not None
-
-    def park(self) -> None:
-        """Release the writer (the file store's lock) until the slot is next claimed;
-        reads go to a reader meanwhile. Nothing happens while the slot is held or
-        once closed. Blocking store work: call it in a worker thread."""
-        if self._parked is not None or self._held or self._closed:
-            return
-        reader = self.store.open_reader(self.session_id)
-        self._pending = self.writer.pending_parent
-        self._parked = reader
-        self.writer.close()
-        mark, self._open_mark = self._open_mark, None
-        if mark is not None:  # between turns nothing here writes files
-            mark.release()
-
-    def _unpark(self) -> None:
-        """Take a writer again (it reads HEAD: whatever was appended meanwhile is the
-        base of the next append) and restore the picked event."""
-        parked = self._parked
-        if parked is None:
-            return
-        writer = self.store.open_writer(self.session_id)  # may wait for another writer
-        try:
-            if self._pending is not None:
-                writer.select(self._pending)
-            self._open_mark = self.store.open_mark(self.session_id, str(self.working_dir))
-        except BaseException:
-            writer.close()
-            raise
-        self.writer, self._parked, self._pending = writer, None, None
-        self.cache = ContextCache(writer, pipeline=self.cache.pipeline)
-        parked.close()
-
     def _keep(self, rules: list[Rule]) -> None:
         keep_rules(self.store, self.session_id, rules)
 
@@ -251,58 +206,6 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         (its writer, its lock and any event picked to continue from)."""
         self.store.update_info(self.session_id, model=model.name)
         self.model, self.toolbox = model, toolbox
-
-    # -- the lease -------------------------------------------------------------
-
-    def acquire(self) -> None:
-        """Take the session's lease for a turn (nested takes are counted).
-
-        A store whose writers are exclusive anyway (the file store's lock) has no
-        lease. Taking one re-reads HEAD, so the turn starts from the latest event
-        any process appended. Raises :class:`~infai.store.SessionBusy`.
-        """
-        if self._held == 0:
-            take = getattr(self.store, "lease", None)
-            if take is not None:
-                self._lease = take(self.session_id)
-            try:
-                self._unpark()
-                refresh = getattr(self.writer, "refresh", None)
-                if self._lease is not None and refresh is not None:
-                    refresh()
-                if self.writer.head != self._left:  # another process wrote, may have died
-                    found = record_unfinished(self.writer)
-                    if found is not None:
-                        self._found.append(found)
-            except BaseException:
-                if self._lease is not None:
-                    self._lease.release()
-                    self._lease = None
-                raise
-        self._held += 1
-
-    def release(self) -> None:
-        """Give back one :meth:`acquire`; the last one releases the lease."""
-        self._held -= 1
-        if self._held == 0:
-            self._left = self.writer.head
-        if self._held == 0 and self._lease is not None:
-            lease, self._lease = self._lease, None
-            lease.release()
-        if self._held == 0 and self.park_between_turns:
-            # best effort: if it fails the writer stays held (the work itself
-            # succeeded) and the next release tries again
-            with suppress(Exception):
-                self.park()
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold the session's lease for the block (see :meth:`acquire`)."""
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
 
     # -- the slot --------------------------------------------------------------
 
@@ -332,7 +235,7 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         found, self._found = self._found, []
         for marker in found:  # an unfinished turn another process left
             self.cache.invalidate()
-            self._saved(marker)
+            self._publish(Saved(marker))
 
     async def _free(self) -> None:
         """Give the slot back: the lease released and, between turns, the writer
@@ -422,36 +325,39 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         await asyncio.wait([turn.task])
         return turn
 
-    def _saved(self, event: Event) -> None:
+    def _publish(self, item: AgentEvent) -> None:
+        """Publish ``item`` on the hub; the turn's first prompt stored is its :meth:`Turn.asked`."""
         turn = self.turn
         if (
-            turn is not None
+            isinstance(item, Saved)
+            and turn is not None
             and turn.prompt is not None
             and not turn.prompt.done()
-            and isinstance(event.record, MessageRecord)
-            and event.record.metadata.get(TURN_PROMPT) is True
+            and isinstance(item.event.record, MessageRecord)
+            and item.event.record.metadata.get(TURN_PROMPT) is True
         ):
-            turn.prompt.set_result(event)  # the turn's first append of a prompt
-        self.hub.publish(Saved(event))
+            turn.prompt.set_result(item.event)
+        self.hub.publish(item)
 
     async def _turn(self, text: str) -> AsyncIterator[AgentEvent]:
-        """The turn's events; each append is published as it is durable, the rest
-        as it is yielded, and a turn cut short ends on the hub too (even before
-        the loop began: its system prompt could not be read)."""
+        """The turn's events, each published as it is yielded (an append once it is
+        durable); a turn cut short ends on the hub too (even before the loop
+        began: its system prompt could not be read)."""
         restored = self._restored_for
         try:
             choice, self._restored_for = self.on_restore, None
             if restored is not None and restored == self.writer.pending_parent:
                 self.on_restore = OnRestore(keep_files=True)  # continue_from restored them
             try:
-                async for event in self._files_first():
+                async for event in self.checkpoints.files_first():
+                    self._publish(event)
                     yield event
             finally:
                 self.on_restore = choice
             built = await off_loop(build_system_prompt, self.working_dir, self.instructions)
             if built.source != self._told and (told := built.source) is not None:
                 self._told = told  # said once a session, and again if it changes
-                self.hub.publish(notice := Streamed(Notice(f"project instructions from {told}")))
+                self._publish(notice := Streamed(Notice(f"project instructions from {told}")))
                 yield notice
             system = built.text
             async for event in run_turn(
@@ -465,13 +371,11 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
                 cache=self.cache,
                 compact_at=self.compact_at,
                 max_steps=self.max_steps,
-                on_saved=self._saved,
                 objects=getattr(self.store, "objects", None),  # tool manifests
-                after_tool=self._after_tool if self.files is not None else None,
+                after_tool=self.checkpoints.after_tool if self.files is not None else None,
                 hooks=self.hooks,
             ):
-                if not isinstance(event, Saved):  # a Saved was published when appended
-                    self.hub.publish(event)
+                self._publish(event)  # the one path: each event once, in order
                 yield event
         except asyncio.CancelledError:
             self.hub.publish(TurnEnded("cancelled"))
@@ -500,11 +404,11 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         choice = choice or self.on_restore
         await self._hold("switching branches")
         try:
-            left = await self._before_switch(event_id, choice)
+            left = await self.checkpoints.before_switch(event_id, choice)
             summary = await summarize_branch(self.writer, self.model, event_id)
             self.cache.invalidate()
-            self._saved(summary)
-            await self._after_switch(event_id, summary.id, left, choice)
+            self._publish(Saved(summary))
+            await self.checkpoints.after_switch(event_id, summary.id, left, choice)
         finally:
             await self._free()
         return summary
@@ -521,7 +425,7 @@ class AgentSession(SessionApi, CheckpointSteps, SessionHooks):
         finally:
             await self._free()
         self.cache.invalidate()
-        self._saved(summary)
+        self._publish(Saved(summary))
         return summary
 
     # -- closing ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 """What a program does with an open session, beyond starting and cancelling
 turns: iterate a turn's events, answer its questions, read the context as the
-model will get it, continue from an older event, run a subagent.
+model will get it, continue from an older event, put files back, add context
+by hand, run a subagent.
 
 The methods of :class:`~.session.AgentSession` (a mixin, so that module stays
 small). A turn's output leaves the session by one path, its hub
@@ -22,19 +23,22 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from infai.checkpoints import OnRestore, Restored
-from infai.llm import Request
-from infai.store import InvalidInput
-from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext
+from infai.checkpoints import FilesState, OnRestore, Restored
+from infai.llm import Notice, Request
+from infai.store import Event, InvalidInput, MessageRecord, Record, SessionBusy
+from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext, ToolOutput
 from infai.tools.offload import off_loop
 
+from .checkpoint_steps import CheckpointSteps
 from .context import ContextCache
+from .hooks import Hooks
 from .hub import EventHub
-from .loop import AgentEvent, TurnEnded, build_request
+from .loop import AgentEvent, Streamed, TurnEnded, build_request
 from .prompt import system_prompt
 from .questions import Question
 from .subagent import TaskTool
-from .turn import Busy, Turn
+from .turn import Busy, SlotConflict, Turn
+from .user_context import user_call
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,6 +68,8 @@ class SessionApi:
     session_id: str
     on_restore: OnRestore
     busy: str | None
+    checkpoints: CheckpointSteps
+    hooks: Hooks | None
 
     if TYPE_CHECKING:  # the session's own, used here
 
@@ -85,8 +91,11 @@ class SessionApi:
         def select(self, event_id: str | None) -> None:
             """Pick the event the next prompt continues from."""
 
-        async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
-            """Restore the picked event's files now."""
+        def _publish(self, item: AgentEvent) -> None:
+            """Publish on the hub."""
+
+        async def _append_held(self, records: list[tuple[Record, str]], what: str) -> list[Event]:
+            """Append in the slot, with the hook runs not yet recorded."""
 
     #: set by :meth:`continue_from`: the next turn does not restore the files again
     _restored_for: str | None = None
@@ -194,6 +203,70 @@ class SessionApi:
         done = await self.restore_files(choice or OnRestore())
         self._restored_for = self.pending_parent
         return done
+
+    # -- files (delegated to :attr:`checkpoints`) --------------------------------
+
+    async def files_state(self) -> FilesState | None:
+        """Whether the files on disk are HEAD's (None: checkpoints off); see
+        :meth:`.CheckpointSteps.files_state`."""
+        return await self.checkpoints.files_state()
+
+    async def restore_files(self, choice: OnRestore | None = None) -> Restored | None:
+        """Restore the picked event's files now, as the next prompt would; see
+        :meth:`.CheckpointSteps.restore_files`."""
+        return await self.checkpoints.restore_files(choice)
+
+    async def checkout(
+        self, event_id: str, choice: OnRestore | None = None, *, dry_run: bool = False
+    ) -> Restored:
+        """Put ``event_id``'s files on disk, the conversation staying at HEAD; see
+        :meth:`.CheckpointSteps.checkout`."""
+        return await self.checkpoints.checkout(event_id, choice, dry_run=dry_run)
+
+    # -- context the user adds (:mod:`.user_context`) ---------------------------
+
+    async def run_as_user(self, tool: str, arguments: dict[str, Any]) -> tuple[ToolOutput, bool]:
+        """Run ``tool`` for the user (a shell's ``!cmd``: ``bash``, ``@file``:
+        ``read_file``) as a model's call of it would run: PreToolUse hooks (a block
+        refuses it, its reason in the output), the session's policy, the tool,
+        PostToolUse hooks. Returns (its output, whether it ran: False when a hook,
+        the policy or the user refused). Nothing of the output is recorded (that is
+        :meth:`add_context`'s); the hook runs are, at once when no older event is
+        picked and no turn runs, else with the next append. Hooks' notices are
+        published on the hub."""
+        hooks, before = self.hooks, self.hooks.events if self.hooks is not None else None
+        if hooks is not None:  # their transcript: the context the next prompt follows
+            view, tip = self.view, self.pending_parent
+            hooks.events = lambda: list(view.context(tip).events)
+        try:
+            done = await user_call(
+                tool,
+                arguments,
+                toolbox=self.toolbox,
+                permissions=self.permissions,
+                context=self.tool_context(),
+                hooks=hooks,
+            )
+        finally:
+            if hooks is not None:
+                hooks.events = before
+        for notice in done.notices:
+            self._publish(Streamed(Notice(notice)))
+        if self.hooks is not None and self.hooks.pending and self.pending_parent is None:
+            try:
+                await self._append_held([], "recording hook runs")
+            except (SlotConflict, SessionBusy) as exc:  # kept: they follow the next append
+                self._publish(Streamed(Notice(f"hook runs not recorded yet: {exc}")))
+        return done.output, done.ran
+
+    async def add_context(self, note: MessageRecord) -> Event:
+        """Append ``note`` (see :func:`~.user_context.shell_note`,
+        :func:`~.user_context.file_note`) as a ``user`` message between turns, in
+        the session's slot (no turn, compaction or other process writes meanwhile;
+        :class:`~.turn.Busy` if one is running), after any hook runs not yet
+        recorded; published on the hub as every append is."""
+        events = await self._append_held([(note, "user")], "adding context")
+        return events[-1]
 
     # -- subagents -------------------------------------------------------------
 

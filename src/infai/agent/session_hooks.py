@@ -1,15 +1,17 @@
 """The hook half of :class:`~.session.AgentSession` outside a turn: recording hook
-runs fired between turns (a manual compaction's PreCompact) and SessionEnd."""
+runs fired between turns (a manual compaction's PreCompact, the user's own
+``!cmd`` and ``@file``: :mod:`.user_context`) and SessionEnd."""
 
 from __future__ import annotations
 
 from contextlib import suppress
 
-from infai.store import Event, SessionLog
+from infai.store import Event, Record, SessionLog
 from infai.tools.offload import off_loop
 
 from .context import ContextCache
 from .hooks import Hooks
+from .turn_events import AgentEvent, Saved
 
 
 class SessionHooks:
@@ -27,7 +29,7 @@ class SessionHooks:
     async def _free(self) -> None:
         raise NotImplementedError
 
-    def _saved(self, event: Event) -> None:
+    def _publish(self, item: AgentEvent) -> None:
         raise NotImplementedError
 
     async def _record_hooks(self) -> None:
@@ -35,7 +37,23 @@ class SessionHooks:
         assert self.hooks is not None
         for record in self.hooks.take():
             self.cache.invalidate()
-            self._saved(await off_loop(self.writer.append, record, "system"))
+            self._publish(Saved(await off_loop(self.writer.append, record, "system")))
+
+    async def _append_held(self, records: list[tuple[Record, str]], what: str) -> list[Event]:
+        """In the slot (``what`` holds it): append the hook runs not yet recorded,
+        then ``records`` (record, role), each published as it is durable."""
+        await self._hold(what)
+        try:
+            runs = self.hooks.take() if self.hooks is not None else []
+            events: list[Event] = []
+            for record, role in [*((run, "system") for run in runs), *records]:
+                event = await off_loop(self.writer.append, record, role)
+                self.cache.appended([event])
+                self._publish(Saved(event))
+                events.append(event)
+            return events
+        finally:
+            await self._free()
 
     async def end_hooks(self) -> None:
         """Fire the SessionEnd hooks and record their runs (best effort: a session

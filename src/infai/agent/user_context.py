@@ -2,32 +2,37 @@
 content (``@path``), for the model to read with the next prompt.
 
 Why through the tools: the user's own command or file must meet exactly what
-the model's would. :func:`run_as_user` runs the ``bash`` or ``read_file`` tool
-of the session's toolbox after the session's permission policy has decided
-(:func:`~infai.agent.loop` runs a model's call the same way), in the session's
-:meth:`~infai.agent.AgentSession.tool_context`: a deny rule refuses, an ask
-rule or the defaults ask the shell's approver, and ``bash`` runs in the
-sandbox as a model's call does. PreToolUse hooks are the model's guard and do
-not run for the user's own calls.
+the model's would. :meth:`AgentSession.run_as_user
+<infai.agent.AgentSession.run_as_user>` runs the ``bash`` or ``read_file`` tool
+of the session's toolbox as a model's call runs (:func:`user_call`): its
+PreToolUse hooks fire first (under Claude Code's names, ``Bash`` ``{command}``,
+``Read`` ``{file_path}``; a block, exit 2, stops it and its stderr is the
+output), then the session's permission policy decides (a deny rule refuses, an
+ask rule or the defaults ask the shell's approver), it runs (``bash`` in the
+sandbox, as a model's call), and its PostToolUse hooks fire with its output.
+The hooks' runs are recorded in the session as any hook's are.
 
 What was run or read is recorded as a ``user`` message (:func:`shell_note`,
 :func:`file_note`) with :data:`USER_CONTEXT` in its metadata, appended with
-:func:`add_context` (in the session's slot, as a turn appends): durable, in the
-session's history (a resume, an export and the next request all see it), and no
-turn's prompt (:mod:`.unfinished` does not take it for an unanswered one).
+:meth:`AgentSession.add_context <infai.agent.AgentSession.add_context>` (in
+the session's slot, as a turn appends): durable, in the session's history (a
+resume, an export and the next request all see it), and no turn's prompt
+(:mod:`.unfinished` does not take it for an unanswered one).
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from infai.llm import ToolCall
 from infai.store import Event, MessageRecord
-from infai.tools import ToolOutput
-from infai.tools.offload import off_loop
+from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
 
-from .loop import _run_tool
+from .hooks import Hooks, Outcome, fire_tool, with_feedback
+from .hooks_payload import tool_response
+from .tool_run import decide_and_run, runnable
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -36,17 +41,56 @@ if TYPE_CHECKING:
 USER_CONTEXT = "user_context"
 
 
+@dataclass(frozen=True, slots=True)
+class UserCall:
+    """What :func:`user_call` did: the output (with what the hooks told the model),
+    whether it ran (False: a hook or the policy refused it), and the hooks'
+    notices for the user (non-blocking errors)."""
+
+    output: ToolOutput
+    ran: bool
+    notices: list[str] = field(default_factory=list)
+
+
+async def user_call(
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    toolbox: Toolbox,
+    permissions: Permissions,
+    context: ToolContext,
+    hooks: Hooks | None = None,
+) -> UserCall:
+    """Run ``tool`` for the user as a model's call of it runs: PreToolUse hooks,
+    the policy's decision, the tool, PostToolUse hooks. The hooks' records are
+    left in ``hooks.pending`` for the caller to append."""
+    call = ToolCall(f"user-{uuid.uuid4().hex[:12]}", tool, arguments)
+    pre: Outcome | None = None
+    if hooks is not None and runnable(call, toolbox):
+        pre = await fire_tool(hooks, "PreToolUse", tool, arguments, call.id)
+    output, decision = await decide_and_run(call, toolbox, permissions, context, pre)
+    notices = list(pre.notices) if pre is not None else []
+    if pre is not None and pre.blocked is None:
+        output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
+    allowed = decision.get("verdict") == "allow"
+    if hooks is not None and allowed and not output.is_error:
+        response = tool_response(
+            tool, arguments, hooks.working_dir, output.content, output.is_error
+        )
+        post = await fire_tool(
+            hooks, "PostToolUse", tool, arguments, call.id, tool_response=response
+        )
+        output = replace(output, content=with_feedback(output.content, "PostToolUse", post))
+        notices += post.notices
+    return UserCall(output, not decision or allowed, notices)
+
+
 async def run_as_user(
     session: AgentSession, tool: str, arguments: dict[str, Any]
 ) -> tuple[ToolOutput, bool]:
-    """Run ``tool`` as the model's call would run (decided, then run) for the
-    user; (its output, whether it ran: False when the policy or the user denied)."""
-    call = ToolCall(f"user-{uuid.uuid4().hex[:12]}", tool, arguments)
-    output, decision = await _run_tool(
-        call, session.toolbox, session.permissions, session.tool_context()
-    )
-    ran = not decision or decision.get("verdict") == "allow"
-    return output, ran
+    """:meth:`AgentSession.run_as_user <infai.agent.AgentSession.run_as_user>`, as a
+    function (the form shells used first)."""
+    return await session.run_as_user(tool, arguments)
 
 
 def shell_note(command: str, output: ToolOutput) -> MessageRecord:
@@ -67,13 +111,17 @@ def file_note(path: str, output: ToolOutput) -> MessageRecord:
 
 
 async def add_context(session: AgentSession, note: MessageRecord) -> Event:
-    """Append ``note`` between turns, in the session's slot (so no turn, compaction
-    or other process writes meanwhile), published as any append is."""
-    await session._hold("adding context")
-    try:
-        event = await off_loop(session.writer.append, note, "user")
-    finally:
-        await session._free()
-    session.cache.appended([event])
-    session._saved(event)
-    return event
+    """:meth:`AgentSession.add_context <infai.agent.AgentSession.add_context>`, as a
+    function (the form shells used first)."""
+    return await session.add_context(note)
+
+
+__all__ = [
+    "USER_CONTEXT",
+    "UserCall",
+    "add_context",
+    "file_note",
+    "run_as_user",
+    "shell_note",
+    "user_call",
+]
