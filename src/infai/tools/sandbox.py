@@ -62,8 +62,13 @@ And git cannot run code a repository configured
 (``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
 credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
 ``GIT_CONFIG_VALUE_n`` override those settings for every git the command
-starts, and drivers the working directory's repository names
-(``filter.<name>.clean``…) are emptied too, so git fails rather than run them.
+starts, and drivers named by a repository the command may open
+(``filter.<name>.clean``…; :mod:`.git_repos` says which: the working
+directory's, those its text names with ``cd``, ``-C`` or ``--git-dir``, and,
+unconfined, every one beneath the working directory) are emptied too, so git
+fails rather than run them. Unconfined, a command is refused where such a
+repository's ``core.worktree`` points away from it (``git clean`` would clean
+``$HOME``): no override can move it back.
 
 Availability is probed once per ``bwrap`` binary (it must be on ``PATH`` and
 able to run ``true`` in the namespaces above). Modes: ``auto`` confines
@@ -101,7 +106,9 @@ from .bash_path import shell_argv, startup_variable
 from .git_hardening import (
     GIT_ENV,
     GIT_OVERRIDES,
-    driver_overrides,
+    Hardening,
+    WorkTreeMoved,
+    harden,
     read_only_included_configs,
 )
 from .sandbox_hide import (
@@ -331,9 +338,20 @@ class Sandbox:
         *,
         confined: bool = False,
         working_dir: Path | None = None,
+        command: str | None = None,
     ) -> dict[str, str]:
         """The environment a command gets: the pass-through variables of ``source``
-        (default: infai's own) without secrets, plus git's hardening."""
+        (default: infai's own) without secrets, plus git's hardening (for the
+        repositories ``command`` may open: :func:`~.git_hardening.harden`)."""
+        return self._environment(source, confined, working_dir, command)[0]
+
+    def _environment(
+        self,
+        source: Mapping[str, str] | None,
+        confined: bool,
+        working_dir: Path | None,
+        command: str | None = None,
+    ) -> tuple[dict[str, str], Hardening]:
         source = os.environ if source is None else source
         allowed = (*PASS_ENV, *self.settings.pass_env)
         env = {
@@ -343,13 +361,16 @@ class Sandbox:
         }
         if confined:
             env["TMPDIR"] = "/tmp"  # the private /tmp; another would be read-only
-        overrides = [*GIT_OVERRIDES, *driver_overrides(working_dir, env)]
+        # unconfined, the repositories beneath are looked at too (a script's git may
+        # open one); confined, what their config runs is confined as well
+        hardening = harden(working_dir, env, command=command, nested=not confined)
+        overrides = [*GIT_OVERRIDES, *hardening.overrides]
         env.update(GIT_ENV)
         env["GIT_CONFIG_COUNT"] = str(len(overrides))
         for n, (key, value) in enumerate(overrides):
             env[f"GIT_CONFIG_KEY_{n}"] = key
             env[f"GIT_CONFIG_VALUE_{n}"] = value
-        return env
+        return env, hardening
 
     # -- launching ---------------------------------------------------------------------
 
@@ -364,15 +385,20 @@ class Sandbox:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
         not work here; ``hide``: more paths it may not read (the read rules' files).
-        Raises :class:`SandboxUnavailable` for mode required, and
+        Raises :class:`SandboxUnavailable` for mode required,
+        :class:`~.git_hardening.WorkTreeMoved` when it would run unconfined where a
+        repository it may open moves git's work tree away, and
         :class:`~.bash_path.ShellMissing` where bash is not installed."""
         shell = shell_argv(command)
         found = self.probe()
         if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
-            return Launch(shell, self.environment(working_dir=working_dir), confined=False)
+            env, hardening = self._environment(None, False, working_dir, command)
+            if hardening.moved:
+                raise WorkTreeMoved(hardening.moved)
+            return Launch(shell, env, confined=False)
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
-        env = self.environment(confined=True, working_dir=working_dir)
+        env = self.environment(confined=True, working_dir=working_dir, command=command)
         args = self.bwrap_args(found.bwrap, working_dir, hide)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
@@ -490,6 +516,7 @@ __all__ = [
     "Sandbox",
     "SandboxSettings",
     "SandboxUnavailable",
+    "WorkTreeMoved",
     "find_bwrap",
     "parse_sandbox",
     "probe",
