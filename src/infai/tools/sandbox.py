@@ -381,10 +381,14 @@ class Sandbox:
         *,
         outside: bool = False,
         hide: Sequence[str] = (),
+        read_only: Sequence[str] = (),
     ) -> Launch:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
-        not work here; ``hide``: more paths it may not read (the read rules' files).
+        not work here; ``hide``: more paths it may not read (the read rules' files);
+        ``read_only``: paths bound read-only where they are, for infai's own probe
+        programs only (``infai doctor`` runs its interpreter wherever it lives: a
+        venv under the private ``/tmp`` or in the hidden home).
         Raises :class:`SandboxUnavailable` for mode required,
         :class:`~.git_hardening.WorkTreeMoved` when it would run unconfined where a
         repository it may open moves git's work tree away, and
@@ -399,7 +403,7 @@ class Sandbox:
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir, command=command)
-        args = self.bwrap_args(found.bwrap, working_dir, hide)
+        args = self.bwrap_args(found.bwrap, working_dir, hide, read_only)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
         argv = [*args[:-1], *_seccomp_flags(fds), "--", *limited]
@@ -436,7 +440,13 @@ class Sandbox:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
         return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
 
-    def bwrap_args(self, bwrap: str, working_dir: Path, hide: Sequence[str] = ()) -> list[str]:
+    def bwrap_args(
+        self,
+        bwrap: str,
+        working_dir: Path,
+        hide: Sequence[str] = (),
+        read_only: Sequence[str] = (),
+    ) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
         Later mounts win, so read-only ones come after the writable roots, and the
         hidden paths last; the directories between a writable root and a read-only
@@ -474,6 +484,8 @@ class Sandbox:
         home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
         hidden = home_mod.keep_hidden(home, hidden, tops)
         args += home_mod.home_args(home)  # before the roots: later mounts win
+        for shown in read_only:
+            args += ["--ro-bind-try", shown, shown]
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved

@@ -33,7 +33,14 @@ import click
 
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
-from .doctor_sockets import run_launched, socket_lines, unix_socket_check, uring_check
+from .doctor_sockets import (
+    interpreter_paths,
+    python_probe,
+    run_launched,
+    socket_lines,
+    unix_socket_check,
+    uring_check,
+)
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
@@ -98,14 +105,15 @@ def _network_check(sandbox: Sandbox) -> bool:
         server.settimeout(0.2)
         port = server.getsockname()[1]
         code = (
-            "import socket; s = socket.socket(); s.settimeout(2); "
+            "import socket; print('ran', flush=True); s = socket.socket(); s.settimeout(2); "
             f"s.connect(('127.0.0.1', {port})); s.sendall(b'x')"
         )
-        _run(sandbox, shlex.join([sys.executable, "-c", code]), Path(wd))
+        probe = shlex.join(python_probe(code))
+        ran = run_launched(sandbox, probe, Path(wd), read_only=interpreter_paths())
         try:
             conn, _ = server.accept()
         except TimeoutError:
-            return True
+            return ran.stdout.startswith("ran")  # a probe that never ran proves nothing
         conn.close()
         return False
 

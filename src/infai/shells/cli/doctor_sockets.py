@@ -14,18 +14,25 @@ Two real attempts, judged by effect:
   working directory (a path the command can see, so only the filter stops it);
   the sandboxed command tries ``socket(AF_UNIX)`` + ``connect`` and a datagram
   ``socketpair`` re-pointed at each. No connection may arrive.
+
+Both probes are Python run in the sandbox with this interpreter, its
+installation bound read-only for them (:func:`interpreter_paths`: a venv under
+``/tmp`` or in the hidden home directory is not there otherwise), and a probe
+that printed nothing fails its check.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,11 +44,17 @@ if TYPE_CHECKING:
 
 
 def run_launched(
-    sandbox: Sandbox, command: str, wd: Path, *, outside: bool = False
+    sandbox: Sandbox,
+    command: str,
+    wd: Path,
+    *,
+    outside: bool = False,
+    read_only: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``command`` run as the bash tool would run it (in the sandbox unless
-    ``outside``), its output captured; the doctor's checks all go through here."""
-    launch = sandbox.launch(command, wd, outside=outside)
+    ``outside``; ``read_only``: :meth:`~infai.tools.Sandbox.launch`'s), its output
+    captured; the doctor's checks all go through here."""
+    launch = sandbox.launch(command, wd, outside=outside, read_only=read_only)
     try:
         return subprocess.run(
             launch.argv,
@@ -57,24 +70,48 @@ def run_launched(
         launch.close()
 
 
+def python_probe(code: str, *args: str) -> list[str]:
+    """The argv that runs ``code`` with this Python, isolated and without ``site``:
+    a probe needs the standard library only, not the venv's packages."""
+    return [sys.executable, "-I", "-S", "-c", code, *args]
+
+
+def interpreter_paths() -> list[str]:
+    """Where this Python lives (its venv, its installation, its binary's directory),
+    to be bound read-only for a probe: the sandbox's ``/tmp`` is its own and the
+    home directory is hidden, so a venv there could not run at all (and a check
+    that runs nothing proves nothing)."""
+    found: list[str] = []
+    real = os.path.realpath(sys.executable)
+    for where in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(real)):
+        path = os.path.realpath(where)
+        if path != "/" and path not in found:
+            found.append(path)
+    return found
+
+
 def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
-    """What ``argv`` printed (or why it did not run)."""
+    """What the Python probe ``argv`` printed (or why it did not run)."""
     try:
-        return run_launched(sandbox, shlex.join(argv), wd, outside=outside).stdout.strip()
+        done = run_launched(
+            sandbox, shlex.join(argv), wd, outside=outside, read_only=interpreter_paths()
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"not run: {exc}"
+    return done.stdout.strip()
 
 
 def uring_check(sandbox: Sandbox) -> dict[str, Any]:
     """``io_uring``: what io_uring_setup answered in the sandbox and outside it, and
     ``io_uring_blocked``: whether no ring was made in the sandbox."""
-    probe = [sys.executable, "-c", URING_PROBE]
+    probe = python_probe(URING_PROBE)
     with tempfile.TemporaryDirectory(prefix="infai-doctor-") as wd:
         inside = _run(sandbox, probe, Path(wd))
         outside = _run(sandbox, probe, Path(wd), outside=True)
     return {
         "io_uring": {"in_sandbox": inside, "outside": outside},
-        "io_uring_blocked": inside != "ring" and not inside.startswith("not run"),
+        # an errno's name: the probe ran and the call failed (nothing printed: it never ran)
+        "io_uring_blocked": re.fullmatch(r"E[A-Z0-9]+", inside) is not None,
     }
 
 
@@ -119,7 +156,7 @@ def unix_socket_check(sandbox: Sandbox) -> dict[str, Any]:
         places.append(("working directory", str(wd)))
         paths = [Path(d) / "s" for _, d in places]
         servers = [_listen(p, stack) for p in paths]
-        said = _run(sandbox, [sys.executable, "-c", CONNECT_PROBE, *map(str, paths)], wd)
+        said = _run(sandbox, python_probe(CONNECT_PROBE, *map(str, paths)), wd)
         seen = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
         rows = []
         for n, ((where, _), path, server) in enumerate(zip(places, paths, servers, strict=True)):
@@ -157,4 +194,10 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["socket_lines", "unix_socket_check", "uring_check"]
+__all__ = [
+    "interpreter_paths",
+    "python_probe",
+    "socket_lines",
+    "unix_socket_check",
+    "uring_check",
+]
