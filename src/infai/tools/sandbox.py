@@ -111,6 +111,7 @@ from .git_hardening import (
     harden,
     read_only_included_configs,
 )
+from .landlock import interpreter_paths, write_limited
 from .sandbox_hide import (
     TooManyEntries,
     hidden_paths,
@@ -381,14 +382,12 @@ class Sandbox:
         *,
         outside: bool = False,
         hide: Sequence[str] = (),
-        read_only: Sequence[str] = (),
     ) -> Launch:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
-        not work here; ``hide``: more paths it may not read (the read rules' files);
-        ``read_only``: paths bound read-only where they are, for infai's own probe
-        programs only (``infai doctor`` runs its interpreter wherever it lives: a
-        venv under the private ``/tmp`` or in the hidden home).
+        not work here; ``hide``: more paths it may not read (the read rules' files).
+        Confined, it starts through :func:`~.landlock.write_limited`: no file outside
+        the writable roots is opened for writing, a FIFO included.
         Raises :class:`SandboxUnavailable` for mode required,
         :class:`~.git_hardening.WorkTreeMoved` when it would run unconfined where a
         repository it may open moves git's work tree away, and
@@ -403,10 +402,11 @@ class Sandbox:
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir, command=command)
-        args = self.bwrap_args(found.bwrap, working_dir, hide, read_only)
+        args = self.bwrap_args(found.bwrap, working_dir, hide, with_interpreter=True)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
-        argv = [*args[:-1], *_seccomp_flags(fds), "--", *limited]
+        landlocked = write_limited(limited, [str(r) for r in self._roots(working_dir.resolve())])
+        argv = [*args[:-1], *_seccomp_flags(fds), "--", *landlocked]
         return Launch(argv, env, confined=True, fds=fds)
 
     def launch_argv(
@@ -440,15 +440,29 @@ class Sandbox:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
         return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
 
+    def _roots(self, wd: Path) -> list[Path]:
+        """The writable roots: the (resolved) working directory ``wd``, then the
+        ``writable`` directories that exist (not ``.git`` or ``.infai``)."""
+        roots = [wd]
+        for entry in self.settings.writable:
+            if entry.rstrip("/") not in READ_ONLY_ENTRIES:
+                extra = Path(entry).expanduser().resolve()
+                if extra.is_dir():
+                    roots.append(extra)
+        return roots
+
     def bwrap_args(
         self,
         bwrap: str,
         working_dir: Path,
         hide: Sequence[str] = (),
-        read_only: Sequence[str] = (),
+        *,
+        with_interpreter: bool = False,
     ) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
-        Later mounts win, so read-only ones come after the writable roots, and the
+        ``with_interpreter``: infai's Python is bound read-only where it lives (a
+        command starts through it, :mod:`.landlock`). Later mounts win, so
+        read-only ones come after the writable roots, and the
         hidden paths last; the directories between a writable root and a read-only
         or hidden path in it are bound onto themselves first (mount points cannot
         be renamed, :func:`~infai.tools.sandbox_hide.pin_args`). Raises
@@ -458,12 +472,7 @@ class Sandbox:
         args = [bwrap, *ram_limits(bwrap, BASE_FLAGS, self.settings.write_budget)]
         if self.settings.network:
             args.append("--share-net")
-        roots = [wd]
-        for entry in self.settings.writable:
-            if entry.rstrip("/") not in READ_ONLY_ENTRIES:
-                extra = Path(entry).expanduser().resolve()
-                if extra.is_dir():
-                    roots.append(extra)
+        roots = self._roots(wd)
         protected: list[str] = []
         for path in self.protected:
             target = path.expanduser().resolve()
@@ -484,8 +493,10 @@ class Sandbox:
         home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
         hidden = home_mod.keep_hidden(home, hidden, tops)
         args += home_mod.home_args(home)  # before the roots: later mounts win
-        for shown in read_only:
-            args += ["--ro-bind-try", shown, shown]
+        if with_interpreter:  # under the private /tmp (in $HOME, the home view binds it)
+            for where in interpreter_paths():
+                if Path(where).is_relative_to("/tmp"):
+                    args += ["--ro-bind-try", where, where]
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved

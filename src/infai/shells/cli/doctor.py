@@ -34,7 +34,6 @@ import click
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
 from .doctor_sockets import (
-    interpreter_paths,
     python_probe,
     run_launched,
     socket_lines,
@@ -109,7 +108,7 @@ def _network_check(sandbox: Sandbox) -> bool:
             f"s.connect(('127.0.0.1', {port})); s.sendall(b'x')"
         )
         probe = shlex.join(python_probe(code))
-        ran = run_launched(sandbox, probe, Path(wd), read_only=interpreter_paths())
+        ran = run_launched(sandbox, probe, Path(wd))
         try:
             conn, _ = server.accept()
         except TimeoutError:

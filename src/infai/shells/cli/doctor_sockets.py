@@ -15,10 +15,9 @@ Two real attempts, judged by effect:
   the sandboxed command tries ``socket(AF_UNIX)`` + ``connect`` and a datagram
   ``socketpair`` re-pointed at each. No connection may arrive.
 
-Both probes are Python run in the sandbox with this interpreter, its
-installation bound read-only for them (:func:`interpreter_paths`: a venv under
-``/tmp`` or in the hidden home directory is not there otherwise), and a probe
-that printed nothing fails its check.
+Both probes are Python run in the sandbox with this interpreter (which every
+command starts through, so the sandbox binds it wherever it lives:
+:mod:`infai.tools.landlock`), and a probe that printed nothing fails its check.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,17 +42,11 @@ if TYPE_CHECKING:
 
 
 def run_launched(
-    sandbox: Sandbox,
-    command: str,
-    wd: Path,
-    *,
-    outside: bool = False,
-    read_only: Sequence[str] = (),
+    sandbox: Sandbox, command: str, wd: Path, *, outside: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """``command`` run as the bash tool would run it (in the sandbox unless
-    ``outside``; ``read_only``: :meth:`~infai.tools.Sandbox.launch`'s), its output
-    captured; the doctor's checks all go through here."""
-    launch = sandbox.launch(command, wd, outside=outside, read_only=read_only)
+    ``outside``), its output captured; the doctor's checks all go through here."""
+    launch = sandbox.launch(command, wd, outside=outside)
     try:
         return subprocess.run(
             launch.argv,
@@ -76,26 +68,10 @@ def python_probe(code: str, *args: str) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", code, *args]
 
 
-def interpreter_paths() -> list[str]:
-    """Where this Python lives (its venv, its installation, its binary's directory),
-    to be bound read-only for a probe: the sandbox's ``/tmp`` is its own and the
-    home directory is hidden, so a venv there could not run at all (and a check
-    that runs nothing proves nothing)."""
-    found: list[str] = []
-    real = os.path.realpath(sys.executable)
-    for where in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(real)):
-        path = os.path.realpath(where)
-        if path != "/" and path not in found:
-            found.append(path)
-    return found
-
-
 def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
     """What the Python probe ``argv`` printed (or why it did not run)."""
     try:
-        done = run_launched(
-            sandbox, shlex.join(argv), wd, outside=outside, read_only=interpreter_paths()
-        )
+        done = run_launched(sandbox, shlex.join(argv), wd, outside=outside)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"not run: {exc}"
     return done.stdout.strip()
@@ -195,7 +171,6 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
 
 
 __all__ = [
-    "interpreter_paths",
     "python_probe",
     "socket_lines",
     "unix_socket_check",
