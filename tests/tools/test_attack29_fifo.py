@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,3 +70,31 @@ def test_what_a_command_may_write_it_still_writes(outside: Path, tmp_path: Path)
     assert (tmp_path / "inside.txt").read_text() == "a\n"
     assert all(f"{letter}\n" in out for letter in "bde"), out
     assert "Read-only file system" in out and not (outside / "x.txt").exists()
+
+
+def test_an_mcp_servers_process_writes_no_fifo_outside(outside: Path, tmp_path: Path) -> None:
+    """A stdio MCP server starts through :meth:`Sandbox.launch_argv`: the same rule."""
+    fifo = outside / "ctl.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    sandbox = Sandbox(SandboxSettings(mode="required"))
+    launch = sandbox.launch_argv(["/bin/sh", "-c", f"echo x > {fifo}; echo wrote=$?"], tmp_path)
+    try:
+        done = subprocess.run(
+            launch.argv,
+            env=launch.env,
+            pass_fds=launch.fds,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+        )
+    finally:
+        launch.close()
+    try:
+        got = os.read(reader, 100)
+    except BlockingIOError:
+        got = b""
+    finally:
+        os.close(reader)
+    assert got == b"" and "Permission denied" in done.stderr, done.stdout + done.stderr

@@ -420,7 +420,8 @@ class Sandbox:
         """How to start a long-lived program given as an argv (an MCP server), not a
         shell string: the same confinement and scrubbed environment as a command,
         with the network reachable only if ``network`` (the program's own setting,
-        not the commands' ``sandbox.network``). ``seccomp_fd``: the descriptor number
+        not the commands' ``sandbox.network``), started through
+        :func:`~.landlock.write_limited` as well. ``seccomp_fd``: the descriptor number
         at which the caller hands the child the seccomp program itself (a launcher
         that cannot pass descriptors redirects a file there); None: :attr:`Launch.fds`
         carries one, as for :meth:`launch`. Raises :class:`SandboxUnavailable` for
@@ -432,13 +433,15 @@ class Sandbox:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir)
         own = replace(self, settings=replace(self.settings, network=network))
-        args = own.bwrap_args(found.bwrap, working_dir)
+        args = own.bwrap_args(found.bwrap, working_dir, with_interpreter=True)
         if seccomp_fd is None:
             fds = _seccomp_fds()
             flags = _seccomp_flags(fds)
         else:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
-        return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
+        roots = [str(r) for r in self._roots(working_dir.resolve())]
+        started = write_limited(argv, roots)
+        return Launch([*args[:-1], *flags, "--", *started], env, confined=True, fds=fds)
 
     def _roots(self, wd: Path) -> list[Path]:
         """The writable roots: the (resolved) working directory ``wd``, then the
