@@ -4,7 +4,8 @@ Finding: the Unix-socket probe ran the venv's ``python`` in the sandbox, where
 ``/tmp`` is private (and the home directory hidden): with infai installed in a
 venv under ``/tmp`` the probe could not start, so the check failed, and the
 io_uring and network checks, which only looked for a ring or a connection that
-never came, passed without having run anything.
+never came, passed without having run anything. And its FIFO check: a FIFO
+outside, written through the read-only mount unless Landlock stops it.
 """
 
 from __future__ import annotations
@@ -79,3 +80,20 @@ def test_a_probe_that_never_ran_fails_its_check(
     assert not report["io_uring_blocked"] and not report["network_blocked"]
     assert not report["unix_sockets_unreachable"]
     assert result.exit_code == 1
+
+
+def test_doctor_proves_a_fifo_outside_unwritable_and_fails_without_landlock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FIFO under /var/tmp is read-only in the sandbox, which does not stop a
+    write into it; only the Landlock starter does: without it, doctor fails."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFAI_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(main, ["doctor"])
+    assert "PASS fifo outside the working directory unwritable: refused" in result.output
+    from infai.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "write_limited", lambda argv, roots: list(argv))
+    result = CliRunner().invoke(main, ["doctor"])
+    assert "FAIL fifo outside the working directory unwritable: written" in result.output
+    assert result.exit_code == 1 and "fifo_unwritten" in result.output

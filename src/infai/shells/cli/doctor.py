@@ -9,7 +9,8 @@ Each hidden path that exists (``sandbox.hidden``, and infai's own config and
 store) is read in the sandbox and must read as empty. io_uring must be refused
 in the sandbox, and Unix-socket listeners this process opens (under
 ``$XDG_RUNTIME_DIR``, ``/tmp`` and in the working directory) must never hear
-from it (:mod:`.doctor_sockets`; PASS/FAIL lines). It also reports what
+from it, nor a FIFO it reads under ``/var/tmp`` (:mod:`.doctor_sockets`;
+PASS/FAIL lines). It also reports what
 explains a failure: where ``bwrap`` is, its version, whether user namespaces
 are enabled (needed unless infai runs as root) and the configured mode; and
 which paths are hidden, which defaults the user's ``unhide`` took out. Exit
@@ -34,6 +35,7 @@ import click
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
 from .doctor_sockets import (
+    fifo_check,
     python_probe,
     run_launched,
     socket_lines,
@@ -176,6 +178,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         report["hidden_paths_empty"] = _hidden_check(sandbox, rows)
         report.update(uring_check(sandbox))
         report.update(unix_socket_check(sandbox))
+        report.update(fifo_check(sandbox))
         report["home_hidden"] = _home_check(sandbox, report["home"])
         checks = (
             "write_outside_blocked",
@@ -183,6 +186,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
             "hidden_paths_empty",
             "io_uring_blocked",
             "unix_sockets_unreachable",
+            "fifo_unwritten",
             "home_hidden",
         )
         failed = [k for k in checks if not report[k]]

@@ -15,7 +15,10 @@ Two real attempts, judged by effect:
   the sandboxed command tries ``socket(AF_UNIX)`` + ``connect`` and a datagram
   ``socketpair`` re-pointed at each. No connection may arrive.
 
-Both probes are Python run in the sandbox with this interpreter (which every
+- a FIFO: doctor makes one under ``/var/tmp`` (read-only in the sandbox) and
+  reads from it; a sandboxed ``echo`` into it must be refused, nothing arrive.
+
+The two socket probes are Python run in the sandbox with this interpreter (which every
 command starts through, so the sandbox binds it wherever it lives:
 :mod:`infai.tools.landlock`), and a probe that printed nothing fails its check.
 """
@@ -144,6 +147,36 @@ def unix_socket_check(sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
+#: where doctor makes a FIFO the sandbox shows read-only (not /tmp: the sandbox's own)
+FIFO_DIR = "/var/tmp"
+
+
+def fifo_check(sandbox: Sandbox) -> dict[str, Any]:
+    """``fifo``: what a sandboxed ``echo`` into a FIFO doctor made under
+    :data:`FIFO_DIR` (read-only in the sandbox, open for reading here) got, and
+    ``fifo_unwritten``: whether nothing arrived (a read-only mount does not stop
+    it: :mod:`infai.tools.landlock` does). No such directory: ``fifo`` is None."""
+    if not os.access(FIFO_DIR, os.W_OK):
+        return {"fifo": None, "fifo_unwritten": True}
+    with ExitStack() as stack:
+        where = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=FIFO_DIR)))
+        wd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="infai-doctor-")))
+        fifo = where / "fifo"
+        os.mkfifo(fifo, 0o600)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        stack.callback(os.close, reader)
+        try:
+            said = run_launched(sandbox, f"echo x > {shlex.quote(str(fifo))}", wd).stderr
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            said = f"not run: {exc}"
+        try:
+            got = os.read(reader, 64)
+        except BlockingIOError:
+            got = b""
+    refused = "Permission denied" in said
+    return {"fifo": {"path": str(fifo), "refused": refused}, "fifo_unwritten": refused and not got}
+
+
 def socket_lines(report: dict[str, Any]) -> list[str]:
     """The PASS/FAIL lines of these checks, for people."""
     lines = []
@@ -154,6 +187,14 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"{verdict} io_uring in the sandbox: {ring['in_sandbox']} (outside it: {outside})"
         )
+    if "fifo" in report:
+        fifo = report["fifo"]
+        if fifo is None:
+            lines.append(f"SKIP fifo outside the working directory: {FIFO_DIR} is not writable")
+        else:
+            verdict = "PASS" if report["fifo_unwritten"] else "FAIL"
+            how = "refused" if fifo["refused"] else "written (no Landlock here?)"
+            lines.append(f"{verdict} fifo outside the working directory unwritable: {how}")
     rows = report.get("unix_sockets", ())
     if rows and not any(row["where"] == "$XDG_RUNTIME_DIR" for row in rows):
         lines.append("SKIP unix socket listener in $XDG_RUNTIME_DIR: there is none here")
@@ -171,6 +212,7 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
 
 
 __all__ = [
+    "fifo_check",
     "python_probe",
     "socket_lines",
     "unix_socket_check",
