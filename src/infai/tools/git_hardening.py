@@ -10,10 +10,14 @@ programs a fetch or push runs on the other side (``remote.<name>.uploadpack``
 and ``receivepack``: for a local remote they run *here*), a submodule's
 ``update = !command`` and a shell alias (``alias.<name> = !command``, which
 turns an allowed ``git st`` into any command); none can be listed in advance:
-:func:`driver_overrides` reads what the repository's own config sets (never
-running it) and overrides each (a remote's program cannot be overridden, git
-keeps the first value: the file transport is refused instead). Used by
-:mod:`.sandbox`, which builds each command's environment.
+:func:`harden` reads what a repository's own config sets (never running
+it) and overrides each (a remote's program cannot be overridden, git keeps the
+first value: the file transport is refused instead), for every repository a
+command may open (:mod:`.git_repos`: the working directory's, those its text
+names, nested ones), and says where a
+repository's own ``core.worktree`` moves git's work tree away from it, which
+no override can undo. Used by :mod:`.sandbox`, which builds each command's
+environment.
 
 A config file that the repository's config includes (``include.path`` or
 ``includeIf.*.path``) is config as much as ``.git/config`` is, but it may sit in
@@ -123,8 +127,11 @@ def harden(
     command: str | None = None,
     nested: bool = False,
 ) -> Hardening:
-    """:func:`driver_overrides` for every repository ``command`` may open (its
-    text read, and with ``nested`` the repositories beneath ``working_dir``), and
+    """Overrides for the program-running settings (see the module's docstring)
+    that each repository ``command`` may open configures itself (its local or
+    worktree config, includes followed; the user's global and system settings,
+    git-lfs's filter say, are the user's own and kept), for the repositories its
+    text names and, with ``nested``, those beneath ``working_dir``; and
     the first of them whose own ``core.worktree`` (``git clean``'s and ``git
     checkout``'s tree) is not its own top directory: such a setting points git
     at ``$HOME`` or anywhere, and no override moves it back (git reads it from
@@ -142,16 +149,6 @@ def harden(
         if not repo.git_dir and not moved:
             moved = _moved_work_tree(repo.where, config)
     return Hardening(found, moved)
-
-
-def driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Overrides for the program-running settings (see the module's docstring) that
-    the repository seen from ``working_dir`` configures itself (its local or
-    worktree config, includes followed; the user's global and system settings,
-    git-lfs's filter say, are the user's own and kept). ``git config`` only lists
-    them (it runs no configured code); no repository, or config files that
-    mention none of them: no overrides, and no git is started."""
-    return harden(working_dir, env).overrides
 
 
 def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
