@@ -19,9 +19,10 @@ everything the command starts and cannot be lifted.
 
 Where the kernel has no Landlock (or it is disabled) the program executes the
 command unrestricted: the sandbox is then as it was, and ``infai doctor`` says so.
-The interpreter's own installation (:func:`interpreter_paths`) is bound
-read-only into the sandbox so the program can run wherever infai's Python lives
-(a venv under ``/tmp``, which is private there, or in the hidden home).
+The interpreter's own installation (:func:`interpreter_paths`; a venv's base
+installation, not the venv) is bound read-only into the sandbox so the program
+runs wherever infai's Python lives (under ``/tmp``, which is private there, or
+in the hidden home).
 
 Not covered: *reading* a FIFO outside (taking what a writer meant for another
 reader): Landlock cannot tell a FIFO from a file, and files outside must stay
@@ -83,12 +84,23 @@ os.execvp(argv[0], argv)
 """
 
 
+def interpreter() -> str:
+    """The Python binary the starter (and ``infai doctor``'s probes) run on: this
+    one's, links resolved. A venv's ``python`` is a link to its base
+    installation's, which, run with ``-I -S``, needs nothing of the venv."""
+    return os.path.realpath(sys.executable)
+
+
 def interpreter_paths() -> list[str]:
-    """Where this Python lives (its venv, its installation, its binary's directory):
-    what must be readable in the sandbox for it to run there."""
+    """Where :func:`interpreter` lives (its installation and its directory; the
+    venv too when its binary is a copy inside it): what must be readable in the
+    sandbox for it to run there."""
+    real = interpreter()
+    places = [sys.base_prefix, sys.base_exec_prefix, os.path.dirname(real)]
+    if real.startswith(os.path.realpath(sys.prefix) + os.sep):
+        places.append(sys.prefix)
     found: list[str] = []
-    real = os.path.realpath(sys.executable)
-    for where in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(real)):
+    for where in places:
         path = os.path.realpath(where)
         if path != "/" and path not in found:
             found.append(path)
@@ -100,4 +112,4 @@ def write_limited(argv: Sequence[str], writable: Sequence[str]) -> list[str]:
     :data:`PROGRAM`: it may open files for writing only beneath ``writable`` and
     :data:`ALWAYS_WRITABLE`."""
     allowed = [*writable, *ALWAYS_WRITABLE]
-    return [sys.executable, "-I", "-S", "-c", PROGRAM, str(len(allowed)), *allowed, *argv]
+    return [interpreter(), "-I", "-S", "-c", PROGRAM, str(len(allowed)), *allowed, *argv]

@@ -28,11 +28,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_doctor_run_from_a_venv_under_tmp_proves_each_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["--symlinks", "--copies"])
+def test_doctor_run_from_a_venv_under_tmp_proves_each_check(tmp_path: Path, how: str) -> None:
     """A real venv in the private-in-sandbox ``/tmp`` (pytest's ``tmp_path`` is
-    there), with infai importable through a ``.pth`` file, runs ``infai doctor``."""
+    there), with infai importable through a ``.pth`` file, runs ``infai doctor``;
+    with ``--copies`` its python binary itself lives there."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", how, "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     venv_site = subprocess.run(
         [python, "-c", "import site; print(site.getsitepackages()[0])"],
