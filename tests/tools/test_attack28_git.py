@@ -112,12 +112,9 @@ def test_a_users_own_tool_settings_are_kept(
     assert env["GIT_PROXY_COMMAND"] == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack28: driver_overrides reads only the repository seen from the working "
-    "directory; a nested repository's own diff.external (git -C sub diff) still runs",
-)
 def test_a_nested_repositorys_drivers_do_not_run(tmp_path: Path) -> None:
+    """attack28: overrides were read only for the repository seen from the working
+    directory; a nested repository's own ``diff.external`` ran under ``git -C``."""
     top, _ = _repo(tmp_path)
     sub = top / "vendor" / "lib"
     nested, marks = _repo(sub)
@@ -129,3 +126,7 @@ def test_a_nested_repositorys_drivers_do_not_run(tmp_path: Path) -> None:
     tool = Bash(sandbox=Sandbox.off())
     asyncio.run(tool.run({"command": f"git -C {nested} diff"}, ToolContext(top, "s")))
     assert not (marks / "ran-external").exists()
+    # the control: the same git with infai's overrides taken away runs it
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "-C", str(nested), "diff"], cwd=top, env=env, capture_output=True)
+    assert (marks / "ran-external").exists()

@@ -69,3 +69,27 @@ def test_an_edit_of_a_denied_file_is_refused_so_it_is_no_oracle(work: Path) -> N
     # an ordinary file is still edited under the same rules
     out = through(policy, work, "edit_file", path="plain.txt", old_text="nothing", new_text="no")
     assert not out.is_error and (work / "plain.txt").read_text() == "no secret\n"
+
+
+def test_a_file_swapped_for_a_hard_link_after_the_walk_is_not_read(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grep judged the file while walking, then opened it: a command running beside
+    it that swaps the plain file for a hard link to ``.env`` in that gap (forced
+    here, between the walk and the read) does not get the secret read. What decides
+    is the file grep opened (its descriptor's link count), not the one it judged."""
+    from infai.tools import search
+
+    (work / "notes.txt").unlink()
+    (work / "notes.txt").write_text("harmless notes sk-live\n")
+    judged = search.matches
+
+    def then_swapped(*args: Any, **kwargs: Any) -> search.Found:
+        found = judged(*args, **kwargs)
+        (work / "notes.txt").unlink()
+        os.link(work / ".env", work / "notes.txt")
+        return found
+
+    monkeypatch.setattr(search, "matches", then_swapped)
+    out = through(Policy(POLICY), work, "grep", pattern="sk-live")
+    assert SECRET not in out.content, out.content

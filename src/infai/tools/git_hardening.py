@@ -10,10 +10,14 @@ programs a fetch or push runs on the other side (``remote.<name>.uploadpack``
 and ``receivepack``: for a local remote they run *here*), a submodule's
 ``update = !command`` and a shell alias (``alias.<name> = !command``, which
 turns an allowed ``git st`` into any command); none can be listed in advance:
-:func:`driver_overrides` reads what the repository's own config sets (never
-running it) and overrides each (a remote's program cannot be overridden, git
-keeps the first value: the file transport is refused instead). Used by
-:mod:`.sandbox`, which builds each command's environment.
+:func:`harden` reads what a repository's own config sets (never running
+it) and overrides each (a remote's program cannot be overridden, git keeps the
+first value: the file transport is refused instead), for every repository a
+command may open (:mod:`.git_repos`: the working directory's, those its text
+names, nested ones), and says where a
+repository's own ``core.worktree`` moves git's work tree away from it, which
+no override can undo. Used by :mod:`.sandbox`, which builds each command's
+environment.
 
 A config file that the repository's config includes (``include.path`` or
 ``includeIf.*.path``) is config as much as ``.git/config`` is, but it may sit in
@@ -31,7 +35,10 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+from .git_repos import Repository, repositories
 
 #: git settings no command's git may take from a repository: code it would run
 GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -94,40 +101,104 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"uploadpack", b"receivepack", b"alias", b"submodule"),
+    *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree"),
 )
 
 
-def driver_overrides(working_dir: Path | None, env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Overrides for the program-running settings (see the module's docstring) that
-    the repository seen from ``working_dir`` configures itself (its local or
+class WorkTreeMoved(Exception):
+    """A repository's own config moves its work tree away from it (the message
+    says which and where): unconfined, no command is run there."""
+
+
+@dataclass(frozen=True)
+class Hardening:
+    """What the repositories a command may open (:mod:`.git_repos`) call for:
+    ``overrides`` for their program-running settings, and ``moved``, why git
+    would work on files outside such a repository ("" when none moves them)."""
+
+    overrides: list[tuple[str, str]]
+    moved: str = ""
+
+
+def harden(
+    working_dir: Path | None,
+    env: Mapping[str, str],
+    *,
+    command: str | None = None,
+    nested: bool = False,
+) -> Hardening:
+    """Overrides for the program-running settings (see the module's docstring)
+    that each repository ``command`` may open configures itself (its local or
     worktree config, includes followed; the user's global and system settings,
-    git-lfs's filter say, are the user's own and kept). ``git config`` only lists
-    them (it runs no configured code); no repository, or config files that
-    mention none of them: no overrides, and no git is started."""
-    if working_dir is None or not _may_name_drivers(working_dir):
+    git-lfs's filter say, are the user's own and kept), for the repositories its
+    text names and, with ``nested``, those beneath ``working_dir``; and
+    the first of them whose own ``core.worktree`` (``git clean``'s and ``git
+    checkout``'s tree) is not its own top directory: such a setting points git
+    at ``$HOME`` or anywhere, and no override moves it back (git reads it from
+    the repository's file alone), so an unconfined command is refused there."""
+    if working_dir is None:
+        return Hardening([])
+    found: list[tuple[str, str]] = []
+    moved = ""
+    for repo in repositories(working_dir, command, nested=nested):
+        config = _local_config(repo, env)
+        for name, value in config:
+            override = _override(name, value)
+            if override is not None and override not in found:
+                found.append(override)
+        if not repo.git_dir and not moved:
+            moved = _moved_work_tree(repo.where, config)
+    return Hardening(found, moved)
+
+
+def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``(name, value)`` settings of ``repo``'s local and worktree config,
+    includes followed, as ``git config --list`` gives them (it runs nothing a
+    config names); none where its config files mention nothing of interest."""
+    git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
+    if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
         return []
+    run_env = {**env, "GIT_CONFIG_COUNT": "0"}
+    if repo.git_dir:
+        run_env["GIT_DIR"] = str(repo.where)
     try:
         done = subprocess.run(
             ["git", "config", "--list", "--show-scope", "--includes", "-z"],
-            cwd=working_dir,
+            cwd=repo.where,
             capture_output=True,
             timeout=10,
             stdin=subprocess.DEVNULL,
-            env={**env, "GIT_CONFIG_COUNT": "0"},
+            env=run_env,
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
     fields = done.stdout.split(b"\0")
     found = []
     for scope, raw in zip(fields[::2], fields[1::2], strict=False):
-        if scope not in (b"local", b"worktree"):
-            continue
-        name, _, value = raw.decode(errors="replace").partition("\n")
-        override = _override(name, value)
-        if override is not None and override not in found:
-            found.append(override)
+        if scope in (b"local", b"worktree"):
+            name, _, value = raw.decode(errors="replace").partition("\n")
+            found.append((name, value))
     return found
+
+
+def _moved_work_tree(where: Path, config: list[tuple[str, str]]) -> str:
+    """Why the repository found from ``where`` works on files elsewhere: its last
+    ``core.worktree`` resolves (relative to its git directory) to another directory
+    than the one holding its ``.git``; "" when it does not (a submodule's points
+    back at its own checkout)."""
+    values = [value for name, value in config if name.lower() == "core.worktree"]
+    dot_git, git_dir = _dot_git(where), _git_dir(where)
+    if not values or dot_git is None or git_dir is None:
+        return ""
+    top = dot_git.parent.resolve()
+    target = (git_dir / os.path.expanduser(values[-1])).resolve()
+    if target == top:
+        return ""
+    return (
+        f"the repository at {top} sets core.worktree = {values[-1]} in its own git config, "
+        f"so git would clean, check out or reset files in {target} instead; infai runs no "
+        "command there unconfined (remove it: git config --unset core.worktree)"
+    )
 
 
 def _override(name: str, value: str) -> tuple[str, str] | None:
@@ -145,17 +216,17 @@ def _override(name: str, value: str) -> tuple[str, str] | None:
     return None
 
 
-def _may_name_drivers(path: Path) -> bool:
-    """Whether the repository holding ``path`` may configure a driver: its config
-    mentions one (or an include), or cannot be read cheaply (a ``.git`` file of a
-    worktree, an unreadable config). False outside any repository."""
-    dot_git = _dot_git(path.resolve())
-    if dot_git is None:
-        return False
-    if not dot_git.is_dir():
-        return True
+def _may_name_drivers(git_dir: Path) -> bool:
+    """Whether the repository of ``git_dir`` may configure a driver (or move its
+    work tree): its config files (a linked worktree's common one too) mention
+    one, or an include, or cannot be read."""
+    dirs = [git_dir]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        dirs.append((git_dir / (git_dir / "commondir").read_text().strip()).resolve())
     try:
-        text = b"".join(f.read_bytes() for f in dot_git.glob("config*") if f.is_file()).lower()
+        text = b"".join(
+            f.read_bytes() for d in dirs if d.is_dir() for f in d.glob("config*") if f.is_file()
+        ).lower()
     except OSError:
         return True
     return any(word in text for word in _MENTIONS)

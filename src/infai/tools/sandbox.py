@@ -62,8 +62,13 @@ And git cannot run code a repository configured
 (``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
 credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
 ``GIT_CONFIG_VALUE_n`` override those settings for every git the command
-starts, and drivers the working directory's repository names
-(``filter.<name>.clean``…) are emptied too, so git fails rather than run them.
+starts, and drivers named by a repository the command may open
+(``filter.<name>.clean``…; :mod:`.git_repos` says which: the working
+directory's, those its text names with ``cd``, ``-C`` or ``--git-dir``, and,
+unconfined, every one beneath the working directory) are emptied too, so git
+fails rather than run them. Unconfined, a command is refused where such a
+repository's ``core.worktree`` points away from it (``git clean`` would clean
+``$HOME``): no override can move it back.
 
 Availability is probed once per ``bwrap`` binary (it must be on ``PATH`` and
 able to run ``true`` in the namespaces above). Modes: ``auto`` confines
@@ -101,9 +106,12 @@ from .bash_path import shell_argv, startup_variable
 from .git_hardening import (
     GIT_ENV,
     GIT_OVERRIDES,
-    driver_overrides,
+    Hardening,
+    WorkTreeMoved,
+    harden,
     read_only_included_configs,
 )
+from .landlock import interpreter_paths, write_limited
 from .sandbox_hide import (
     TooManyEntries,
     hidden_paths,
@@ -331,9 +339,20 @@ class Sandbox:
         *,
         confined: bool = False,
         working_dir: Path | None = None,
+        command: str | None = None,
     ) -> dict[str, str]:
         """The environment a command gets: the pass-through variables of ``source``
-        (default: infai's own) without secrets, plus git's hardening."""
+        (default: infai's own) without secrets, plus git's hardening (for the
+        repositories ``command`` may open: :func:`~.git_hardening.harden`)."""
+        return self._environment(source, confined, working_dir, command)[0]
+
+    def _environment(
+        self,
+        source: Mapping[str, str] | None,
+        confined: bool,
+        working_dir: Path | None,
+        command: str | None = None,
+    ) -> tuple[dict[str, str], Hardening]:
         source = os.environ if source is None else source
         allowed = (*PASS_ENV, *self.settings.pass_env)
         env = {
@@ -343,13 +362,16 @@ class Sandbox:
         }
         if confined:
             env["TMPDIR"] = "/tmp"  # the private /tmp; another would be read-only
-        overrides = [*GIT_OVERRIDES, *driver_overrides(working_dir, env)]
+        # unconfined, the repositories beneath are looked at too (a script's git may
+        # open one); confined, what their config runs is confined as well
+        hardening = harden(working_dir, env, command=command, nested=not confined)
+        overrides = [*GIT_OVERRIDES, *hardening.overrides]
         env.update(GIT_ENV)
         env["GIT_CONFIG_COUNT"] = str(len(overrides))
         for n, (key, value) in enumerate(overrides):
             env[f"GIT_CONFIG_KEY_{n}"] = key
             env[f"GIT_CONFIG_VALUE_{n}"] = value
-        return env
+        return env, hardening
 
     # -- launching ---------------------------------------------------------------------
 
@@ -364,19 +386,27 @@ class Sandbox:
         """How to run ``command`` in ``working_dir``: confined unless ``outside`` (the
         user approved running it outside), the mode is off, or (mode auto) bwrap does
         not work here; ``hide``: more paths it may not read (the read rules' files).
-        Raises :class:`SandboxUnavailable` for mode required, and
+        Confined, it starts through :func:`~.landlock.write_limited`: no file outside
+        the writable roots is opened for writing, a FIFO included.
+        Raises :class:`SandboxUnavailable` for mode required,
+        :class:`~.git_hardening.WorkTreeMoved` when it would run unconfined where a
+        repository it may open moves git's work tree away, and
         :class:`~.bash_path.ShellMissing` where bash is not installed."""
         shell = shell_argv(command)
         found = self.probe()
         if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
-            return Launch(shell, self.environment(working_dir=working_dir), confined=False)
+            env, hardening = self._environment(None, False, working_dir, command)
+            if hardening.moved:
+                raise WorkTreeMoved(hardening.moved)
+            return Launch(shell, env, confined=False)
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
-        env = self.environment(confined=True, working_dir=working_dir)
-        args = self.bwrap_args(found.bwrap, working_dir, hide)
+        env = self.environment(confined=True, working_dir=working_dir, command=command)
+        args = self.bwrap_args(found.bwrap, working_dir, hide, with_interpreter=True)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
-        argv = [*args[:-1], *_seccomp_flags(fds), "--", *limited]
+        landlocked = write_limited(limited, [str(r) for r in self._roots(working_dir.resolve())])
+        argv = [*args[:-1], *_seccomp_flags(fds), "--", *landlocked]
         return Launch(argv, env, confined=True, fds=fds)
 
     def launch_argv(
@@ -390,7 +420,8 @@ class Sandbox:
         """How to start a long-lived program given as an argv (an MCP server), not a
         shell string: the same confinement and scrubbed environment as a command,
         with the network reachable only if ``network`` (the program's own setting,
-        not the commands' ``sandbox.network``). ``seccomp_fd``: the descriptor number
+        not the commands' ``sandbox.network``), started through
+        :func:`~.landlock.write_limited` as well. ``seccomp_fd``: the descriptor number
         at which the caller hands the child the seccomp program itself (a launcher
         that cannot pass descriptors redirects a file there); None: :attr:`Launch.fds`
         carries one, as for :meth:`launch`. Raises :class:`SandboxUnavailable` for
@@ -402,17 +433,39 @@ class Sandbox:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env = self.environment(confined=True, working_dir=working_dir)
         own = replace(self, settings=replace(self.settings, network=network))
-        args = own.bwrap_args(found.bwrap, working_dir)
+        args = own.bwrap_args(found.bwrap, working_dir, with_interpreter=True)
         if seccomp_fd is None:
             fds = _seccomp_fds()
             flags = _seccomp_flags(fds)
         else:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
-        return Launch([*args[:-1], *flags, "--", *argv], env, confined=True, fds=fds)
+        roots = [str(r) for r in self._roots(working_dir.resolve())]
+        started = write_limited(argv, roots)
+        return Launch([*args[:-1], *flags, "--", *started], env, confined=True, fds=fds)
 
-    def bwrap_args(self, bwrap: str, working_dir: Path, hide: Sequence[str] = ()) -> list[str]:
+    def _roots(self, wd: Path) -> list[Path]:
+        """The writable roots: the (resolved) working directory ``wd``, then the
+        ``writable`` directories that exist (not ``.git`` or ``.infai``)."""
+        roots = [wd]
+        for entry in self.settings.writable:
+            if entry.rstrip("/") not in READ_ONLY_ENTRIES:
+                extra = Path(entry).expanduser().resolve()
+                if extra.is_dir():
+                    roots.append(extra)
+        return roots
+
+    def bwrap_args(
+        self,
+        bwrap: str,
+        working_dir: Path,
+        hide: Sequence[str] = (),
+        *,
+        with_interpreter: bool = False,
+    ) -> list[str]:
         """bwrap's command line up to ``--``: see the module docstring for the layout.
-        Later mounts win, so read-only ones come after the writable roots, and the
+        ``with_interpreter``: infai's Python is bound read-only where it lives (a
+        command starts through it, :mod:`.landlock`). Later mounts win, so
+        read-only ones come after the writable roots, and the
         hidden paths last; the directories between a writable root and a read-only
         or hidden path in it are bound onto themselves first (mount points cannot
         be renamed, :func:`~infai.tools.sandbox_hide.pin_args`). Raises
@@ -422,12 +475,7 @@ class Sandbox:
         args = [bwrap, *ram_limits(bwrap, BASE_FLAGS, self.settings.write_budget)]
         if self.settings.network:
             args.append("--share-net")
-        roots = [wd]
-        for entry in self.settings.writable:
-            if entry.rstrip("/") not in READ_ONLY_ENTRIES:
-                extra = Path(entry).expanduser().resolve()
-                if extra.is_dir():
-                    roots.append(extra)
+        roots = self._roots(wd)
         protected: list[str] = []
         for path in self.protected:
             target = path.expanduser().resolve()
@@ -448,6 +496,10 @@ class Sandbox:
         home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
         hidden = home_mod.keep_hidden(home, hidden, tops)
         args += home_mod.home_args(home)  # before the roots: later mounts win
+        if with_interpreter:  # under the private /tmp (in $HOME, the home view binds it)
+            for where in interpreter_paths():
+                if Path(where).is_relative_to("/tmp"):
+                    args += ["--ro-bind-try", where, where]
         for root in roots:
             args += ["--bind", str(root), str(root)]
         args += pin_args([*protected, *hidden], roots)  # so their parents cannot be moved
@@ -490,6 +542,7 @@ __all__ = [
     "Sandbox",
     "SandboxSettings",
     "SandboxUnavailable",
+    "WorkTreeMoved",
     "find_bwrap",
     "parse_sandbox",
     "probe",

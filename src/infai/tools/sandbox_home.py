@@ -16,7 +16,9 @@ read-only:
   ``~/.cache``, ``~/.local/lib/python*``, ``~/.gitconfig``…), those the
   environment names (:data:`TOOLCHAIN_ENV`: ``$CARGO_HOME``, ``$GOPATH``…)
   and the ``PATH`` entries inside the home directory (for ``…/bin``, the
-  installation it is in, as ``node`` needs its ``lib/`` next to its ``bin/``);
+  installation it is in, as ``node`` needs its ``lib/`` next to its ``bin/``),
+  and infai's own Python (its venv and installation: every command starts
+  through it, :mod:`.landlock`);
 - the user's ``unhide`` entries inside the home directory (user file only);
 
 and then, as before, the working directory and the ``writable`` roots
@@ -44,6 +46,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .landlock import interpreter_paths
 
 HomeMode = Literal["hidden", "visible"]
 HOME_MODES: tuple[HomeMode, ...] = ("hidden", "visible")
@@ -166,6 +170,7 @@ def allowed_entries(
         path = home + entry[1:] if entry.startswith("~/") else os.path.expanduser(entry)
         candidates += sorted(glob.glob(path)) if "*" in entry else [path]
     candidates += [env.get(name, "") for name in TOOLCHAIN_ENV]
+    candidates += interpreter_paths()  # the write limiter runs on it (:mod:`.landlock`)
     for part in env.get("PATH", "").split(os.pathsep):
         part = os.path.normpath(part) if os.path.isabs(part) else ""
         parent = os.path.dirname(part)

@@ -12,8 +12,10 @@ read:
   ``.env`` never appears in a listing or in grep's hits, under its own name or
   a link's;
 - grep reads a file through :func:`~infai.tools.paths.open_regular` (no link
-  followed, regular files only: a FIFO is skipped, never waited on), skips a
-  file over :data:`MAX_FILE_BYTES` and stops after :data:`MAX_TOTAL_BYTES`,
+  followed, regular files only: a FIFO is skipped, never waited on; where read
+  rules deny, a file with more than one link is skipped, judged on the opened
+  descriptor, so a link made after the walk changes nothing), skips a file
+  over :data:`MAX_FILE_BYTES` and stops after :data:`MAX_TOTAL_BYTES`,
   saying so.
 
 A glob's walk has a budget too (:class:`GlobBudget`: paths named and seconds),
@@ -298,7 +300,10 @@ def _read_text(path: Path, context: ToolContext, budget: _Budget) -> str | None:
     except OSError:
         return None  # gone, not a regular file, or changed under us: not searched
     with open(fd, "rb") as handle:
-        size = os.fstat(fd).st_size
+        opened = os.fstat(fd)
+        if context.reads_denied and opened.st_nlink > 1:
+            return None  # made a hard link since the walk judged it: what it opened decides
+        size = opened.st_size
         if size > MAX_FILE_BYTES:
             budget.too_big += 1
             return None

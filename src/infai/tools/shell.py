@@ -24,7 +24,14 @@ from .base import ToolContext, ToolOutput
 from .bash_path import ShellMissing
 from .common import INT, MAX_TIMEOUT, OUTPUT_BYTES, STR, cap, error, schema
 from .read_denied import DeniedFiles, denied_files
-from .sandbox import STOPPED_NOTE, Launch, Sandbox, SandboxUnavailable, stopped_by_sandbox
+from .sandbox import (
+    STOPPED_NOTE,
+    Launch,
+    Sandbox,
+    SandboxUnavailable,
+    WorkTreeMoved,
+    stopped_by_sandbox,
+)
 from .sandbox_hide import describe, mentioned
 from .sandbox_home import home_note
 from .write_budget import WriteGuard, notes
@@ -104,7 +111,7 @@ class Bash:
             launch = await asyncio.shield(job)  # (its stat calls and git may block)
         except SandboxUnavailable as exc:
             return error(f"{exc}; nothing ran (sandbox.mode is 'required')")
-        except ShellMissing as exc:
+        except (ShellMissing, WorkTreeMoved) as exc:
             return error(f"{exc}; nothing ran")
         except asyncio.CancelledError:
             job.add_done_callback(_close_unused)  # the launch it makes holds a descriptor

@@ -9,7 +9,8 @@ Each hidden path that exists (``sandbox.hidden``, and infai's own config and
 store) is read in the sandbox and must read as empty. io_uring must be refused
 in the sandbox, and Unix-socket listeners this process opens (under
 ``$XDG_RUNTIME_DIR``, ``/tmp`` and in the working directory) must never hear
-from it (:mod:`.doctor_sockets`; PASS/FAIL lines). It also reports what
+from it, nor a FIFO it reads under ``/var/tmp`` (:mod:`.doctor_sockets`;
+PASS/FAIL lines). It also reports what
 explains a failure: where ``bwrap`` is, its version, whether user namespaces
 are enabled (needed unless infai runs as root) and the configured mode; and
 which paths are hidden, which defaults the user's ``unhide`` took out. Exit
@@ -33,7 +34,14 @@ import click
 
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
-from .doctor_sockets import run_launched, socket_lines, unix_socket_check, uring_check
+from .doctor_sockets import (
+    fifo_check,
+    python_probe,
+    run_launched,
+    socket_lines,
+    unix_socket_check,
+    uring_check,
+)
 from .errors import mapped_errors
 
 if TYPE_CHECKING:
@@ -98,14 +106,15 @@ def _network_check(sandbox: Sandbox) -> bool:
         server.settimeout(0.2)
         port = server.getsockname()[1]
         code = (
-            "import socket; s = socket.socket(); s.settimeout(2); "
+            "import socket; print('ran', flush=True); s = socket.socket(); s.settimeout(2); "
             f"s.connect(('127.0.0.1', {port})); s.sendall(b'x')"
         )
-        _run(sandbox, shlex.join([sys.executable, "-c", code]), Path(wd))
+        probe = shlex.join(python_probe(code))
+        ran = run_launched(sandbox, probe, Path(wd))
         try:
             conn, _ = server.accept()
         except TimeoutError:
-            return True
+            return ran.stdout.startswith("ran")  # a probe that never ran proves nothing
         conn.close()
         return False
 
@@ -169,6 +178,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
         report["hidden_paths_empty"] = _hidden_check(sandbox, rows)
         report.update(uring_check(sandbox))
         report.update(unix_socket_check(sandbox))
+        report.update(fifo_check(sandbox))
         report["home_hidden"] = _home_check(sandbox, report["home"])
         checks = (
             "write_outside_blocked",
@@ -176,6 +186,7 @@ def diagnose(sandbox: Sandbox) -> dict[str, Any]:
             "hidden_paths_empty",
             "io_uring_blocked",
             "unix_sockets_unreachable",
+            "fifo_unwritten",
             "home_hidden",
         )
         failed = [k for k in checks if not report[k]]

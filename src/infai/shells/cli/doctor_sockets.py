@@ -14,23 +14,31 @@ Two real attempts, judged by effect:
   working directory (a path the command can see, so only the filter stops it);
   the sandboxed command tries ``socket(AF_UNIX)`` + ``connect`` and a datagram
   ``socketpair`` re-pointed at each. No connection may arrive.
+
+- a FIFO: doctor makes one under ``/var/tmp`` (read-only in the sandbox) and
+  reads from it; a sandboxed ``echo`` into it must be refused, nothing arrive.
+
+The two socket probes are Python run in the sandbox with this interpreter (which every
+command starts through, so the sandbox binds it wherever it lives:
+:mod:`infai.tools.landlock`), and a probe that printed nothing fails its check.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infai.shells.sandbox_probes import CONNECT_PROBE, URING_PROBE
+from infai.tools.landlock import interpreter
 
 if TYPE_CHECKING:
     from infai.tools import Sandbox
@@ -57,24 +65,32 @@ def run_launched(
         launch.close()
 
 
+def python_probe(code: str, *args: str) -> list[str]:
+    """The argv that runs ``code`` with this Python, isolated and without ``site``:
+    a probe needs the standard library only, not the venv's packages."""
+    return [interpreter(), "-I", "-S", "-c", code, *args]
+
+
 def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
-    """What ``argv`` printed (or why it did not run)."""
+    """What the Python probe ``argv`` printed (or why it did not run)."""
     try:
-        return run_launched(sandbox, shlex.join(argv), wd, outside=outside).stdout.strip()
+        done = run_launched(sandbox, shlex.join(argv), wd, outside=outside)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"not run: {exc}"
+    return done.stdout.strip()
 
 
 def uring_check(sandbox: Sandbox) -> dict[str, Any]:
     """``io_uring``: what io_uring_setup answered in the sandbox and outside it, and
     ``io_uring_blocked``: whether no ring was made in the sandbox."""
-    probe = [sys.executable, "-c", URING_PROBE]
+    probe = python_probe(URING_PROBE)
     with tempfile.TemporaryDirectory(prefix="infai-doctor-") as wd:
         inside = _run(sandbox, probe, Path(wd))
         outside = _run(sandbox, probe, Path(wd), outside=True)
     return {
         "io_uring": {"in_sandbox": inside, "outside": outside},
-        "io_uring_blocked": inside != "ring" and not inside.startswith("not run"),
+        # an errno's name: the probe ran and the call failed (nothing printed: it never ran)
+        "io_uring_blocked": re.fullmatch(r"E[A-Z0-9]+", inside) is not None,
     }
 
 
@@ -119,7 +135,7 @@ def unix_socket_check(sandbox: Sandbox) -> dict[str, Any]:
         places.append(("working directory", str(wd)))
         paths = [Path(d) / "s" for _, d in places]
         servers = [_listen(p, stack) for p in paths]
-        said = _run(sandbox, [sys.executable, "-c", CONNECT_PROBE, *map(str, paths)], wd)
+        said = _run(sandbox, python_probe(CONNECT_PROBE, *map(str, paths)), wd)
         seen = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
         rows = []
         for n, ((where, _), path, server) in enumerate(zip(places, paths, servers, strict=True)):
@@ -129,6 +145,36 @@ def unix_socket_check(sandbox: Sandbox) -> dict[str, Any]:
         "unix_sockets": rows,
         "unix_sockets_unreachable": len(seen) == len(rows) and not any(r["reached"] for r in rows),
     }
+
+
+#: where doctor makes a FIFO the sandbox shows read-only (not /tmp: the sandbox's own)
+FIFO_DIR = "/var/tmp"
+
+
+def fifo_check(sandbox: Sandbox) -> dict[str, Any]:
+    """``fifo``: what a sandboxed ``echo`` into a FIFO doctor made under
+    :data:`FIFO_DIR` (read-only in the sandbox, open for reading here) got, and
+    ``fifo_unwritten``: whether nothing arrived (a read-only mount does not stop
+    it: :mod:`infai.tools.landlock` does). No such directory: ``fifo`` is None."""
+    if not os.access(FIFO_DIR, os.W_OK):
+        return {"fifo": None, "fifo_unwritten": True}
+    with ExitStack() as stack:
+        where = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=FIFO_DIR)))
+        wd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="infai-doctor-")))
+        fifo = where / "fifo"
+        os.mkfifo(fifo, 0o600)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        stack.callback(os.close, reader)
+        try:
+            said = run_launched(sandbox, f"echo x > {shlex.quote(str(fifo))}", wd).stderr
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            said = f"not run: {exc}"
+        try:
+            got = os.read(reader, 64)
+        except BlockingIOError:
+            got = b""
+    refused = "Permission denied" in said
+    return {"fifo": {"path": str(fifo), "refused": refused}, "fifo_unwritten": refused and not got}
 
 
 def socket_lines(report: dict[str, Any]) -> list[str]:
@@ -141,6 +187,14 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"{verdict} io_uring in the sandbox: {ring['in_sandbox']} (outside it: {outside})"
         )
+    if "fifo" in report:
+        fifo = report["fifo"]
+        if fifo is None:
+            lines.append(f"SKIP fifo outside the working directory: {FIFO_DIR} is not writable")
+        else:
+            verdict = "PASS" if report["fifo_unwritten"] else "FAIL"
+            how = "refused" if fifo["refused"] else "written (no Landlock here?)"
+            lines.append(f"{verdict} fifo outside the working directory unwritable: {how}")
     rows = report.get("unix_sockets", ())
     if rows and not any(row["where"] == "$XDG_RUNTIME_DIR" for row in rows):
         lines.append("SKIP unix socket listener in $XDG_RUNTIME_DIR: there is none here")
@@ -157,4 +211,10 @@ def socket_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["socket_lines", "unix_socket_check", "uring_check"]
+__all__ = [
+    "fifo_check",
+    "python_probe",
+    "socket_lines",
+    "unix_socket_check",
+    "uring_check",
+]

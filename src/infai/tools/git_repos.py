@@ -1,0 +1,139 @@
+"""Which repositories a command's git may open: where :mod:`.git_hardening` looks.
+
+A repository's own config can make git run a program (a driver, an external
+diff, an alias) and can move its work tree (``core.worktree``), and git takes
+that config from the repository it *opens*, which need not be the one seen
+from the working directory: ``git -C vendor/lib diff``, ``cd sub && git
+diff``, ``git --git-dir=x/.git log`` or a script that runs git in a nested
+checkout each open another. :func:`repositories` names them all as far as they
+can be known before the command runs:
+
+- the working directory's own (git looks from there, and upwards);
+- each place the command's text names for git: every ``cd``/``pushd`` target
+  (relative to the working directory and to the earlier targets), a git's ``-C``
+  chain from each of those, its ``--git-dir`` and a ``GIT_DIR=`` assignment
+  (read in the text, not from a variable: ``$X`` is not known until it runs);
+- with ``nested``, every repository beneath the working directory (a ``.git``
+  directory or file, submodules and nested checkouts alike), found by a walk of
+  at most :data:`MAX_SCANNED_DIRS` directories that follows no link: what a
+  script or a loop may reach without naming it.
+
+A repository outside the working directory that the text does not name (a
+path in a variable, a script's own ``cd``) is not found: the sandbox confines
+such a command (:mod:`.sandbox`); with it off, the user approves each command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .commands import Command, analyse
+
+#: directories a nested-repository walk opens at most (then it stops)
+MAX_SCANNED_DIRS = 5_000
+#: places a command's text names for git, at most (the rest are not looked at)
+MAX_NAMED = 64
+#: git's global options that take a value as the next word
+_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path",
+                     "--config-env", "--super-prefix"})  # fmt: skip
+#: a ``GIT_DIR=`` assignment (before a command, as ``env``'s or ``export``'s word)
+_GIT_DIR_IS = re.compile(r"(?:^|\s)GIT_DIR=(\S+)")
+
+
+@dataclass(frozen=True)
+class Repository:
+    """Where git finds a repository: ``where`` is a directory it looks from (it
+    walks up to the nearest ``.git``), or, with ``git_dir``, the git directory
+    itself, named explicitly."""
+
+    where: Path
+    git_dir: bool = False
+
+
+def repositories(working_dir: Path, command: str | None, *, nested: bool) -> list[Repository]:
+    """The repositories a command run in ``working_dir`` may open (the module's
+    docstring says which), the working directory's first, each once."""
+    wd = working_dir.resolve()
+    found = [Repository(wd)]
+    if command:
+        found += named_in(command, wd)
+    if nested:
+        found += [Repository(top) for top in nested_tops(wd)]
+    return list(dict.fromkeys(found))
+
+
+def named_in(command: str, wd: Path) -> list[Repository]:
+    """The places ``command``'s text names for git (see the module's docstring)."""
+    bases = [wd]
+    found: list[Repository] = []
+    for part in analyse(command).commands:
+        if len(found) >= MAX_NAMED:
+            break
+        words = [w for w, dyn in zip(part.argv[1:], part.dynamic[1:], strict=False) if not dyn]
+        if part.program in ("cd", "pushd"):
+            targets = [w for w in words if not w.startswith("-")][:1]
+            moved = [_at(base, t) for base in bases for t in targets]
+            bases += moved
+            found += [Repository(p) for p in moved]
+        elif part.program == "git":
+            found += _git_places(part, words, bases)
+        for assigned in _GIT_DIR_IS.findall(" ".join([part.written, *words])):
+            found += [Repository(_at(base, assigned), git_dir=True) for base in bases]
+    return found[:MAX_NAMED]
+
+
+def _git_places(part: Command, words: list[str], bases: list[Path]) -> list[Repository]:
+    """Where one git command looks for its repository, from each of ``bases``."""
+    chain: list[str] = []
+    git_dir = ""
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        word = words[at]
+        value = words[at + 1] if word in _VALUED and at + 1 < len(words) else ""
+        if word == "-C":
+            chain.append(value)
+        elif word == "--git-dir" or word.startswith("--git-dir="):
+            git_dir = value or word.partition("=")[2]
+        at += 2 if word in _VALUED else 1
+    found = []
+    for base in bases:
+        start = base
+        for step in chain:
+            start = _at(start, step)
+        found.append(Repository(_at(start, git_dir), True) if git_dir else Repository(start))
+    return found
+
+
+def _at(base: Path, given: str) -> Path:
+    """``given`` (``~`` expanded) taken relative to ``base``, resolved."""
+    path = base / os.path.expanduser(given)
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def nested_tops(wd: Path) -> list[Path]:
+    """The top directories of the repositories beneath ``wd`` (not ``wd`` itself),
+    found by a walk of at most :data:`MAX_SCANNED_DIRS` directories: it follows no
+    link and does not look inside a ``.git`` directory."""
+    tops: list[Path] = []
+    todo = [wd]
+    opened = 0
+    while todo and opened < MAX_SCANNED_DIRS:
+        directory = todo.pop()
+        opened += 1
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name == ".git":
+                        if directory != wd:
+                            tops.append(directory)
+                    elif entry.is_dir(follow_symlinks=False):
+                        todo.append(Path(entry.path))
+        except OSError:
+            continue
+    return tops
