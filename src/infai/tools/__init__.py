@@ -21,6 +21,7 @@ from .bash_path import bash_missing, find_bash
 from .builtin import builtin_tools
 from .decorator import FunctionTool, ToolDefinitionError, tool
 from .effects import Effects
+from .landlock import interpreter as sandbox_interpreter
 from .policy import (
     AllowAlways,
     Answer,
@@ -71,5 +72,6 @@ __all__ = [
     "home_report",
     "parse_sandbox",
     "record_pass",
+    "sandbox_interpreter",
     "tool",
 ]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infai.shells.sandbox_probes import CONNECT_PROBE, URING_PROBE
-from infai.tools.landlock import interpreter
+from infai.tools import sandbox_interpreter
 
 if TYPE_CHECKING:
     from infai.tools import Sandbox
@@ -68,7 +68,7 @@ def run_launched(
 def python_probe(code: str, *args: str) -> list[str]:
     """The argv that runs ``code`` with this Python, isolated and without ``site``:
     a probe needs the standard library only, not the venv's packages."""
-    return [interpreter(), "-I", "-S", "-c", code, *args]
+    return [sandbox_interpreter(), "-I", "-S", "-c", code, *args]
 
 
 def _run(sandbox: Sandbox, argv: list[str], wd: Path, *, outside: bool = False) -> str:
