@@ -39,18 +39,17 @@ from infai.agent import (
     Restored,
     RestoreRefused,
     Streamed,
-    diff_at,
 )
-from infai.agent import files_at as files_listed
 from infai.errors import InfaiError
 from infai.llm import Notice
-from infai.store import CHECKPOINT_KINDS, SessionStore
+from infai.store import CHECKPOINT_KINDS
 
+from .attached import Attached
 from .chat import ChatView
 from .elsewhere import LOOK_EVERY
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
-from .scrollback import Scrollback
+from .store_io import event_diff as event_diff
 from .store_io import off_loop
 
 #: seconds between two looks at the files while the app sits idle, at least (the
@@ -71,27 +70,7 @@ def files_label(state: FilesState | None) -> str:
     return f"files ≠ HEAD ({state.changed} changed)"
 
 
-def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> EventDiff:
-    """The files at ``event_id`` against the snapshot before them on its path
-    (index entries to find both, then :func:`~infai.agent.diff_at`). Blocks on
-    the store and the disk: run it in a thread."""
-    path = session.view.path(event_id, to_boundary=False)
-    marks = [entry for entry in path if entry.kind in CHECKPOINT_KINDS]
-    seq = path[-1].seq if path else "?"
-    if not marks:
-        return EventDiff(f"no files were recorded at or before #{seq}")
-    new = marks[-1]
-    at = f"#{new.seq}" + ("" if new.seq == seq else f" (the files of #{seq})")
-    if len(marks) == 1:
-        listed = files_listed(store, session.session_id, new.id)
-        paths = [str(item["path"]) for item in listed["files"]]
-        return EventDiff(f"files at {at}: first recorded, {len(paths)} file(s)", listed=paths)
-    old = marks[-2]
-    report = diff_at(store, session.session_id, old.id, new.id)
-    return EventDiff(f"files at {at} against #{old.seq}", report=report)
-
-
-class Files(Scrollback):
+class Files(Attached):
     """Restores asked about, the files' state in the status bar, an event's diff."""
 
     _ending: bool
@@ -288,7 +267,7 @@ class Files(Scrollback):
         if session is None:
             return
         try:
-            shown = await off_loop(lambda: event_diff(session, store, event_id))
+            shown = await self.backend.event_diff(session, store, event_id)
         except InfaiError as exc:
             self.notify(f"no diff: {exc}", severity="error", timeout=10)
             return
