@@ -259,3 +259,30 @@ def test_the_timeline_a_branch_an_events_diff_and_search_over_the_server(
     term.wait_for(lambda s: "Search every session" in s, "the search panel", WAIT)
     term.burst("wrote tree")
     term.wait_for(lambda s: "1 hit" in s or "hits" in s, "the hits", WAIT)
+
+
+def test_files_changed_outside_the_agent_are_asked_about_before_a_branch(
+    server: Server, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    sid = session(server, "ask", write_call("mine.txt"), "wrote mine.txt", "kept yours")
+    with Remote(server.url, TOKEN) as client:
+        for frame in client.stream(f"/sessions/{sid}/prompt", {"text": "first", "stream": True}):
+            if frame.name == "approval":
+                answered = {"id": frame.data["id"], "answer": "allow"}
+                client.post(f"/sessions/{sid}/approvals", answered)
+    (server.work / "mine.txt").write_text("edited by hand\n")  # outside the agent
+    term = open_tui(terminals, tmp_path, "--remote", server.url, "--token", TOKEN, "--session", sid)
+    term.wait_for(lambda s: "wrote mine.txt" in s, "the conversation", WAIT)
+    term.burst("C-t")
+    term.wait_for(lambda s: "#1 user: first" in s, "the timeline", WAIT)
+    term.burst(*(["Up"] * 5))  # from HEAD (#6) to the first prompt (#1)
+    term.burst("Enter")
+    term.wait_for(lambda s: "next prompt continues from #1" in s, "the pick", WAIT)
+    send(term, "go on from here")
+    shown = term.wait_for(lambda s: "changed outside the agent" in s, "the question", WAIT)
+    assert "mine.txt" in shown
+    answer(term, "k")  # keep mine
+    term.wait_for(lambda s: "kept yours" in s, "the turn after the answer", WAIT)
+    assert (server.work / "mine.txt").read_text() == "edited by hand\n"
+    said = contents(server, sid)
+    assert said[-2:] == ["go on from here", "kept yours"], said

@@ -213,3 +213,15 @@ def watch(remote: Remote, path: str, **params: Any) -> Iterator[Frame]:
 def delete(remote: Remote, path: str) -> None:
     """``DELETE path`` (an error status raises :class:`RemoteError`)."""
     remote._send("DELETE", path)
+
+
+def post_data(remote: Remote, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+    """``POST path``: its status and JSON answer, a 409 too (whose body is data,
+    as a refused restore's plan); other error statuses raise :class:`RemoteError`."""
+    try:
+        response = remote._client.post(path, json=dict(body))
+    except httpx.HTTPError as exc:
+        raise RemoteError(f"{remote.url}: cannot reach the server ({exc})") from exc
+    if response.status_code != 409:
+        _check(response, remote.url)
+    return response.status_code, remote._json(response)

@@ -29,22 +29,24 @@ import contextlib
 import contextvars
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from infai.agent import AgentEvent, EventHub, Hub, Saved, SlotConflict, Streamed, Turn, TurnEnded
-from infai.checkpoints import FilesState, OnRestore, Restored
+from infai.checkpoints import FilesState, OnRestore, Restored, RestoreRefused
 from infai.llm import Notice, ReasoningDelta, TextDelta
 from infai.store import Event, InvalidInput, SearchHit, SearchResults, SessionInfo
 from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
-from .client import Frame, Remote, RemoteError, watch
+from .client import Frame, Remote, RemoteError, post_data, watch
 from .view import RemoteView, event_of
 
 #: seconds to wait for the stream's ``ready`` when a session is opened
 READY_WAIT = 10.0
+#: seconds between two tries to open a stream that broke off
+RECONNECT = 1.0
 #: the fields of :class:`~infai.store.SessionInfo` in the API's session objects
 INFO_FIELDS = (
     *("id", "format", "name", "working_dir", "model", "created_at", "updated_at"),
@@ -191,6 +193,7 @@ class RemoteSession:
         self.on_restore = OnRestore()
         self.parked = False  # nothing to look for: the stream says what others append
         self._pending: str | None = detail.get("pending_parent")
+        self._choice: OnRestore | None = None  # the restore's, for the next prompt
         self._starting = False  # a prompt is being posted: the next turn is ours
         self._mine: str | None = None  # the id of this client's turn
         self._running: str | None = None  # the turn the stream is in
@@ -199,6 +202,7 @@ class RemoteSession:
         self._asking: dict[str, asyncio.Task[None]] = {}
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._failed: str | None = None  # why the stream could not be opened
         self._loop: asyncio.AbstractEventLoop | None = None
         self._context = contextvars.copy_context()
         self._thread: threading.Thread | None = None
@@ -215,25 +219,54 @@ class RemoteSession:
         self._thread.start()
         if not self._ready.wait(READY_WAIT):
             raise RemoteError(f"{self.remote.url}: the session's stream did not start")
+        if self._failed is not None:
+            raise RemoteError(self._failed)
 
     def _read(self) -> None:
-        frames: Iterator[Frame] = watch(self.remote, f"/sessions/{self.session_id}/stream")
+        """Follow the stream until :meth:`detach`; a stream that breaks off (a
+        server restarting, a network gone) is opened again after the last settled
+        event, which the server replays first; a session deleted ends it."""
+        last: str | None = None
+        again = False
         try:
-            for frame in frames:
-                if self._stop.is_set():
-                    break
-                if frame.name == "ready":
-                    self._ready.set()
-                elif frame.name == "settled":
-                    frame = Frame("settled", self._settled(frame.data), frame.id)
-                self._hand(frame)
-        except RemoteError as exc:
-            if not self._stop.is_set():
-                self._hand(Frame("broken", {"error": str(exc)}))
+            while not self._stop.is_set():
+                try:
+                    last = self._follow(last, again)  # ended by the server: open it again
+                except RemoteError as exc:
+                    if self._stop.is_set():
+                        return
+                    if not self._ready.is_set():  # the first: opening the session fails
+                        self._failed = str(exc)
+                        return
+                    if exc.status == 404 or not again:
+                        self._hand(Frame("broken", {"error": str(exc)}))
+                    if exc.status == 404:  # the session was deleted
+                        return
+                again = True
+                self._stop.wait(RECONNECT)
         finally:
             self._ready.set()
-            with contextlib.suppress(Exception):
-                frames.close()  # type: ignore[attr-defined]
+
+    def _follow(self, last: str | None, again: bool) -> str | None:
+        """One connection of the stream (``after`` the last settled event seen);
+        the id of the last settled event when it ends. On a reconnection the
+        deltas sent before ``ready`` are the message in flight again: left out
+        (what was missed is in the settled message)."""
+        path = f"/sessions/{self.session_id}/stream"
+        live = False
+        for frame in watch(self.remote, path, after=last):
+            if self._stop.is_set():
+                break
+            if frame.name == "ready":
+                live = True
+                self._ready.set()
+            elif frame.name == "settled":
+                last = frame.id or last
+                frame = Frame("settled", self._settled(frame.data), frame.id)
+            elif again and not live and frame.name == "delta":
+                continue
+            self._hand(frame)
+        return last
 
     def _settled(self, data: dict[str, Any]) -> dict[str, Any]:
         """A settled event with its parent's seq and its record (fetched when the
@@ -366,6 +399,9 @@ class RemoteSession:
         body: dict[str, Any] = {"text": text}
         if from_event is not None:
             body["from"] = from_event
+        choice, self._choice = self._choice, None
+        if choice is not None:  # answered before (:meth:`continue_from`)
+            body.update(force=choice.force, keep=[*choice.keep], keep_files=choice.keep_files)
         self._starting = True
         try:
             answer = await asyncio.to_thread(self.remote.post, self._path("prompt"), body)
@@ -396,10 +432,43 @@ class RemoteSession:
         return event_of(got)
 
     async def continue_from(
-        self, event_id: str | None, *args: Any, **kwargs: Any
+        self,
+        event_id: str | None,
+        choice: OnRestore | None = None,
+        *,
+        ask: Callable[[RestoreRefused], Awaitable[OnRestore | None]] | None = None,
     ) -> Restored | None:
-        """The server restores the picked event's files before the prompt; a refusal
-        (files changed outside the agent there) is the prompt's, said by :meth:`start`."""
+        """As :meth:`~infai.agent.AgentSession.continue_from`, on the server: the
+        restore is planned there first (``POST …/checkout`` with ``dry_run``), a
+        refusal asked about with ``ask`` (None: given up, raised), and the choice
+        goes with the next prompt, before which the server restores the files
+        (what it did comes as the turn's first events). Nothing is restored here,
+        so None is returned."""
+        self._choice = None
+        if event_id is None:
+            return None
+        choice = choice or OnRestore()
+        while not choice.keep_files:
+            refused = await asyncio.to_thread(self._planned, event_id, choice)
+            if refused is None:
+                break
+            answer = await ask(refused) if ask is not None else None
+            if answer is None:
+                raise refused
+            choice = answer
+        self._choice = choice
+        return None
+
+    def _planned(self, event_id: str, choice: OnRestore) -> RestoreRefused | None:
+        """The server's plan for restoring ``event_id``'s files: its refusal, if any."""
+        body = {"event": event_id, "dry_run": True, "force": choice.force, "keep": [*choice.keep]}
+        status, answer = post_data(self.remote, self._path("checkout"), body)
+        plan = dict(answer.get("plan") or {})
+        others = [str(other) for other in answer.get("others") or ()]
+        unanswered = [p for p in plan.get("conflicts") or () if p not in choice.keep]
+        if status == 409 or (unanswered and not choice.force):
+            said = answer.get("error") or f"{len(unanswered)} file(s) changed outside the agent"
+            return RestoreRefused(str(said), plan, others)
         return None
 
     async def files_state(self) -> FilesState | None:
