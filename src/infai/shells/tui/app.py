@@ -23,14 +23,18 @@ append the session makes (the interruption marker and a compaction included),
 so nothing is read back from the store to show them; and every store call the
 app makes itself is a function of :mod:`.store_io`, run in a thread so the
 screen never waits on the disk or the database, reading the session through
-its read-only view. The harness (:class:`~infai.agent.Harness`) builds
-and switches the models and closes them when the app ends, once.
+its read-only view (opening, closing and listing sessions go through the
+app's :class:`~.backend.Backend`: a local store, or a server's sessions with
+``infai --remote URL``, :mod:`.remote_io`). The harness
+(:class:`~infai.agent.Harness`) builds and switches the models and closes them
+when the app ends, once.
 
 Three base classes carry the rest: :mod:`.files` (a continue's restore, asked
 about; whether the disk is HEAD's; an event's diff), :mod:`.prompting` (what
 Enter hands over, the queue, the history, other processes' appends) and
-:mod:`.commands` (/compact, /model, /rename); between them :mod:`.elsewhere` (the
-session let go between turns), :mod:`.rewind` (Esc, Esc Esc), :mod:`.scrollback`.
+:mod:`.commands` (/compact, /model, /rename); between them :mod:`.attached`
+(questions; a server's session followed), :mod:`.elsewhere` (the session let go
+between turns), :mod:`.rewind` (Esc, Esc Esc), :mod:`.scrollback`.
 """
 
 from __future__ import annotations
