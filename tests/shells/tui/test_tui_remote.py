@@ -1,6 +1,7 @@
 """The TUI over a server, driven in-process (fast; the real-terminal scenarios are in
 ``test_tui_remote_tmux.py``): a prompt's turn runs on the server and shows as a
-local one does; another client's turn is followed as it happens; a stream that
+local one does; another client's turn is followed as it happens, its question
+asked here and closed when answered there; a stream that
 breaks off (the server restarting on its port) is followed again, with what was
 appended meanwhile; ``/model`` says in one line that it does not work remotely.
 """
@@ -21,9 +22,10 @@ from infai.shells.remote.session import RemoteHarness
 from infai.shells.server import ServerThread, create_app
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView
+from infai.shells.tui.modals import ApprovalScreen
 from infai.shells.tui.remote_io import NO_MODEL_SWITCH, RemoteBackend
 from infai.store import Store
-from tui_pilot import run_app, send, until
+from tui_pilot import run_app, send, until, write_call
 
 TOKEN = "remote-pilot-token-0123456789abcdef"
 
@@ -31,11 +33,11 @@ TOKEN = "remote-pilot-token-0123456789abcdef"
 class Served:
     """A server over a store under tmp (it can be restarted on its port)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, replies: list[Any] | None = None) -> None:
         self.store = Store(tmp_path / "home")
         self.work = tmp_path / "work"
         self.work.mkdir()
-        self.replies = [f"answer {n}" for n in range(20)]
+        self.replies = replies or [f"answer {n}" for n in range(20)]
         self.server = self._start(0)
         self.client = Remote(self.server.url, TOKEN)
         self.clients: list[Remote] = []
@@ -127,6 +129,35 @@ def test_another_clients_turns_are_followed_even_after_the_stream_broke_off(
         assert served.messages(sid) == said
 
     run_app(app, scenario, (100, 30))
+
+
+def test_a_question_of_another_clients_turn_is_asked_and_closed_when_answered_there(
+    tmp_path: Path,
+) -> None:
+    """The question of a turn this app did not start is asked here too; answered by
+    the other client first, the dialog goes and the turn's end is shown."""
+    served = Served(tmp_path, [write_call("q.txt"), "wrote q"])
+    sid = str(served.client.post("/sessions", {})["id"])
+    app = remote_app(served, tmp_path, sid)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await pilot.pause(0.1)
+        started = served.client.post(f"/sessions/{sid}/prompt", {"text": "write q"})
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the question")
+        assert app.busy  # another client's turn: Ctrl-C would cancel it
+        [question] = served.client.get(f"/sessions/{sid}/approvals")["approvals"]
+        answer = {"id": question["id"], "answer": "allow"}
+        served.client.post(f"/sessions/{sid}/approvals", answer)
+        await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), "the dialog closed")
+        await until(pilot, lambda: replies(app)[-1:] == ["wrote q"], "the turn's end")
+        await until(pilot, lambda: not app.busy, "the app free again")
+        assert (served.work / "q.txt").read_text() == "hello\n"
+        assert served.client.get(f"/sessions/{sid}")["turn"] is None, started
+
+    try:
+        run_app(app, scenario, (100, 30))
+    finally:
+        served.close()
 
 
 def _toasts(app: Any) -> str:
