@@ -57,6 +57,7 @@ class RemoteBackend:
         sid = session_id
         detail = await off_loop(lambda: remote.get(f"/sessions/{sid}"))
         opened = RemoteSession(space, detail)
+        space.model = opened.model  # what `/model` says: the open session's
         loop = asyncio.get_running_loop()
         try:
             await off_loop(lambda: opened.attach(loop))
