@@ -286,3 +286,30 @@ def test_files_changed_outside_the_agent_are_asked_about_before_a_branch(
     assert (server.work / "mine.txt").read_text() == "edited by hand\n"
     said = contents(server, sid)
     assert said[-2:] == ["go on from here", "kept yours"], said
+
+
+def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved_on_the_server(
+    server: Server, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """The local ``test_tui_tmux`` scenario of the same name, against the server:
+    the offline model answers, Ctrl-C twice quits (the first only arms it), the
+    command line says how to come back, and the server holds the two messages."""
+    sid = session(server, "offline", model="offline")
+    term = open_tui(terminals, tmp_path, "--remote", server.url, "--token", TOKEN, "--session", sid)
+    send(term, "hello from tmux")
+    shown = term.wait_for(lambda s: "you said" in s and "✓ saved" in s, "the reply", WAIT)
+    assert "you said 'hello from tmux'" in flat(shown)
+    term.burst("C-c")
+    term.wait_for(lambda s: "again to quit" in s, "the first Ctrl-C's hint", WAIT)
+    assert "cancelled" not in term.screen()
+    term.burst("C-c")
+    deadline = time.monotonic() + WAIT
+    while term.pane("pane_dead") != "1":
+        assert time.monotonic() < deadline, term.screen()
+        time.sleep(0.05)
+    left = term.run("capture-pane", "-p", "-J", "-S", "-", "-t", "infai")
+    assert f"come back with: infai attach {server.url} {sid}" in left, left
+    said = contents(server, sid)
+    assert said[0] == "hello from tmux" and said[1].startswith("offline model: you said")
+    assert len(said) == 2
+    assert api(server, f"/sessions/{sid}")["working_dir"] == str(server.work)
