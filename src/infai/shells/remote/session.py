@@ -239,7 +239,8 @@ class RemoteSession:
                         self._failed = str(exc)
                         return
                     if exc.status == 404 or not again:
-                        self._hand(Frame("broken", {"error": str(exc)}))
+                        gone = exc.status == 404
+                        self._hand(Frame("broken", {"error": str(exc), "gone": gone}))
                     if exc.status == 404:  # the session was deleted
                         return
                 again = True
@@ -302,9 +303,12 @@ class RemoteSession:
                 asking.cancel()  # answered elsewhere, or timed out: the dialog closes
         elif frame.name == "selected":
             self._pending = data.get("pending_parent")
+        elif frame.name == "ready":
+            self._caught_up(data.get("turn"))
         elif frame.name in ("closed", "lagged", "broken"):
             said = data.get("reason") or data.get("error") or "fell behind"
-            self.others.publish(Streamed(Notice(f"the server's stream ended: {said}")))
+            again = "" if data.get("gone") else "; following it again"
+            self.others.publish(Streamed(Notice(f"the server's stream ended ({said}){again}")))
         else:
             self._agent_frame(frame)
 
@@ -322,6 +326,16 @@ class RemoteSession:
             if self._mine == turn:
                 self._mine = None
             self._running = None
+
+    def _caught_up(self, running: object) -> None:
+        """The stream is live (again): a turn followed before it broke off that
+        the server no longer runs ended meanwhile, unseen; it is ended here."""
+        gone = self._running
+        if gone is not None and gone != running:
+            said = "the turn ended while the server's stream was broken off"
+            self._agent_frame(
+                Frame("turn_ended", {"turn": gone, "outcome": "error", "error": said})
+            )
 
     def _publish(self, event: AgentEvent) -> None:
         mine = self._running is not None and self._running == self._mine

@@ -102,7 +102,9 @@ class RemoteView:
         with self._lock:
             if event.record is not None:
                 self._events[event.id] = event
-            if not self._loaded or event.id in self._by_id or event.seq != len(self._entries):
+            if event.id in self._by_id:  # read with the index already
+                return
+            if not self._loaded or event.seq != len(self._entries):
                 self._loaded = False  # not the next one: read the index again when asked
                 return
             self._entries.append(entry)
