@@ -21,9 +21,10 @@ from infai.shells.remote import Remote
 from infai.shells.remote.session import RemoteHarness
 from infai.shells.server import ServerThread, create_app
 from infai.shells.tui import InfaiApp
-from infai.shells.tui.chat import AssistantMessage, ChatView
+from infai.shells.tui.chat import AssistantMessage, ChatView, Notice
 from infai.shells.tui.modals import ApprovalScreen
 from infai.shells.tui.remote_io import NO_MODEL_SWITCH, RemoteBackend
+from infai.shells.tui.usercontext import NO_MENTION
 from infai.store import Store
 from tui_pilot import run_app, send, until, write_call
 
@@ -104,6 +105,12 @@ def test_a_turn_runs_on_the_server_and_shows_as_a_local_one(served: Served, tmp_
         await until(pilot, lambda: not app.busy and replies(app) == ["answer 0"], "the reply")
         assert served.messages(sid) == ["hello", "answer 0"]
         assert app.head.count == served.client.get(f"/sessions/{sid}")["events"]
+        (tmp_path / "notes.txt").write_text("mine")
+        await send(pilot, "see @notes.txt")  # a file of this machine: not attached, said
+        await until(pilot, lambda: not app.busy and len(replies(app)) == 2, "the second reply")
+        notices = [str(n.render()) for n in app.query_one(ChatView).query(Notice)]
+        assert any(NO_MENTION in notice for notice in notices), notices
+        assert served.messages(sid)[2] == "see @notes.txt"
         await send(pilot, "/model other")
         await until(pilot, lambda: NO_MODEL_SWITCH in _toasts(app), "the refusal")
 

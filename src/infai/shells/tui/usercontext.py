@@ -154,7 +154,8 @@ class UserContext(Commands):
         it, back in the box), the picked event's files restored, then the files
         recorded. False: not sent."""
         if self.backend.remote:  # the files named are this machine's, the session the server's
-            if MENTIONED.search(text):
+            mine = self.harness.working_dir
+            if await off_loop(lambda: mentions(text, mine)):
                 await self.query_one(ChatView).notice(NO_MENTION)
             return await self._files_first(session, text)
         here = session.working_dir
