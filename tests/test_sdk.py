@@ -8,7 +8,8 @@
   interruption (before, the turn was dropped with no marker).
 - A plain approver function works, in a worker thread; questions can be events
   of the turn, yielded in order, and the session's approver is back afterwards.
-- ``continue_from`` restores once: the next prompt does not restore again.
+- ``continue_from`` restores once: the next prompt does not restore again; with
+  ``ask``, a refused restore is asked about and tried again as answered.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from infai import (
     Harness,
     Message,
     MessageRecord,
+    OnRestore,
     Question,
     Reply,
+    RestoreRefused,
     Saved,
     ScriptedModel,
     ToolCall,
@@ -188,6 +191,42 @@ def test_continue_from_restores_once(tmp_path: Path) -> None:
                 pass
             kinds = [e.kind for e in session.view.context().events]
             assert kinds.count("restore") == 1, kinds
+
+    asyncio.run(main())
+
+
+def test_continue_from_asks_about_a_refusal_and_tries_again(tmp_path: Path) -> None:
+    """``ask``: a refused restore (a file changed by hand) is a question; its answer
+    is the choice tried again, and None gives up with nothing changed."""
+
+    async def main() -> None:
+        model = ScriptedModel([writes("a.txt"), "one", writes("b.txt"), "two"])
+        space = harness(tmp_path, model, allow=("write_file *",))
+        async with space, space.session() as session:
+            async for _event in session.prompt("first"):
+                pass
+            first = session.view.head
+            async for _event in session.prompt("second"):
+                pass
+            (tmp_path / "work" / "b.txt").write_text("mine")
+            asked: list[tuple[str, ...]] = []
+
+            async def give_up(refused: RestoreRefused) -> OnRestore | None:
+                asked.append(tuple(refused.conflicts))
+                return None
+
+            with pytest.raises(RestoreRefused):
+                await session.continue_from(first, ask=give_up)
+            assert (tmp_path / "work" / "b.txt").read_text() == "mine"  # nothing changed
+
+            async def keep_mine(refused: RestoreRefused) -> OnRestore | None:
+                asked.append(tuple(refused.conflicts))
+                return OnRestore(keep=tuple(refused.conflicts))
+
+            done = await session.continue_from(first, ask=keep_mine)
+            assert done is not None
+            assert asked == [("b.txt",), ("b.txt",)]
+            assert (tmp_path / "work" / "b.txt").read_text() == "mine"  # kept, as answered
 
     asyncio.run(main())
 

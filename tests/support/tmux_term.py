@@ -74,8 +74,9 @@ class Terminal:
             raise AssertionError(f"tmux {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def start(self) -> None:
-        """Start infai (exec'd as the pane's process) and wait for the prompt box."""
+    def start(self, *args: str) -> None:
+        """Start infai (exec'd as the pane's process; ``args``: its command line)
+        and wait for the prompt box."""
         self.tmux = tmux_binary()
         assert INFAI.exists(), f"the console script is missing: {INFAI}"
         width, height = self.size
@@ -85,7 +86,7 @@ class Terminal:
             "-c", str(self.work),
             "-e", f"INFAI_HOME={self.home}",
             "-e", f"INFAI_CONFIG={self.config}",
-            f"exec {shlex.quote(str(INFAI))}",
+            " ".join(["exec", *map(shlex.quote, (str(INFAI), *args))]),
         )  # fmt: skip
         self.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from infai.checkpoints import FilesState, OnRestore, Restored
+from infai.checkpoints import FilesState, OnRestore, Restored, RestoreRefused
 from infai.llm import Notice, Request
 from infai.store import Event, InvalidInput, MessageRecord, Record, SessionBusy
 from infai.tools import Ask, Permissions, Policy, Reply, Toolbox, ToolContext, ToolOutput
@@ -187,7 +187,11 @@ class SessionApi:
     # -- branches --------------------------------------------------------------
 
     async def continue_from(
-        self, event_id: str | None, choice: OnRestore | None = None
+        self,
+        event_id: str | None,
+        choice: OnRestore | None = None,
+        *,
+        ask: Callable[[RestoreRefused], Awaitable[OnRestore | None]] | None = None,
     ) -> Restored | None:
         """Pick ``event_id`` (None: HEAD) for the next prompt, and put its files
         back now, as the TUI does before it sends: a refusal (files changed
@@ -195,12 +199,25 @@ class SessionApi:
         :class:`~.workfiles.RestoreRefused` with nothing changed and the event
         still picked, so the program can try again with a ``choice``
         (``OnRestore(force=True)``, ``OnRestore(keep=...)`` or
-        ``OnRestore(keep_files=True)``). HEAD moves only when the next prompt is
-        stored (two-phase, as in the store); that prompt does not restore again."""
+        ``OnRestore(keep_files=True)``). With ``ask``, a refusal is asked about
+        instead (a dialog, a prompt on a terminal): its answer is the choice the
+        restore is tried again with, until it is done; None gives up (the
+        refusal is raised, nothing changed). HEAD moves only when the next
+        prompt is stored (two-phase, as in the store); that prompt does not
+        restore again."""
         self.select(event_id)
         if event_id is None:
             return None
-        done = await self.restore_files(choice or OnRestore())
+        choice = choice or OnRestore()
+        while True:
+            try:
+                done = await self.restore_files(choice)
+                break
+            except RestoreRefused as refused:
+                answer = await ask(refused) if ask is not None else None
+                if answer is None:
+                    raise
+                choice = answer
         self._restored_for = self.pending_parent
         return done
 

@@ -183,7 +183,7 @@ def test_refusals_are_clear_errors(server: Server) -> None:
     no_token = infai("--remote", server.url, "session", "ls", code=2)
     assert "infai login" in no_token.output
     assert "does not work with --remote" in remote(server, "doctor", code=2).output
-    assert "does not work with --remote" in remote(server, code=2).output
+    assert "needs a terminal" in remote(server, code=2).output  # the TUI, not a script's
     assert (
         "http:// or https://"
         in infai("--remote", "ftp://x", "--token", TOKEN, "session", "ls", code=2).output

@@ -21,6 +21,7 @@ from .root import root
 
 #: each command's name, and the module of this package and the name it is defined as
 COMMANDS: dict[str, tuple[str, str]] = {
+    "attach": ("attach", "attach_command"),
     "chat": ("agent", "chat"),
     "compact": ("agent", "compact_command"),
     "config": ("config_cmd", "config_group"),

@@ -94,8 +94,8 @@ class RootGroup(LazyGroup):
     envvar="INFAI_REMOTE",
     metavar="URL",
     help="Work against `infai serve` at URL instead of a local store "
-    "(run, search, compact, session ls|log|tree|show|context|files|diff|checkout|export; "
-    "docs/remote.md).",
+    "(the TUI with no command; run, search, compact, "
+    "session ls|log|tree|show|context|files|diff|checkout|export; docs/remote.md).",
 )
 @click.option(
     "--token",
@@ -140,10 +140,13 @@ def root(
                 f"{given[0]} before a command is for the TUI only (plain `infai`); "
                 f"give `{ctx.invoked_subcommand}` its options after its name"
             )
-    if remote and ctx.invoked_subcommand is None:
-        raise BadInput(
-            "the terminal UI does not work with --remote yet: give a command (run, session)"
-        )
+    if remote and ctx.invoked_subcommand is None:  # the TUI against the server
+        if model_name or allow:
+            raise BadInput("--model and --allow are the server's with --remote")
+        from .attach import remote_tui
+
+        remote_tui(ctx, remote, token, session_id, resume)
+        return
     ctx.obj = StoreSpec(
         location=location or None,
         home=home,

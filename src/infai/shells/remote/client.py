@@ -219,3 +219,38 @@ def _frame(name: str, text: str, event_id: str | None) -> Frame:
     if not isinstance(data, dict):
         raise RemoteError(f"the server sent a {name!r} event that is not an object")
     return Frame(name, data, event_id)
+
+
+def watch(remote: Remote, path: str, **params: Any) -> Iterator[Frame]:
+    """``GET path`` answered by server-sent events (a session's ``/stream``), one
+    :class:`Frame` at a time until the server ends it or the caller stops
+    iterating (the connection is closed then). No read timeout: the server's
+    pings keep an idle stream alive."""
+    timeout = httpx.Timeout(TIMEOUT, read=None)
+    query = {k: _query_value(v) for k, v in params.items() if v is not None}
+    client = remote._client
+    try:
+        with client.stream("GET", path, params=query, timeout=timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                _check(response, remote.url)
+            yield from parse_frames(response.iter_lines())
+    except httpx.HTTPError as exc:
+        raise RemoteError(f"{remote.url}: the stream broke off ({exc})") from exc
+
+
+def delete(remote: Remote, path: str) -> None:
+    """``DELETE path`` (an error status raises :class:`RemoteError`)."""
+    remote._send("DELETE", path)
+
+
+def post_data(remote: Remote, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+    """``POST path``: its status and JSON answer, a 409 too (whose body is data,
+    as a refused restore's plan); other error statuses raise :class:`RemoteError`."""
+    try:
+        response = remote._client.post(path, json=dict(body))
+    except httpx.HTTPError as exc:
+        raise RemoteError(f"{remote.url}: cannot reach the server ({exc})") from exc
+    if response.status_code != 409:
+        _check(response, remote.url)
+    return response.status_code, remote._json(response)

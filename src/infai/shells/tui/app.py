@@ -23,14 +23,18 @@ append the session makes (the interruption marker and a compaction included),
 so nothing is read back from the store to show them; and every store call the
 app makes itself is a function of :mod:`.store_io`, run in a thread so the
 screen never waits on the disk or the database, reading the session through
-its read-only view. The harness (:class:`~infai.agent.Harness`) builds
-and switches the models and closes them when the app ends, once.
+its read-only view (opening, closing and listing sessions go through the
+app's :class:`~.backend.Backend`: a local store, or a server's sessions with
+``infai --remote URL``, :mod:`.remote_io`). The harness
+(:class:`~infai.agent.Harness`) builds and switches the models and closes them
+when the app ends, once.
 
 Three base classes carry the rest: :mod:`.files` (a continue's restore, asked
 about; whether the disk is HEAD's; an event's diff), :mod:`.prompting` (what
 Enter hands over, the queue, the history, other processes' appends) and
-:mod:`.commands` (/compact, /model, /rename); between them :mod:`.elsewhere` (the
-session let go between turns), :mod:`.rewind` (Esc, Esc Esc), :mod:`.scrollback`.
+:mod:`.commands` (/compact, /model, /rename); between them :mod:`.attached`
+(questions; a server's session followed), :mod:`.elsewhere` (the session let go
+between turns), :mod:`.rewind` (Esc, Esc Esc), :mod:`.scrollback`.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from infai.agent import (
     TurnEnded,
     event_tokens,
 )
+from infai.errors import InfaiError
 from infai.llm import Notice, ReasoningDelta, TextDelta
 from infai.store import (
     CorruptionError,
@@ -72,17 +77,16 @@ from infai.store import (
     SessionNotFound,
     StoreError,
 )
-from infai.tools import Ask, Reply
 
 from ..inert import inert
 from . import history, store_io
+from .backend import LOCAL, Backend
 from .chat import PAGE, ChatView
 from .commands import COMPACTING
-from .diffs import asked_text
 from .files import Files
 from .held import ask_held
 from .keys import Keyboard, where_keys_are
-from .modals import ApprovalScreen, HelpScreen, SessionPicker
+from .modals import HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_short
 from .prompt import Arrivals, PromptInput
 from .search import SearchScreen
@@ -110,9 +114,12 @@ class InfaiApp(Keyboard, Files):
         Binding("escape", "escape", "close the panel / back to HEAD", show=False),
     ]
 
-    def __init__(self, harness: Harness, session_id: str | None = None) -> None:
+    def __init__(
+        self, harness: Harness, session_id: str | None = None, *, backend: Backend = LOCAL
+    ) -> None:
         super().__init__()
         self.harness = harness
+        self.backend = backend  # a local store's sessions, or a server's (:mod:`.remote_io`)
         harness.approver = self.approve
         self.session: AgentSession | None = None
         self._initial = session_id
@@ -173,6 +180,7 @@ class InfaiApp(Keyboard, Files):
         the loop that used their connections); once, however often the app ends."""
         self._ending = True
         self._watching.set()
+        self._detach()  # a server's turn goes on there
         self.keep_drafts()  # the box's and the queue's: not sent, kept in the history
         self.queued.clear()
         await self._settle_turn()
@@ -204,12 +212,11 @@ class InfaiApp(Keyboard, Files):
             return True  # already open
         try:
             # waiting for another process's writer lock must not freeze the screen
-            space = self.harness
-            opened, created = await off_loop(lambda: store_io.open_session(space, session_id))
+            opened, created = await self.backend.open(self.harness, session_id)
         except SessionHeld as held:  # said at once, with what to do instead
             ask_held(self, held)
             return False
-        except StoreError as exc:
+        except InfaiError as exc:  # a store's, or a server's that cannot be reached
             self.notify(f"cannot open the session: {exc}", severity="error", timeout=10)
             return False
         if created:
@@ -227,6 +234,7 @@ class InfaiApp(Keyboard, Files):
             await self.query_one(ChatView).notice(f"config: {notice}")
             self.notify(notice, severity="warning", timeout=10)
         await self._files_opened(opened)
+        self._follow_session(opened)  # a server's: what happens there without this app
         return True
 
     async def _close_session(self, session: AgentSession | None) -> None:
@@ -238,8 +246,8 @@ class InfaiApp(Keyboard, Files):
         created_here = session.session_id in self._created
         store = self.harness.store
         try:
-            await off_loop(lambda: store_io.close_session(session, store, created_here))
-        except StoreError as exc:
+            await self.backend.close(session, store, created_here)
+        except InfaiError as exc:
             self.notify(f"closing the session failed: {exc}", severity="error", timeout=10)
 
     async def reload(self) -> None:
@@ -439,23 +447,6 @@ class InfaiApp(Keyboard, Files):
         )
         self._refresh_status()
 
-    async def approve(self, ask: Ask) -> Reply:
-        """The policy's approver: a modal, answered by the user (the turn waits)."""
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        base = self.session.working_dir if self.session is not None else Path.cwd()
-        screen = ApprovalScreen(ask, await off_loop(lambda: asked_text(ask, base)))
-
-        def answered(answer: Reply | None) -> None:
-            if not future.done():
-                future.set_result(answer or "deny")
-
-        self.push_screen(screen, callback=answered)
-        try:
-            return await future
-        finally:
-            if screen.is_active:  # the turn was cancelled while asking
-                screen.dismiss("deny")
-
     # -- commands ---------------------------------------------------------------
 
     async def command(self, text: str) -> None:
@@ -567,8 +558,8 @@ class InfaiApp(Keyboard, Files):
                 await self.open_session(choice)
 
         try:
-            listed = await off_loop(lambda: store_io.sessions(self.harness))
-        except StoreError as exc:
+            listed = await self.backend.sessions(self.harness)
+        except InfaiError as exc:
             self.notify(f"cannot list the sessions: {exc}", severity="error", timeout=10)
             return
         here = str(self.harness.working_dir)

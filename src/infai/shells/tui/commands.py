@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infai.agent import AgentEvent, AgentSession, CompactionFailed, Harness, SlotConflict, Turn
 from infai.llm import ModelUnavailable, close_model
@@ -24,6 +24,9 @@ from .panels import Status
 from .store_io import Head, off_loop
 from .style import Styled
 
+if TYPE_CHECKING:
+    from .backend import Backend
+
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
 
@@ -33,6 +36,7 @@ class Commands(Styled):
 
     harness: Harness
     session: AgentSession | None
+    backend: Backend
     state: Status
     head: Head
     _outcome: str
@@ -89,7 +93,7 @@ class Commands(Styled):
             self.notify("no session is open (Ctrl-O)", severity="error")
             return
         try:  # an open session stays open: its writer, its picked event, its rules
-            old = await off_loop(lambda: store_io.use_model(space, session, name))
+            old = await self.backend.use_model(space, session, name)
         except (ModelUnavailable, StoreError) as exc:  # an unknown model, a key missing
             self.notify(str(exc), severity="error", timeout=10)
             return

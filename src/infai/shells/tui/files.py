@@ -3,12 +3,13 @@ whether the disk is HEAD's; the diff of an event's files; what opening said.
 
 A base class of :class:`~.app.InfaiApp`, kept apart so each module stays
 readable. Sending a prompt after picking an older event first restores that
-event's files (:meth:`~infai.agent.AgentSession.restore_files`), before the
-turn starts: a refusal (files changed outside the agent, another session in
-the directory) opens :class:`~.filescreens.RestoreScreen`, and the answer is
-the restore's :class:`~infai.agent.OnRestore`, or no prompt at all (cancel:
-it goes back to the box, nothing changed). The turn is then told not to
-restore again (``on_restore.keep_files``): its prompt follows the restore.
+event's files, before the turn starts, through the SDK's own
+:meth:`~infai.agent.AgentSession.continue_from` (the TUI is its first client):
+a refusal (files changed outside the agent, another session in the directory)
+opens :class:`~.filescreens.RestoreScreen`, and the answer is the restore's
+:class:`~infai.agent.OnRestore`, or no prompt at all (cancel: it goes back to
+the box, nothing changed). The turn does not restore again: its prompt
+follows the restore.
 
 The status bar says when the files on disk are not HEAD's
 (:meth:`~infai.agent.AgentSession.files_state`, in a thread, one check at a
@@ -25,7 +26,7 @@ import asyncio
 import time
 from collections.abc import Coroutine
 from contextlib import suppress
-from typing import Any, TypeVar
+from typing import Any
 
 from textual import events
 from textual.worker import Worker
@@ -38,21 +39,18 @@ from infai.agent import (
     Restored,
     RestoreRefused,
     Streamed,
-    diff_at,
 )
-from infai.agent import files_at as files_listed
 from infai.errors import InfaiError
 from infai.llm import Notice
-from infai.store import CHECKPOINT_KINDS, SessionStore
+from infai.store import CHECKPOINT_KINDS
 
+from .attached import Attached
 from .chat import ChatView
 from .elsewhere import LOOK_EVERY
 from .filescreens import DiffScreen, EventDiff, RestoreScreen, restore_choice
 from .panels import Timeline
-from .scrollback import Scrollback
+from .store_io import event_diff as event_diff
 from .store_io import off_loop
-
-T = TypeVar("T")
 
 #: seconds between two looks at the files while the app sits idle, at least (the
 #: terminal's focus and each turn's end look at once; a snapshot recorded clears it)
@@ -72,97 +70,68 @@ def files_label(state: FilesState | None) -> str:
     return f"files ≠ HEAD ({state.changed} changed)"
 
 
-def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> EventDiff:
-    """The files at ``event_id`` against the snapshot before them on its path
-    (index entries to find both, then :func:`~infai.agent.diff_at`). Blocks on
-    the store and the disk: run it in a thread."""
-    path = session.view.path(event_id, to_boundary=False)
-    marks = [entry for entry in path if entry.kind in CHECKPOINT_KINDS]
-    seq = path[-1].seq if path else "?"
-    if not marks:
-        return EventDiff(f"no files were recorded at or before #{seq}")
-    new = marks[-1]
-    at = f"#{new.seq}" + ("" if new.seq == seq else f" (the files of #{seq})")
-    if len(marks) == 1:
-        listed = files_listed(store, session.session_id, new.id)
-        paths = [str(item["path"]) for item in listed["files"]]
-        return EventDiff(f"files at {at}: first recorded, {len(paths)} file(s)", listed=paths)
-    old = marks[-2]
-    report = diff_at(store, session.session_id, old.id, new.id)
-    return EventDiff(f"files at {at} against #{old.seq}", report=report)
-
-
-async def _to_its_end(work: Coroutine[Any, Any, T]) -> T:
-    """Await ``work``; if the caller is cancelled meanwhile, ``work`` still runs to
-    its end first (a restore is not left half-watched: what it did is known)."""
-    task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # retrieved: the caller's cancel is what is raised
-        raise
-
-
-class Files(Scrollback):
+class Files(Attached):
     """Restores asked about, the files' state in the status bar, an event's diff."""
 
     _ending: bool
     _files_check: asyncio.Task[None] | None = None
     _files_again = False
     _files_due = 0.0  # the monotonic time before which the idle look waits
+    _restore_screen: RestoreScreen | None = None  # the restore question open
 
     # -- a continue's restore ----------------------------------------------------
 
     async def _files_first(self, session: AgentSession, text: str) -> bool:
-        """Restore the picked event's files before ``text`` is sent, asking about
-        conflicts; False: not sent (cancelled or failed; it is back in the box).
-        Either way the turn is then told not to restore (``keep_files``)."""
-        session.on_restore = OnRestore()
+        """Restore the picked event's files before ``text`` is sent, through the
+        session's own :meth:`~infai.agent.AgentSession.continue_from`, whose
+        conflicts are asked about in :class:`~.filescreens.RestoreScreen`; False:
+        not sent (cancelled or failed; it is back in the box). The turn then does
+        not restore again (``continue_from`` says so to the session)."""
         picked = session.pending_parent
         if picked is None:
             return True
-        try:
-            sent, done = await self._restore_asking(session)
+        work = asyncio.ensure_future(session.continue_from(picked, ask=self._restore_answer))
+        try:  # a restore is not left half-watched: what it did is known
+            done = await asyncio.shield(work)
         except asyncio.CancelledError:  # Ctrl-C, the app ending: the prompt is not sent
+            self._restore_screen_closed()  # an open question gives up: the work ends
+            await asyncio.wait([work])
+            if not work.cancelled():
+                work.exception()  # retrieved: the caller's cancel is what is raised
             if not self._ending:
                 self.give_back([text])
                 self._stale = True  # a restore that finished meanwhile is shown after
             raise
-        if not sent:
+        except RestoreRefused:  # the question was cancelled
+            self.notify("not sent, nothing changed: the prompt is back in the box")
             self.give_back([text])
             return False
-        session.on_restore = OnRestore(keep_files=True)
+        except InfaiError as exc:  # a store or disk failure: nothing was sent
+            said = f"the files could not be restored, the prompt was not sent: {exc}"
+            await self.query_one(ChatView).notice(said, error=True)
+            self.notify(said, severity="error", timeout=10)
+            self.give_back([text])
+            return False
         await self._restored(done)
         return True
 
-    async def _restore_asking(self, session: AgentSession) -> tuple[bool, Restored | None]:
-        """(whether to send the prompt, the restore done): a refusal is asked
-        about and tried again as answered, until it is done or the user gives up."""
-        choice = OnRestore()
-        while True:
-            try:
-                return True, await _to_its_end(session.restore_files(choice))
-            except RestoreRefused as refused:
-                answer = await self._ask_restore(refused)
-                if answer is None:
-                    self.notify("not sent, nothing changed: the prompt is back in the box")
-                    return False, None
-                choice = restore_choice(answer, refused.conflicts, refused.others)
-            except InfaiError as exc:  # a store or disk failure: nothing was sent
-                said = f"the files could not be restored, the prompt was not sent: {exc}"
-                await self.query_one(ChatView).notice(said, error=True)
-                self.notify(said, severity="error", timeout=10)
-                return False, None
-            if choice.keep_files:  # the conversation continues, the files stay
-                return True, None
+    async def _restore_answer(self, refused: RestoreRefused) -> OnRestore | None:
+        """The user's answer to a refused restore, as the restore's choice (None: cancel)."""
+        answer = await self._ask_restore(refused)
+        if answer is None:
+            return None
+        return restore_choice(answer, refused.conflicts, refused.others)
+
+    def _restore_screen_closed(self) -> None:
+        screen = self._restore_screen
+        if screen is not None and screen.is_active:
+            screen.dismiss(None)
 
     async def _ask_restore(self, refused: RestoreRefused) -> str | None:
         """The question, answered by the user (None: cancel); closed if the worker
         is cancelled meanwhile."""
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        screen = RestoreScreen(refused.conflicts, refused.others)
+        screen = self._restore_screen = RestoreScreen(refused.conflicts, refused.others)
 
         def answered(answer: str | None) -> None:
             if not future.done():
@@ -172,6 +141,7 @@ class Files(Scrollback):
         try:
             return await future
         finally:
+            self._restore_screen = None
             if screen.is_active:
                 screen.dismiss(None)
 
@@ -297,7 +267,7 @@ class Files(Scrollback):
         if session is None:
             return
         try:
-            shown = await off_loop(lambda: event_diff(session, store, event_id))
+            shown = await self.backend.event_diff(session, store, event_id)
         except InfaiError as exc:
             self.notify(f"no diff: {exc}", severity="error", timeout=10)
             return

@@ -27,9 +27,11 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from infai.agent import AgentSession, Harness, context_tokens
+from infai.agent import AgentSession, Harness, context_tokens, diff_at
+from infai.agent import files_at as files_listed
 from infai.llm import Model
 from infai.store import (
+    CHECKPOINT_KINDS,
     Entry,
     Event,
     MessageRecord,
@@ -43,6 +45,7 @@ from infai.store import (
     WriterLocked,
 )
 
+from .filescreens import EventDiff
 from .modals import Listed
 from .panels import branch_label, fork_point
 
@@ -351,3 +354,23 @@ def use_model(harness: Harness, session: AgentSession, name: str) -> Model:
     """Switch the harness and the open session (kept open) to the model ``name``;
     returns the model used before, for the caller to close on the loop."""
     return harness.use_model(session, name)
+
+
+def event_diff(session: AgentSession, store: SessionStore, event_id: str) -> EventDiff:
+    """The files at ``event_id`` against the snapshot before them on its path
+    (index entries to find both, then :func:`~infai.agent.diff_at`). Blocks on
+    the store and the disk: run it in a thread."""
+    path = session.view.path(event_id, to_boundary=False)
+    marks = [entry for entry in path if entry.kind in CHECKPOINT_KINDS]
+    seq = path[-1].seq if path else "?"
+    if not marks:
+        return EventDiff(f"no files were recorded at or before #{seq}")
+    new = marks[-1]
+    at = f"#{new.seq}" + ("" if new.seq == seq else f" (the files of #{seq})")
+    if len(marks) == 1:
+        listed = files_listed(store, session.session_id, new.id)
+        paths = [str(item["path"]) for item in listed["files"]]
+        return EventDiff(f"files at {at}: first recorded, {len(paths)} file(s)", listed=paths)
+    old = marks[-2]
+    report = diff_at(store, session.session_id, old.id, new.id)
+    return EventDiff(f"files at {at} against #{old.seq}", report=report)

@@ -42,6 +42,7 @@ from infai.agent import (
 from infai.store import MessageRecord, StoreError
 
 from . import history
+from .backend import Backend
 from .chat import ChatView
 from .commands import Commands
 from .prompt import PromptInput
@@ -49,6 +50,10 @@ from .store_io import off_loop
 
 #: seconds within which a second Ctrl-C quits
 QUIT_WINDOW = 2.0
+#: what ``!cmd`` says on a server's session (``infai --remote``)
+NO_BANG = "!cmd runs on this machine and the session is on the server: not with --remote"
+#: what a prompt naming ``@file`` says on a server's session
+NO_MENTION = "@file is not attached with --remote (the file is on this machine): sent as typed"
 #: a mention: ``@`` at the start of a word, then a path (no spaces)
 MENTIONED = re.compile(r"(?:^|(?<=\s))@(\S+)")
 
@@ -73,6 +78,7 @@ class UserContext(Commands):
     _armed: float  # when Ctrl-C last armed the quit
     _cancelled: bool  # Ctrl-C was pressed for the running turn
     _drafts_kept = False  # the app ended and its drafts were written
+    backend: Backend
 
     @property
     def prompt(self) -> PromptInput:
@@ -104,6 +110,10 @@ class UserContext(Commands):
     def bang(self, text: str) -> None:
         """``!cmd`` from the prompt box: run it now, or say why not (it is kept)."""
         why = ""
+        if self.backend.remote:  # said in one line; the command is kept
+            self.prompt.show(text)
+            self.run_worker(self.query_one(ChatView).notice(NO_BANG, error=True))
+            return
         if self.session is None:
             why = "no session is open (Ctrl-O)"
         elif self.busy:
@@ -143,6 +153,11 @@ class UserContext(Commands):
         """Before ``text`` is sent: the files it mentions are read (a refusal stops
         it, back in the box), the picked event's files restored, then the files
         recorded. False: not sent."""
+        if self.backend.remote:  # the files named are this machine's, the session the server's
+            mine = self.harness.working_dir
+            if await off_loop(lambda: mentions(text, mine)):
+                await self.query_one(ChatView).notice(NO_MENTION)
+            return await self._files_first(session, text)
         here = session.working_dir
         notes = []
         for path in await off_loop(lambda: mentions(text, here)):
