@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -100,5 +101,9 @@ def test_the_file_is_synced_before_the_rename_and_the_directory_after(
     done = run(home, "session", "export", sid, "-o", str(target), "--json")
     assert json.loads(done.stdout)["events"] == 2
     mine = [entry for entry in synced if entry[0].startswith(str(out_dir))]
-    assert mine == [(str(target) + ".tmp", False), (str(out_dir), True)]
+    (tmp, existed), directory = mine  # a temporary file of its own beside FILE, then the dir
+    assert Path(tmp).parent == out_dir and re.fullmatch(
+        r"s\.jsonl\.[0-9a-f]{12}\.tmp", Path(tmp).name
+    )
+    assert not existed and directory == (str(out_dir), True)
     assert len(target.read_bytes().splitlines()) == 3

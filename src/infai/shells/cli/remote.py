@@ -19,6 +19,7 @@ client's own files and configuration are not involved.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,29 @@ def guard(work: Any) -> Any:
         return work()
     except RemoteError as exc:
         raise remote_answer(exc) from exc
+
+
+def session_arg(value: str) -> str:
+    """A SESSION argument checked as the local commands check it (trimmed, lower-cased;
+    bad input in their words, "session id 'x' is not a UUID") before it becomes part
+    of a URL: ``../../other`` would otherwise send the token outside the API."""
+    return _uuid(value, "session id")
+
+
+def event_arg(value: str | None) -> str | None:
+    """An EVENT argument (None: not given), checked as :func:`session_arg` checks."""
+    return None if value is None else _uuid(value, "event id")
+
+
+#: a UUID as the store takes one (after trimming and lower-casing)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuid(value: str, what: str) -> str:
+    lowered = value.strip().lower()
+    if not _UUID.fullmatch(lowered):  # the store's words (infai.store's check)
+        raise BadInput(f"{what} {value!r} is not a UUID")
+    return lowered
 
 
 class RemoteFailure(click.ClickException):
@@ -149,7 +173,7 @@ _ENTRY_FIELDS = (
 
 def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any]:
     """The server's answer for the session's events: ``{head, events[, leaves]}``."""
-    path = f"/sessions/{session_id}/events"
+    path = f"/sessions/{session_arg(session_id)}/events"
     answer: dict[str, Any] = guard(lambda: remote_of(ctx).get(path, all=every or None))
     return answer
 
@@ -196,7 +220,8 @@ def remote_tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record, as `infai session show` prints it."""
-    obj = guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/events/{event_id}"))
+    path = f"/sessions/{session_arg(session_id)}/events/{event_arg(event_id)}"
+    obj = guard(lambda: remote_of(ctx).get(path))
     event = event_of(obj)
     if as_json:
         emit_json(render.event_json(event))
@@ -257,6 +282,7 @@ def remote_run(
     from .agent import _prompt_text
 
     text = _prompt_text(prompt)
+    from_event = event_arg(from_event)
     client = remote_of(ctx)
     sid = _session_for(client, session_id, resume, model_name)
     body: dict[str, Any] = {"text": text, "stream": True}
@@ -276,7 +302,7 @@ def _session_for(client: Remote, given: str | None, resume: bool, model: str | N
     if given and resume:
         raise BadInput("give --session or --continue, not both")
     if given:
-        return given
+        return session_arg(given)
     if resume:
         listed = guard(lambda: client.get("/sessions"))["sessions"]
         if not listed:

@@ -110,7 +110,7 @@ class Remote:
         line without one as it came), read as it arrives: for an answer too big to
         hold, such as a session's export. A body the server cut off is an error."""
         try:
-            with self._client.stream("GET", path) as response:
+            with self._client.stream("GET", api_path(path)) as response:
                 if response.status_code >= 400:
                     response.read()
                     _check(response, self.url)
@@ -120,7 +120,7 @@ class Remote:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._client.request(method, path, **kwargs)
+            response = self._client.request(method, api_path(path), **kwargs)
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: cannot reach the server ({exc})") from exc
         _check(response, self.url)
@@ -143,13 +143,24 @@ class Remote:
         client went)."""
         timeout = httpx.Timeout(TIMEOUT, read=None)
         try:
-            with self._client.stream("POST", path, json=dict(body), timeout=timeout) as response:
+            stream = self._client.stream("POST", api_path(path), json=dict(body), timeout=timeout)
+            with stream as response:
                 if response.status_code >= 400:
                     response.read()
                     _check(response, self.url)
                 yield from parse_frames(response.iter_lines())
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: the stream broke off ({exc})") from exc
+
+
+def api_path(path: str) -> str:
+    """``path`` if it stays under the API's URL: a ``.`` or ``..`` segment (a URL
+    keeps the request, and its token, under the API only if it has none), a
+    query or a fragment in it is refused, whatever built it."""
+    segments = path.split("/")
+    if any(s in (".", "..") for s in segments) or any(c in path for c in "?#%\\"):
+        raise RemoteError(f"{path!r} is not a path of the API", bad_input=True)
+    return path
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
