@@ -396,8 +396,14 @@ def write_whole(path: Path, lines: Iterable[bytes]) -> int:
     so nothing but ``path`` is ever written), which is synced, renamed over
     ``path``, and the directory synced. On any failure (an error from ``lines``,
     a full disk, an interrupt) the temporary file is removed and an existing
-    ``path`` is left as it was.
+    ``path`` is left as it was. A ``path`` that is a symbolic link is written
+    where it points, as ``>`` writes; one that is no regular file (``/dev/stdout``,
+    a named pipe, a device) is written into as it is, line by line, never
+    replaced by a file.
     """
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return _write_through(path, lines)
     fd, tmp = _new_beside(path)
     count = 0
     try:
@@ -412,6 +418,16 @@ def write_whole(path: Path, lines: Iterable[bytes]) -> int:
         tmp.unlink(missing_ok=True)
         raise
     sync_directory(path.parent)
+    return count
+
+
+def _write_through(path: Path, lines: Iterable[bytes]) -> int:
+    """``lines`` written into ``path``, a pipe or a device, as they come."""
+    count = 0
+    with path.open("wb") as f:
+        for line in lines:
+            f.write(line)
+            count += 1
     return count
 
 
