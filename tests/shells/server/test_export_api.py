@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,3 +159,24 @@ def test_clients_that_leave_mid_export_leave_nothing_behind(
         time.sleep(0.02)
     assert len(os.listdir("/proc/self/fd")) <= fds
     assert threading.active_count() <= threads + 4  # the pool's idle workers, not one a client
+
+
+def test_a_large_export_is_streamed_not_held(served: tuple[Store, httpx.Client]) -> None:
+    """A 24 MB session goes out in batches of about ``BATCH_BYTES``: the server
+    (in this process) never holds more than a few batches at once."""
+    store, client = served
+    sid = store.create_session(name="large").id
+    with store.open_writer(sid) as writer:
+        for _ in range(40):
+            writer.append(MessageRecord(content=os.urandom(300_000).hex()), "user")
+    tracemalloc.start()
+    try:
+        size = 0
+        with client.stream("GET", f"/v1/sessions/{sid}/export") as response:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size > 24_000_000
+    assert peak < size / 3, (peak, size)
