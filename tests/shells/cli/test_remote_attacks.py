@@ -15,6 +15,8 @@
   errors included, and nothing of it is a live control sequence.
 - ``search --limit`` above what the server sends (200) shows the best 200 and
   says so, where it used to fail.
+- A redirect (a proxy sending HTTP to HTTPS) or an empty answer is a one-line
+  error, not a traceback.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ class _Fake(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.paths.append(self.path)
         body = self.server.body
-        self.send_response(200)
+        self.send_response(self.server.status)
+        for name, value in self.server.headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", self.server.media)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -78,10 +82,12 @@ class _FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     body = b""
     media = "application/x-ndjson"
+    status = 200
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Fake)
         self.paths: list[str] = []
+        self.headers: dict[str, str] = {}
 
 
 @pytest.fixture
@@ -173,6 +179,32 @@ def test_the_client_keeps_every_request_under_the_api() -> None:
         assert asked == []
         client.get("/sessions")
     assert asked == ["http://box/infai/v1/sessions"]
+
+
+def test_a_redirect_or_an_empty_answer_is_one_line_not_a_traceback(fake: _FakeServer) -> None:
+    """A proxy that sends plain HTTP to HTTPS (301, no body) used to end every
+    command in a TypeError; the redirect is not followed (the token is for the
+    URL given) but named."""
+    fake.status, fake.headers = 301, {"Location": "https://box.example/infai/v1/sessions"}
+    commands: list[tuple[str, ...]] = [
+        ("session", "ls"),
+        ("session", "log", SID),
+        ("session", "files", SID),
+        ("session", "export", SID),
+        ("search", "word"),
+        ("compact", SID),
+        ("run", "hi"),
+    ]
+    for command in commands:
+        out = infai("--remote", _url(fake), "--token", TOKEN, *command, code=2).output
+        assert out == (
+            f"Error: {_url(fake)}/v1: the server redirects to "
+            "https://box.example/infai/v1/sessions: give --remote the URL it names\n"
+        ), command
+    fake.status, fake.headers = 200, {}
+    for command in commands[:3]:
+        out = infai("--remote", _url(fake), "--token", TOKEN, *command, code=1).output
+        assert out == f"Error: {_url(fake)}/v1: the answer is not JSON (is this infai serve?)\n"
 
 
 # -- export -o FILE ------------------------------------------------------------------

@@ -111,7 +111,7 @@ class Remote:
         hold, such as a session's export. A body the server cut off is an error."""
         try:
             with self._client.stream("GET", api_path(path)) as response:
-                if response.status_code >= 400:
+                if response.status_code >= 300:
                     response.read()
                     _check(response, self.url)
                 yield from split_lines(response.iter_bytes())
@@ -127,7 +127,7 @@ class Remote:
         return response
 
     def _json(self, response: httpx.Response) -> Any:
-        if not response.content:
+        if response.status_code == 204:
             return None
         try:
             return response.json()
@@ -145,7 +145,7 @@ class Remote:
         try:
             stream = self._client.stream("POST", api_path(path), json=dict(body), timeout=timeout)
             with stream as response:
-                if response.status_code >= 400:
+                if response.status_code >= 300:
                     response.read()
                     _check(response, self.url)
                 yield from parse_frames(response.iter_lines())
@@ -186,6 +186,13 @@ def _query_value(value: Any) -> str:
 def _check(response: httpx.Response, url: str) -> None:
     """Raise :class:`RemoteError` for an error status, with the server's message."""
     status = response.status_code
+    if 300 <= status < 400:  # not followed: the token is for this URL only
+        where = response.headers.get("location") or "elsewhere"
+        raise RemoteError(
+            f"{url}: the server redirects to {where}: give --remote the URL it names",
+            status,
+            bad_input=True,
+        )
     if status < 400:
         return
     try:
