@@ -366,3 +366,25 @@ def test_a_limit_above_the_servers_shows_its_best_and_says_so(
     assert len(json.loads(fewer.stdout)["hits"]) == 200
     small = infai("--remote", url, "--token", TOKEN, "search", "number 7", "--limit", "300")
     assert small.stderr == ""  # fewer hits than the server's most: nothing to say
+
+
+def test_a_turn_faster_than_the_client_prints_its_whole_answer(
+    served: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """A model that writes faster than the client reads (here 40,000 pieces at
+    once) leaves it more than the server's 10,000 frames behind: the server
+    drops it (``lagged``) and the turn goes on. The client used to stop there
+    (the answer cut, exit 1, "the stream ended before the turn did"); it now
+    watches the session again and prints the rest from the settled answer."""
+    url = served[0]
+    answer = "fast words " * 30_000
+    script = tmp_path / "fast.json"
+    script.write_text(json.dumps([answer, answer]))
+    remote = ("--remote", url, "--token", TOKEN, "run", "--model", f"scripted:{script}")
+    ran = infai(*remote, "go")
+    assert ran.stdout == answer + "\n"
+    assert ran.stderr.startswith("session ")
+    lines = [json.loads(x) for x in infai(*remote, "--json", "again").stdout.splitlines()]
+    assert lines[-1]["type"] == "end" and lines[-1]["outcome"] == "done"
+    said = [x for x in lines if x["type"] == "saved" and x["event"]["role"] == "assistant"]
+    assert said and said[-1]["event"]["digest"]  # the answer, a blob, is there

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -313,15 +314,39 @@ def _session_for(client: Remote, given: str | None, resume: bool, model: str | N
 
 
 def _turn(client: Remote, sid: str, body: dict[str, Any], as_json: bool) -> str:
-    """Stream one turn: print it as the local ``run`` does; the outcome."""
+    """Stream one turn: print it as the local ``run`` does; the outcome.
+
+    A client that falls too far behind (a model faster than the network) is
+    told ``lagged`` and the turn goes on without it: it then watches the session
+    from the last event it saw, and prints the rest of the answer from the
+    settled messages (the pieces it missed are gone). Ctrl-C while it watches
+    cancels the turn, as leaving the turn's own stream does."""
     shown = _Shown(client, sid, as_json)
-    for frame in client.stream(f"/sessions/{sid}/prompt", body):
-        if frame.name == "approval":
-            _approve(client, sid, frame.data)
-        elif shown.take(frame):
+    frames = client.stream(f"/sessions/{sid}/prompt", body)
+    while True:
+        lagged = False
+        for frame in frames:
+            if frame.name == "approval":
+                _approve(client, sid, frame.data)
+            elif frame.name == "lagged":
+                lagged = shown.behind = True
+            elif shown.take(frame):
+                shown.finish()
+                return shown.outcome
+        if not lagged:
             break
+        frames = _watched(client, sid, shown)
     shown.finish()
     return shown.outcome
+
+
+def _watched(client: Remote, sid: str, shown: _Shown) -> Iterator[Frame]:
+    """The session's stream after the last event ``shown`` saw; Ctrl-C cancels the turn."""
+    try:
+        yield from client.stream(f"/sessions/{sid}/stream", after=shown.last_event)
+    except KeyboardInterrupt:
+        client.post(f"/sessions/{sid}/cancel", {"turn": shown.turn} if shown.turn else {})
+        raise
 
 
 class _Shown:
@@ -332,13 +357,35 @@ class _Shown:
         self.mid_line = False
         self.outcome = "error"
         self.error: str | None = "the stream ended before the turn did"
+        #: the turn (from its first frame) and the last settled event seen
+        self.turn: str | None = None
+        self.last_event: str | None = None
+        #: the answer's text printed since the last settled message
+        self.said = ""
+        #: whether frames were lost: text comes from the settled messages instead
+        self.behind = False
 
     def take(self, frame: Frame) -> bool:
         """Show one frame; True at the turn's end."""
+        if frame.name == "ready":  # watching again: is the turn still running?
+            if self.turn is not None and frame.data.get("turn") == self.turn:
+                return False
+            last = frame.data.get("last_turn") or {}
+            if self.turn is not None and last.get("turn") == self.turn:  # how it ended
+                from infai.shells.remote import Frame
+
+                return self.take(Frame("turn_ended", last))
+            self.error = (  # it ended while this client was away: its end was not seen
+                f"the turn ended while this client was behind; `infai session log {self.sid}`"
+                " shows how"
+            )
+            return True
+        self.turn = self.turn or frame.data.get("turn")
         data = {k: v for k, v in frame.data.items() if k != "turn"}
         if frame.name == "settled":
+            self.last_event = frame.id or self.last_event
             self._settled(self._resolved(data))
-        elif frame.name == "delta":
+        elif frame.name == "delta" and not self.behind:
             self._delta(data)
         elif frame.name == "turn_ended":
             self.outcome = str(data["outcome"])
@@ -361,7 +408,9 @@ class _Shown:
         if self.as_json:
             self._json({"type": "stream", **data})
         elif data.get("kind") == "text":
-            echo(str(data.get("text", "")), nl=False)
+            text = str(data.get("text", ""))
+            echo(text, nl=False)
+            self.said += text
             self.mid_line = True
         elif data.get("kind") == "notice":
             self._end_line()
@@ -375,12 +424,22 @@ class _Shown:
         if self.as_json:
             self._json({"type": "saved", "event": event})
             return
-        if event.get("kind") == "message" and self.mid_line:
+        if event.get("kind") == "message" and self.behind and event.get("role") == "assistant":
+            self._rest_of(str((event.get("record") or {}).get("content") or ""))
+        if event.get("kind") == "message":
+            self.said = ""
             self._end_line()
         elif event.get("kind") == "tool_result" and event.get("record") is not None:
             record = record_from_obj("tool_result", event["record"])
             if isinstance(record, ToolResultRecord):
                 echo(_result_line(record), err=True)
+
+    def _rest_of(self, content: str) -> None:
+        """A settled answer's text that its lost pieces did not print."""
+        rest = content[len(self.said) :] if content.startswith(self.said) else content
+        if rest:
+            echo(rest, nl=False)
+            self.mid_line = True
 
     def _end_line(self) -> None:
         if self.mid_line:

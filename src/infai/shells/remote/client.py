@@ -136,14 +136,19 @@ class Remote:
                 f"{self.url}: the answer is not JSON (is this infai serve?)", response.status_code
             ) from exc
 
-    def stream(self, path: str, body: Mapping[str, Any]) -> Iterator[Frame]:
-        """``POST path`` with ``body`` answered by server-sent events, one
-        :class:`Frame` at a time until the server ends the stream. Leaving the
-        iteration early closes the connection (the server cancels a turn whose
-        client went)."""
+    def stream(
+        self, path: str, body: Mapping[str, Any] | None = None, **params: Any
+    ) -> Iterator[Frame]:
+        """``POST path`` with ``body`` (None: ``GET path`` with the query ``params``)
+        answered by server-sent events, one :class:`Frame` at a time until the
+        server ends the stream. Leaving the iteration early closes the
+        connection (the server cancels a turn whose client went)."""
         timeout = httpx.Timeout(TIMEOUT, read=None)
+        query = {k: _query_value(v) for k, v in params.items() if v is not None}
+        sent: dict[str, Any] = {"params": query} if body is None else {"json": dict(body)}
+        method = "GET" if body is None else "POST"
         try:
-            stream = self._client.stream("POST", api_path(path), json=dict(body), timeout=timeout)
+            stream = self._client.stream(method, api_path(path), timeout=timeout, **sent)
             with stream as response:
                 if response.status_code >= 300:
                     response.read()
