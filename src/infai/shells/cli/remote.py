@@ -19,6 +19,7 @@ client's own files and configuration are not involved.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Iterator
@@ -345,7 +346,10 @@ def _watched(client: Remote, sid: str, shown: _Shown) -> Iterator[Frame]:
     try:
         yield from client.stream(f"/sessions/{sid}/stream", after=shown.last_event)
     except KeyboardInterrupt:
-        client.post(f"/sessions/{sid}/cancel", {"turn": shown.turn} if shown.turn else {})
+        from infai.shells.remote import RemoteError
+
+        with contextlib.suppress(RemoteError):  # over already, or the server is gone
+            client.post(f"/sessions/{sid}/cancel", {"turn": shown.turn} if shown.turn else {})
         raise
 
 
