@@ -11,6 +11,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -100,5 +103,44 @@ def test_the_file_is_synced_before_the_rename_and_the_directory_after(
     done = run(home, "session", "export", sid, "-o", str(target), "--json")
     assert json.loads(done.stdout)["events"] == 2
     mine = [entry for entry in synced if entry[0].startswith(str(out_dir))]
-    assert mine == [(str(target) + ".tmp", False), (str(out_dir), True)]
+    (tmp, existed), directory = mine  # a temporary file of its own beside FILE, then the dir
+    assert Path(tmp).parent == out_dir and re.fullmatch(
+        r"s\.jsonl\.[0-9a-f]{12}\.tmp", Path(tmp).name
+    )
+    assert not existed and directory == (str(out_dir), True)
     assert len(target.read_bytes().splitlines()) == 3
+
+
+def test_a_pipe_or_a_link_is_written_through_never_replaced(tmp_path: Path, out_dir: Path) -> None:
+    """``-o /dev/stdout`` (a link to a pipe or a terminal) used to be replaced by a
+    regular file (as root: /dev/stdout itself), and a named pipe's reader got
+    nothing; a link to a file was replaced by a file, its target left stale."""
+    home = tmp_path / "home"
+    sid = session_with_messages(home, 2)
+    whole = run(home, "session", "export", sid).stdout_bytes
+    pipe = out_dir / "pipe"
+    os.mkfifo(pipe)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    run(home, "session", "export", sid, "-o", str(pipe))
+    reader.join(10)
+    assert got == [whole] and stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    link = out_dir / "stdout"
+    link.symlink_to("pipe")  # as /dev/stdout -> /proc/self/fd/1 -> a pipe
+    reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    run(home, "session", "export", sid, "-o", str(link))
+    reader.join(10)
+    assert got == [whole, whole] and link.is_symlink()
+    (out_dir / "real.jsonl").write_bytes(b"old\n")
+    (out_dir / "latest.jsonl").symlink_to("real.jsonl")
+    run(home, "session", "export", sid, "-o", str(out_dir / "latest.jsonl"))
+    assert (out_dir / "latest.jsonl").is_symlink()
+    assert (out_dir / "real.jsonl").read_bytes() == whole
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "latest.jsonl",
+        "pipe",
+        "real.jsonl",
+        "stdout",
+    ]

@@ -262,7 +262,8 @@ class _CutOff(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        line = b'{"infai_export": 1}\n'
+        sid = self.path.split("/")[-2].encode()  # a header as the server's: the session's
+        line = b'{"infai_export": 1, "session": {"id": "%s"}}\n' % sid
         self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
         self.wfile.flush()  # and no last chunk: the body ends early
         self.close_connection = True

@@ -19,7 +19,10 @@ client's own files and configuration are not involved.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -70,6 +73,29 @@ def guard(work: Any) -> Any:
         return work()
     except RemoteError as exc:
         raise remote_answer(exc) from exc
+
+
+def session_arg(value: str) -> str:
+    """A SESSION argument checked as the local commands check it (trimmed, lower-cased;
+    bad input in their words, "session id 'x' is not a UUID") before it becomes part
+    of a URL: ``../../other`` would otherwise send the token outside the API."""
+    return _uuid(value, "session id")
+
+
+def event_arg(value: str | None) -> str | None:
+    """An EVENT argument (None: not given), checked as :func:`session_arg` checks."""
+    return None if value is None else _uuid(value, "event id")
+
+
+#: a UUID as the store takes one (after trimming and lower-casing)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuid(value: str, what: str) -> str:
+    lowered = value.strip().lower()
+    if not _UUID.fullmatch(lowered):  # the store's words (infai.store's check)
+        raise BadInput(f"{what} {value!r} is not a UUID")
+    return lowered
 
 
 class RemoteFailure(click.ClickException):
@@ -149,7 +175,7 @@ _ENTRY_FIELDS = (
 
 def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any]:
     """The server's answer for the session's events: ``{head, events[, leaves]}``."""
-    path = f"/sessions/{session_id}/events"
+    path = f"/sessions/{session_arg(session_id)}/events"
     answer: dict[str, Any] = guard(lambda: remote_of(ctx).get(path, all=every or None))
     return answer
 
@@ -196,7 +222,8 @@ def remote_tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record, as `infai session show` prints it."""
-    obj = guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/events/{event_id}"))
+    path = f"/sessions/{session_arg(session_id)}/events/{event_arg(event_id)}"
+    obj = guard(lambda: remote_of(ctx).get(path))
     event = event_of(obj)
     if as_json:
         emit_json(render.event_json(event))
@@ -257,6 +284,7 @@ def remote_run(
     from .agent import _prompt_text
 
     text = _prompt_text(prompt)
+    from_event = event_arg(from_event)
     client = remote_of(ctx)
     sid = _session_for(client, session_id, resume, model_name)
     body: dict[str, Any] = {"text": text, "stream": True}
@@ -276,7 +304,7 @@ def _session_for(client: Remote, given: str | None, resume: bool, model: str | N
     if given and resume:
         raise BadInput("give --session or --continue, not both")
     if given:
-        return given
+        return session_arg(given)
     if resume:
         listed = guard(lambda: client.get("/sessions"))["sessions"]
         if not listed:
@@ -287,15 +315,42 @@ def _session_for(client: Remote, given: str | None, resume: bool, model: str | N
 
 
 def _turn(client: Remote, sid: str, body: dict[str, Any], as_json: bool) -> str:
-    """Stream one turn: print it as the local ``run`` does; the outcome."""
+    """Stream one turn: print it as the local ``run`` does; the outcome.
+
+    A client that falls too far behind (a model faster than the network) is
+    told ``lagged`` and the turn goes on without it: it then watches the session
+    from the last event it saw, and prints the rest of the answer from the
+    settled messages (the pieces it missed are gone). Ctrl-C while it watches
+    cancels the turn, as leaving the turn's own stream does."""
     shown = _Shown(client, sid, as_json)
-    for frame in client.stream(f"/sessions/{sid}/prompt", body):
-        if frame.name == "approval":
-            _approve(client, sid, frame.data)
-        elif shown.take(frame):
+    frames = client.stream(f"/sessions/{sid}/prompt", body)
+    while True:
+        lagged = False
+        for frame in frames:
+            if frame.name == "approval":
+                _approve(client, sid, frame.data)
+            elif frame.name == "lagged":
+                lagged = shown.behind = True
+            elif shown.take(frame):
+                shown.finish()
+                return shown.outcome
+        if not lagged:
             break
+        frames = _watched(client, sid, shown)
     shown.finish()
     return shown.outcome
+
+
+def _watched(client: Remote, sid: str, shown: _Shown) -> Iterator[Frame]:
+    """The session's stream after the last event ``shown`` saw; Ctrl-C cancels the turn."""
+    try:
+        yield from client.stream(f"/sessions/{sid}/stream", after=shown.last_event)
+    except KeyboardInterrupt:
+        from infai.shells.remote import RemoteError
+
+        with contextlib.suppress(RemoteError):  # over already, or the server is gone
+            client.post(f"/sessions/{sid}/cancel", {"turn": shown.turn} if shown.turn else {})
+        raise
 
 
 class _Shown:
@@ -306,13 +361,35 @@ class _Shown:
         self.mid_line = False
         self.outcome = "error"
         self.error: str | None = "the stream ended before the turn did"
+        #: the turn (from its first frame) and the last settled event seen
+        self.turn: str | None = None
+        self.last_event: str | None = None
+        #: the answer's text printed since the last settled message
+        self.said = ""
+        #: whether frames were lost: text comes from the settled messages instead
+        self.behind = False
 
     def take(self, frame: Frame) -> bool:
         """Show one frame; True at the turn's end."""
+        if frame.name == "ready":  # watching again: is the turn still running?
+            if self.turn is not None and frame.data.get("turn") == self.turn:
+                return False
+            last = frame.data.get("last_turn") or {}
+            if self.turn is not None and last.get("turn") == self.turn:  # how it ended
+                from infai.shells.remote import Frame
+
+                return self.take(Frame("turn_ended", last))
+            self.error = (  # it ended while this client was away: its end was not seen
+                f"the turn ended while this client was behind; `infai session log {self.sid}`"
+                " shows how"
+            )
+            return True
+        self.turn = self.turn or frame.data.get("turn")
         data = {k: v for k, v in frame.data.items() if k != "turn"}
         if frame.name == "settled":
+            self.last_event = frame.id or self.last_event
             self._settled(self._resolved(data))
-        elif frame.name == "delta":
+        elif frame.name == "delta" and not self.behind:
             self._delta(data)
         elif frame.name == "turn_ended":
             self.outcome = str(data["outcome"])
@@ -335,7 +412,9 @@ class _Shown:
         if self.as_json:
             self._json({"type": "stream", **data})
         elif data.get("kind") == "text":
-            echo(str(data.get("text", "")), nl=False)
+            text = str(data.get("text", ""))
+            echo(text, nl=False)
+            self.said += text
             self.mid_line = True
         elif data.get("kind") == "notice":
             self._end_line()
@@ -349,12 +428,22 @@ class _Shown:
         if self.as_json:
             self._json({"type": "saved", "event": event})
             return
-        if event.get("kind") == "message" and self.mid_line:
+        if event.get("kind") == "message" and self.behind and event.get("role") == "assistant":
+            self._rest_of(str((event.get("record") or {}).get("content") or ""))
+        if event.get("kind") == "message":
+            self.said = ""
             self._end_line()
         elif event.get("kind") == "tool_result" and event.get("record") is not None:
             record = record_from_obj("tool_result", event["record"])
             if isinstance(record, ToolResultRecord):
                 echo(_result_line(record), err=True)
+
+    def _rest_of(self, content: str) -> None:
+        """A settled answer's text that its lost pieces did not print."""
+        rest = content[len(self.said) :] if content.startswith(self.said) else content
+        if rest:
+            echo(rest, nl=False)
+            self.mid_line = True
 
     def _end_line(self) -> None:
         if self.mid_line:

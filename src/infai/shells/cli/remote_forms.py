@@ -14,12 +14,15 @@ index is the server's to rebuild), ``compact --model``.
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
-from infai.store import KINDS
+from infai.store import KINDS, NIL_ID
 
 from .. import render
 from .common import echo, emit_json, json_option
@@ -27,15 +30,21 @@ from .errors import BadInput
 from .remote import (
     REMOTE_FORMS,
     RemoteFailure,
+    event_arg,
     event_of,
     guard,
     remote_answer,
     remote_of,
     remote_run,
     remote_session,
+    session_arg,
 )
 
 # -- search ----------------------------------------------------------------------------
+
+#: the most hits the server sends for one search (its ``MAX_LIMIT``): a larger
+#: ``--limit`` asks for these, and says so when they are all there are
+SERVER_LIMIT = 200
 
 
 @click.command("search")
@@ -66,7 +75,11 @@ def remote_search(
         raise BadInput("`infai search --rebuild` does not work with --remote: run it on the server")
     if query is None:
         raise click.UsageError("Missing argument 'QUERY'.")
-    params = {"q": query, "session": session_id, "dir": working_dir, "kind": kind, "limit": limit}
+    if not query.strip():  # in the store's words, as the local command says it
+        raise BadInput(f"search query {query!r}: nothing to search for")
+    session_id = session_id and session_arg(session_id)
+    asked = min(limit, SERVER_LIMIT)
+    params = {"q": query, "session": session_id, "dir": working_dir, "kind": kind, "limit": asked}
     answer = guard(lambda: remote_of(ctx).get("/search", **params))
     hits = SearchResults(
         (
@@ -77,6 +90,8 @@ def remote_search(
         (DamagedSession(**d) for d in answer.get("damaged") or ()),
     )
     say_results(hits, query, as_json)
+    if limit > asked and len(hits) == asked:
+        echo(f"infai: the server sends at most {asked} hits: the best {asked} are shown", err=True)
 
 
 # -- compact ---------------------------------------------------------------------------
@@ -90,9 +105,10 @@ def remote_compact(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Summarise the server's session now (its own model), as `infai compact` does."""
     from infai.shells.remote import RemoteError
 
+    path = f"/sessions/{session_arg(session_id)}/compact"
     client = remote_of(ctx)
     try:
-        obj = client.post(f"/sessions/{session_id}/compact")
+        obj = client.post(path)
     except RemoteError as exc:
         if exc.status == 422:  # the summary could not be made: as locally, a failure
             raise RemoteFailure(f"compaction failed, nothing changed: {exc}") from exc
@@ -121,7 +137,7 @@ def remote_context(
         raise BadInput(
             "`infai session context --explain` does not work with --remote: run it on the server"
         )
-    path = f"/sessions/{session_id}/context"
+    path, at = f"/sessions/{session_arg(session_id)}/context", event_arg(at)
     events = [event_of(obj) for obj in guard(lambda: remote_of(ctx).get(path, at=at))["events"]]
     if as_json:
         emit_json([render.event_json(e) for e in events])
@@ -143,7 +159,8 @@ def remote_files(ctx: click.Context, session_id: str, event_id: str | None, as_j
     """The files recorded at EVENT on the server, as `infai session files` lists them."""
     from .workfiles import say_files
 
-    got = guard(lambda: remote_of(ctx).get(f"/sessions/{session_id}/files", event=event_id))
+    path, event_id = f"/sessions/{session_arg(session_id)}/files", event_arg(event_id)
+    got = guard(lambda: remote_of(ctx).get(path, event=event_id))
     say_files(got, as_json)
 
 
@@ -159,8 +176,9 @@ def remote_diff(
     """What changed from FROM to TO (default: the server's working directory now)."""
     from .workfiles import say_diff
 
-    path = f"/sessions/{session_id}/diff"
-    got = guard(lambda: remote_of(ctx).get(path, **{"from": from_event, "to": to_event}))
+    path = f"/sessions/{session_arg(session_id)}/diff"
+    query = {"from": event_arg(from_event), "to": event_arg(to_event)}
+    got = guard(lambda: remote_of(ctx).get(path, **query))
     say_diff(got, as_json)
 
 
@@ -179,8 +197,9 @@ def remote_checkout(
     """Put EVENT's files back on the server's disk, as `infai session checkout` does."""
     from .workfiles import say_checkout
 
-    body = {"event": event_id, "dry_run": dry_run, "force": force}
-    answer = guard(lambda: remote_of(ctx).post(f"/sessions/{session_id}/checkout", body))
+    path = f"/sessions/{session_arg(session_id)}/checkout"
+    body = {"event": event_arg(event_id), "dry_run": dry_run, "force": force}
+    answer = guard(lambda: remote_of(ctx).post(path, body))
     say_checkout(answer, as_json)
 
 
@@ -197,7 +216,9 @@ def remote_export(ctx: click.Context, session_id: str, output: str | None, as_js
     (the file is written on this machine; `infai session import` reads it)."""
     from .session import write_whole
 
-    lines = remote_of(ctx).lines(f"/sessions/{session_id}/export")
+    sid = session_arg(session_id)
+    client = remote_of(ctx)
+    lines = checked_export(client.lines(f"/sessions/{sid}/export"), sid, client.url)
     if output is None:
 
         def copy() -> None:
@@ -215,6 +236,75 @@ def remote_export(ctx: click.Context, session_id: str, output: str | None, as_js
         emit_json({"session": session_id.lower(), "file": output, "events": count - 1})
     else:
         echo(f"exported {count - 1} events to {output}", err=True)
+
+
+def checked_export(lines: Iterable[bytes], session_id: str, url: str) -> Iterator[bytes]:
+    """The lines of a server's export as they arrive, each passed on only once it is
+    what `infai session export` writes: the header of SESSION's export first, then
+    one JSON object per line, each event after its parent, the objects (version
+    2 only) last, and every line ended. Anything else, a body that is not an
+    export or one that ends mid-line, raises :class:`RemoteError` naming the line,
+    so ``-o FILE`` is left as it was (and stdout gets no line of it)."""
+    from infai.shells.remote import RemoteError
+
+    check = _ExportCheck(session_id)
+    number = 0
+    for number, line in enumerate(lines, start=1):
+        problem = check.problem(line, number)
+        if problem is not None:
+            raise RemoteError(f"{url}: the export is not one: line {number}: {problem}")
+        yield line
+    if number == 0:
+        raise RemoteError(f"{url}: the export is not one: the answer is empty")
+
+
+class _ExportCheck:
+    """What has been seen of an export so far (event ids; its version; objects)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.version: object = None
+        self.events: set[str] = set()
+        self.in_objects = False
+
+    def problem(self, line: bytes, number: int) -> str | None:
+        """What is wrong with the ``number``-th line (None: nothing)."""
+        if not line.endswith(b"\n"):
+            return "it ends without a newline (the answer was cut off)"
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            return "not JSON (is this infai serve?)"
+        if not isinstance(obj, dict):
+            return "not a JSON object"
+        if number == 1:
+            return self._header(obj)
+        if set(obj) == {"object", "data"}:
+            self.in_objects = True
+            return "an object in a version 1 export" if self.version == 1 else None
+        return self._event(obj)
+
+    def _header(self, obj: dict[str, Any]) -> str | None:
+        self.version = obj.get("infai_export")
+        session = obj.get("session")
+        if self.version not in (1, 2) or isinstance(self.version, bool):
+            return "not the header of an infai export"
+        if not isinstance(session, dict) or session.get("id") != self.session_id:
+            return f"not the export of session {self.session_id}"
+        return None
+
+    def _event(self, obj: dict[str, Any]) -> str | None:
+        event_id, parent = obj.get("id"), obj.get("parent_id")
+        if self.in_objects:
+            return "an event after the objects"
+        if not isinstance(event_id, str) or not isinstance(parent, str) or "kind" not in obj:
+            return "not an event"
+        if event_id in self.events:
+            return f"event {event_id} appears twice"
+        if parent != NIL_ID and parent not in self.events:
+            return f"the parent of event {event_id} does not come before it"
+        self.events.add(event_id)
+        return None
 
 
 # -- the root's dispatch ---------------------------------------------------------------

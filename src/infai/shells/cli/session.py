@@ -391,15 +391,23 @@ def session_export(store: SessionStore, session_id: str, output: str | None, as_
 def write_whole(path: Path, lines: Iterable[bytes]) -> int:
     """Write ``lines`` to ``path`` all or nothing; the number of lines written.
 
-    The lines go to ``path``'s ``.tmp`` sibling, which is synced, renamed over
+    The lines go to a new temporary file beside ``path`` (a name of its own,
+    created exclusively: never an existing file, never through a symbolic link,
+    so nothing but ``path`` is ever written), which is synced, renamed over
     ``path``, and the directory synced. On any failure (an error from ``lines``,
     a full disk, an interrupt) the temporary file is removed and an existing
-    ``path`` is left as it was.
+    ``path`` is left as it was. A ``path`` that is a symbolic link is written
+    where it points, as ``>`` writes; one that is no regular file (``/dev/stdout``,
+    a named pipe, a device) is written into as it is, line by line, never
+    replaced by a file.
     """
-    tmp = path.with_name(path.name + ".tmp")
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return _write_through(path, lines)
+    fd, tmp = _new_beside(path)
     count = 0
     try:
-        with tmp.open("wb") as f:
+        with open(fd, "wb") as f:
             for line in lines:
                 f.write(line)
                 count += 1
@@ -411,6 +419,30 @@ def write_whole(path: Path, lines: Iterable[bytes]) -> int:
         raise
     sync_directory(path.parent)
     return count
+
+
+def _write_through(path: Path, lines: Iterable[bytes]) -> int:
+    """``lines`` written into ``path``, a pipe or a device, as they come."""
+    count = 0
+    with path.open("wb") as f:
+        for line in lines:
+            f.write(line)
+            count += 1
+    return count
+
+
+def _new_beside(path: Path) -> tuple[int, Path]:
+    """A new empty file in ``path``'s directory, open for writing (mode 0666 less
+    the umask, as a plain ``open`` makes it), and its path."""
+    import secrets
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # 48 random bits taken: try another name
+            continue
 
 
 def sync_directory(directory: Path) -> None:

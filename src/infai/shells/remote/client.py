@@ -110,8 +110,8 @@ class Remote:
         line without one as it came), read as it arrives: for an answer too big to
         hold, such as a session's export. A body the server cut off is an error."""
         try:
-            with self._client.stream("GET", path) as response:
-                if response.status_code >= 400:
+            with self._client.stream("GET", api_path(path)) as response:
+                if response.status_code >= 300:
                     response.read()
                     _check(response, self.url)
                 yield from split_lines(response.iter_bytes())
@@ -120,14 +120,14 @@ class Remote:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._client.request(method, path, **kwargs)
+            response = self._client.request(method, api_path(path), **kwargs)
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: cannot reach the server ({exc})") from exc
         _check(response, self.url)
         return response
 
     def _json(self, response: httpx.Response) -> Any:
-        if not response.content:
+        if response.status_code == 204:
             return None
         try:
             return response.json()
@@ -136,20 +136,36 @@ class Remote:
                 f"{self.url}: the answer is not JSON (is this infai serve?)", response.status_code
             ) from exc
 
-    def stream(self, path: str, body: Mapping[str, Any]) -> Iterator[Frame]:
-        """``POST path`` with ``body`` answered by server-sent events, one
-        :class:`Frame` at a time until the server ends the stream. Leaving the
-        iteration early closes the connection (the server cancels a turn whose
-        client went)."""
+    def stream(
+        self, path: str, body: Mapping[str, Any] | None = None, **params: Any
+    ) -> Iterator[Frame]:
+        """``POST path`` with ``body`` (None: ``GET path`` with the query ``params``)
+        answered by server-sent events, one :class:`Frame` at a time until the
+        server ends the stream. Leaving the iteration early closes the
+        connection (the server cancels a turn whose client went)."""
         timeout = httpx.Timeout(TIMEOUT, read=None)
+        query = {k: _query_value(v) for k, v in params.items() if v is not None}
+        sent: dict[str, Any] = {"params": query} if body is None else {"json": dict(body)}
+        method = "GET" if body is None else "POST"
         try:
-            with self._client.stream("POST", path, json=dict(body), timeout=timeout) as response:
-                if response.status_code >= 400:
+            stream = self._client.stream(method, api_path(path), timeout=timeout, **sent)
+            with stream as response:
+                if response.status_code >= 300:
                     response.read()
                     _check(response, self.url)
                 yield from parse_frames(response.iter_lines())
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: the stream broke off ({exc})") from exc
+
+
+def api_path(path: str) -> str:
+    """``path`` if it stays under the API's URL: a ``.`` or ``..`` segment (a URL
+    keeps the request, and its token, under the API only if it has none), a
+    query or a fragment in it is refused, whatever built it."""
+    segments = path.split("/")
+    if any(s in (".", "..") for s in segments) or any(c in path for c in "?#%\\"):
+        raise RemoteError(f"{path!r} is not a path of the API", bad_input=True)
+    return path
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -175,6 +191,13 @@ def _query_value(value: Any) -> str:
 def _check(response: httpx.Response, url: str) -> None:
     """Raise :class:`RemoteError` for an error status, with the server's message."""
     status = response.status_code
+    if 300 <= status < 400:  # not followed: the token is for this URL only
+        where = response.headers.get("location") or "elsewhere"
+        raise RemoteError(
+            f"{url}: the server redirects to {where}: give --remote the URL it names",
+            status,
+            bad_input=True,
+        )
     if status < 400:
         return
     try:

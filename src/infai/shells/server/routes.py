@@ -404,6 +404,8 @@ async def stream(call: Call) -> Response:
         start = await call.read(lambda reader: reader.seq_of(after)) + 1
     feed, now, end = served.watch()
     ready = {"session": served.session_id, "head": served.head()["head"]}
+    if served.last_end is not None:  # how the last turn ended, for a client that lost it
+        ready["last_turn"] = served.last_end
     now.append(frame("ready", {**ready, "turn": served.turn_id}))
     frames = _frames(call, feed, now, end if start is None else start, end)
     return EventSourceResponse(frames, ping=PING_SECONDS, sep="\n")

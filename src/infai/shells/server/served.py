@@ -106,6 +106,9 @@ class Served:
         self.channel: Channel = Hub(FEED_LIMIT)
         #: the turn watchers are following (from ``turn_started`` to ``turn_ended``)
         self.turn: Running | None = None
+        #: the last turn's end here (``turn_ended``'s data), for ``ready``: a client
+        #: that fell behind and watches again learns how the turn it lost ended
+        self.last_end: dict[str, Any] | None = None
         #: slot work other than a turn (compaction, branch switch), cancelled on close
         self.job: asyncio.Task[Any] | None = None
         #: when it last did or published anything (monotonic), for closing idle ones
@@ -224,7 +227,9 @@ class Served:
                 await running.turn.wait()
             finally:
                 self.turn = None
-                self.publish(ended_frame(item, running.id), running.id)
+                ended = ended_frame(item, running.id)
+                self.last_end = ended.data
+                self.publish(ended, running.id)
                 running.ended.set()
 
     def _settled(self, event: Event) -> None:

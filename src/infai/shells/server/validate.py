@@ -92,7 +92,7 @@ def _check_string(value: str, schema: Schema, where: str) -> str | None:
         return f"{where}: must not be empty" if not value else f"{where}: too short"
     if len(value) > schema.get("maxLength", len(value)):
         return f"{where}: longer than {schema['maxLength']} characters"
-    if schema.get("format") == "uuid" and not _UUID_RE.match(value):
+    if schema.get("format") == "uuid" and not _UUID_RE.fullmatch(value):
         return f"{where}: {value[:60]!r} is not a UUID"
     return None
 

@@ -86,7 +86,6 @@ class SessionWriter(SessionReader):
         self._chunk_fd = -1
         self._index_wfd = -1
         self._head_fd = -1
-        self._lookups = 0
         self._on_first_append = on_first_append
         #: called with the format needed before the first event of a kind a newer
         #: format brings (snapshot, restore: 2; gap: 3) is written, so the session's
@@ -119,15 +118,6 @@ class SessionWriter(SessionReader):
         event_id = check_uuid(event_id, "event id")
         self.seq_of(event_id)
         self._pending = None if event_id == self.head else event_id
-
-    def seq_of(self, event_id: str) -> int:
-        """As a reader's, but after a few lookups of older events the writer keeps an
-        id-to-seq map (a long-lived writer would otherwise rescan the index each time)."""
-        if event_id != self._head_id:
-            self._lookups += 1
-        if self._ids is None and self._lookups > 2:
-            self._build_id_map()
-        return super().seq_of(event_id)
 
     # -- appends -----------------------------------------------------------
 
