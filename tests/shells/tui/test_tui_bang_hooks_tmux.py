@@ -113,3 +113,22 @@ def test_between_turns_the_hook_runs_and_their_notices_are_shown(tmp_path: Path)
         term.wait_for(lambda s: "#2 system: hook PostToolUse(bash)" in flat(s), "its run's row")
     finally:
         term.close()
+
+
+def test_an_attached_files_read_hook_is_shown_before_the_turn(tmp_path: Path) -> None:
+    """``@file`` fires the ``Read`` hooks: their run and a failure's notice are on
+    screen, before the prompt's turn (which answers as usual)."""
+    grumble = tmp_path / "grumble.sh"
+    grumble.write_text("#!/bin/bash\ncat >/dev/null\necho 'read hook grumbles' >&2\nexit 1\n")
+    grumble.chmod(0o755)
+    config = f'[[hooks.PreToolUse]]\nmatcher = "Read"\ncommand = "{grumble}"\n'
+    term = Terminal(tmp_path, SIZES[0], config)
+    try:
+        (term.work / "keep.txt").write_text("kept\n")
+        term.start()
+        term.burst("explain @keep.txt please", "Enter")
+        shown = term.wait_for(lambda s: "offline model: you said" in flat(s), "the answer")
+        shown = term.wait_for(lambda s: "read hook grumbles" in flat(s), "the hook's failure")
+        assert "PreToolUse(read_file) exit 1 error" in flat(shown)
+    finally:
+        term.close()
