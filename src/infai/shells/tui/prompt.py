@@ -28,7 +28,9 @@ break inside a paste only when the app has received keys stamped within
 :data:`PASTE_GAP` on both sides of it (:meth:`Arrivals.around`); else it sends.
 The decision uses only keys already received when the Enter is handled, never a
 wait. What stays ambiguous: keys typed without a pause through an Enter, all
-read at once (text, Enter, more text), are taken for a paste.
+read at once (text, Enter, more text), are taken for a paste; and a paste that
+begins with a line break sends what the box held before it (its first Enter
+has nothing of the paste before it, as a typed one).
 
 Up on the first line and Down on the last walk the prompts sent before in this
 working directory (:mod:`.history`); a prompt queued during a turn is taken
