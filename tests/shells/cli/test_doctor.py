@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -67,6 +68,41 @@ def test_doctor_reports_a_sandbox_that_does_not_confine(
     report = json.loads(result.output)
     assert report["probe_ok"] and not report["working"]
     assert "did not confine" in report["reason"] and "write_git_blocked" in report["reason"]
+
+
+#: a bwrap that mounts the root writable (the sandbox's /tmp still a tmpfs of its own)
+WRITABLE_ROOT = """#!/bin/bash
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --ro-bind ] && [ "$2" = / ] && [ "$3" = / ]; then args+=(--bind / /); shift 3
+  else args+=("$1"); shift; fi
+done
+exec {real} "${{args[@]}}"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_write_outside_is_tried_where_the_host_would_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Confined, the write outside is tried in /var/tmp (shared with the host, not
+    the sandbox's own /tmp) and blocked; with the root mounted writable it lands
+    on the host and the check fails (a write under /tmp would not have told)."""
+    report = json.loads(doctor("doctor", "--json").output)
+    assert report["write_outside_blocked"] and report["write_outside_place"] == "/var/tmp"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text(WRITABLE_ROOT.format(real=shutil.which("bwrap")))
+    fake.chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    result = doctor("doctor", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["probe_ok"] and report["bwrap"] == str(fake)
+    assert not report["write_outside_blocked"] and report["write_outside_place"] == "/var/tmp"
+    assert report["write_git_blocked"]  # only the root's mount was changed
+    assert "write_outside_blocked" in report["reason"]
 
 
 def test_doctor_with_mode_off(tmp_path: Path) -> None:

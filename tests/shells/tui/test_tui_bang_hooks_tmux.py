@@ -83,3 +83,52 @@ def test_bang_fires_the_bash_hooks_and_a_block_shows_why(
         ("PreToolUse", "Bash", {"command": "echo hi-from-me"}),
         ("PostToolUse", "Bash", {"command": "echo hi-from-me"}),
     ]
+
+
+def test_between_turns_the_hook_runs_and_their_notices_are_shown(tmp_path: Path) -> None:
+    """The runs of ``!cmd``'s hooks show in the chat and the timeline as a model's
+    call's do (the chat keeps what it said: no reload), and a hook's non-blocking
+    failure is said on screen."""
+    hook = guard(tmp_path)
+    grumble = tmp_path / "grumble.sh"
+    grumble.write_text("#!/bin/bash\ncat >/dev/null\necho 'post hook grumbles' >&2\nexit 1\n")
+    grumble.chmod(0o755)
+    config = (
+        '[permissions]\nallow = ["bash *"]\n'
+        f'[[hooks.PreToolUse]]\nmatcher = "Bash"\ncommand = "{hook}"\n'
+        f'[[hooks.PostToolUse]]\nmatcher = "Bash"\ncommand = "{grumble}"\n'
+    )
+    term = Terminal(tmp_path, SIZES[0], config)
+    try:
+        term.start()
+        term.burst("!rm -rf keep.txt", "Enter")
+        shown = term.wait_for(lambda s: "PreToolUse(bash) exit 2 block" in flat(s), "the run")
+        assert "no rm -rf here, use trash" in flat(shown)
+        term.burst("C-t")  # the timeline open (typing still goes to the prompt)
+        term.wait_for(lambda s: "#0 system: hook PreToolUse(bash)" in flat(s), "the timeline")
+        term.burst("!echo hi-from-me", "Enter")
+        shown = term.wait_for(lambda s: "post hook grumbles" in flat(s), "the hook's failure")
+        shown = term.wait_for(lambda s: "I ran a shell command myself" in flat(s), "the note")
+        assert "PostToolUse(bash) exit 1 error" in flat(shown)  # in the chat
+        term.wait_for(lambda s: "#2 system: hook PostToolUse(bash)" in flat(s), "its run's row")
+    finally:
+        term.close()
+
+
+def test_an_attached_files_read_hook_is_shown_before_the_turn(tmp_path: Path) -> None:
+    """``@file`` fires the ``Read`` hooks: their run and a failure's notice are on
+    screen, before the prompt's turn (which answers as usual)."""
+    grumble = tmp_path / "grumble.sh"
+    grumble.write_text("#!/bin/bash\ncat >/dev/null\necho 'read hook grumbles' >&2\nexit 1\n")
+    grumble.chmod(0o755)
+    config = f'[[hooks.PreToolUse]]\nmatcher = "Read"\ncommand = "{grumble}"\n'
+    term = Terminal(tmp_path, SIZES[0], config)
+    try:
+        (term.work / "keep.txt").write_text("kept\n")
+        term.start()
+        term.burst("explain @keep.txt please", "Enter")
+        shown = term.wait_for(lambda s: "offline model: you said" in flat(s), "the answer")
+        shown = term.wait_for(lambda s: "read hook grumbles" in flat(s), "the hook's failure")
+        assert "PreToolUse(read_file) exit 1 error" in flat(shown)
+    finally:
+        term.close()

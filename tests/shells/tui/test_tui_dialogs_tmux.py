@@ -58,11 +58,13 @@ class SizedTerminal(Terminal):
         )  # fmt: skip
         self.pid = int(self.pane("pane_pid"))
 
-    def status_line(self) -> str:
-        """The status bar: the line above the footer (the keys, on the last line)."""
-        lines = self.screen().splitlines()
-        footer = max(i for i, line in enumerate(lines) if "^c" in line)
-        return lines[footer - 1]
+
+def status_of(screen: str) -> str:
+    """The status bar of ``screen``: the line above the footer (the keys, on the
+    last line); "" while no footer is drawn (a redraw, a toast over it)."""
+    lines = screen.splitlines()
+    footers = [i for i, line in enumerate(lines) if "^c" in line]
+    return lines[footers[-1] - 1] if footers and footers[-1] > 0 else ""
 
 
 @pytest.fixture
@@ -137,17 +139,23 @@ def test_the_status_bar_after_a_failed_call_and_at_60_columns(
         term.keys("two", literal=True)
         term.keys("Enter")
         term.wait_for(lambda s: "overloaded" in s and len(fake.requests) == 5, "the failure")
-        # the retries' toasts go after 4 s: then the whole bar is seen
-        term.wait_for(lambda s: "HEAD #" in term.status_line(), "the bar", timeout=8)
-    bar = term.status_line()
+
+        # the bar as the turn left it, once the retries' toasts (4 s each) are gone
+        # and the failed turn is shown (HEAD and the tokens): no retry kept, not cut
+        def after_the_turn(shown: str) -> bool:
+            bar = status_of(shown)
+            return "HEAD #3" in bar and "16/32k" in bar and "retrying" not in bar
+
+        bar = status_of(term.wait_for(after_the_turn, "the bar after the turn", timeout=20))
     assert "retrying" not in bar and "attempt" not in bar, bar
     assert "HEAD #3" in bar and "16/32k" in bar, bar  # HEAD and the tokens, shortened
     assert len(bar.rstrip()) <= 60
     # at 100 columns the bar also says where the session works
     term.run("resize-window", "-t", SESSION, "-x", "100", "-y", "30")
-    term.wait_for(lambda s: "work" in term.status_line(), "the working directory")
-    bar = term.status_line()
-    assert "HEAD #3 of 4" in bar and "a-rather-long-model-name" in bar and "/work" in bar, bar
+    wide = ("HEAD #3 of 4", "a-rather-long-model-name", "/work")
+    shown = term.wait_for(lambda s: all(w in status_of(s) for w in wide), "the bar at 100")
+    bar = status_of(shown)
+    assert all(w in bar for w in wide), bar
 
 
 @pytest.mark.crash  # slow (two TUIs start): runs in `make crash`

@@ -227,3 +227,23 @@ def test_the_approval_fields_keys_are_in_order_and_the_next_prompt_is_not_a_rule
     [info] = Store(asking.home).list_sessions()
     assert info.extra.get("allowed") == ["bash git log --oneline -1"], info.extra
     assert prompts(asking) == ["go", "next prompt"]
+
+
+def test_enter_after_a_pause_sends_though_type_ahead_comes_in_the_same_read(
+    tmp_path: Path,
+) -> None:
+    """Text typed, a pause, then Enter and the next words in one read of the
+    terminal (a loaded machine reads a fast typist's Enter and what follows
+    together): the Enter sends what was typed before it, not a paste's line
+    break (a paste has its text within the same read before the Enter too)."""
+    term = Terminal(tmp_path, SIZES[0])
+    try:
+        term.start()
+        term.burst("first thought")
+        term.wait_for(lambda s: prompt_box(s) == "first thought", "the typed text")
+        term.burst("Enter", "next one")  # one send-keys: one write to the pty
+        said(term, "first thought")
+        term.wait_for(lambda s: prompt_box(s) == "next one", "the type-ahead in the box")
+        assert prompts(term) == ["first thought"]
+    finally:
+        term.close()

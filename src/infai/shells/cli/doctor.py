@@ -3,8 +3,12 @@
 The check does not trust the probe alone: it runs real commands through the
 same :class:`~infai.tools.Sandbox` the ``bash`` tool uses and judges them by
 their effect. A write outside the working directory must leave the host's file
-system unchanged, a write to the working directory's ``.git/`` must fail, and
-a connection to a listener this process opens on loopback must never arrive.
+system unchanged: tried in a place the sandbox shares with the host
+(``/var/tmp``, else the home directory, when the sandbox reads a marker left
+there; not ``/tmp``, the sandbox's own, where a write never reaches the host
+whatever the mounts), in a directory doctor makes and removes; a write to the
+working directory's ``.git/`` must fail, and a connection to a listener this
+process opens on loopback must never arrive.
 Each hidden path that exists (``sandbox.hidden``, and infai's own config and
 store) is read in the sandbox and must read as empty. io_uring must be refused
 in the sandbox, and Unix-socket listeners this process opens (under
@@ -35,6 +39,7 @@ import click
 from ..inert import inert_json
 from .common import echo, emit_json, store_of
 from .doctor_sockets import (
+    FIFO_DIR,
     fifo_check,
     python_probe,
     run_launched,
@@ -83,17 +88,60 @@ def _run(sandbox: Sandbox, command: str, wd: Path) -> subprocess.CompletedProces
     return run_launched(sandbox, command, wd)
 
 
+#: where doctor tries a write outside: places the sandbox shares with the host (read-only
+#: there), not its own ``/tmp``, where a write proves nothing (it never reaches the host)
+OUTSIDE_PLACES = (FIFO_DIR, "~")
+#: what the sandboxed command prints when it sees the marker doctor left in the place
+SEEN = "infai-doctor-shared"
+
+
+def _outside_places(sandbox: Sandbox) -> list[Path]:
+    """The places to try a write outside in: those this process may write to,
+    outside the working directory and every writable root the user configured."""
+    roots = [Path(e).expanduser().resolve() for e in sandbox.settings.writable]
+    places = []
+    for entry in OUTSIDE_PLACES:
+        place = Path(entry).expanduser().resolve()
+        inside = any(place == r or r in place.parents for r in roots)
+        if place.is_dir() and os.access(place, os.W_OK) and not inside:
+            places.append(place)
+    return places
+
+
+def _write_outside(sandbox: Sandbox, wd: Path) -> dict[str, Any]:
+    """A write outside, tried in the first place of :func:`_outside_places` the
+    sandbox shares (it reads the marker doctor left there), in a directory made
+    for it and removed after: blocked if the host then holds nothing new there.
+    Where no place is shared, ``/tmp`` (the sandbox's own: it proves little,
+    ``write_outside_place`` says so)."""
+    for place in _outside_places(sandbox):
+        made = Path(tempfile.mkdtemp(prefix="infai-doctor-", dir=place))
+        try:
+            (made / "marker").write_text(SEEN)
+            target = made / "outside.txt"
+            said = _run(sandbox, f"cat {made / 'marker'}; echo x > {target}", wd).stdout
+            if SEEN in said:
+                written = sorted(p.name for p in made.iterdir()) != ["marker"]
+                return {"write_outside_blocked": not written, "write_outside_place": str(place)}
+        finally:
+            shutil.rmtree(made, ignore_errors=True)
+    target = wd.parent / "outside.txt"
+    _run(sandbox, f"echo x > {target}", wd)
+    unshared = f"{wd.parent} (the sandbox's own /tmp: no shared place to write to)"
+    return {"write_outside_blocked": not target.exists(), "write_outside_place": unshared}
+
+
 def _write_checks(sandbox: Sandbox) -> dict[str, Any]:
-    """Writes outside the working directory and to its ``.git/``, judged on the host."""
+    """Writes outside the working directory (:func:`_write_outside`) and to its
+    ``.git/``, judged on the host."""
     with tempfile.TemporaryDirectory(prefix="infai-doctor-") as tmp:
         wd = Path(tmp) / "wd"
         (wd / ".git").mkdir(parents=True)
-        outside = Path(tmp) / "outside.txt"
         inside = wd / "inside.txt"
-        _run(sandbox, f"echo x > {outside}; echo x > .git/config; echo x > {inside}", wd)
+        _run(sandbox, f"echo x > .git/config; echo x > {inside}", wd)
         return {
             "write_inside_allowed": inside.exists(),
-            "write_outside_blocked": not outside.exists(),
+            **_write_outside(sandbox, wd),
             "write_git_blocked": not (wd / ".git" / "config").exists(),
         }
 
@@ -248,6 +296,8 @@ def _report(as_json: bool) -> None:
         for key in ("write_inside_allowed", "write_outside_blocked", "write_git_blocked"):
             if key in report:
                 echo(f"{key.replace('_', ' '):<22} {'yes' if report[key] else 'NO'}")
+        if "write_outside_place" in report:
+            echo(f"  (the write outside was tried in {report['write_outside_place']})")
         if "network_blocked" in report:
             echo(f"{'network blocked':<22} {'yes' if report['network_blocked'] else 'no'}")
         for line in socket_lines(report):

@@ -15,11 +15,22 @@ one sent. The app is told with :class:`PromptInput.Sent`.
 
 A terminal without bracketed paste delivers a pasted text as keys, its line
 breaks as Enter. Such a paste arrives in one read of the terminal, so its keys
-reach the app together; a person typing ahead is never that fast. So an Enter
-that the app has already received more keys behind, stamped within
-:data:`PASTE_GAP` of it, is a line break inside a paste, not a send (the app
-counts the keys it receives: :meth:`Arrivals.after`). The decision uses only
-keys already received when the Enter is handled, never a wait.
+reach the app together: the driver (Textual's input thread) reads up to 4 KiB
+at a time and stamps each key as it parses it, so the keys of one read are
+stamped microseconds apart, and the stamp is all the timing the terminal
+gives (there is no read number, and the keys carry no time of their own). A
+person's keys are tens of milliseconds apart, but a loaded machine may not
+read the terminal for longer than that: a typed Enter and the keys typed after
+it can then come in one read too. What tells them apart: a paste's line break
+has the paste's text in the same read before it as well as after it, while a
+person's Enter after a pause has nothing just before it. So an Enter is a line
+break inside a paste only when the app has received keys stamped within
+:data:`PASTE_GAP` on both sides of it (:meth:`Arrivals.around`); else it sends.
+The decision uses only keys already received when the Enter is handled, never a
+wait. What stays ambiguous: keys typed without a pause through an Enter, all
+read at once (text, Enter, more text), are taken for a paste; and a paste that
+begins with a line break sends what the box held before it (its first Enter
+has nothing of the paste before it, as a typed one).
 
 Up on the first line and Down on the last walk the prompts sent before in this
 working directory (:mod:`.history`); a prompt queued during a turn is taken
@@ -50,7 +61,7 @@ from infai.agent import working_files
 from ..inert import UNSAFE
 from .popup import MENTION, Choice, Completions, fuzzy, is_command, slash_choices
 
-#: keys stamped this close behind an Enter came in the same read of the terminal
+#: keys stamped this close to an Enter came in the same read of the terminal
 PASTE_GAP = 0.005
 #: ESC CR, what Alt-Enter sends without the kitty keyboard protocol: "alt+enter"
 ALT_ENTER = "\x1b\r"
@@ -73,6 +84,15 @@ class Arrivals:
     def after(self, stamp: float, gap: float = PASTE_GAP) -> bool:
         """Whether a key stamped within ``gap`` after ``stamp`` was received."""
         return any(stamp < other <= stamp + gap for other in reversed(self._times))
+
+    def before(self, stamp: float, gap: float = PASTE_GAP) -> bool:
+        """Whether a key stamped within ``gap`` before ``stamp`` was received."""
+        return any(stamp - gap <= other < stamp for other in reversed(self._times))
+
+    def around(self, stamp: float, gap: float = PASTE_GAP) -> bool:
+        """Whether keys stamped within ``gap`` before and after ``stamp`` were
+        received: an Enter inside a paste's read (see the module)."""
+        return self.before(stamp, gap) and self.after(stamp, gap)
 
 
 class PromptInput(TextArea):
@@ -174,7 +194,7 @@ class PromptInput(TextArea):
         event.stop()
         event.prevent_default()  # not TextArea's own new line
         await asyncio.sleep(0)  # the rest of a read of the terminal is received meanwhile
-        if self.arrivals is not None and self.arrivals.after(event.time):
+        if self.arrivals is not None and self.arrivals.around(event.time):
             self.action_newline()  # a line break inside a paste that came as keys
             return
         self.send()

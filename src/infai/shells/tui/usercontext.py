@@ -13,6 +13,12 @@ so each module stays readable.
   file as the ``read_file`` tool reads it, under the same read policy, recorded
   just before the prompt. A file the policy refuses (or that cannot be read)
   stops the prompt: it is back in the box and a message says why.
+* Both fire the PreToolUse/PostToolUse hooks a model's call fires. What that
+  publishes on the session's hub between turns (the hook runs as they are
+  recorded, a hook's failure) is shown as a turn's events are
+  (:meth:`UserContext._showing`): in the chat, the timeline, the HEAD the app
+  knows (else its look for other processes' appends would take them for one
+  and reload, wiping what the chat said).
 * A draft is never lost: the first Ctrl-C clears it into the prompt history
   (Up brings it back) and whatever is in the box or queued when the app ends
   is written to the history file.
@@ -20,25 +26,27 @@ so each module stays readable.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from textual.css.query import NoMatches
 
 from infai.agent import (
     AgentEvent,
     AgentSession,
-    Saved,
+    Streamed,
     Turn,
     add_context,
     file_note,
     run_as_user,
     shell_note,
 )
+from infai.llm import Notice
 from infai.store import MessageRecord, StoreError
 
 from . import history
@@ -56,6 +64,8 @@ NO_BANG = "!cmd runs on this machine and the session is on the server: not with 
 NO_MENTION = "@file is not attached with --remote (the file is on this machine): sent as typed"
 #: a mention: ``@`` at the start of a word, then a path (no spaces)
 MENTIONED = re.compile(r"(?:^|(?<=\s))@(\S+)")
+
+T = TypeVar("T")
 
 
 def mentions(text: str, working_dir: Path) -> list[str]:
@@ -102,6 +112,9 @@ class UserContext(Commands):
     def _cancel_turn(self) -> None:
         raise NotImplementedError
 
+    async def _refresh_timeline(self, rebuild: bool = False) -> None:
+        raise NotImplementedError
+
     async def action_quit(self) -> None:
         raise NotImplementedError
 
@@ -130,7 +143,9 @@ class UserContext(Commands):
     async def _bang(self, session: AgentSession, command: str) -> None:
         chat = self.query_one(ChatView)
         await chat.notice(f"running !{command}")
-        output, ran = await run_as_user(session, "bash", {"command": command})
+        output, ran = await self._showing(
+            session, run_as_user(session, "bash", {"command": command})
+        )
         if not ran:
             await chat.notice(f"!{command} was not run: {output.content}", error=True)
         else:
@@ -139,13 +154,36 @@ class UserContext(Commands):
 
     async def _record(self, session: AgentSession, note: MessageRecord) -> bool:
         """Append ``note`` and show it; False if the store refused it (said)."""
-        try:
-            event = await add_context(session, note)
+        try:  # shown from the hub, with the hook runs recorded before it
+            await self._showing(session, add_context(session, note))
         except StoreError as exc:
             await self.query_one(ChatView).notice(f"not recorded: {exc}", error=True)
             return False
-        await self._on_event(Saved(event))
         return True
+
+    async def _showing(self, session: AgentSession, work: Awaitable[T]) -> T:
+        """Await ``work`` (a user's call, a note appended) showing, as it comes, what
+        it publishes on the session's hub: the events saved (hook runs, the note)
+        and the hooks' notices (a failure: said as an error, not as the status)."""
+        events = session.hub.subscribe()
+        chat = self.query_one(ChatView)
+
+        async def show() -> None:
+            async for event in events:
+                inner = event.event if isinstance(event, Streamed) else None
+                if isinstance(inner, Notice):
+                    await chat.notice(inner.message, error=True)
+                    self.notify(inner.message, severity="warning", timeout=6)
+                else:
+                    await self._on_event(event)
+
+        shower = asyncio.create_task(show())
+        try:
+            return await work
+        finally:
+            events.close()  # it ends after what it holds
+            await shower
+            await self._refresh_timeline()
 
     # -- @file ------------------------------------------------------------------
 
@@ -161,7 +199,8 @@ class UserContext(Commands):
         here = session.working_dir
         notes = []
         for path in await off_loop(lambda: mentions(text, here)):
-            output, ran = await run_as_user(session, "read_file", {"path": path})
+            call = run_as_user(session, "read_file", {"path": path})
+            output, ran = await self._showing(session, call)
             if not ran or output.is_error:
                 said = f"@{path} was not attached, the prompt was not sent: {output.content}"
                 await self.query_one(ChatView).notice(said, error=True)
