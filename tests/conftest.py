@@ -16,7 +16,8 @@ empty directory (git's default excludes file is under it, whatever
 ``GIT_CONFIG_GLOBAL`` says). A test that commits names its own author.
 
 Sockets may connect to loopback only: a test that would reach a real provider
-fails loudly instead.
+fails loudly instead. ``ast.parse`` tries CPython 3.11's spurious "AST
+constructor recursion depth mismatch" again (tests/support/astparse.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from astparse import guard_ast_parse
+
+guard_ast_parse()  # CPython 3.11's spurious AST error under threads (see astparse)
 
 PROVIDER_ENV = (
     "OPENAI_API_KEY",

@@ -210,6 +210,9 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
 
     # cancel a slow turn
     _send(browser, "tell me a long story")
+    # as a person does: the prompt shows as stored, then Cancel (a cancel that
+    # lands before the prompt is stored leaves no prompt and no marker to show)
+    browser.wait(lambda: browser.texts(".msg .text")[-1:] == ["tell me a long story"])
     browser.click("#cancel")
     _idle(browser)
     assert served.api.get(f"/v1/sessions/{session['id']}").json()["turn"] is None
