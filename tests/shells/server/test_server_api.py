@@ -154,6 +154,27 @@ def test_a_body_too_large_is_refused_unread(make: Callable[..., Running]) -> Non
     assert h.detail(sid)["events"] == 0
 
 
+# -- a session's answer ------------------------------------------------------------
+
+
+def test_a_sessions_answer_says_its_context_window_and_the_tokens_used(
+    make: Callable[..., Running],
+) -> None:
+    """What a client's status bar shows: the window of the session's model and what
+    the next request holds (the reply's reported usage), without opening it."""
+    h = make()
+    sid = h.new_session()
+    fresh = h.detail(sid)
+    assert (fresh["used_tokens"], fresh["context_window"], fresh["open"]) == (0, 32_000, False)
+    h.prompt(sid, "hello there")
+    h.wait(lambda: h.detail(sid)["turn"] is None and h.detail(sid)["events"] == 2)
+    reply_id = h.client.get(f"/v1/sessions/{sid}/head").json()["head"]
+    usage = h.client.get(f"/v1/sessions/{sid}/events/{reply_id}").json()["record"]["usage"]
+    detail = h.detail(sid)
+    assert detail["used_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
+    assert detail["context_window"] == 32_000
+
+
 # -- the OpenAPI document ----------------------------------------------------------
 
 

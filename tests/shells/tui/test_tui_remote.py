@@ -23,6 +23,7 @@ from infai.shells.server import ServerThread, create_app
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, Notice
 from infai.shells.tui.modals import ApprovalScreen
+from infai.shells.tui.panels import StatusBar
 from infai.shells.tui.remote_io import NO_MODEL_SWITCH, RemoteBackend
 from infai.shells.tui.usercontext import NO_MENTION
 from infai.store import Store
@@ -104,7 +105,12 @@ def test_a_turn_runs_on_the_server_and_shows_as_a_local_one(served: Served, tmp_
         await send(pilot, "hello")
         await until(pilot, lambda: not app.busy and replies(app) == ["answer 0"], "the reply")
         assert served.messages(sid) == ["hello", "answer 0"]
-        assert app.head.count == served.client.get(f"/sessions/{sid}")["events"]
+        detail = served.client.get(f"/sessions/{sid}")
+        assert app.head.count == detail["events"]
+        # the status bar's gauge, as locally: the model's window and the tokens used
+        assert (app.state.context_window, detail["context_window"]) == (128_000, 128_000)
+        assert app.state.used_tokens == detail["used_tokens"] > 0
+        assert f"/{128_000:,}" in str(app.query_one(StatusBar).render())
         (tmp_path / "notes.txt").write_text("mine")
         await send(pilot, "see @notes.txt")  # a file of this machine: not attached, said
         await until(pilot, lambda: not app.busy and len(replies(app)) == 2, "the second reply")

@@ -61,7 +61,8 @@ def info_of(obj: dict[str, Any]) -> SessionInfo:
 
 @dataclass
 class RemoteModel:
-    """The session's model as the server names it (its window is the server's)."""
+    """The session's model as the server names it, with its context window as the
+    server says (``GET /sessions/{id}``; 0: the server cannot build it)."""
 
     name: str
     context_window: int = 0
@@ -180,7 +181,9 @@ class RemoteSession:
         self.remote = space.remote
         self.session_id = str(detail["id"])
         self.working_dir = Path(detail.get("working_dir") or ".")
-        self.model = RemoteModel(str(detail.get("model") or "(the server's)"))
+        self.model = RemoteModel(
+            str(detail.get("model") or "(the server's)"), int(detail.get("context_window") or 0)
+        )
         self.view = RemoteView(self.remote, self.session_id)
         self.hub = EventHub()  # this client's turns
         #: other turns, appends outside a turn, and every question

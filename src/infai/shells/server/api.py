@@ -85,6 +85,16 @@ COMPONENTS: dict[str, Schema] = {
             "pending_parent": _nullable("string"),
             "watchers": {"type": "integer"},
             "pending_approvals": {"type": "integer"},
+            "used_tokens": {
+                "type": "integer",
+                "description": "What the next request holds, as the agent counts it: the "
+                "last reply's reported usage plus an estimate of what came after it.",
+            },
+            "context_window": _nullable(
+                "integer",
+                description="The context window of the model the next prompt uses "
+                "(null: that model cannot be built on this server).",
+            ),
         },
     },
     "SessionSummary": {
