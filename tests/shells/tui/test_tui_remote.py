@@ -3,7 +3,8 @@
 local one does; another client's turn is followed as it happens, its question
 asked here and closed when answered there; a stream that
 breaks off (the server restarting on its port) is followed again, with what was
-appended meanwhile; ``/model`` says in one line that it does not work remotely.
+appended meanwhile; ``/model`` says in one line that it does not work remotely,
+``/rename`` renames the server's session; the status bar shows the context window.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from infai.shells.remote.session import RemoteHarness
 from infai.shells.server import ServerThread, create_app
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, Notice
-from infai.shells.tui.modals import ApprovalScreen
+from infai.shells.tui.modals import ApprovalScreen, RenameScreen
 from infai.shells.tui.panels import StatusBar
 from infai.shells.tui.remote_io import NO_MODEL_SWITCH, RemoteBackend
 from infai.shells.tui.usercontext import NO_MENTION
@@ -119,6 +120,12 @@ def test_a_turn_runs_on_the_server_and_shows_as_a_local_one(served: Served, tmp_
         assert served.messages(sid)[2] == "see @notes.txt"
         await send(pilot, "/model other")
         await until(pilot, lambda: NO_MODEL_SWITCH in _toasts(app), "the refusal")
+        await send(pilot, "/rename the plan")  # the server's session is renamed
+        await until(pilot, lambda: _name(served, sid) == "the plan" == app.head.name, "the name")
+        assert "the plan" in str(app.title)
+        await send(pilot, "/rename")  # no name: the dialog, with the server's name in it
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen), "the rename dialog")
+        await pilot.press("escape")
 
     run_app(app, scenario, (100, 30))
 
@@ -171,6 +178,11 @@ def test_a_question_of_another_clients_turn_is_asked_and_closed_when_answered_th
         run_app(app, scenario, (100, 30))
     finally:
         served.close()
+
+
+def _name(served: Served, sid: str) -> str | None:
+    name: str | None = served.client.get(f"/sessions/{sid}")["name"]
+    return name
 
 
 def _toasts(app: Any) -> str:

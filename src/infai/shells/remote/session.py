@@ -19,7 +19,7 @@ by the server, so it is asked at once.
 
 :class:`RemoteHarness` and :class:`RemoteStore` are the few harness and store
 members the TUI reads (the local history's home, a session's metadata, search,
-an index reader); what the API has no form for says so with a clear error.
+an index reader, a rename); what the API has no form for says so with a clear error.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from infai.llm import Notice, ReasoningDelta, TextDelta
 from infai.store import Event, InvalidInput, SearchHit, SearchResults, SessionInfo
 from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
-from .client import Frame, Remote, RemoteError, post_data, watch
+from .client import Frame, Remote, RemoteError, patch, post_data, watch
 from .view import RemoteView, event_of
 
 #: seconds to wait for the stream's ``ready`` when a session is opened
@@ -143,8 +143,12 @@ class RemoteStore:
         found = self.remote.get("/search", q=query, limit=limit)
         return SearchResults(_hit(obj) for obj in found["hits"])
 
-    def update_info(self, session_id: str, **changes: Any) -> None:
-        raise InvalidInput("renaming is not in the server's API: not available with --remote")
+    def update_info(self, session_id: str, **changes: Any) -> SessionInfo:
+        """Rename the session on the server (``PATCH /sessions/{id}``); its other
+        metadata is the server's (the model is chosen when the session is made)."""
+        if set(changes) - {"name"}:
+            raise InvalidInput(f"cannot change {sorted(set(changes) - {'name'})} with --remote")
+        return info_of(patch(self.remote, f"/sessions/{session_id}", changes))
 
 
 def _hit(obj: dict[str, Any]) -> SearchHit:

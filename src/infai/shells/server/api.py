@@ -301,6 +301,14 @@ NEW_SESSION: Schema = {
         "model": {"type": "string", "minLength": 1, "maxLength": 200},
     },
 }
+RENAME: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": _nullable("string", maxLength=200, description="The new name (null: none)."),
+    },
+}
 PROMPT: Schema = {
     "type": "object",
     "additionalProperties": False,
@@ -466,6 +474,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET", "/v1/sessions/{session_id}", "get_session", "Metadata and live state.",
         {200: ("The session.", "SessionDetail")}, params=(SESSION,),
+    ),
+    Operation(
+        "PATCH", "/v1/sessions/{session_id}", "update_session",
+        "Rename a session (its metadata only: a turn in flight goes on).",
+        {200: ("The session's new metadata.", "Session")}, params=(SESSION,), body=RENAME,
     ),
     Operation(
         "DELETE", "/v1/sessions/{session_id}", "delete_session",

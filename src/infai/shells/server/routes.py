@@ -185,6 +185,14 @@ def _tokens_read(reader: SessionView, pending: str | None) -> tuple[str | None, 
     return reader.head, count, used
 
 
+async def update_session(call: Call) -> Response:
+    """The session's name, changed in its metadata (under the writer's own lock
+    when a turn holds it: the store's :meth:`~infai.store.SessionStore.update_info`)."""
+    name = call.body["name"] or None
+    info = await asyncio.to_thread(call.sessions.store.update_info, call.session_id, name=name)
+    return ok(info.to_obj())
+
+
 async def delete_session(call: Call) -> Response:
     await call.exists()
     await call.sessions.delete(call.session_id)
@@ -431,6 +439,7 @@ HANDLERS: dict[str, Handler] = {
     "list_sessions": list_sessions,
     "create_session": create_session,
     "get_session": get_session,
+    "update_session": update_session,
     "delete_session": delete_session,
     "list_events": list_events,
     "get_event": get_event,

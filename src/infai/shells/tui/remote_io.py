@@ -7,8 +7,10 @@
 flight and a question waiting are shown at once) and closed (the stream let
 go; a turn keeps running on the server, to be followed again from anywhere).
 An event's diff is ``GET …/files`` and ``GET …/diff`` of the snapshots on its
-path. What has no form over the API says so in one line: the model is the
-server session's.
+path. A rename is ``PATCH /sessions/{id}`` (through
+:class:`~infai.shells.remote.session.RemoteStore`). What has no form over the
+API says so in one line: the model is the server session's (switching it on
+the server would switch the server's default model for every session).
 """
 
 from __future__ import annotations
