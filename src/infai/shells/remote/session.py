@@ -160,10 +160,15 @@ def _hit(obj: dict[str, Any]) -> SearchHit:
 class RemoteHarness:
     """The harness members the TUI reads, for a server's sessions."""
 
-    def __init__(self, remote: Remote, home: Path, working_dir: Path) -> None:
+    def __init__(
+        self, remote: Remote, home: Path, working_dir: Path, server_dir: str | None = None
+    ) -> None:
         self.remote = remote
         self.store = RemoteStore(remote, home)
+        #: this machine's directory (the prompt history's key)
         self.working_dir = working_dir
+        #: where new sessions work on the server (None: the server's own directory)
+        self.server_dir = server_dir
         self.model = RemoteModel("(the server's)")
         self.approver: Approver | None = None
 

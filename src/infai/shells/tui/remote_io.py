@@ -16,7 +16,7 @@ the server would switch the server's default model for every session).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from infai.store import CHECKPOINT_KINDS, InvalidInput
 
@@ -27,9 +27,12 @@ from .store_io import LISTED, off_loop
 if TYPE_CHECKING:
     from infai.agent import AgentSession, Harness
     from infai.llm import Model
+    from infai.shells.remote import Remote
     from infai.shells.remote.session import RemoteHarness, RemoteSession
     from infai.store import SessionStore
 
+#: what a session made on the server says first (its directory is the server's)
+NEW_SESSION = "a new session on the server, working in {dir} there (attach --dir DIR: another)"
 #: what a model switch says with --remote
 NO_MODEL_SWITCH = "/model does not work with --remote: the session keeps the server's model"
 
@@ -43,22 +46,28 @@ def _session(session: AgentSession) -> RemoteSession:
 
 
 class RemoteBackend:
-    """A server's sessions, for the TUI."""
+    """A server's sessions, for the TUI; ``made``: a session the command line
+    created for it (``infai attach --dir``), removed again if left unused."""
 
     remote = True
+
+    def __init__(self, made: str | None = None) -> None:
+        self.made = made
 
     async def open(self, harness: Harness, session_id: str | None) -> tuple[AgentSession, bool]:
         from infai.shells.remote.session import RemoteSession
 
         space = _space(harness)
         remote = space.remote
-        created = session_id is None
+        created = session_id is None or session_id == self.made
         if session_id is None:
-            made = await off_loop(lambda: remote.post("/sessions", {}))  # the server's directory
+            made = await off_loop(lambda: new_session(remote, space.server_dir))
             session_id = str(made["id"])
         sid = session_id
         detail = await off_loop(lambda: remote.get(f"/sessions/{sid}"))
         opened = RemoteSession(space, detail)
+        if created:  # where it works is the server's: not this machine's directory
+            opened.notices.append(NEW_SESSION.format(dir=opened.working_dir))
         space.model = opened.model  # what `/model` says: the open session's
         loop = asyncio.get_running_loop()
         try:
@@ -95,6 +104,16 @@ class RemoteBackend:
         raise InvalidInput(NO_MODEL_SWITCH)
 
 
+def new_session(remote: Remote, server_dir: str | None) -> dict[str, Any]:
+    """``POST /sessions``: a new session working in ``server_dir`` on the server
+    (an existing absolute directory there, as the server's own create route
+    requires; None: the server's directory)."""
+    made: dict[str, Any] = remote.post(
+        "/sessions", {"working_dir": server_dir} if server_dir else {}
+    )
+    return made
+
+
 def _event_diff(session: RemoteSession, event_id: str) -> EventDiff:
     """As :func:`~.files.event_diff`, from the server: the snapshots on the event's
     path, then the files of the first or the diff of the last two."""
@@ -116,4 +135,4 @@ def _event_diff(session: RemoteSession, event_id: str) -> EventDiff:
     return EventDiff(f"files at {at} against #{old.seq}", report=report)
 
 
-__all__ = ["NO_MODEL_SWITCH", "RemoteBackend"]
+__all__ = ["NEW_SESSION", "NO_MODEL_SWITCH", "RemoteBackend", "new_session"]
