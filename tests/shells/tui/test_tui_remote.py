@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from textual.pilot import Pilot
 
-from infai.agent import Harness
 from infai.llm import ScriptedModel
 from infai.shells.cli import main
 from infai.shells.remote import Remote
@@ -87,7 +86,7 @@ def remote_app(served: Served, tmp_path: Path, sid: str | None) -> InfaiApp:
     client = Remote(served.server.url, TOKEN)
     served.clients.append(client)
     space = RemoteHarness(client, tmp_path / "client", tmp_path)
-    return InfaiApp(cast(Harness, space), sid, backend=RemoteBackend())
+    return InfaiApp(space, sid, backend=RemoteBackend())
 
 
 def test_a_new_session_works_in_the_directory_asked_for_and_says_where(
@@ -101,7 +100,7 @@ def test_a_new_session_works_in_the_directory_asked_for_and_says_where(
     served.clients.append(client)
     made = str(new_session(client, str(there))["id"])  # as `infai attach --dir` makes it
     space = RemoteHarness(client, tmp_path / "client", tmp_path, str(there))
-    app = InfaiApp(cast(Harness, space), made, backend=RemoteBackend(made))
+    app = InfaiApp(space, made, backend=RemoteBackend(made))
 
     async def scenario(pilot: Pilot[None]) -> None:
         await until(pilot, lambda: app.session is not None, "the session")

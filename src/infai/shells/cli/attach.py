@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -61,7 +61,6 @@ def remote_tui(
         raise BadInput(f"--dir {server_dir!r}: give an absolute directory of the server")
     if not stdin_is_terminal():
         raise BadInput(NOT_A_TERMINAL)
-    from infai.agent import Harness
     from infai.shells.remote.session import RemoteHarness
     from infai.store import default_home
 
@@ -85,7 +84,7 @@ def remote_tui(
     home = ctx.find_root().params.get("home") or default_home()
     space = RemoteHarness(client, Path(home), Path(os.getcwd()), server_dir)
     backend = RemoteBackend(made)  # `made` goes away again if it is left unused
-    app = InfaiApp(cast(Harness, space), session_id or made, backend=backend)
+    app = InfaiApp(space, session_id or made, backend=backend)
     app.run()
     if app.left_session is not None:
         echo(

@@ -25,11 +25,12 @@ from .modals import Listed
 from .store_io import LISTED, off_loop
 
 if TYPE_CHECKING:
-    from infai.agent import AgentSession, Harness
+    from infai.agent import AgentSession
     from infai.llm import Model
     from infai.shells.remote import Remote
     from infai.shells.remote.session import RemoteHarness, RemoteSession
-    from infai.store import SessionStore
+
+    from .seam import TuiHarness, TuiStore
 
 #: what a session made on the server says first (its directory is the server's)
 NEW_SESSION = "a new session on the server, working in {dir} there (attach --dir DIR: another)"
@@ -37,11 +38,17 @@ NEW_SESSION = "a new session on the server, working in {dir} there (attach --dir
 NO_MODEL_SWITCH = "/model does not work with --remote: the session keeps the server's model"
 
 
-def _space(harness: Harness) -> RemoteHarness:
-    return cast("RemoteHarness", harness)
+def _space(harness: TuiHarness) -> RemoteHarness:
+    """``harness`` as the server's (a local one here is a bug of the shell)."""
+    from infai.shells.remote.session import RemoteHarness
+
+    if not isinstance(harness, RemoteHarness):
+        raise TypeError(f"the remote backend needs a RemoteHarness, not {type(harness).__name__}")
+    return harness
 
 
 def _session(session: AgentSession) -> RemoteSession:
+    """The :class:`RemoteSession` :meth:`RemoteBackend.open` handed the app (see there)."""
     return cast("RemoteSession", session)
 
 
@@ -54,7 +61,7 @@ class RemoteBackend:
     def __init__(self, made: str | None = None) -> None:
         self.made = made
 
-    async def open(self, harness: Harness, session_id: str | None) -> tuple[AgentSession, bool]:
+    async def open(self, harness: TuiHarness, session_id: str | None) -> tuple[AgentSession, bool]:
         from infai.shells.remote.session import RemoteSession
 
         space = _space(harness)
@@ -75,9 +82,13 @@ class RemoteBackend:
         except BaseException:
             opened.close()
             raise
+        # the app keeps its session as an AgentSession: the local-only paths
+        # (`!cmd`, `@file`, in .usercontext) need one, and are never taken with
+        # --remote; all the app uses of it is the seam's TuiSession (.seam), which
+        # mypy proves RemoteSession satisfies
         return cast("AgentSession", opened), created
 
-    async def close(self, session: AgentSession, store: SessionStore, discard: bool) -> None:
+    async def close(self, session: AgentSession, store: TuiStore, discard: bool) -> None:
         opened = _session(session)
         unused = discard and not await off_loop(lambda: opened.view.count)
         opened.close()
@@ -87,7 +98,7 @@ class RemoteBackend:
             sid = opened.session_id
             await off_loop(lambda: delete(opened.remote, f"/sessions/{sid}"))
 
-    async def sessions(self, harness: Harness) -> list[Listed]:
+    async def sessions(self, harness: TuiHarness) -> list[Listed]:
         from infai.shells.remote.session import info_of
 
         remote = _space(harness).remote
@@ -97,10 +108,10 @@ class RemoteBackend:
             for obj in listed["sessions"][:LISTED]
         ]
 
-    async def event_diff(self, session: AgentSession, store: SessionStore, event: str) -> EventDiff:
+    async def event_diff(self, session: AgentSession, store: TuiStore, event: str) -> EventDiff:
         return await off_loop(lambda: _event_diff(_session(session), event))
 
-    async def use_model(self, harness: Harness, session: AgentSession, name: str) -> Model:
+    async def use_model(self, harness: TuiHarness, session: AgentSession, name: str) -> Model:
         raise InvalidInput(NO_MODEL_SWITCH)
 
 
