@@ -84,8 +84,8 @@ class RemoteBackend:
             raise
         # the app keeps its session as an AgentSession: the local-only paths
         # (`!cmd`, `@file`, in .usercontext) need one, and are never taken with
-        # --remote; all the app uses of it is the seam's TuiSession (.seam), which
-        # mypy proves RemoteSession satisfies
+        # --remote. What the app uses of it is the seam's TuiSession (.seam; the
+        # seam test checks that), which mypy proves RemoteSession satisfies
         return cast("AgentSession", opened), created
 
     async def close(self, session: AgentSession, store: TuiStore, discard: bool) -> None:
