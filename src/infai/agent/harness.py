@@ -213,6 +213,17 @@ class Harness:
         finally:
             await close_model(model)
 
+    async def model_window(self, name: str, working_dir: Path | str | None = None) -> int:
+        """The context window of the model ``name`` (for a session in ``working_dir``),
+        so a client can show how full a session's context is before it runs a turn;
+        built and closed as :meth:`check_model` does."""
+        config = await off_loop(self.config_for, working_dir)
+        model = await off_loop(self._build, name, config)
+        try:
+            return model.context_window
+        finally:
+            await close_model(model)
+
     def use_model(self, session: AgentSession, name: str) -> Model:
         """Switch ``session`` (and sessions opened later) to the model ``name``, keeping
         the session open; returns the model it used before, for the caller to close.

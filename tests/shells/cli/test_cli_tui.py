@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from infai.agent import Harness
 from infai.shells.cli import main
 from infai.shells.tui import InfaiApp
 from infai.store import Store
@@ -31,6 +32,7 @@ def test_plain_infai_takes_the_tui_options(tmp_path: Path, monkeypatch: pytest.M
     assert done.exit_code == 0, done.output
     first, second = opened
     assert first.harness.model.name == "offline" and first._initial is None
+    assert isinstance(first.harness, Harness)  # a local one: its rules are the shell's
     assert any(rule.pattern == "ls*" for rule in first.harness.rules)
     assert second._initial == sid
     wrong = runner.invoke(main, ["--home", home, "--model", "offline", "session", "ls"])

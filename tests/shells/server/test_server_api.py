@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.routing import Route
-from test_server import AUTH, TOKEN, Running, harnesses
+from test_server import AUTH, TOKEN, Gated, Running, harnesses
 
 from infai.shells.server.api import COMPONENTS, MAX_BODY, OPERATIONS, validate
 from infai.shells.server.auth import TokenError, load_token
@@ -121,6 +121,10 @@ BAD = [
     ("GET", "/v1/sessions/{sid}/context?at=nope", b"", 400, "query parameter at"),
     ("GET", "/v1/sessions/{sid}/events/{missing}", b"", 404, "no event"),
     ("PUT", "/v1/sessions/{sid}", b"", 405, "Method Not Allowed"),
+    ("PATCH", "/v1/sessions/{sid}", b'{"name": 5}', 422, "body.name: expected string or null"),
+    ("PATCH", "/v1/sessions/{sid}", b"{}", 422, "missing field 'name'"),
+    ("PATCH", "/v1/sessions/{sid}", b'{"model": "x", "name": "n"}', 422, "unknown field 'model'"),
+    ("PATCH", "/v1/sessions/{missing}", b'{"name": "n"}', 404, "no session"),
 ]  # fmt: skip
 
 
@@ -152,6 +156,50 @@ def test_a_body_too_large_is_refused_unread(make: Callable[..., Running]) -> Non
     response = h.client.post(f"/v1/sessions/{sid}/prompt", json={"text": text})
     assert response.status_code == 413 and "larger than" in response.json()["error"]
     assert h.detail(sid)["events"] == 0
+
+
+# -- a session's answer ------------------------------------------------------------
+
+
+def test_a_sessions_answer_says_its_context_window_and_the_tokens_used(
+    make: Callable[..., Running],
+) -> None:
+    """What a client's status bar shows: the window of the session's model and what
+    the next request holds (the reply's reported usage), without opening it."""
+    h = make()
+    sid = h.new_session()
+    fresh = h.detail(sid)
+    assert (fresh["used_tokens"], fresh["context_window"], fresh["open"]) == (0, 32_000, False)
+    h.prompt(sid, "hello there")
+    h.wait(lambda: h.detail(sid)["turn"] is None and h.detail(sid)["events"] == 2)
+    reply_id = h.client.get(f"/v1/sessions/{sid}/head").json()["head"]
+    usage = h.client.get(f"/v1/sessions/{sid}/events/{reply_id}").json()["record"]["usage"]
+    detail = h.detail(sid)
+    assert detail["used_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
+    assert detail["context_window"] == 32_000
+
+
+def test_a_session_is_renamed_while_its_turn_runs_and_named_none_again(
+    make: Callable[..., Running],
+) -> None:
+    """``PATCH`` names a session (the metadata only, under the running turn's own
+    writer lock), what every listing shows; null or "" takes the name away."""
+    gated = Gated("the reply")  # the turn holds the writer until it is released
+    h = make(lambda name: gated)
+    sid = h.new_session()
+    h.prompt(sid, "hello")
+    h.wait(lambda: h.detail(sid)["turn"] is not None)
+    renamed = h.client.patch(f"/v1/sessions/{sid}", json={"name": "the plan"})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["name"] == "the plan"
+    assert h.detail(sid)["name"] == "the plan" and h.detail(sid)["turn"] is not None
+    [listed] = h.client.get("/v1/sessions").json()["sessions"]
+    assert (listed["name"], listed["title"]) == ("the plan", "the plan")
+    gated.release()
+    h.wait(lambda: h.detail(sid)["turn"] is None)
+    assert h.client.patch(f"/v1/sessions/{sid}", json={"name": ""}).json()["name"] is None
+    assert h.client.patch(f"/v1/sessions/{sid}", json={"name": None}).status_code == 200
+    assert h.detail(sid)["name"] is None and h.detail(sid)["events"] == 2
 
 
 # -- the OpenAPI document ----------------------------------------------------------

@@ -39,7 +39,8 @@ def test_compact_command_appends_a_boundary(tmp_path: Path, size: tuple[int, int
 
 def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
     model = ClosingModel("answer")
-    app = InfaiApp(harness(tmp_path, model))
+    space = harness(tmp_path, model)
+    app = InfaiApp(space)
 
     async def scenario(pilot: Pilot[None]) -> None:
         await send(pilot, "one")
@@ -53,8 +54,8 @@ def test_a_compaction_is_a_turn_of_its_own(tmp_path: Path) -> None:
         assert app.queued == []
 
     run_app(app, scenario, (80, 24))
-    [info] = app.harness.store.list_sessions()
-    with app.harness.store.open_reader(info.id) as reader:
+    [info] = space.store.list_sessions()
+    with space.store.open_reader(info.id) as reader:
         kinds = [e.kind for e in reader.context().events]
     assert kinds == ["compaction", "message", "message"]  # two came after the summary
 

@@ -3,27 +3,30 @@
 local one does; another client's turn is followed as it happens, its question
 asked here and closed when answered there; a stream that
 breaks off (the server restarting on its port) is followed again, with what was
-appended meanwhile; ``/model`` says in one line that it does not work remotely.
+appended meanwhile; ``/model`` says in one line that it does not work remotely,
+``/rename`` renames the server's session; the status bar shows the context window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from textual.pilot import Pilot
 
-from infai.agent import Harness
 from infai.llm import ScriptedModel
+from infai.shells.cli import main
 from infai.shells.remote import Remote
 from infai.shells.remote.session import RemoteHarness
 from infai.shells.server import ServerThread, create_app
 from infai.shells.tui import InfaiApp
 from infai.shells.tui.chat import AssistantMessage, ChatView, Notice
-from infai.shells.tui.modals import ApprovalScreen
-from infai.shells.tui.remote_io import NO_MODEL_SWITCH, RemoteBackend
+from infai.shells.tui.modals import ApprovalScreen, RenameScreen
+from infai.shells.tui.panels import StatusBar, home_short
+from infai.shells.tui.remote_io import NEW_SESSION, NO_MODEL_SWITCH, RemoteBackend, new_session
 from infai.shells.tui.usercontext import NO_MENTION
 from infai.store import Store
 from tui_pilot import run_app, send, until, write_call
@@ -83,7 +86,60 @@ def remote_app(served: Served, tmp_path: Path, sid: str | None) -> InfaiApp:
     client = Remote(served.server.url, TOKEN)
     served.clients.append(client)
     space = RemoteHarness(client, tmp_path / "client", tmp_path)
-    return InfaiApp(cast(Harness, space), sid, backend=RemoteBackend())
+    return InfaiApp(space, sid, backend=RemoteBackend())
+
+
+def test_a_new_session_works_in_the_directory_asked_for_and_says_where(
+    served: Served, tmp_path: Path
+) -> None:
+    """``attach --dir``: sessions made from the TUI (the first, and Ctrl-N's) work in
+    that directory on the server, and say so; one left unused goes away again."""
+    there = tmp_path / "there"
+    there.mkdir()
+    client = Remote(served.server.url, TOKEN)
+    served.clients.append(client)
+    made = str(new_session(client, str(there))["id"])  # as `infai attach --dir` makes it
+    space = RemoteHarness(client, tmp_path / "client", tmp_path, str(there))
+    app = InfaiApp(space, made, backend=RemoteBackend(made))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app.session is not None, "the session")
+        said = NEW_SESSION.format(dir=there)
+        await until(pilot, lambda: said in _notices(app), "where it works")
+        assert app.state.working_dir == home_short(there)
+        await send(pilot, "hello")
+        await until(pilot, lambda: not app.busy and replies(app) == ["answer 0"], "the reply")
+        await app.open_session(None)  # Ctrl-N: a new one, in the same directory
+        assert app.session is not None and app.session.session_id != made
+        newer = app.session.session_id
+        assert served.client.get(f"/sessions/{newer}")["working_dir"] == str(there)
+        await app.open_session(made)  # the new one, unused, goes away
+        assert newer not in [s["id"] for s in served.client.get("/sessions")["sessions"]]
+
+    run_app(app, scenario, (100, 30))
+    assert served.client.get(f"/sessions/{made}")["working_dir"] == str(there)
+    assert served.messages(made) == ["hello", "answer 0"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--dir", "relative/dir"], "--dir 'relative/dir': give an absolute directory"),
+        (["SESSION", "--dir", "/srv"], "--dir is where a new session works: not with SESSION"),
+        (["--continue", "--dir", "/srv"], "not with SESSION or --continue"),
+    ],
+)
+def test_attach_dir_is_refused_in_one_line_where_it_cannot_apply(
+    args: list[str], said: str
+) -> None:
+    """Checked before anything else (no server is asked, no session made)."""
+    result = CliRunner().invoke(main, ["attach", "http://127.0.0.1:9", "--token", "t", *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def _notices(app: InfaiApp) -> str:
+    return " ".join(str(n.render()) for n in app.query_one(ChatView).query(Notice))
 
 
 def replies(app: InfaiApp) -> list[str]:
@@ -104,7 +160,12 @@ def test_a_turn_runs_on_the_server_and_shows_as_a_local_one(served: Served, tmp_
         await send(pilot, "hello")
         await until(pilot, lambda: not app.busy and replies(app) == ["answer 0"], "the reply")
         assert served.messages(sid) == ["hello", "answer 0"]
-        assert app.head.count == served.client.get(f"/sessions/{sid}")["events"]
+        detail = served.client.get(f"/sessions/{sid}")
+        assert app.head.count == detail["events"]
+        # the status bar's gauge, as locally: the model's window and the tokens used
+        assert (app.state.context_window, detail["context_window"]) == (128_000, 128_000)
+        assert app.state.used_tokens == detail["used_tokens"] > 0
+        assert f"/{128_000:,}" in str(app.query_one(StatusBar).render())
         (tmp_path / "notes.txt").write_text("mine")
         await send(pilot, "see @notes.txt")  # a file of this machine: not attached, said
         await until(pilot, lambda: not app.busy and len(replies(app)) == 2, "the second reply")
@@ -113,6 +174,12 @@ def test_a_turn_runs_on_the_server_and_shows_as_a_local_one(served: Served, tmp_
         assert served.messages(sid)[2] == "see @notes.txt"
         await send(pilot, "/model other")
         await until(pilot, lambda: NO_MODEL_SWITCH in _toasts(app), "the refusal")
+        await send(pilot, "/rename the plan")  # the server's session is renamed
+        await until(pilot, lambda: _name(served, sid) == "the plan" == app.head.name, "the name")
+        assert "the plan" in str(app.title)
+        await send(pilot, "/rename")  # no name: the dialog, with the server's name in it
+        await until(pilot, lambda: isinstance(app.screen, RenameScreen), "the rename dialog")
+        await pilot.press("escape")
 
     run_app(app, scenario, (100, 30))
 
@@ -165,6 +232,11 @@ def test_a_question_of_another_clients_turn_is_asked_and_closed_when_answered_th
         run_app(app, scenario, (100, 30))
     finally:
         served.close()
+
+
+def _name(served: Served, sid: str) -> str | None:
+    name: str | None = served.client.get(f"/sessions/{sid}")["name"]
+    return name
 
 
 def _toasts(app: Any) -> str:

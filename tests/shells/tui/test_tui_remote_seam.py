@@ -1,14 +1,18 @@
-"""The remote objects offer every member the TUI reaches for.
+"""The seam's Protocols hold every member of a session and its view the TUI reaches for.
 
 The TUI drives a :class:`~infai.shells.remote.session.RemoteSession` as it drives
-an :class:`~infai.agent.AgentSession`, and reads a
-:class:`~infai.shells.remote.view.RemoteView`, a ``RemoteHarness`` and a
-``RemoteStore`` where it reads a session view, a harness and a store. Nothing
-checks that statically (the shells hand them over as the local types), so this
-does: every ``session.NAME``, ``log.NAME``/``reader.NAME``, ``harness.NAME`` and
-``harness.store.NAME`` written in the TUI's modules exists on the remote object,
-so a member the TUI starts using is added to the remote side in the same change
-(or named below as local-only, with why).
+an :class:`~infai.agent.AgentSession`. The seam (:mod:`infai.shells.tui.seam`)
+names what it uses of both as Protocols, and ``mypy --strict`` (``make lint``)
+proves that the local and the remote classes satisfy them, types included. The
+harness and the store are typed as the seam's Protocols in the app itself, so
+mypy also proves the app uses nothing else of them. The app keeps its session
+as an ``AgentSession`` (the local-only ``!cmd`` and ``@file`` paths need one),
+so for the session and its view this test is what proves the other half: every
+``session.NAME``, ``opened.NAME``, ``previous.NAME`` and ``log.NAME``/``reader.NAME``
+written in the TUI's modules is a member of :class:`TuiSession` or
+:class:`TuiView` (or named below as local-only, with why). A member the TUI
+starts using is therefore added to the seam, and then mypy asks for it on both
+sides.
 """
 
 from __future__ import annotations
@@ -17,21 +21,16 @@ import re
 from pathlib import Path
 
 import infai.shells.tui as tui
-from infai.shells.remote import Remote
-from infai.shells.remote.session import RemoteHarness, RemoteSession
+from infai.shells.tui.seam import TuiSession, TuiView
 
-SOURCES = sorted(Path(tui.__file__).parent.glob("*.py"))
+#: the remote backend works on the remote types themselves (mypy checks it there)
+OWN_TYPES = {"remote_io.py"}
+SOURCES = sorted(p for p in Path(tui.__file__).parent.glob("*.py") if p.name not in OWN_TYPES)
 #: members reached only on the local path, and why
 LOCAL_ONLY = {
     "park",  # store_io.let_go: a local session's writer is let go between turns
     "park_between_turns",  # the same
-    "new_session",  # store_io.open_session (remote_io.RemoteBackend opens instead)
-    "open",  # the same
-    "sessions",  # store_io.sessions (RemoteBackend.sessions lists instead)
-    "use_model",  # store_io.use_model (RemoteBackend.use_model refuses instead)
-    "watch",  # prompting._watch: only where store.shared_writers (never remote)
-    "remote",  # remote_io's own
-    "attach",  # remote_io's own
+    "store",  # backend.LocalBackend: a local session's own store (close, diff)
 }
 
 
@@ -42,24 +41,20 @@ def reached(pattern: str) -> set[str]:
     return names - LOCAL_ONLY
 
 
-def test_every_member_the_tui_reaches_for_is_there_remotely(tmp_path: Path) -> None:
-    remote = Remote("http://127.0.0.1:9", "a-token-that-is-never-sent")
-    space = RemoteHarness(remote, tmp_path, tmp_path)
-    session = RemoteSession(space, {"id": "s", "working_dir": str(tmp_path)})
-    try:
-        checks = [
-            (session, r"\b(?:session|opened|previous)\.([a-z_]+)\b"),
-            (session.view, r"\b(?:log|reader)\.([a-z_]+)\b"),
-            (space, r"\b(?:self\.harness|harness|space)\.([a-z_]+)\b"),
-            (space.store, r"\bharness\.store\.([a-z_]+)\b"),
-        ]
-        missing = [
-            f"{type(obj).__name__}.{name}"
-            for obj, pattern in checks
-            for name in sorted(reached(pattern))
-            if not (hasattr(type(obj), name) or name in vars(obj))  # no property read
-        ]
-        assert missing == []
-    finally:
-        session.close()
-        remote.close()
+def members(protocol: type) -> set[str]:
+    names = {name for name in vars(protocol) if not name.startswith("_")}
+    return names | set(protocol.__annotations__)
+
+
+def test_every_member_the_tui_reaches_for_is_in_the_seam() -> None:
+    checks = [
+        (TuiSession, r"\b(?:session|opened|previous)\.([a-z_]+)\b"),
+        (TuiView, r"\b(?:log|reader)\.([a-z_]+)\b"),
+    ]
+    missing = [
+        f"{protocol.__name__}.{name}"
+        for protocol, pattern in checks
+        for name in sorted(reached(pattern))
+        if name not in members(protocol)
+    ]
+    assert missing == []

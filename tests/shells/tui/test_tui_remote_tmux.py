@@ -29,7 +29,7 @@ from infai.agent.loop import INTERRUPTED_TURN
 from infai.shells.remote import Remote
 from infai.shells.tui.modals import GRACE
 from infai.shells.tui.usercontext import NO_BANG
-from tmux_term import Terminal, flat
+from tmux_term import INFAI, Terminal, flat
 
 pytestmark = pytest.mark.slow  # a server process and one or two TUIs in tmux each
 
@@ -313,3 +313,37 @@ def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved_on_the_server
     assert said[0] == "hello from tmux" and said[1].startswith("offline model: you said")
     assert len(said) == 2
     assert api(server, f"/sessions/{sid}")["working_dir"] == str(server.work)
+
+
+def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
+    server: Server, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """``infai attach URL --dir DIR``: the new session works in DIR on the server,
+    the TUI says so, and its turn runs there; a directory the server does not
+    have is a one-line error before any screen (nothing made)."""
+    there = server.work / "elsewhere"
+    there.mkdir()
+    before = {s["id"] for s in api(server, "/sessions")["sessions"]}
+    args = ("attach", server.url, "--token", TOKEN, "--dir", str(there))
+    term = open_tui(terminals, tmp_path, *args)
+    term.wait_for(lambda s: f"working in {there} there" in flat(s), "where it works", WAIT)
+    [sid] = {s["id"] for s in api(server, "/sessions")["sessions"]} - before
+    assert api(server, f"/sessions/{sid}")["working_dir"] == str(there)
+    send(term, "hello from elsewhere")
+    until(server, sid, lambda d: d["turn"] is None and len(contents(server, sid)) == 2, "a reply")
+    assert contents(server, sid) == ["hello from elsewhere", "hello"]
+
+    master, pty = os.openpty()  # a terminal for standard input: the check is the server's
+    try:
+        missing = str(tmp_path / "no-such-dir")
+        refused = subprocess.run(
+            [str(INFAI), "attach", server.url, "--token", TOKEN, "--dir", missing],
+            stdin=pty, capture_output=True, text=True, timeout=WAIT,
+        )  # fmt: skip
+    finally:
+        os.close(pty)
+        os.close(master)
+    assert refused.returncode == 2, refused.stderr
+    assert "is not an absolute directory" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert {s["id"] for s in api(server, "/sessions")["sessions"]} == before | {sid}

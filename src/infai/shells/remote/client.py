@@ -277,3 +277,9 @@ def post_data(remote: Remote, path: str, body: Mapping[str, Any]) -> tuple[int, 
     if response.status_code != 409:
         _check(response, remote.url)
     return response.status_code, remote._json(response)
+
+
+def patch(remote: Remote, path: str, body: Mapping[str, Any]) -> Any:
+    """The JSON answer to ``PATCH path`` with ``body`` (an error status raises
+    :class:`RemoteError`): a session's rename."""
+    return remote._json(remote._send("PATCH", path, json=dict(body)))

@@ -19,7 +19,7 @@ by the server, so it is asked at once.
 
 :class:`RemoteHarness` and :class:`RemoteStore` are the few harness and store
 members the TUI reads (the local history's home, a session's metadata, search,
-an index reader); what the API has no form for says so with a clear error.
+an index reader, a rename); what the API has no form for says so with a clear error.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from infai.llm import Notice, ReasoningDelta, TextDelta
 from infai.store import Event, InvalidInput, SearchHit, SearchResults, SessionInfo
 from infai.tools import AllowAlways, Approver, Ask, DenyWith, Reply, Rule
 
-from .client import Frame, Remote, RemoteError, post_data, watch
+from .client import Frame, Remote, RemoteError, patch, post_data, watch
 from .view import RemoteView, event_of
 
 #: seconds to wait for the stream's ``ready`` when a session is opened
@@ -61,7 +61,8 @@ def info_of(obj: dict[str, Any]) -> SessionInfo:
 
 @dataclass
 class RemoteModel:
-    """The session's model as the server names it (its window is the server's)."""
+    """The session's model as the server names it, with its context window as the
+    server says (``GET /sessions/{id}``; 0: the server cannot build it)."""
 
     name: str
     context_window: int = 0
@@ -142,8 +143,12 @@ class RemoteStore:
         found = self.remote.get("/search", q=query, limit=limit)
         return SearchResults(_hit(obj) for obj in found["hits"])
 
-    def update_info(self, session_id: str, **changes: Any) -> None:
-        raise InvalidInput("renaming is not in the server's API: not available with --remote")
+    def update_info(self, session_id: str, **changes: Any) -> SessionInfo:
+        """Rename the session on the server (``PATCH /sessions/{id}``); its other
+        metadata is the server's (the model is chosen when the session is made)."""
+        if set(changes) - {"name"}:
+            raise InvalidInput(f"cannot change {sorted(set(changes) - {'name'})} with --remote")
+        return info_of(patch(self.remote, f"/sessions/{session_id}", changes))
 
 
 def _hit(obj: dict[str, Any]) -> SearchHit:
@@ -155,10 +160,15 @@ def _hit(obj: dict[str, Any]) -> SearchHit:
 class RemoteHarness:
     """The harness members the TUI reads, for a server's sessions."""
 
-    def __init__(self, remote: Remote, home: Path, working_dir: Path) -> None:
+    def __init__(
+        self, remote: Remote, home: Path, working_dir: Path, server_dir: str | None = None
+    ) -> None:
         self.remote = remote
         self.store = RemoteStore(remote, home)
+        #: this machine's directory (the prompt history's key)
         self.working_dir = working_dir
+        #: where new sessions work on the server (None: the server's own directory)
+        self.server_dir = server_dir
         self.model = RemoteModel("(the server's)")
         self.approver: Approver | None = None
 
@@ -180,7 +190,9 @@ class RemoteSession:
         self.remote = space.remote
         self.session_id = str(detail["id"])
         self.working_dir = Path(detail.get("working_dir") or ".")
-        self.model = RemoteModel(str(detail.get("model") or "(the server's)"))
+        self.model = RemoteModel(
+            str(detail.get("model") or "(the server's)"), int(detail.get("context_window") or 0)
+        )
         self.view = RemoteView(self.remote, self.session_id)
         self.hub = EventHub()  # this client's turns
         #: other turns, appends outside a turn, and every question

@@ -85,6 +85,16 @@ COMPONENTS: dict[str, Schema] = {
             "pending_parent": _nullable("string"),
             "watchers": {"type": "integer"},
             "pending_approvals": {"type": "integer"},
+            "used_tokens": {
+                "type": "integer",
+                "description": "What the next request holds, as the agent counts it: the "
+                "last reply's reported usage plus an estimate of what came after it.",
+            },
+            "context_window": _nullable(
+                "integer",
+                description="The context window of the model the next prompt uses "
+                "(null: that model cannot be built on this server).",
+            ),
         },
     },
     "SessionSummary": {
@@ -291,6 +301,14 @@ NEW_SESSION: Schema = {
         "model": {"type": "string", "minLength": 1, "maxLength": 200},
     },
 }
+RENAME: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": _nullable("string", maxLength=200, description="The new name (null: none)."),
+    },
+}
 PROMPT: Schema = {
     "type": "object",
     "additionalProperties": False,
@@ -456,6 +474,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET", "/v1/sessions/{session_id}", "get_session", "Metadata and live state.",
         {200: ("The session.", "SessionDetail")}, params=(SESSION,),
+    ),
+    Operation(
+        "PATCH", "/v1/sessions/{session_id}", "update_session",
+        "Rename a session (its metadata only: a turn in flight goes on).",
+        {200: ("The session's new metadata.", "Session")}, params=(SESSION,), body=RENAME,
     ),
     Operation(
         "DELETE", "/v1/sessions/{session_id}", "delete_session",

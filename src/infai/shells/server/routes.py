@@ -28,6 +28,7 @@ from infai.agent import (
     Lagged,
     NotInFlight,
     RestoreRefused,
+    context_tokens,
     load_manifest,
     manifest_of,
     settled_obj,
@@ -53,6 +54,8 @@ T = TypeVar("T")
 
 #: seconds between keep-alive comments on an idle stream
 PING_SECONDS = 15
+#: the path's last events that count for ``used_tokens`` (as the TUI counts them)
+TOKENS_LOOKBACK = 50
 #: settled events replayed per write
 REPLAY_BATCH = 64
 
@@ -148,8 +151,10 @@ def _is_absolute_dir(text: str) -> bool:
 async def get_session(call: Call) -> Response:
     info = await asyncio.to_thread(call.sessions.store.info, call.session_id)
     served = call.sessions.open.get(call.session_id)
-    head, count = await call.read(lambda reader: (reader.head, reader.count))
+    follows = served.agent.pending_parent if served is not None else None
+    head, count, used = await call.read(lambda reader: _tokens_read(reader, follows))
     state: dict[str, Any] = {"head": head, "events": count, "open": served is not None}
+    state.update(used_tokens=used, context_window=await call.sessions.context_window(info))
     if served is None:
         state.update(turn=None, busy=None, pending_parent=None, watchers=0, pending_approvals=0)
         node = call.sessions.node
@@ -167,6 +172,25 @@ async def get_session(call: Call) -> Response:
             + (len(served.mirror.questions) if served.mirror is not None else 0),
         )
     return ok({**info.to_obj(), **state})
+
+
+def _tokens_read(reader: SessionView, pending: str | None) -> tuple[str | None, int, int]:
+    """HEAD, the count and what the next request holds, as the agent counts it
+    (:func:`~infai.agent.context_tokens`): the last reported usage and what came
+    after, over the last :data:`TOKENS_LOOKBACK` events of the path the next
+    prompt follows (no blob is read: an event kept in one counts by its preview)."""
+    count = reader.count
+    path = reader.path(pending) if count else []
+    used = context_tokens([reader.event(entry.id) for entry in path[-TOKENS_LOOKBACK:]])
+    return reader.head, count, used
+
+
+async def update_session(call: Call) -> Response:
+    """The session's name, changed in its metadata (under the writer's own lock
+    when a turn holds it: the store's :meth:`~infai.store.SessionStore.update_info`)."""
+    name = call.body["name"] or None
+    info = await asyncio.to_thread(call.sessions.store.update_info, call.session_id, name=name)
+    return ok(info.to_obj())
 
 
 async def delete_session(call: Call) -> Response:
@@ -417,6 +441,7 @@ HANDLERS: dict[str, Handler] = {
     "list_sessions": list_sessions,
     "create_session": create_session,
     "get_session": get_session,
+    "update_session": update_session,
     "delete_session": delete_session,
     "list_events": list_events,
     "get_event": get_event,

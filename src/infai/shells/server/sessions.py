@@ -35,7 +35,7 @@ from typing import Any
 
 from infai.agent import AgentSession, ConfigError, Harness
 from infai.llm import ModelUnavailable
-from infai.store import REMOVED, Event, SessionNotFound, SessionStore
+from infai.store import REMOVED, Event, SessionInfo, SessionNotFound, SessionStore
 from infai.tools import Approver
 
 from .channel import frame
@@ -104,6 +104,8 @@ class Sessions:
         #: fan-out of other processes' appends, and closing what they removed
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
+        #: each (model name, working directory)'s context window, once asked (None: unbuildable)
+        self._windows: dict[tuple[str, str | None], int | None] = {}
         live: Live | None = getattr(self.store, "live", None)
         #: this server as one node of several on a shared store (None: the only one)
         self.node = (
@@ -242,6 +244,21 @@ class Sessions:
         if watcher is not None:
             self._stop_watching.set()
             await asyncio.to_thread(watcher.join, 5)
+
+    async def context_window(self, info: SessionInfo) -> int | None:
+        """The context window of the model the session's next prompt uses: the open
+        agent's, else its stored model's (none named: the harness's) as its directory
+        defines it, built once per name and directory; None when it cannot be built."""
+        served = self.open.get(info.id)
+        if served is not None:
+            return served.agent.model.context_window
+        key = (info.model or self.harness.model_name, info.working_dir)
+        if key not in self._windows:
+            try:
+                self._windows[key] = await self.harness.model_window(*key)
+            except MODEL_ERRORS:
+                self._windows[key] = None
+        return self._windows[key]
 
     async def delete(self, session_id: str) -> None:
         """Close the session here if open, then remove it from the store."""

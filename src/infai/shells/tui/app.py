@@ -58,7 +58,6 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 from infai.agent import (
     AgentEvent,
     AgentSession,
-    Harness,
     Lagged,
     Saved,
     SlotConflict,
@@ -89,6 +88,7 @@ from .keys import Keyboard, where_keys_are
 from .modals import HelpScreen, SessionPicker
 from .panels import PendingBar, QueueBar, Status, StatusBar, Timeline, home_short
 from .prompt import Arrivals, PromptInput
+from .seam import TuiHarness
 from .search import SearchScreen
 from .store_io import Head, SessionHeld, off_loop
 from .usercontext import QUIT_WINDOW as QUIT_WINDOW
@@ -115,7 +115,7 @@ class InfaiApp(Keyboard, Files):
     ]
 
     def __init__(
-        self, harness: Harness, session_id: str | None = None, *, backend: Backend = LOCAL
+        self, harness: TuiHarness, session_id: str | None = None, *, backend: Backend = LOCAL
     ) -> None:
         super().__init__()
         self.harness = harness

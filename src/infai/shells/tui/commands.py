@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from infai.agent import AgentEvent, AgentSession, CompactionFailed, Harness, SlotConflict, Turn
+from infai.agent import AgentEvent, AgentSession, CompactionFailed, SlotConflict, Turn
 from infai.llm import ModelUnavailable, close_model
 from infai.store import StoreError
 
@@ -26,6 +26,7 @@ from .style import Styled
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .seam import TuiHarness
 
 #: how the agent loop's notice of an automatic compaction begins
 COMPACTING = "compacting"
@@ -34,7 +35,7 @@ COMPACTING = "compacting"
 class Commands(Styled):
     """/compact, /model and /rename, over what the app provides."""
 
-    harness: Harness
+    harness: TuiHarness
     session: AgentSession | None
     backend: Backend
     state: Status

@@ -24,16 +24,17 @@ from __future__ import annotations
 import asyncio
 
 from infai.agent import AgentSession
-from infai.store import Event, SessionStore, StoreError
+from infai.store import Event, StoreError
 
 from .prompting import Prompting
+from .seam import TuiStore
 from .store_io import Head, off_loop
 
 #: seconds between two looks at the parked session's event count while idle
 LOOK_EVERY = 1.0
 
 
-def stored_count(store: SessionStore, session_id: str) -> int:
+def stored_count(store: TuiStore, session_id: str) -> int:
     """How many events ``session_id`` holds now, as another process left it (a
     reader of its own: the parked view is the app's, read by reloads meanwhile)."""
     with store.open_reader(session_id) as reader:

@@ -19,11 +19,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from infai.agent import AgentSession, Harness
+from infai.agent import AgentSession
 from infai.store import StoreError
 
 from ..inert import inert, inert_text
 from .modals import MODAL_CSS
+from .seam import TuiHarness
 from .store_io import SessionHeld, off_loop, transcript
 
 #: what the held session's dialog answers: open the picker, a new session, quit
@@ -117,7 +118,7 @@ class HeldScreen(ModalScreen[str | None]):
 class HeldApp(Protocol):
     """What :func:`ask_held` needs of the app."""
 
-    harness: Harness
+    harness: TuiHarness
     session: AgentSession | None
 
     def push_screen(self, screen: HeldScreen, callback: Callable[[str | None], Any]) -> Any:

@@ -16,6 +16,8 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 
+from infai.agent import Harness
+
 from . import history
 from .panels import QueueBar
 from .prompt import PromptInput
@@ -130,7 +132,9 @@ class Prompting(UserContext):
             elif session is not None and session_id == session.session_id:
                 self.call_from_thread(self._note_append, seq)
 
-        self.harness.store.watch(appended, self._watching)
+        harness = self.harness  # only a local store has other writers (never a server)
+        assert isinstance(harness, Harness), "watching a store is a local harness's"
+        harness.store.watch(appended, self._watching)
 
     def _note_append(self, seq: int) -> None:
         self.run_worker(self._appended_elsewhere(seq), group="appended", exit_on_error=False)

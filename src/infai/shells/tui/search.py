@@ -36,11 +36,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from infai.store import InvalidInput, SearchHit, SessionStore, StoreError
+from infai.store import InvalidInput, SearchHit, StoreError
 
 from ..inert import inert, inert_text
 from . import store_io
 from .modals import MODAL_CSS
+from .seam import TuiStore
 from .store_io import off_loop
 
 #: seconds of no typing before the query is searched
@@ -86,7 +87,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         Binding("down", "to_hits", "hits", show=False),
     ]
 
-    def __init__(self, store: SessionStore, query: str = "") -> None:
+    def __init__(self, store: TuiStore, query: str = "") -> None:
         super().__init__()
         self.store = store
         self.query_text = query

@@ -48,6 +48,7 @@ from infai.store import (
 from .filescreens import EventDiff
 from .modals import Listed
 from .panels import branch_label, fork_point
+from .seam import TuiStore
 
 T = TypeVar("T")
 
@@ -116,7 +117,7 @@ class Shown:
     earlier: list[str] = field(default_factory=list)
 
 
-def load_path(session: AgentSession, store: SessionStore, page: int) -> Shown:
+def load_path(session: AgentSession, store: TuiStore, page: int) -> Shown:
     """Read what a reload shows: the path, its last ``page`` events, the pending
     parent, HEAD and its fork, the input tokens last used and the session's name.
 
@@ -257,7 +258,7 @@ def let_go(session: AgentSession) -> None:
 VIEWED = 200
 
 
-def transcript(store: SessionStore, session_id: str) -> list[tuple[str, str]]:
+def transcript(store: TuiStore, session_id: str) -> list[tuple[str, str]]:
     """The session's path as (who, text) lines for a read-only look, the newest
     :data:`VIEWED` events, from a reader (no lock taken)."""
     with store.open_reader(session_id) as reader:
@@ -294,7 +295,7 @@ def close_session(session: AgentSession, store: SessionStore, discard_if_unused:
         store.remove_session(sid)
 
 
-def first_prompt(store: SessionStore, session_id: str) -> str:
+def first_prompt(store: TuiStore, session_id: str) -> str:
     """The preview of the session's first prompt (among its first 20 events), or ""
     (the index only; an unreadable session: "")."""
     try:
@@ -306,7 +307,7 @@ def first_prompt(store: SessionStore, session_id: str) -> str:
     return first.preview if first is not None else ""
 
 
-def titles(store: SessionStore, hits: list[SearchHit]) -> dict[str, str]:
+def titles(store: TuiStore, hits: list[SearchHit]) -> dict[str, str]:
     """Each hit's session's title, as the picker shows it: its name, else its first
     prompt (read once per session; the hits' own field names only a name)."""
     found: dict[str, str] = {}
@@ -337,16 +338,16 @@ def sessions(harness: Harness, limit: int = LISTED) -> list[Listed]:
     return rows
 
 
-def search(store: SessionStore, query: str, limit: int) -> SearchResults:
+def search(store: TuiStore, query: str, limit: int) -> SearchResults:
     """The search panel's hits for ``query``, best first (every session and branch)."""
     return store.search(query, limit=limit)
 
 
-def name_of(store: SessionStore, session_id: str) -> str | None:
+def name_of(store: TuiStore, session_id: str) -> str | None:
     return store.info(session_id).name
 
 
-def rename(store: SessionStore, session_id: str, name: str | None) -> None:
+def rename(store: TuiStore, session_id: str, name: str | None) -> None:
     store.update_info(session_id, name=name)
 
 
