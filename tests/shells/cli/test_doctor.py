@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import stat
 from pathlib import Path
 
@@ -131,3 +133,30 @@ def test_doctor_without_bash_says_commands_are_refused(
     report = json.loads(doctor("doctor", "--json").output)
     assert report["bash"] is None and report["working"] is False
     assert "bash is not installed" in report["reason"]
+
+
+def test_the_network_check_counts_only_its_own_probes_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Confined, no connection: blocked. With ``network = true`` the probe's
+    connection arrives: not blocked. A stranger's connection to the same port
+    (a client retrying a server that had it) is not taken for the probe's."""
+    from infai.shells.cli import doctor as doctor_module
+    from infai.tools import Sandbox, SandboxSettings
+
+    assert doctor_module._network_check(Sandbox(SandboxSettings(mode="required")))
+    open_net = Sandbox(SandboxSettings(mode="required", network=True))
+    assert not doctor_module._network_check(open_net)
+
+    real_run = doctor_module.run_launched
+
+    def stranger_first(sandbox: Sandbox, command: str, wd: Path, **kw: bool) -> object:
+        found = re.search(r"127\.0\.0\.1\D+(\d+)", command)
+        assert found, command
+        port = int(found.group(1))
+        with socket.create_connection(("127.0.0.1", port)) as stranger:
+            stranger.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            return real_run(sandbox, command, wd, **kw)
+
+    monkeypatch.setattr(doctor_module, "run_launched", stranger_first)
+    assert doctor_module._network_check(Sandbox(SandboxSettings(mode="required")))

@@ -24,12 +24,14 @@ status 0 means shell commands will run confined, 1 that they will not.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,24 +149,33 @@ def _write_checks(sandbox: Sandbox) -> dict[str, Any]:
 
 
 def _network_check(sandbox: Sandbox) -> bool:
-    """Whether a connection to a loopback listener of this process is impossible."""
+    """Whether a connection to a loopback listener of this process is impossible.
+
+    Only a connection that sends this check's own nonce counts: another program
+    on the machine may connect to the same port by chance (a client retrying a
+    server that used the port before)."""
+    nonce = secrets.token_hex(8)
     with socket.socket() as server, tempfile.TemporaryDirectory() as wd:
         server.bind(("127.0.0.1", 0))
-        server.listen(1)
+        server.listen(8)
         server.settimeout(0.2)
         port = server.getsockname()[1]
         code = (
             "import socket; print('ran', flush=True); s = socket.socket(); s.settimeout(2); "
-            f"s.connect(('127.0.0.1', {port})); s.sendall(b'x')"
+            f"s.connect(('127.0.0.1', {port})); s.sendall(b'{nonce}')"
         )
         probe = shlex.join(python_probe(code))
         ran = run_launched(sandbox, probe, Path(wd))
-        try:
-            conn, _ = server.accept()
-        except TimeoutError:
-            return ran.stdout.startswith("ran")  # a probe that never ran proves nothing
-        conn.close()
-        return False
+        while True:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                return ran.stdout.startswith("ran")  # a probe that never ran proves nothing
+            with conn:
+                conn.settimeout(0.5)
+                with suppress(OSError):
+                    if conn.recv(64) == nonce.encode():
+                        return False
 
 
 def _hidden_check(sandbox: Sandbox, rows: list[dict[str, Any]]) -> bool:
