@@ -276,10 +276,13 @@ def test_a_compacted_session_shows_the_earlier_conversation_folded(offline: Term
     assert "message number 0" not in shown
     # a click while the compaction's notice is still being laid out can go unseen:
     # clicked again while the fold shows closed (``▶``) where it is now
-    for _ in range(5):
+    for _ in range(10):
         shown = offline.screen()
         if "message number" in shown:  # opened
             break
+        if "before the compaction" not in shown:  # redrawn just now (a reload): look again
+            time.sleep(0.5)
+            continue
         x, y = row_of(shown, "before the compaction")
         if "▶" in shown.splitlines()[y]:
             mouse(offline, 0, x, y)
