@@ -142,13 +142,14 @@ def test_the_network_check_counts_only_its_own_probes_connection(
     connection arrives: not blocked. A stranger's connection to the same port
     (a client retrying a server that had it) is not taken for the probe's."""
     from infai.shells.cli import doctor as doctor_module
+    from infai.shells.cli import doctor_sockets
     from infai.tools import Sandbox, SandboxSettings
 
     assert doctor_module._network_check(Sandbox(SandboxSettings(mode="required")))
     open_net = Sandbox(SandboxSettings(mode="required", network=True))
     assert not doctor_module._network_check(open_net)
 
-    real_run = doctor_module.run_launched
+    real_run = doctor_sockets.run_launched
 
     def stranger_first(sandbox: Sandbox, command: str, wd: Path, **kw: bool) -> object:
         found = re.search(r"127\.0\.0\.1\D+(\d+)", command)
