@@ -154,31 +154,66 @@ def harden(
 def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
     """The ``(name, value)`` settings of ``repo``'s local and worktree config,
     includes followed, as ``git config --list`` gives them (it runs nothing a
-    config names); none where its config files mention nothing of interest."""
+    config names); none where its config files mention nothing of interest.
+    A conditional include (``includeIf``) counts whether its condition holds now
+    or not (:func:`_inactive_includes`): the command may make it hold."""
     git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
     if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
         return []
     run_env = {**env, "GIT_CONFIG_COUNT": "0"}
     if repo.git_dir:
         run_env["GIT_DIR"] = str(repo.where)
-    try:
-        done = subprocess.run(
-            ["git", "config", "--list", "--show-scope", "--includes", "-z"],
-            cwd=repo.where,
-            capture_output=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-            env=run_env,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    fields = done.stdout.split(b"\0")
+    listed = ["--list", "--show-origin", "--show-scope", "--includes", "-z"]
+    fields = _git_config(listed, repo.where, run_env).split(b"\0")
     found = []
-    for scope, raw in zip(fields[::2], fields[1::2], strict=False):
+    origins: list[Path] = []
+    for scope, origin, raw in zip(fields[::3], fields[1::3], fields[2::3], strict=False):
         if scope in (b"local", b"worktree"):
             name, _, value = raw.decode(errors="replace").partition("\n")
             found.append((name, value))
+            if origin.startswith(b"file:"):
+                origins.append(repo.where / os.fsdecode(origin.removeprefix(b"file:")))
+    return found + _inactive_includes(origins, repo.where, run_env)
+
+
+def _inactive_includes(
+    origins: list[Path], where: Path, env: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """The settings of the files the config files ``origins`` include that git did
+    not read just now, conditions not judged: an ``includeIf "onbranch:x"`` (or
+    ``hasconfig:remote.*.url:…``) becomes active once the command checks out ``x``
+    (adds that remote), and git then runs the driver it names."""
+    seen = {path.resolve() for path in origins}
+    todo = list(seen)
+    found: list[tuple[str, str]] = []
+    while todo and len(seen) < _MAX_INCLUDED:
+        for target in _includes(todo.pop(0)):
+            if target in seen:
+                continue
+            seen.add(target)
+            todo.append(target)
+            fields = _git_config(["--list", "-z", "--file", str(target)], where, env).split(b"\0")
+            for raw in fields:
+                if raw:
+                    name, _, value = raw.decode(errors="replace").partition("\n")
+                    found.append((name, value))
     return found
+
+
+def _git_config(args: list[str], where: Path, env: Mapping[str, str]) -> bytes:
+    """What ``git config ARGS`` prints in ``where`` (nothing where it fails)."""
+    try:
+        done = subprocess.run(
+            ["git", "config", *args],
+            cwd=where,
+            capture_output=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    return done.stdout
 
 
 def _moved_work_tree(where: Path, config: list[tuple[str, str]]) -> str:

@@ -22,7 +22,9 @@ command unrestricted: the sandbox is then as it was, and ``infai doctor`` says s
 The interpreter's own installation (:func:`interpreter_paths`; a venv's base
 installation, not the venv) is bound read-only into the sandbox so the program
 runs wherever infai's Python lives (under ``/tmp``, which is private there, or
-in the hidden home).
+in the hidden home); where it lies in a writable root it is mounted read-only
+there (:mod:`.sandbox`), or one command could replace it and the next start
+unrestricted.
 
 Not covered: *reading* a FIFO outside (taking what a writer meant for another
 reader): Landlock cannot tell a FIFO from a file, and files outside must stay

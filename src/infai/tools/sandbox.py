@@ -492,6 +492,8 @@ class Sandbox:
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)
+        if with_interpreter:  # the starter must not be rewritten by the command before it
+            protected += _interpreter_in(roots)
         tops = [str(r) for r in roots]
         home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
         hidden = home_mod.keep_hidden(home, hidden, tops)
@@ -513,6 +515,21 @@ class Sandbox:
         for kept in protected:
             args += ["--ro-bind", kept, kept]
         return [*args, *mount_args(hidden), *home_mod.home_tail(home), "--chdir", str(wd), "--"]
+
+
+def _interpreter_in(roots: Sequence[Path]) -> list[str]:
+    """The places of infai's Python (:func:`~.landlock.interpreter_paths`) that lie in
+    a writable root, to be mounted read-only (and their parents pinned) like the
+    protected paths. Why: every command starts through that interpreter, before
+    Landlock holds; one that lives in the working directory (a venv of copies, a
+    conda environment, a Python under ``$HOME`` run from there) could otherwise be
+    replaced by one command so that the next starts without the restriction."""
+    found = []
+    for where in interpreter_paths():
+        path = Path(where)
+        if any(path == r or r in path.parents for r in roots):
+            found.append(where)
+    return found
 
 
 def _mount_point(path: Path) -> None:
