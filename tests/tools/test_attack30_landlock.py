@@ -114,3 +114,49 @@ def test_no_path_through_proc_or_a_link_reaches_a_fifo_outside(fifo: Path, tmp_p
     got, outs = _received(fifo, [command], tmp_path)
     assert got == b"" and "WROTE" not in outs[0] and "hard=1" in outs[0], outs
     assert outs[0].count("refused") == 6, outs
+
+
+#: run in a child: Landlock made to fail as on a kernel booted without it (a seccomp
+#: filter answers ENOSYS to landlock_create_ruleset), then what the approval mode
+#: says of a sandbox the doctor passed with Landlock, and a command's FIFO write
+_WITHOUT_LANDLOCK = """
+import asyncio, ctypes, struct, sys
+from pathlib import Path
+prog = b"".join(struct.pack("<HBBI", *i) for i in [
+    (0x20, 0, 0, 0), (0x15, 0, 1, 444), (0x06, 0, 0, 0x00050000 | 38), (0x06, 0, 0, 0x7FFF0000)])
+buf = ctypes.create_string_buffer(prog)
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+fprog = Fprog(len(prog) // 8, ctypes.addressof(buf))
+assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0
+from infai.tools import Sandbox, SandboxSettings, ToolContext
+from infai.tools.sandbox import find_bwrap
+from infai.tools.sandbox_verified import unverified
+from infai.tools.shell import Bash
+home, fifo, wd = (Path(a) for a in sys.argv[1:4])
+print("MODE:", unverified(home, find_bwrap(), SandboxSettings(mode="required")) or "on")
+tool = Bash(sandbox=Sandbox(SandboxSettings(mode="required")))
+print(asyncio.run(tool.run({"command": f"echo x > {fifo}"}, ToolContext(wd, "s"))).content)
+"""
+
+
+def test_the_approval_mode_is_off_where_landlock_is_gone(fifo: Path, tmp_path: Path) -> None:
+    """The doctor passed with Landlock; after a boot without it (same kernel release)
+    a confined command writes a FIFO outside again: the mode must not run it unasked."""
+    from infai.tools.sandbox import find_bwrap
+    from infai.tools.sandbox_verified import record_pass, unverified
+
+    settings = SandboxSettings(mode="required")
+    record_pass(tmp_path, find_bwrap(), settings)
+    assert unverified(tmp_path, find_bwrap(), settings) == ""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        argv = [sys.executable, "-c", _WITHOUT_LANDLOCK, str(tmp_path), str(fifo), str(tmp_path)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        got = os.read(reader, 100)
+    finally:
+        os.close(reader)
+    assert got == b"x\n", done.stdout + done.stderr  # what Landlock no longer stops
+    assert "MODE: `infai doctor` has not passed" in done.stdout, done.stdout + done.stderr

@@ -33,6 +33,7 @@ readable.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from collections.abc import Sequence
@@ -84,6 +85,20 @@ else:
     os.close(ruleset)
 os.execvp(argv[0], argv)
 """
+
+
+def abi() -> int:
+    """The Landlock ABI version this kernel offers this process (0: none, it is not
+    built in, disabled at boot or refused). Asked of the kernel each time: a
+    reboot with another ``lsm=`` keeps the kernel's release but not its Landlock,
+    and the approval mode's fingerprint (:mod:`.sandbox_verified`) must see that."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
 
 
 def interpreter() -> str:
