@@ -18,6 +18,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,83 @@ def test_a_repository_made_by_the_command_runs_no_driver(tmp_path: Path, command
     _git(top, "init", "-q")
     out = _run(command.format(r=elsewhere), top)
     assert _ran(marks) == [], out.content
+
+
+def _perl_add_interactive() -> bool:
+    """Whether this git still has the script ``git add -p`` runs with
+    ``add.interactive.useBuiltin = false`` (git < 2.40): it pipes its diff
+    through ``interactive.diffFilter`` without a terminal."""
+    done = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True)
+    return (Path(done.stdout.strip()) / "git-add--interactive").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "command"),
+    [
+        ({"trailer.y.command": "trailer"}, "git commit -qam m --trailer 'Reviewed-by: a'"),
+        ({"trailer.x.cmd": "trailer"}, "echo msg | git interpret-trailers --trailer x=1"),
+        (
+            {
+                "interactive.diffFilter": "filter",
+                "add.interactive.useBuiltin": "false",
+                "color.ui": "always",
+            },
+            "git add -p; git checkout -p",
+        ),
+    ],
+)
+def test_trailer_commands_and_diff_filters_of_a_repository_do_not_run(
+    tmp_path: Path, settings: dict[str, str], command: str
+) -> None:
+    marks = tmp_path / "marks"
+    repo = tmp_path / "repo"
+    script = _repo(repo, marks)
+    _git(repo, "config", "user.name", "t")
+    _git(repo, "config", "user.email", "t@t")
+    for key, value in settings.items():
+        _git(repo, "config", key, f"{script} {value}" if value in ("trailer", "filter") else value)
+    out = _run(command, repo)
+    assert _ran(marks) == [], out.content
+    if "trailer" in command or _perl_add_interactive():
+        _control(command, repo)
+        assert _ran(marks) != []
+
+
+def test_an_include_that_is_a_fifo_does_not_hide_the_repositorys_drivers(tmp_path: Path) -> None:
+    """The repository's config includes a FIFO in its work tree: git reading the
+    config waited on it until infai gave up (after 10 s) with no setting read, so
+    nothing was overridden, and the command, feeding the FIFO itself, ran the
+    driver. Read without git waiting, the drivers are overridden."""
+    marks = tmp_path / "marks"
+    repo = tmp_path / "repo"
+    script = _repo(repo, marks)
+    os.mkfifo(repo / "extra.cfg")
+    _git(repo, "config", "diff.external", f"{script} external")
+    _git(repo, "config", "include.path", "../extra.cfg")
+    out = _run("(while :; do echo >> extra.cfg; done) & git diff; kill $!", repo)
+    assert _ran(marks) == [], out.content
+
+
+@pytest.mark.parametrize("fifo", ["sub/.git", "top-include.cfg", "sub/.git/commondir"])
+def test_a_fifo_where_infai_reads_git_config_does_not_hang_it(tmp_path: Path, fifo: str) -> None:
+    """A command may make a FIFO in the working tree: as a nested repository's
+    ``.git`` (a file naming the git directory), its ``commondir`` or an include
+    of an inactive condition. Opened to be read, each waited for a writer, and
+    infai with it, forever, before any command (sandbox off: nested repositories
+    are read)."""
+    top = tmp_path / "top"
+    _repo(top, tmp_path / "marks")
+    _git(top, "config", "includeIf.onbranch:elsewhere.path", "../top-include.cfg")
+    (top / "sub").mkdir()
+    if fifo.endswith("commondir"):
+        _git(top / "sub", "init", "-q")
+        _git(top / "sub", "config", "diff.x.textconv", "cat")
+    os.mkfifo(top / fifo)
+    said: list[str] = []
+    # in a thread of its own: one that hangs is left behind, and the test fails
+    running = threading.Thread(
+        target=lambda: said.append(_run("echo ran", top).content), daemon=True
+    )  # (echo: a git of the command's own would wait on such a FIFO)
+    running.start()
+    running.join(30)
+    assert said and "ran" in said[0], "infai hung before the command"

@@ -160,3 +160,46 @@ def test_the_approval_mode_is_off_where_landlock_is_gone(fifo: Path, tmp_path: P
         os.close(reader)
     assert got == b"x\n", done.stdout + done.stderr  # what Landlock no longer stops
     assert "MODE: `infai doctor` has not passed" in done.stdout, done.stdout + done.stderr
+
+
+_SHIM = r"""
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void escape(void) {
+    char exe[256] = {0};
+    readlink("/proc/self/exe", exe, sizeof exe - 2);
+    strcat(exe, "\n");
+    int fd = open("FIFO", O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) { write(fd, exe, strlen(exe)); close(fd); }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the library")
+def test_a_passed_ld_preload_runs_nothing_before_the_rule(
+    fifo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pass_env = ["LD_PRELOAD"]`` naming a library in the working directory (one
+    a command may rebuild): it was loaded into bwrap (outside the sandbox), the
+    git infai runs to read the config and the starter before Landlock, and what
+    it ran there wrote into the FIFO outside. It reaches the command still."""
+    source = tmp_path / "shim.c"
+    source.write_text(_SHIM.replace("FIFO", str(fifo)))
+    shim = tmp_path / "shim.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(source)], check=True)
+    monkeypatch.setenv("LD_PRELOAD", str(shim))
+    settings = SandboxSettings(mode="required", pass_env=("LD_PRELOAD",))
+    tool = Bash(sandbox=Sandbox(settings))
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        context = ToolContext(tmp_path, "s")
+        out = asyncio.run(tool.run({"command": 'echo "[$LD_PRELOAD]"'}, context)).content
+        try:
+            got = os.read(reader, 4000)
+        except BlockingIOError:
+            got = b""
+    finally:
+        os.close(reader)
+    assert got == b"", got.decode()
+    assert f"[{shim}]" in out, out
