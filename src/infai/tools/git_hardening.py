@@ -4,8 +4,10 @@ Every shell command gets these settings through ``GIT_CONFIG_COUNT`` /
 ``GIT_CONFIG_KEY_n`` / ``GIT_CONFIG_VALUE_n`` (which outrank every config
 file), so a repository's own ``.git/config`` cannot make ``git status`` run a
 program: no fsmonitor, hooks, pager, editor, ssh command, credential helper or
-signing program of its choosing. Drivers are named per repository
-(``filter.<name>.smudge``, ``diff.<name>.textconv``…), and so are the
+signing program of its choosing, nor a filter ``git add -p`` pipes its diff
+through (``interactive.diffFilter``). Drivers are named per repository
+(``filter.<name>.smudge``, ``diff.<name>.textconv``…, a trailer's
+``trailer.<name>.cmd`` that ``git commit --trailer`` runs), and so are the
 programs a fetch or push runs on the other side (``remote.<name>.uploadpack``
 and ``receivepack``: for a local remote they run *here*), a submodule's
 ``update = !command`` and a shell alias (``alias.<name> = !command``, which
@@ -33,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +63,7 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("gpg.ssh.program", "ssh-keygen"),
     ("gpg.x509.program", "gpgsm"),
     ("gpg.ssh.defaultKeyCommand", ""),
+    ("interactive.diffFilter", "cat"),  # git add -p pipes its diff through it
 )
 #: ``GIT_PROXY_COMMAND`` set, even empty, is taken before any ``core.gitProxy``; an
 #: override of that setting would come too late (git keeps its *first* value, the
@@ -82,6 +86,7 @@ GIT_DRIVER_KEYS = {
     "man": ("cmd", "path"),  # git help, with man.viewer naming the tool
     "browser": ("cmd", "path"),  # git help --web, git web--browse
     "guitool": ("cmd",),
+    "trailer": ("cmd", "command"),  # git commit --trailer, git interpret-trailers
 }
 #: settings of no driver that run a program, emptied where a repository sets them
 #: (``git diff``; ``git imap-send`` pipes through ``imap.tunnel``)
@@ -101,7 +106,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree"),
+    *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
 )
 
 
@@ -153,32 +158,64 @@ def harden(
 
 def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
     """The ``(name, value)`` settings of ``repo``'s local and worktree config,
-    includes followed, as ``git config --list`` gives them (it runs nothing a
-    config names); none where its config files mention nothing of interest."""
+    includes followed (:func:`_config_files`; ``git config --file`` reads each,
+    running nothing a config names); none where its config files mention nothing
+    of interest."""
     git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
     if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
         return []
-    run_env = {**env, "GIT_CONFIG_COUNT": "0"}
-    if repo.git_dir:
-        run_env["GIT_DIR"] = str(repo.where)
+    files = [_common_dir(git_dir) / "config", git_dir / "config.worktree"]
+    return _config_files(files, {**env, "GIT_CONFIG_COUNT": "0"})
+
+
+def _config_files(files: list[Path], env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The settings of ``files`` and of every file they include, whether an
+    ``includeIf`` condition holds now or not: an ``onbranch:x`` (or
+    ``hasconfig:remote.*.url:…``) include becomes active once the command checks
+    out ``x`` (adds that remote), and git then runs the driver it names. Regular
+    files only: git waits on a FIFO (a command can make one), and a listing that
+    timed out would name no driver to override."""
+    seen: set[Path] = set()
+    todo = list(files)
+    found: list[tuple[str, str]] = []
+    while todo and len(seen) < _MAX_INCLUDED:
+        path = todo.pop(0).resolve()
+        if path in seen:
+            continue
+        seen.add(path)
+        if not path.is_file():
+            continue
+        listed = _git_config(["--list", "-z", "--file", str(path)], env)
+        for raw in listed.split(b"\0"):
+            if raw:
+                name, _, value = raw.decode(errors="replace").partition("\n")
+                found.append((name, value))
+        todo += _includes(path)
+    return found
+
+
+def _common_dir(git_dir: Path) -> Path:
+    """Where a worktree's shared config lives (its ``commondir``), or ``git_dir``."""
+    common = _read_regular(git_dir / "commondir")
+    return (git_dir / common.strip()).resolve() if common else git_dir
+
+
+def _git_config(args: list[str], env: Mapping[str, str]) -> bytes:
+    """What ``git config ARGS`` prints (nothing where it fails). Run in ``/``: in a
+    repository's directory git would look at the repository too (its ``.git``
+    file, its ``commondir``), and a FIFO there keeps it waiting."""
     try:
         done = subprocess.run(
-            ["git", "config", "--list", "--show-scope", "--includes", "-z"],
-            cwd=repo.where,
+            ["git", "config", *args],
+            cwd="/",
             capture_output=True,
             timeout=10,
             stdin=subprocess.DEVNULL,
-            env=run_env,
+            env=env,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    fields = done.stdout.split(b"\0")
-    found = []
-    for scope, raw in zip(fields[::2], fields[1::2], strict=False):
-        if scope in (b"local", b"worktree"):
-            name, _, value = raw.decode(errors="replace").partition("\n")
-            found.append((name, value))
-    return found
+        return b""
+    return done.stdout
 
 
 def _moved_work_tree(where: Path, config: list[tuple[str, str]]) -> str:
@@ -220,9 +257,7 @@ def _may_name_drivers(git_dir: Path) -> bool:
     """Whether the repository of ``git_dir`` may configure a driver (or move its
     work tree): its config files (a linked worktree's common one too) mention
     one, or an include, or cannot be read."""
-    dirs = [git_dir]
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        dirs.append((git_dir / (git_dir / "commondir").read_text().strip()).resolve())
+    dirs = [git_dir, _common_dir(git_dir)]
     try:
         text = b"".join(
             f.read_bytes() for d in dirs if d.is_dir() for f in d.glob("config*") if f.is_file()
@@ -260,9 +295,8 @@ def included_config_files(working_dir: Path) -> tuple[Path, ...]:
     if git_dir is None:
         return ()
     todo = [git_dir / "config", git_dir / "config.worktree"]
-    with contextlib.suppress(OSError):
-        common = (git_dir / "commondir").read_text().strip()
-        todo.append((git_dir / common).resolve() / "config")
+    if (git_dir / "commondir").exists():
+        todo.append(_common_dir(git_dir) / "config")
     seen: set[Path] = set(todo)
     found: list[Path] = []
     while todo and len(found) < _MAX_INCLUDED:
@@ -298,17 +332,34 @@ def _git_dir(path: Path) -> Path | None:
     if dot_git is None or dot_git.is_dir():
         return dot_git
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        line = dot_git.read_text().strip()
+        line = (_read_regular(dot_git) or "").strip()
         if line.startswith("gitdir:"):
             return (dot_git.parent / line.removeprefix("gitdir:").strip()).resolve()
     return None
 
 
+#: how much of one config file is read for its includes
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_regular(path: Path) -> str | None:
+    """``path``'s text if it is a regular file (None otherwise, or unreadable).
+    Why: an include may name a FIFO (a command can make one in the working tree),
+    and opening one to read waits for a writer: infai would hang before the command."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(_MAX_CONFIG_BYTES).decode(errors="replace")
+
+
 def _includes(config: Path) -> list[Path]:
     """The include paths one config file names, resolved."""
-    try:
-        text = config.read_text(errors="replace")
-    except OSError:
+    text = _read_regular(config)
+    if text is None:
         return []
     found = []
     in_include = False

@@ -10,7 +10,9 @@ can be known before the command runs:
 
 - the working directory's own (git looks from there, and upwards);
 - each place the command's text names for git: every ``cd``/``pushd`` target
-  (relative to the working directory and to the earlier targets), a git's ``-C``
+  and directory a wrapper runs its command in (``env -C``, ``make -C``:
+  :data:`CHDIR_OPTIONS`), relative to the working directory and to the earlier
+  targets; a git's ``-C``
   chain from each of those, its ``--git-dir`` and a ``GIT_DIR=`` assignment
   (read in the text, not from a variable: ``$X`` is not known until it runs);
 - with ``nested``, every repository beneath the working directory (a ``.git``
@@ -39,6 +41,16 @@ MAX_NAMED = 64
 #: git's global options that take a value as the next word
 _VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path",
                      "--config-env", "--super-prefix"})  # fmt: skip
+#: programs that run what they start in another directory, with their options for
+#: it: ``env -C DIR git diff`` opens DIR's repository as ``cd DIR && git diff`` does
+CHDIR_OPTIONS: dict[str, tuple[str, str]] = {
+    "env": ("-C", "--chdir"),
+    "sudo": ("-D", "--chdir"),
+    "make": ("-C", "--directory"),
+    "gmake": ("-C", "--directory"),
+    "unshare": ("-w", "--wd"),
+    "nsenter": ("-w", "--wd"),
+}
 #: a ``GIT_DIR=`` assignment (before a command, as ``env``'s or ``export``'s word)
 _GIT_DIR_IS = re.compile(r"(?:^|\s)GIT_DIR=(\S+)")
 
@@ -73,8 +85,8 @@ def named_in(command: str, wd: Path) -> list[Repository]:
         if len(found) >= MAX_NAMED:
             break
         words = [w for w, dyn in zip(part.argv[1:], part.dynamic[1:], strict=False) if not dyn]
-        if part.program in ("cd", "pushd"):
-            targets = [w for w in words if not w.startswith("-")][:1]
+        if part.program in ("cd", "pushd") or part.program in CHDIR_OPTIONS:
+            targets = _chdir_targets(part.program, words)
             moved = [_at(base, t) for base in bases for t in targets]
             bases += moved
             found += [Repository(p) for p in moved]
@@ -83,6 +95,25 @@ def named_in(command: str, wd: Path) -> list[Repository]:
         for assigned in _GIT_DIR_IS.findall(" ".join([part.written, *words])):
             found += [Repository(_at(base, assigned), git_dir=True) for base in bases]
     return found[:MAX_NAMED]
+
+
+def _chdir_targets(program: str, words: list[str]) -> list[str]:
+    """Where ``program`` (``cd``, or one of :data:`CHDIR_OPTIONS`) moves what it
+    runs to, as its ``words`` say."""
+    if program not in CHDIR_OPTIONS:
+        return [w for w in words if not w.startswith("-")][:1]
+    short, long = CHDIR_OPTIONS[program]
+    found = []
+    for at, word in enumerate(words):
+        following = words[at + 1] if at + 1 < len(words) else ""
+        if word in (short, long):
+            found.append(following)
+        elif word.startswith(long + "="):
+            found.append(word.partition("=")[2])
+        elif word.startswith("-") and not word.startswith("--") and short[1] in word:
+            rest = word[word.index(short[1]) + 1 :]  # -Cdir, or a cluster: -sC dir
+            found.append(rest or following)
+    return [target for target in found if target]
 
 
 def _git_places(part: Command, words: list[str], bases: list[Path]) -> list[Repository]:

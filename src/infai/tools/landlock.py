@@ -22,7 +22,9 @@ command unrestricted: the sandbox is then as it was, and ``infai doctor`` says s
 The interpreter's own installation (:func:`interpreter_paths`; a venv's base
 installation, not the venv) is bound read-only into the sandbox so the program
 runs wherever infai's Python lives (under ``/tmp``, which is private there, or
-in the hidden home).
+in the hidden home); where it lies in a writable root it is mounted read-only
+there (:mod:`.sandbox`), or one command could replace it and the next start
+unrestricted.
 
 Not covered: *reading* a FIFO outside (taking what a writer meant for another
 reader): Landlock cannot tell a FIFO from a file, and files outside must stay
@@ -31,13 +33,19 @@ readable.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import sys
 from collections.abc import Sequence
+from fnmatch import fnmatchcase
 
 #: the paths beneath which a confined command may open files for writing, beside
 #: its writable roots: the sandbox's own memory file systems and ``/proc``
 ALWAYS_WRITABLE = ("/tmp", "/dev", "/proc")
+#: variables that make the dynamic loader (or glibc's iconv) load code: kept from
+#: bwrap and the starter, set for the command once Landlock holds (:func:`held_back`)
+LOADER_ENV = ("LD_*", "GCONV_PATH")
 #: the program a confined command is started through (argv: the count of allowed
 #: paths, the paths, then the command). Exit 126 if Landlock exists but refuses.
 PROGRAM = """
@@ -84,6 +92,20 @@ os.execvp(argv[0], argv)
 """
 
 
+def abi() -> int:
+    """The Landlock ABI version this kernel offers this process (0: none, it is not
+    built in, disabled at boot or refused). Asked of the kernel each time: a
+    reboot with another ``lsm=`` keeps the kernel's release but not its Landlock,
+    and the approval mode's fingerprint (:mod:`.sandbox_verified`) must see that."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
 def interpreter() -> str:
     """The Python binary the starter (and ``infai doctor``'s probes) run on: this
     one's, links resolved. A venv's ``python`` is a link to its base
@@ -105,6 +127,32 @@ def interpreter_paths() -> list[str]:
         if path != "/" and path not in found:
             found.append(path)
     return found
+
+
+def held_back(env: dict[str, str]) -> list[str]:
+    """Take the variables of :data:`LOADER_ENV` out of ``env`` (a command's
+    environment, changed in place) and return them as ``NAME=VALUE``, for
+    :func:`set_after` to set once Landlock holds.
+
+    Why: they make the dynamic loader run code of their choosing in every program
+    it starts. Left in bwrap's environment, a library a ``pass_env``-ed
+    ``LD_PRELOAD`` or ``LD_LIBRARY_PATH`` names inside the working directory
+    (which a command may rewrite) would run in bwrap itself, outside the sandbox,
+    and in the starter before its rule."""
+    held = [f"{name}={env.pop(name)}" for name in sorted(env) if _loader(name)]
+    return held
+
+
+def _loader(name: str) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in LOADER_ENV)
+
+
+def set_after(argv: Sequence[str], held: Sequence[str]) -> list[str]:
+    """``argv`` started by ``env`` with the ``held`` variables (:func:`held_back`)
+    set: what :func:`write_limited` starts, so that they apply from there on."""
+    if not held:
+        return list(argv)
+    return [shutil.which("env") or "/usr/bin/env", *held, *argv]
 
 
 def write_limited(argv: Sequence[str], writable: Sequence[str]) -> list[str]:

@@ -60,9 +60,9 @@ configured models), and never one that changes how bash starts or parses
 (:data:`~.bash_path.SHELL_STARTUP_ENV`: it runs under bash, :mod:`.bash_path`).
 And git cannot run code a repository configured
 (``core.fsmonitor``, hooks, pagers, external diff and filter drivers, ssh and
-credential helpers): ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
-``GIT_CONFIG_VALUE_n`` override those settings for every git the command
-starts, and drivers named by a repository the command may open
+credential helpers, trailer commands, ``add -p``'s diff filter):
+``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` override those
+settings for every git the command starts, and drivers named by a repository the command may open
 (``filter.<name>.clean``…; :mod:`.git_repos` says which: the working
 directory's, those its text names with ``cd``, ``-C`` or ``--git-dir``, and,
 unconfined, every one beneath the working directory) are emptied too, so git
@@ -111,7 +111,7 @@ from .git_hardening import (
     harden,
     read_only_included_configs,
 )
-from .landlock import interpreter_paths, write_limited
+from .landlock import held_back, interpreter_paths, set_after, write_limited
 from .sandbox_hide import (
     TooManyEntries,
     hidden_paths,
@@ -352,7 +352,9 @@ class Sandbox:
         confined: bool,
         working_dir: Path | None,
         command: str | None = None,
-    ) -> tuple[dict[str, str], Hardening]:
+    ) -> tuple[dict[str, str], Hardening, list[str]]:
+        """The environment, git's hardening, and (confined) the loader variables
+        held back from bwrap for the starter to set (:func:`~.landlock.held_back`)."""
         source = os.environ if source is None else source
         allowed = (*PASS_ENV, *self.settings.pass_env)
         env = {
@@ -360,8 +362,10 @@ class Sandbox:
             for k, v in source.items()
             if _matches(k, allowed) and not self.is_secret(k) and not startup_variable(k)
         }
+        held: list[str] = []
         if confined:
             env["TMPDIR"] = "/tmp"  # the private /tmp; another would be read-only
+            held = held_back(env)  # not for bwrap, nor git run here: set in the sandbox
         # unconfined, the repositories beneath are looked at too (a script's git may
         # open one); confined, what their config runs is confined as well
         hardening = harden(working_dir, env, command=command, nested=not confined)
@@ -371,7 +375,7 @@ class Sandbox:
         for n, (key, value) in enumerate(overrides):
             env[f"GIT_CONFIG_KEY_{n}"] = key
             env[f"GIT_CONFIG_VALUE_{n}"] = value
-        return env, hardening
+        return env, hardening, held
 
     # -- launching ---------------------------------------------------------------------
 
@@ -395,17 +399,18 @@ class Sandbox:
         shell = shell_argv(command)
         found = self.probe()
         if outside or self.mode == "off" or (not found.ok and self.mode == "auto"):
-            env, hardening = self._environment(None, False, working_dir, command)
+            env, hardening, _ = self._environment(None, False, working_dir, command)
             if hardening.moved:
                 raise WorkTreeMoved(hardening.moved)
             return Launch(shell, env, confined=False)
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
-        env = self.environment(confined=True, working_dir=working_dir, command=command)
+        env, _, held = self._environment(None, True, working_dir, command)
         args = self.bwrap_args(found.bwrap, working_dir, hide, with_interpreter=True)
         fds = _seccomp_fds()
         limited = limit_files(shell, self.settings.write_budget)
-        landlocked = write_limited(limited, [str(r) for r in self._roots(working_dir.resolve())])
+        roots = [str(r) for r in self._roots(working_dir.resolve())]
+        landlocked = write_limited(set_after(limited, held), roots)
         argv = [*args[:-1], *_seccomp_flags(fds), "--", *landlocked]
         return Launch(argv, env, confined=True, fds=fds)
 
@@ -431,7 +436,7 @@ class Sandbox:
             return Launch(list(argv), self.environment(working_dir=working_dir), confined=False)
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
-        env = self.environment(confined=True, working_dir=working_dir)
+        env, _, held = self._environment(None, True, working_dir)
         own = replace(self, settings=replace(self.settings, network=network))
         args = own.bwrap_args(found.bwrap, working_dir, with_interpreter=True)
         if seccomp_fd is None:
@@ -440,7 +445,7 @@ class Sandbox:
         else:
             fds, flags = (), (_seccomp_flags((seccomp_fd,)) if filter_program() else [])
         roots = [str(r) for r in self._roots(working_dir.resolve())]
-        started = write_limited(argv, roots)
+        started = write_limited(set_after(argv, held), roots)
         return Launch([*args[:-1], *flags, "--", *started], env, confined=True, fds=fds)
 
     def _roots(self, wd: Path) -> list[Path]:
@@ -492,6 +497,8 @@ class Sandbox:
         except TooManyEntries as exc:
             raise SandboxUnavailable(str(exc)) from None
         protected += read_only_included_configs(wd, roots)
+        if with_interpreter:  # the starter must not be rewritten by the command before it
+            protected += _interpreter_in(roots)
         tops = [str(r) for r in roots]
         home = home_mod.home_view(self.settings.home, tops, self.settings.home_unhide)
         hidden = home_mod.keep_hidden(home, hidden, tops)
@@ -513,6 +520,21 @@ class Sandbox:
         for kept in protected:
             args += ["--ro-bind", kept, kept]
         return [*args, *mount_args(hidden), *home_mod.home_tail(home), "--chdir", str(wd), "--"]
+
+
+def _interpreter_in(roots: Sequence[Path]) -> list[str]:
+    """The places of infai's Python (:func:`~.landlock.interpreter_paths`) that lie in
+    a writable root, to be mounted read-only (and their parents pinned) like the
+    protected paths. Why: every command starts through that interpreter, before
+    Landlock holds; one that lives in the working directory (a venv of copies, a
+    conda environment, a Python under ``$HOME`` run from there) could otherwise be
+    replaced by one command so that the next starts without the restriction."""
+    found = []
+    for where in interpreter_paths():
+        path = Path(where)
+        if any(path == r or r in path.parents for r in roots):
+            found.append(where)
+    return found
 
 
 def _mount_point(path: Path) -> None:

@@ -20,9 +20,10 @@ while the sandbox has network, a write or read outside, an MCP tool, and any
 
 The mode applies only where ``infai doctor`` has passed with the same sandbox:
 the doctor records its pass (:func:`record_pass`) under a fingerprint of what
-it checked (bubblewrap's path and version, the kernel, infai's version and the
-sandbox settings), and :func:`unverified` compares. A new kernel, a new
-bubblewrap or changed sandbox settings turn the mode off (with a notice) until
+it checked (bubblewrap's path and version, the kernel and its Landlock ABI,
+infai's version and the sandbox settings), and :func:`unverified` compares. A new
+kernel, Landlock gone (a boot with another ``lsm=``), a new bubblewrap or changed
+sandbox settings turn the mode off (with a notice) until
 the doctor passes again. Each decision the mode makes says so (its ``by`` is
 :data:`MODE_LABEL`), and that is recorded with the tool call in the session.
 """
@@ -40,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .landlock import abi
 from .sandbox_settings import SandboxSettings
 
 #: who decided, in a decision the mode made (recorded with the tool call)
@@ -74,8 +76,9 @@ def _bwrap_version(bwrap: str | None) -> str:
 
 def fingerprint(bwrap: str | None, settings: SandboxSettings) -> str:
     """A digest of what a doctor's pass depends on: the bubblewrap binary and its
-    version, the kernel, infai's version and the sandbox settings (but the mode's
-    own switch, so that turning it on after the doctor ran needs no second run)."""
+    version, the kernel and its Landlock ABI, infai's version and the sandbox
+    settings (but the mode's own switch, so that turning it on after the doctor ran
+    needs no second run)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -88,6 +91,7 @@ def fingerprint(bwrap: str | None, settings: SandboxSettings) -> str:
         "kernel": platform.release(),
         "infai": infai_version,
         "settings": repr(replace(settings, approvals="ask")),
+        "landlock": abi(),  # what keeps a FIFO outside unwritten (:mod:`.landlock`)
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
