@@ -446,3 +446,12 @@ def test_a_harmless_alias_or_submodule_setting_is_kept(tmp_path: Path) -> None:
     env = Sandbox().environment(working_dir=repo)
     keys = {v for k, v in env.items() if k.startswith("GIT_CONFIG_KEY_")}
     assert "alias.lg" not in keys and "submodule.other.update" not in keys
+
+
+@pytest.mark.parametrize("sandbox", [Sandbox(), Sandbox.off()], ids=["confined", "off"])
+def test_a_command_that_begins_with_a_dash_is_run_as_a_command(wd: Path, sandbox: Sandbox) -> None:
+    """Bash would take ``-O extglob`` as its own options (it lists its shell
+    options and runs nothing the checker read); it is run as the command it is."""
+    out = bash(wd, "-O extglob", sandbox)
+    assert "-O: command not found" in out.content, out.content
+    assert "checkwinsize" not in out.content  # not bash's option listing

@@ -58,14 +58,17 @@ def bash_missing() -> str:
 
 
 def shell_argv(command: str) -> list[str]:
-    """The argv that runs ``command`` under bash; :class:`ShellMissing` without one."""
+    """The argv that runs ``command`` under bash; :class:`ShellMissing` without one.
+
+    ``--`` ends bash's own options: a command that begins with ``-`` (``-O
+    extglob``) is run as the command the checker read, not taken as options."""
     bash = find_bash()
     if bash is None:
         raise ShellMissing(
             f"{bash_missing()}; infai runs commands only under bash, the shell its "
             "command checker reads them as"
         )
-    return [bash, "--noprofile", "--norc", "-c", command]
+    return [bash, "--noprofile", "--norc", "-c", "--", command]
 
 
 def startup_variable(name: str) -> bool:
