@@ -142,3 +142,19 @@ def test_a_work_tree_set_to_the_repositorys_own_top_still_runs(tmp_path: Path) -
     out = _run("git status --short && cd sub && git status --short", top)
     assert not out.is_error and "nothing ran" not in out.content, out.content
     assert _ran(tmp_path / "marks") == []
+
+
+def test_a_git_dir_assigned_with_a_space_in_its_path_runs_nothing(
+    tmp_path: Path, top: Path
+) -> None:
+    """``GIT_DIR="a b/.git"``: the assignment's path is one word, space included
+    (read as ``a`` it named no repository, and the one there ran its program)."""
+    marks = tmp_path / "marks"
+    elsewhere = tmp_path / "else where"
+    _evil_repo(elsewhere, marks)
+    out = _run(f'GIT_DIR="{elsewhere}/.git" GIT_WORK_TREE="{elsewhere}" git diff', top)
+    assert _ran(marks) == [], out.content
+    env = {"PATH": os.environ["PATH"], "HOME": str(top.parent), "GIT_CONFIG_NOSYSTEM": "1"}
+    plain = f'GIT_DIR="{elsewhere}/.git" GIT_WORK_TREE="{elsewhere}" git diff'
+    subprocess.run(["bash", "-c", plain], cwd=top, env=env, capture_output=True)
+    assert _ran(marks) != []  # the control: plainly, the program runs

@@ -106,6 +106,8 @@ class Command:
     argv: tuple[str, ...] = ()
     #: for each of ``argv``, whether it is known only when the command runs (``$x``, a glob)
     dynamic: tuple[bool, ...] = ()
+    #: the assignments before it (``GIT_DIR=a b/.git``), quotes removed, one word each
+    assignments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +269,7 @@ def _command(
     """Record one command (and, for a wrapper, the command it starts)."""
     if not words:
         text = " ".join(assignments)
-        found.commands.append(Command(text, (text,), wrapped))
+        found.commands.append(Command(text, (text,), wrapped, assignments=tuple(assignments)))
         return
     given = words[0]
     if dynamic[0]:
@@ -284,7 +286,13 @@ def _command(
         found.unseen("too many parts to follow")
     found.forms += len(forms)
     command = Command(
-        written, tuple(dict.fromkeys(forms)), wrapped, program, tuple(words), tuple(dynamic)
+        written,
+        tuple(dict.fromkeys(forms)),
+        wrapped,
+        program,
+        tuple(words),
+        tuple(dynamic),
+        tuple(assignments),
     )
     found.commands.append(command)
     if depth > MAX_DEPTH:

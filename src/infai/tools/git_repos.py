@@ -28,7 +28,6 @@ such a command (:mod:`.sandbox`); with it off, the user approves each command.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +50,6 @@ CHDIR_OPTIONS: dict[str, tuple[str, str]] = {
     "unshare": ("-w", "--wd"),
     "nsenter": ("-w", "--wd"),
 }
-#: a ``GIT_DIR=`` assignment (before a command, as ``env``'s or ``export``'s word)
-_GIT_DIR_IS = re.compile(r"(?:^|\s)GIT_DIR=(\S+)")
 
 
 @dataclass(frozen=True)
@@ -92,9 +89,15 @@ def named_in(command: str, wd: Path) -> list[Repository]:
             found += [Repository(p) for p in moved]
         elif part.program == "git":
             found += _git_places(part, words, bases)
-        for assigned in _GIT_DIR_IS.findall(" ".join([part.written, *words])):
+        for assigned in _git_dirs_assigned([*part.assignments, *words]):
             found += [Repository(_at(base, assigned), git_dir=True) for base in bases]
     return found[:MAX_NAMED]
+
+
+def _git_dirs_assigned(words: list[str]) -> list[str]:
+    """Where ``GIT_DIR=`` assignments among ``words`` point (before a command, or as
+    ``env``'s or ``export``'s word), each word whole: a path with a space is one."""
+    return [w.split("=", 1)[1] for w in words if w.startswith("GIT_DIR=") and len(w) > 8]
 
 
 def _chdir_targets(program: str, words: list[str]) -> list[str]:
