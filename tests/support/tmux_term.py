@@ -26,7 +26,7 @@ INFAI = Path(sys.executable).parent / "infai"
 SESSION = "infai"
 PLACEHOLDER = "Ask infai…"
 STARTUP = 15.0  # seconds for the interpreter to import everything and draw
-WAIT = 6.0
+WAIT = 10.0  # seconds; generous: CI machines are shared and noisy
 #: the sizes the real-terminal tests of the prompt box run at
 SIZES = [(100, 30), (60, 20)]
 

@@ -75,7 +75,7 @@ def run_app(
 
 
 async def until(
-    pilot: Pilot[None], condition: Callable[[], bool], what: str = "", tries: int = 500
+    pilot: Pilot[None], condition: Callable[[], bool], what: str = "", tries: int = 1500
 ) -> None:
     for _ in range(tries):
         if condition():

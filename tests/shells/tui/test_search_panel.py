@@ -11,6 +11,7 @@ loop; what a hit draws is inert.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -214,5 +215,44 @@ def test_a_damaged_session_is_named_under_the_field(tmp_path: Path) -> None:
         panel = await searched(pilot, app, "lexer")
         assert len(shown(panel)) == 1
         assert f"damaged sessions left partly unsearched: {ids['fix'][:8]}" in _status(panel)
+
+    run_app(app, scenario, (80, 24))
+
+
+def test_a_reload_begun_before_a_pick_does_not_undo_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle look at other processes' appends reloads the chat; one that read
+    the store just before a pick (a search hit's, the timeline's) used to finish
+    after the pick's own reload and hide the pending bar it had shown (CI saw the
+    search test time out on "the pick"). Reloads now run one after another."""
+    from infai.shells.tui import store_io
+
+    space = harness(tmp_path)
+    ids = seed(space)
+    real = store_io.load_path
+    slow_once: list[bool] = []
+
+    def load_path(*args: Any, **kwargs: Any) -> Any:
+        shown = real(*args, **kwargs)
+        if slow_once:  # the armed reload: its answer arrives late
+            slow_once.clear()
+            threading.Event().wait(0.5)
+        return shown
+
+    monkeypatch.setattr(store_io, "load_path", load_path)
+    app = InfaiApp(space, ids["fix"])
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app.session is not None, "the session")
+        await pilot.pause(0.2)
+        slow_once.append(True)
+        looked = asyncio.ensure_future(app.reload())  # read before the pick
+        await pilot.pause(0.1)
+        await app.pick(ids["left"])
+        await looked
+        await pilot.pause()
+        assert app.query_one(PendingBar).display
+        assert app.query_one(ChatView)._ids == [ids["root"], ids["left"]]
 
     run_app(app, scenario, (80, 24))

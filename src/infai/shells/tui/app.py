@@ -136,6 +136,9 @@ class InfaiApp(Keyboard, Files):
         self._armed = -QUIT_WINDOW
         self.head = Head()  # the status bar's name, HEAD and fork, kept between reloads
         self._timeline_lock = asyncio.Lock()  # one timeline update at a time
+        #: one reload at a time: a look that began before a pick must not show its
+        #: older answer after the pick's (the pending bar hidden, the path wrong)
+        self._reload_lock = asyncio.Lock()
         self.arrivals = Arrivals()  # when keys were received: a paste that came as keys
         #: prompts typed during a turn, sent one by one when it ends
         self.queued: list[str] = []
@@ -251,7 +254,13 @@ class InfaiApp(Keyboard, Files):
             self.notify(f"closing the session failed: {exc}", severity="error", timeout=10)
 
     async def reload(self) -> None:
-        """Show the session as stored: the path to the pending parent (or HEAD)."""
+        """Show the session as stored: the path to the pending parent (or HEAD).
+        Reloads run one after another, each reading the store once the one
+        before has shown what it read, so the last one asked for shows last."""
+        async with self._reload_lock:
+            await self._reload()
+
+    async def _reload(self) -> None:
         session = self.session
         if session is None:
             return
