@@ -11,6 +11,7 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,15 @@ def run_app(
 ) -> None:
     async def go() -> None:
         async with app.run_test(size=size) as pilot:
-            await scenario(pilot)
+            try:
+                await scenario(pilot)
+            except BaseException:
+                # end the app as a person does before the failure is reported:
+                # Textual's own teardown waits forever on a turn that is waiting
+                # for an answer to a dialog (a failed test hung CI for 600 s)
+                with suppress(Exception):
+                    await asyncio.wait_for(app.action_quit(), 30)
+                raise
 
     asyncio.run(go())
 

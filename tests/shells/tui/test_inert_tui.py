@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import suppress
 from pathlib import Path
 
 from textual import events
@@ -73,7 +74,10 @@ def drawn(app: InfaiApp) -> str:
     return str(update.render_segments(app.console))
 
 
-def assert_inert(app: InfaiApp, where: str, shown: str = "pwned") -> str:
+async def assert_inert(pilot: Pilot[None], app: InfaiApp, where: str, shown: str = "pwned") -> str:
+    """What the screen draws once ``shown`` is on it: no attack sequence in it."""
+    with suppress(AssertionError):  # said below, with what was drawn instead
+        await until(pilot, lambda: shown in drawn(app), f"{where}: {shown!r} drawn")
     output = drawn(app)
     attacks = sorted({repr(m) for m in ATTACKS.findall(output)})
     assert attacks == [], f"{where}: written to the terminal as they are: {attacks}"
@@ -107,33 +111,33 @@ def test_every_part_of_the_screen_is_inert(tmp_path: Path) -> None:
 
     async def scenario(pilot: Pilot[None]) -> None:
         await until(pilot, lambda: app.session is not None, "the session")
-        assert_inert(app, "stored events")
+        await assert_inert(pilot, app, "stored events")
         await send(pilot, "go")
         screen = await asked(pilot, app)  # the write asks: the diff is on the chat
-        assert_inert(app, "the approval dialog", shown="write_file")
+        await assert_inert(pilot, app, "the approval dialog", shown="write_file")
         await pilot.press("n")
         await until(pilot, lambda: not app.busy, "the turn's end")
         for fold in app.query(Collapsible):  # reasoning, results, the summary: open
             fold.collapsed = False
         # the markup is drawn as text, once the opened folds are laid out
         await until(pilot, lambda: "[bold red]loud" in drawn(app), "the folds drawn")
-        assert_inert(app, "the chat, every fold open")
+        await assert_inert(pilot, app, "the chat, every fold open")
         await pilot.press("ctrl+t")
         await pilot.pause()
-        assert_inert(app, "the timeline", shown="summary")
+        await assert_inert(pilot, app, "the timeline", shown="summary")
         await app.command(f"/nosuch{PAYLOAD}")  # a toast quoting input
         await app.command(f"/model {PAYLOAD}")  # an error quoting the name
         await pilot.pause()
-        assert "[bold red]loud" in assert_inert(app, "the toasts")
+        assert "[bold red]loud" in await assert_inert(pilot, app, "the toasts")
         await pilot.press("ctrl+o")
         await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
         await pilot.pause()
-        assert "[bold red]" in assert_inert(app, "the picker")
+        assert "[bold red]" in await assert_inert(pilot, app, "the picker")
         await pilot.press("escape")
         await pilot.press("f2")
         await until(pilot, lambda: isinstance(app.screen, RenameScreen), "rename")
         await pilot.pause()
-        assert_inert(app, "the rename dialog")
+        await assert_inert(pilot, app, "the rename dialog")
         await pilot.press("escape")
         assert screen is not app.screen
 
@@ -148,7 +152,7 @@ def test_a_paste_with_control_characters_is_kept_whole_and_not_drawn(tmp_path: P
         prompt = app.query_one("#prompt", PromptInput)
         prompt.post_message(events.Paste(f"look {OSC_ONLY}"))
         await until(pilot, lambda: "[pasted 1 line]" in prompt.value, "the paste marker")
-        assert_inert(app, "the prompt", shown="pasted 1 line")
+        await assert_inert(pilot, app, "the prompt", shown="pasted 1 line")
         await pilot.press("enter")
         done = lambda: app.taken == 1 and not app.busy and prompt.value == ""  # noqa: E731
         await until(pilot, done, "the turn")
@@ -171,12 +175,12 @@ def test_the_approval_dialog_is_inert(tmp_path: Path) -> None:
         app.push_screen(ApprovalScreen(ask))
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the dialog")
         await pilot.pause()
-        assert "[bold red]" in assert_inert(app, "the question")
+        assert "[bold red]" in await assert_inert(pilot, app, "the question")
         dialog = app.screen
         assert isinstance(dialog, ApprovalScreen)
         await dialog.action_edit()  # the pattern, editable
         await pilot.pause()
-        assert_inert(app, "the pattern's field")
+        await assert_inert(pilot, app, "the pattern's field")
 
     run_app(app, scenario, (100, 30))
 

@@ -390,16 +390,16 @@ def test_a_conflicting_path_and_its_diff_are_drawn_inert(tmp_path: Path) -> None
         timeline.move_cursor(third)
         await pilot.press("ctrl+d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
-        output = drawn(app)
-        assert ATTACKS.findall(output) == [] and "pwned" in output
+        await until(pilot, lambda: "pwned" in drawn(app), "the diff drawn")
+        assert ATTACKS.findall(drawn(app)) == []
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, DiffScreen))
         await app.pick(picked)
         evil.write_text("mine\n")
         await send(pilot, "again")
         await until(pilot, lambda: isinstance(app.screen, RestoreScreen), "the question")
-        output = drawn(app)
-        assert ATTACKS.findall(output) == [] and "pwned" in output
+        await until(pilot, lambda: "pwned" in drawn(app), "the question drawn")
+        assert ATTACKS.findall(drawn(app)) == []
         assert "\\x1b]0;pwned\\x07" in shown(app.screen.query_one("#conflicts", Static))
         await pilot.pause(GRACE + 0.05)
         await pilot.press("k")

@@ -149,7 +149,7 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
     assert browser.script("return sessionStorage.getItem('infai-token')") == TOKEN
     [session] = served.api.get("/v1/sessions").json()["sessions"]
     assert session["name"] == "from my phone"
-    assert browser.text("#where") == "from my phone"
+    browser.wait(lambda: browser.text("#where") == "from my phone", what="the session's name")
 
     # every state the live reply goes through is recorded, to see it grow
     browser.script(
@@ -190,7 +190,8 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
     browser.click(f".tree-node[data-event-id='{prompt['id']}'] button")
     browser.click("[data-action=continue]")
     browser.wait(lambda: browser.texts(".msg .text") == ["write a.txt please"], what="the path")
-    assert browser.text(f".tree-node[data-event-id='{prompt['id']}'] .mark.next") == "next"
+    marked = f".tree-node[data-event-id='{prompt['id']}'] .mark.next"
+    browser.wait(lambda: browser.text(marked) == "next", what="the event marked next")
     (served.work / "a.txt").write_text("mine\n")  # changed by hand: restoring asks first
     _send(browser, "another way")
     browser.wait(lambda: "a.txt" in browser.text("#restore"), what="the restore question")
