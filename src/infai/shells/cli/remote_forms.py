@@ -31,7 +31,6 @@ from .remote import (
     REMOTE_FORMS,
     RemoteFailure,
     event_arg,
-    event_of,
     guard,
     remote_answer,
     remote_of,
@@ -103,7 +102,7 @@ def remote_search(
 @click.pass_context
 def remote_compact(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Summarise the server's session now (its own model), as `infai compact` does."""
-    from infai.shells.remote import RemoteError
+    from infai.shells.remote import RemoteError, event_of
 
     path = f"/sessions/{session_arg(session_id)}/compact"
     client = remote_of(ctx)
@@ -133,6 +132,8 @@ def remote_context(
     ctx: click.Context, session_id: str, at: str | None, explain: bool, as_json: bool
 ) -> None:
     """The active context on the server, as `infai session context` prints it."""
+    from infai.shells.remote import event_of
+
     if explain:
         raise BadInput(
             "`infai session context --explain` does not work with --remote: run it on the server"
