@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import stat
@@ -124,6 +125,20 @@ def test_the_remote_forms_print_what_the_local_commands_print(server: Server) ->
     first = json.loads(infai(*local, "session", "log", sid, "--json").stdout)[0]["id"]
     for show in (("session", "show", sid, first), ("session", "show", sid, first, "--json")):
         assert remote(server, *show).stdout == infai(*local, *show).stdout
+
+
+def _usage_and_options(help_text: str) -> list[str]:
+    """The usage line and each option with its metavar, as ``--help`` lists them."""
+    return [help_text.splitlines()[0], *re.findall(r"^  (-\S+(?: \S+)?)", help_text, re.M)]
+
+
+def test_remote_search_takes_the_options_of_the_local_one(server: Server) -> None:
+    """One list of options for both (a shared decorator): they cannot drift apart."""
+    mine = _usage_and_options(remote(server, "search", "--help").stdout)
+    assert mine == _usage_and_options(infai("search", "--help").stdout)
+    assert mine[0].endswith(" search [OPTIONS] [QUERY]")
+    flags = [option.split()[0] for option in mine[1:]]
+    assert flags == ["--session", "--dir", "--kind", "--limit", "--rebuild", "--json", "--help"]
 
 
 def test_run_json_is_the_agents_json_form(server: Server, tmp_path: Path) -> None:
