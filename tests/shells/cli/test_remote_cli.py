@@ -16,7 +16,6 @@ import select
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,10 +29,9 @@ from click.testing import CliRunner, Result
 from fakeapi import FakeOpenAI, Reply
 from infai.shells.cli import main
 from prefix_proxy import PrefixProxy
+from serveproc import SERVE, Serve
 
 TOKEN = "remote-test-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
-SERVE = (sys.executable, "-c", LAUNCH)
 
 
 @dataclass
@@ -63,23 +61,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
-        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(config)}
-        proc = subprocess.Popen(
-            [*SERVE, "--home", str(home), "serve", "--port", "0", "--model", f"scripted:{script}"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=work,
-        )
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        assert line.startswith("infai: serving http://127.0.0.1:"), line
-        try:
-            yield Server(line.split()[2], home, work, config)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-            proc.stderr.close()
+        model = f"scripted:{script}"
+        with Serve(home, work, TOKEN, "--model", model, config=config) as url:
+            yield Server(url, home, work, config)
 
 
 @pytest.fixture(autouse=True)

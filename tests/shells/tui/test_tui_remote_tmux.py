@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,12 +28,12 @@ from infai.agent.loop import INTERRUPTED_TURN
 from infai.shells.remote import Remote
 from infai.shells.tui.modals import GRACE
 from infai.shells.tui.usercontext import NO_BANG
+from serveproc import Serve
 from tmux_term import INFAI, Terminal, flat
 
 pytestmark = pytest.mark.slow  # a server process and one or two TUIs in tmux each
 
 TOKEN = "remote-tui-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
 WAIT = 15.0  # a loaded machine: a turn through the server and back to the screen
 
 
@@ -58,24 +57,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
-        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(config)}
-        serve = [sys.executable, "-c", LAUNCH, "--home", str(home), "serve", "--port", "0"]
-        proc = subprocess.Popen(
-            [*serve, "--model", f"scripted:{default}"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=work,
-        )
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        assert line.startswith("infai: serving http://127.0.0.1:"), line
-        try:
-            yield Server(line.split()[2], work, scripts)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-            proc.stderr.close()
+        with Serve(home, work, TOKEN, "--model", f"scripted:{default}", config=config) as url:
+            yield Server(url, work, scripts)
 
 
 def session(server: Server, name: str, *replies: object, model: str | None = None) -> str:
