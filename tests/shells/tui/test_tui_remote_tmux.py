@@ -26,7 +26,9 @@ import pytest
 from fakeapi import FakeOpenAI, Reply
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.shells.remote import Remote
+from infai.shells.remote.session import SERVERS_MODEL
 from infai.shells.tui.modals import GRACE
+from infai.shells.tui.panels import short_model
 from infai.shells.tui.usercontext import NO_BANG
 from serveproc import Serve
 from tmux_term import INFAI, Terminal, flat
@@ -302,14 +304,18 @@ def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
     server: Server, tmp_path: Path, terminals: list[Terminal]
 ) -> None:
     """``infai attach URL --dir DIR``: the new session works in DIR on the server,
-    the TUI says so, and its turn runs there; a directory the server does not
-    have is a one-line error before any screen (nothing made)."""
+    the TUI says so, its status bar names the server's default model (the session
+    names none), and its turn runs there; a directory the server does not have is
+    a one-line error before any screen (nothing made)."""
     there = server.work / "elsewhere"
     there.mkdir()
     before = {s["id"] for s in api(server, "/sessions")["sessions"]}
     args = ("attach", server.url, "--token", TOKEN, "--dir", str(there))
     term = open_tui(terminals, tmp_path, *args)
     term.wait_for(lambda s: f"working in {there} there" in flat(s), "where it works", WAIT)
+    model = short_model(f"scripted:{server.scripts / 'default.json'}")
+    shown = term.wait_for(lambda s: model in s, "the server's default model", WAIT)
+    assert SERVERS_MODEL not in shown
     [sid] = {s["id"] for s in api(server, "/sessions")["sessions"]} - before
     assert api(server, f"/sessions/{sid}")["working_dir"] == str(there)
     send(term, "hello from elsewhere")
