@@ -191,6 +191,21 @@ def test_refusals_are_clear_errors(server: Server) -> None:
     assert "cannot reach the server" in down.output
 
 
+def test_dir_is_the_remote_tuis_as_attachs(server: Server, tmp_path: Path) -> None:
+    """``infai --remote URL --dir DIR`` takes ``attach``'s checks (the screen itself:
+    tests/shells/tui/test_tui_remote_tmux.py); elsewhere ``--dir`` is refused by name."""
+    for words, said in (
+        (("--dir", "proj"), "give an absolute directory of the server"),
+        (("--dir", str(tmp_path), "--continue"), "not with SESSION or --continue"),
+        (("--dir", str(tmp_path), "session", "ls"), "--dir before a command is for the TUI"),
+    ):
+        assert said in remote(server, *words, code=2).output
+        if words[-1] != "ls":
+            assert said in infai("attach", server.url, "--token", TOKEN, *words, code=2).output
+    local = infai("--home", str(tmp_path / "h"), "--dir", str(tmp_path), code=2).output
+    assert "--dir names a directory on the server: give it with --remote" in local
+
+
 def test_login_keeps_the_token_for_the_url(server: Server) -> None:
     bad = infai("login", server.url, "--token", "wrong-token-xxxxxxxx", code=2)
     assert "refused the token" in bad.output

@@ -300,18 +300,20 @@ def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved_on_the_server
     assert api(server, f"/sessions/{sid}")["working_dir"] == str(server.work)
 
 
-def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
-    server: Server, tmp_path: Path, terminals: list[Terminal]
+@pytest.mark.parametrize("form", ["attach", "--remote"])
+def test_dir_makes_the_session_in_that_directory_on_the_server(
+    form: str, server: Server, tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    """``infai attach URL --dir DIR``: the new session works in DIR on the server,
-    the TUI says so, its status bar names the server's default model (the session
-    names none), and its turn runs there; a directory the server does not have is
-    a one-line error before any screen (nothing made)."""
-    there = server.work / "elsewhere"
+    """``infai attach URL --dir DIR`` and ``infai --remote URL --dir DIR``: the new
+    session works in DIR on the server, the TUI says so, its status bar names the
+    server's default model (the session names none), and its turn runs there; a
+    directory the server does not have is a one-line error before any screen
+    (nothing made)."""
+    there = server.work / f"elsewhere{form}"
     there.mkdir()
     before = {s["id"] for s in api(server, "/sessions")["sessions"]}
-    args = ("attach", server.url, "--token", TOKEN, "--dir", str(there))
-    term = open_tui(terminals, tmp_path, *args)
+    args = (form, server.url, "--token", TOKEN, "--dir")
+    term = open_tui(terminals, tmp_path, *args, str(there))
     term.wait_for(lambda s: f"working in {there} there" in flat(s), "where it works", WAIT)
     model = short_model(f"scripted:{server.scripts / 'default.json'}")
     shown = term.wait_for(lambda s: model in s, "the server's default model", WAIT)
@@ -326,7 +328,7 @@ def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
     try:
         missing = str(tmp_path / "no-such-dir")
         refused = subprocess.run(
-            [str(INFAI), "attach", server.url, "--token", TOKEN, "--dir", missing],
+            [str(INFAI), *args, missing],
             stdin=pty, capture_output=True, text=True, timeout=WAIT,
         )  # fmt: skip
     finally:
