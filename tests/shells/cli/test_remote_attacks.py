@@ -22,9 +22,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,10 +32,9 @@ from click.testing import CliRunner, Result
 
 from infai.shells.cli import main
 from infai.store import MessageRecord, Store
+from serveproc import Serve
 
 TOKEN = "remote-test-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
-SERVE = (sys.executable, "-c", LAUNCH)
 SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 ODD = (
     "\x1b[31mred\x1b[0m \x1b]0;title\x07 \u202eevil\u202c \u05e9\u05dc\u05d5\u05dd \x00nul \r back"
@@ -272,20 +268,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     tmp = tmp_path_factory.mktemp("odd")
     home, work = tmp / "home", tmp / "work"
     work.mkdir()
-    env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(tmp / "none.toml")}
-    proc = subprocess.Popen(
-        [*SERVE, "--home", str(home), "serve", "--port", "0", "--model", "offline"],
-        stderr=subprocess.PIPE, text=True, env=env, cwd=work,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert line.startswith("infai: serving http://127.0.0.1:"), line
-    try:
-        yield line.split()[2], home, tmp
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        proc.stderr.close()
+    config = tmp / "none.toml"
+    with Serve(home, work, TOKEN, "--model", "offline", config=config) as url:
+        yield url, home, tmp
 
 
 def _odd_session(url: str, home: Path, tmp: Path) -> tuple[str, list[str]]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,10 +29,9 @@ from click.testing import CliRunner, Result
 from fakeapi import FakeOpenAI, Reply
 from infai.shells.cli import main
 from prefix_proxy import PrefixProxy
+from serveproc import SERVE, Serve
 
 TOKEN = "remote-test-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
-SERVE = (sys.executable, "-c", LAUNCH)
 
 
 @dataclass
@@ -62,23 +61,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
-        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(config)}
-        proc = subprocess.Popen(
-            [*SERVE, "--home", str(home), "serve", "--port", "0", "--model", f"scripted:{script}"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=work,
-        )
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        assert line.startswith("infai: serving http://127.0.0.1:"), line
-        try:
-            yield Server(line.split()[2], home, work, config)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-            proc.stderr.close()
+        model = f"scripted:{script}"
+        with Serve(home, work, TOKEN, "--model", model, config=config) as url:
+            yield Server(url, home, work, config)
 
 
 @pytest.fixture(autouse=True)
@@ -124,6 +109,20 @@ def test_the_remote_forms_print_what_the_local_commands_print(server: Server) ->
     first = json.loads(infai(*local, "session", "log", sid, "--json").stdout)[0]["id"]
     for show in (("session", "show", sid, first), ("session", "show", sid, first, "--json")):
         assert remote(server, *show).stdout == infai(*local, *show).stdout
+
+
+def _usage_and_options(help_text: str) -> list[str]:
+    """The usage line and each option with its metavar, as ``--help`` lists them."""
+    return [help_text.splitlines()[0], *re.findall(r"^  (-\S+(?: \S+)?)", help_text, re.M)]
+
+
+def test_remote_search_takes_the_options_of_the_local_one(server: Server) -> None:
+    """One list of options for both (a shared decorator): they cannot drift apart."""
+    mine = _usage_and_options(remote(server, "search", "--help").stdout)
+    assert mine == _usage_and_options(infai("search", "--help").stdout)
+    assert mine[0].endswith(" search [OPTIONS] [QUERY]")
+    flags = [option.split()[0] for option in mine[1:]]
+    assert flags == ["--session", "--dir", "--kind", "--limit", "--rebuild", "--json", "--help"]
 
 
 def test_run_json_is_the_agents_json_form(server: Server, tmp_path: Path) -> None:
@@ -190,6 +189,21 @@ def test_refusals_are_clear_errors(server: Server) -> None:
     )
     down = infai("--remote", "http://127.0.0.1:9", "--token", TOKEN, "session", "ls", code=1)
     assert "cannot reach the server" in down.output
+
+
+def test_dir_is_the_remote_tuis_as_attachs(server: Server, tmp_path: Path) -> None:
+    """``infai --remote URL --dir DIR`` takes ``attach``'s checks (the screen itself:
+    tests/shells/tui/test_tui_remote_tmux.py); elsewhere ``--dir`` is refused by name."""
+    for words, said in (
+        (("--dir", "proj"), "give an absolute directory of the server"),
+        (("--dir", str(tmp_path), "--continue"), "not with SESSION or --continue"),
+        (("--dir", str(tmp_path), "session", "ls"), "--dir before a command is for the TUI"),
+    ):
+        assert said in remote(server, *words, code=2).output
+        if words[-1] != "ls":
+            assert said in infai("attach", server.url, "--token", TOKEN, *words, code=2).output
+    local = infai("--home", str(tmp_path / "h"), "--dir", str(tmp_path), code=2).output
+    assert "--dir names a directory on the server: give it with --remote" in local
 
 
 def test_login_keeps_the_token_for_the_url(server: Server) -> None:

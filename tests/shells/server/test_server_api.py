@@ -179,6 +179,23 @@ def test_a_sessions_answer_says_its_context_window_and_the_tokens_used(
     assert detail["context_window"] == 32_000
 
 
+def test_a_sessions_answer_names_the_model_its_next_prompt_uses(
+    make: Callable[..., Running], tmp_path: Path
+) -> None:
+    """A session made without a model runs on the server's default: the answer names
+    it (a client shows it), as it names a session's own model, open or not."""
+    h = make()
+    default = h.new_session()
+    assert (h.detail(default)["model"], h.detail(default)["model_in_use"]) == (None, "offline")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["hi"]))
+    own = h.new_session(model=f"scripted:{script}")
+    assert h.detail(own)["model_in_use"] == f"scripted:{script}"
+    h.prompt(default, "hello there")
+    h.wait(lambda: h.detail(default)["turn"] is None and h.detail(default)["events"] == 2)
+    assert h.detail(default)["model_in_use"] == "offline"
+
+
 def test_a_session_is_renamed_while_its_turn_runs_and_named_none_again(
     make: Callable[..., Running],
 ) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +27,12 @@ import pytest
 from fakeapi import FakeOpenAI, Reply
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.shells.tui.modals import GRACE
+from serveproc import Serve
 from tmux_term import INFAI, Terminal, flat
 
 pytestmark = pytest.mark.slow  # a TUI in tmux (and a server process) per scenario and side
 
 TOKEN = "mirror-tui-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
 SIZE = (100, 30)
 WAIT = 20.0  # a loaded machine: a turn (through the server) and back to the screen
 
@@ -54,7 +53,7 @@ class Side:
         self.config = tmp / "config.toml"
         self.work = tmp / "served"  # the session's directory (locally: the TUI's)
         self.terminals: list[Terminal] = []
-        self.server: subprocess.Popen[str] | None = None
+        self.server: Serve | None = None
 
     def open(self, config: str) -> Terminal:
         if self.where == "local":
@@ -74,18 +73,8 @@ class Side:
 
     def _serve(self) -> None:
         self.work.mkdir()  # the server's directory: its sessions work there
-        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(self.config)}
-        self.server = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, "--home", str(self.home), "serve", "--port", "0"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=self.work,
-        )
-        assert self.server.stderr is not None
-        line = self.server.stderr.readline()
-        assert line.startswith("infai: serving http://127.0.0.1:"), line
-        self.url = line.split()[2]
+        self.server = Serve(self.home, self.work, TOKEN, config=self.config)
+        self.url = self.server.start()
 
     def infai(self, *args: str) -> Any:
         """``infai ARGS`` (``--json`` added) on this side's store: its output, parsed."""
@@ -117,10 +106,7 @@ class Side:
         for term in self.terminals:
             term.close()
         if self.server is not None:
-            self.server.terminate()
-            self.server.wait(timeout=20)
-            assert self.server.stderr is not None
-            self.server.stderr.close()
+            self.server.close()
 
 
 @pytest.fixture(params=["local", "remote"])

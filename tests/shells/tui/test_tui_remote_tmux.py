@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,14 +26,16 @@ import pytest
 from fakeapi import FakeOpenAI, Reply
 from infai.agent.loop import INTERRUPTED_TURN
 from infai.shells.remote import Remote
+from infai.shells.remote.session import SERVERS_MODEL
 from infai.shells.tui.modals import GRACE
+from infai.shells.tui.panels import short_model
 from infai.shells.tui.usercontext import NO_BANG
+from serveproc import Serve
 from tmux_term import INFAI, Terminal, flat
 
 pytestmark = pytest.mark.slow  # a server process and one or two TUIs in tmux each
 
 TOKEN = "remote-tui-token-0123456789abcdef"
-LAUNCH = "import sys\nfrom infai.shells import cli\ncli.main(sys.argv[1:], prog_name='infai')\n"
 WAIT = 15.0  # a loaded machine: a turn through the server and back to the screen
 
 
@@ -58,24 +59,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
-        env = {**os.environ, "INFAI_SERVER_TOKEN": TOKEN, "INFAI_CONFIG": str(config)}
-        serve = [sys.executable, "-c", LAUNCH, "--home", str(home), "serve", "--port", "0"]
-        proc = subprocess.Popen(
-            [*serve, "--model", f"scripted:{default}"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=work,
-        )
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        assert line.startswith("infai: serving http://127.0.0.1:"), line
-        try:
-            yield Server(line.split()[2], work, scripts)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-            proc.stderr.close()
+        with Serve(home, work, TOKEN, "--model", f"scripted:{default}", config=config) as url:
+            yield Server(url, work, scripts)
 
 
 def session(server: Server, name: str, *replies: object, model: str | None = None) -> str:
@@ -315,18 +300,24 @@ def test_a_prompt_then_ctrl_c_twice_quits_and_the_session_is_saved_on_the_server
     assert api(server, f"/sessions/{sid}")["working_dir"] == str(server.work)
 
 
-def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
-    server: Server, tmp_path: Path, terminals: list[Terminal]
+@pytest.mark.parametrize("form", ["attach", "--remote"])
+def test_dir_makes_the_session_in_that_directory_on_the_server(
+    form: str, server: Server, tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    """``infai attach URL --dir DIR``: the new session works in DIR on the server,
-    the TUI says so, and its turn runs there; a directory the server does not
-    have is a one-line error before any screen (nothing made)."""
-    there = server.work / "elsewhere"
+    """``infai attach URL --dir DIR`` and ``infai --remote URL --dir DIR``: the new
+    session works in DIR on the server, the TUI says so, its status bar names the
+    server's default model (the session names none), and its turn runs there; a
+    directory the server does not have is a one-line error before any screen
+    (nothing made)."""
+    there = server.work / f"elsewhere{form}"
     there.mkdir()
     before = {s["id"] for s in api(server, "/sessions")["sessions"]}
-    args = ("attach", server.url, "--token", TOKEN, "--dir", str(there))
-    term = open_tui(terminals, tmp_path, *args)
+    args = (form, server.url, "--token", TOKEN, "--dir")
+    term = open_tui(terminals, tmp_path, *args, str(there))
     term.wait_for(lambda s: f"working in {there} there" in flat(s), "where it works", WAIT)
+    model = short_model(f"scripted:{server.scripts / 'default.json'}")
+    shown = term.wait_for(lambda s: model in s, "the server's default model", WAIT)
+    assert SERVERS_MODEL not in shown
     [sid] = {s["id"] for s in api(server, "/sessions")["sessions"]} - before
     assert api(server, f"/sessions/{sid}")["working_dir"] == str(there)
     send(term, "hello from elsewhere")
@@ -337,7 +328,7 @@ def test_attach_dir_makes_the_session_in_that_directory_on_the_server(
     try:
         missing = str(tmp_path / "no-such-dir")
         refused = subprocess.run(
-            [str(INFAI), "attach", server.url, "--token", TOKEN, "--dir", missing],
+            [str(INFAI), *args, missing],
             stdin=pty, capture_output=True, text=True, timeout=WAIT,
         )  # fmt: skip
     finally:

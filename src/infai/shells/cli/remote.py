@@ -34,7 +34,7 @@ from .errors import FAILURE, BadInput
 
 if TYPE_CHECKING:
     from infai.shells.remote import Frame, Remote, RemoteError
-    from infai.store import Event
+    from infai.store import Entry
 
 _REMOTE = "infai.remote"  # the root context's meta key for the open client
 #: the commands that have a remote form (shown when one that has not is asked for)
@@ -165,14 +165,6 @@ def remote_ls(ctx: click.Context, as_json: bool) -> None:
         echo(line)
 
 
-#: the fields an :class:`~infai.store.Entry` is built from (a backend's entries may
-#: carry more, such as the file store's ``location``: the JSON forms keep them)
-_ENTRY_FIELDS = (
-    *("seq", "id", "parent_id", "parent_seq", "branch_from", "timestamp", "kind", "role"),
-    *("preview", "blob"),
-)
-
-
 def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any]:
     """The server's answer for the session's events: ``{head, events[, leaves]}``."""
     path = f"/sessions/{session_arg(session_id)}/events"
@@ -180,10 +172,12 @@ def _timeline(ctx: click.Context, session_id: str, every: bool) -> dict[str, Any
     return answer
 
 
-def _entries(answer: dict[str, Any]) -> list[Any]:
-    from infai.store import Entry
+def _entries(answer: dict[str, Any]) -> list[Entry]:
+    """The timeline's entries (a backend's may carry more fields, such as the file
+    store's ``location``: the JSON forms print them, the text forms need none)."""
+    from infai.shells.remote import entry_of
 
-    return [Entry(**{k: obj[k] for k in _ENTRY_FIELDS}) for obj in answer["events"]]
+    return [entry_of(obj) for obj in answer["events"]]
 
 
 @remote_session.command("log")
@@ -223,31 +217,13 @@ def remote_tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
 def remote_show(ctx: click.Context, session_id: str, event_id: str, as_json: bool) -> None:
     """One event with its record, as `infai session show` prints it."""
     path = f"/sessions/{session_arg(session_id)}/events/{event_arg(event_id)}"
-    obj = guard(lambda: remote_of(ctx).get(path))
-    event = event_of(obj)
+    from infai.shells.remote import event_of
+
+    event = event_of(guard(lambda: remote_of(ctx).get(path)))
     if as_json:
         emit_json(render.event_json(event))
     else:
         echo(render.event_text(event))
-
-
-def event_of(obj: dict[str, Any]) -> Event:
-    """The event the server sent (``settled_obj``'s form) as the store's own."""
-    from infai.store import Event, record_from_obj
-
-    record = obj.get("record")
-    return Event(
-        id=obj["id"],
-        parent_id=obj["parent_id"],
-        branch_from=obj.get("branch_from"),
-        kind=obj["kind"],
-        role=obj["role"],
-        timestamp=obj["timestamp"],
-        record=None if record is None else record_from_obj(obj["kind"], record),
-        digest=obj.get("digest"),
-        seq=obj.get("seq", -1),
-        preview=obj.get("preview", ""),
-    )
 
 
 # -- run -------------------------------------------------------------------------------

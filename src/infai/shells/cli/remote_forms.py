@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from infai.store import KINDS, NIL_ID
+from infai.store import NIL_ID
 
 from .. import render
 from .common import echo, emit_json, json_option
@@ -31,7 +31,6 @@ from .remote import (
     REMOTE_FORMS,
     RemoteFailure,
     event_arg,
-    event_of,
     guard,
     remote_answer,
     remote_of,
@@ -39,6 +38,7 @@ from .remote import (
     remote_session,
     session_arg,
 )
+from .search import say_results, search_options
 
 # -- search ----------------------------------------------------------------------------
 
@@ -48,13 +48,7 @@ SERVER_LIMIT = 200
 
 
 @click.command("search")
-@click.argument("query", required=False)
-@click.option("--session", "session_id", metavar="SESSION", help="Only this session's events.")
-@click.option("--dir", "working_dir", metavar="DIR", help="Only sessions working in DIR or below.")
-@click.option("--kind", type=click.Choice(KINDS), help="Only events of this kind.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--rebuild", is_flag=True, help="Not remotely: the index is the server's.")
-@json_option
+@search_options("Not remotely: the index is the server's.")
 @click.pass_context
 def remote_search(
     ctx: click.Context,
@@ -68,8 +62,6 @@ def remote_search(
 ) -> None:
     """Search the server's sessions, as `infai search` does."""
     from infai.store import DamagedSession, SearchHit, SearchResults
-
-    from .search import say_results
 
     if rebuild:
         raise BadInput("`infai search --rebuild` does not work with --remote: run it on the server")
@@ -103,7 +95,7 @@ def remote_search(
 @click.pass_context
 def remote_compact(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Summarise the server's session now (its own model), as `infai compact` does."""
-    from infai.shells.remote import RemoteError
+    from infai.shells.remote import RemoteError, event_of
 
     path = f"/sessions/{session_arg(session_id)}/compact"
     client = remote_of(ctx)
@@ -133,6 +125,8 @@ def remote_context(
     ctx: click.Context, session_id: str, at: str | None, explain: bool, as_json: bool
 ) -> None:
     """The active context on the server, as `infai session context` prints it."""
+    from infai.shells.remote import event_of
+
     if explain:
         raise BadInput(
             "`infai session context --explain` does not work with --remote: run it on the server"

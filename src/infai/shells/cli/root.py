@@ -101,6 +101,13 @@ class RootGroup(LazyGroup):
     "--token",
     help="With --remote: the server's token (default: $INFAI_SERVER_TOKEN, else `infai login`).",
 )
+@click.option(
+    "--dir",
+    "server_dir",
+    metavar="DIR",
+    help="With --remote and no command: a new session works in DIR on the server "
+    "(as `infai attach URL --dir DIR`).",
+)
 @click.option("--session", "session_id", help="With no command: open this session.")
 @click.option(
     "--continue",
@@ -122,6 +129,7 @@ def root(
     lock_timeout: float | None,
     remote: str | None,
     token: str | None,
+    server_dir: str | None,
     session_id: str | None,
     resume: bool,
     model_name: str | None,
@@ -135,18 +143,23 @@ def root(
     tui_options = dict(session_id=session_id, resume=resume, model_name=model_name, allow=allow)
     if ctx.invoked_subcommand is not None:
         given = [flag for flag, value in zip(TUI_FLAGS, tui_options.values(), strict=True) if value]
-        if given:
+        if given or server_dir is not None:
             raise BadInput(
-                f"{given[0]} before a command is for the TUI only (plain `infai`); "
-                f"give `{ctx.invoked_subcommand}` its options after its name"
+                f"{given[0] if given else '--dir'} before a command is for the TUI only "
+                f"(plain `infai`); give `{ctx.invoked_subcommand}` its options after its name"
             )
     if remote and ctx.invoked_subcommand is None:  # the TUI against the server
         if model_name or allow:
             raise BadInput("--model and --allow are the server's with --remote")
         from .attach import remote_tui
 
-        remote_tui(ctx, remote, token, session_id, resume)
+        remote_tui(ctx, remote, token, session_id, resume, server_dir)
         return
+    if server_dir is not None:  # a local TUI works where it is started
+        raise BadInput(
+            "--dir names a directory on the server: give it with --remote "
+            "(locally, start infai in DIR)"
+        )
     ctx.obj = StoreSpec(
         location=location or None,
         home=home,

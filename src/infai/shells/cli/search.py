@@ -18,7 +18,8 @@ search still answers from everything that verifies, and exits 0.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -77,14 +78,37 @@ def _rebuild(store: SessionStore) -> list[DamagedSession]:
     return damaged
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def search_options(rebuild_help: str) -> Callable[[F], F]:
+    """QUERY and the options of ``infai search``, written once for the local command
+    and its ``--remote`` form (:mod:`.remote_forms`), so the two take the same
+    line; only what ``--rebuild`` says differs (remotely it is refused)."""
+    decorators = (
+        click.argument("query", required=False),
+        click.option(
+            "--session", "session_id", metavar="SESSION", help="Only this session's events."
+        ),
+        click.option(
+            "--dir", "working_dir", metavar="DIR", help="Only sessions working in DIR or below."
+        ),
+        click.option("--kind", type=click.Choice(KINDS), help="Only events of this kind."),
+        click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True),
+        click.option("--rebuild", is_flag=True, help=rebuild_help),
+        json_option,
+    )
+
+    def apply(command: F) -> F:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
 @click.command("search")
-@click.argument("query", required=False)
-@click.option("--session", "session_id", metavar="SESSION", help="Only this session's events.")
-@click.option("--dir", "working_dir", metavar="DIR", help="Only sessions working in DIR or below.")
-@click.option("--kind", type=click.Choice(KINDS), help="Only events of this kind.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--rebuild", is_flag=True, help="Build the search index again first.")
-@json_option
+@search_options("Build the search index again first.")
 @mapped_errors
 @pass_store
 def search_command(

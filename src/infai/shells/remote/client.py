@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -109,22 +110,37 @@ class Remote:
         """The body of ``GET path`` one line at a time, each with its ``\n`` (a last
         line without one as it came), read as it arrives: for an answer too big to
         hold, such as a session's export. A body the server cut off is an error."""
-        try:
-            with self._client.stream("GET", api_path(path)) as response:
-                if response.status_code >= 300:
-                    response.read()
-                    _check(response, self.url)
-                yield from split_lines(response.iter_bytes())
-        except httpx.HTTPError as exc:
-            raise RemoteError(f"{self.url}: the answer broke off ({exc})") from exc
+        with self._streamed("GET", path, "the answer broke off") as response:
+            yield from split_lines(response.iter_bytes())
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, *, data_status: int = 0, **kwargs: Any
+    ) -> httpx.Response:
+        """The answer to ``method path`` (``kwargs``: httpx's), its error status raised
+        as :class:`RemoteError` (but ``data_status``, whose body is data)."""
         try:
             response = self._client.request(method, api_path(path), **kwargs)
         except httpx.HTTPError as exc:
             raise RemoteError(f"{self.url}: cannot reach the server ({exc})") from exc
-        _check(response, self.url)
+        if response.status_code != data_status:
+            _check(response, self.url)
         return response
+
+    @contextmanager
+    def _streamed(
+        self, method: str, path: str, broke: str, **kwargs: Any
+    ) -> Iterator[httpx.Response]:
+        """``method path`` whose body is read as it arrives, in the ``with`` block: an
+        error status raised as :class:`RemoteError` before the body is read, and an
+        answer that cannot be had or breaks off (``broke`` says which) as one too."""
+        try:
+            with self._client.stream(method, api_path(path), **kwargs) as response:
+                if response.status_code >= 300:
+                    response.read()
+                    _check(response, self.url)
+                yield response
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"{self.url}: {broke} ({exc})") from exc
 
     def _json(self, response: httpx.Response) -> Any:
         if response.status_code == 204:
@@ -147,15 +163,9 @@ class Remote:
         query = {k: _query_value(v) for k, v in params.items() if v is not None}
         sent: dict[str, Any] = {"params": query} if body is None else {"json": dict(body)}
         method = "GET" if body is None else "POST"
-        try:
-            stream = self._client.stream(method, api_path(path), timeout=timeout, **sent)
-            with stream as response:
-                if response.status_code >= 300:
-                    response.read()
-                    _check(response, self.url)
-                yield from parse_frames(response.iter_lines())
-        except httpx.HTTPError as exc:
-            raise RemoteError(f"{self.url}: the stream broke off ({exc})") from exc
+        broke = "the stream broke off"
+        with self._streamed(method, path, broke, timeout=timeout, **sent) as response:
+            yield from parse_frames(response.iter_lines())
 
 
 def api_path(path: str) -> str:
@@ -249,17 +259,7 @@ def watch(remote: Remote, path: str, **params: Any) -> Iterator[Frame]:
     :class:`Frame` at a time until the server ends it or the caller stops
     iterating (the connection is closed then). No read timeout: the server's
     pings keep an idle stream alive."""
-    timeout = httpx.Timeout(TIMEOUT, read=None)
-    query = {k: _query_value(v) for k, v in params.items() if v is not None}
-    client = remote._client
-    try:
-        with client.stream("GET", path, params=query, timeout=timeout) as response:
-            if response.status_code >= 400:
-                response.read()
-                _check(response, remote.url)
-            yield from parse_frames(response.iter_lines())
-    except httpx.HTTPError as exc:
-        raise RemoteError(f"{remote.url}: the stream broke off ({exc})") from exc
+    return remote.stream(path, **params)
 
 
 def delete(remote: Remote, path: str) -> None:
@@ -270,12 +270,7 @@ def delete(remote: Remote, path: str) -> None:
 def post_data(remote: Remote, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
     """``POST path``: its status and JSON answer, a 409 too (whose body is data,
     as a refused restore's plan); other error statuses raise :class:`RemoteError`."""
-    try:
-        response = remote._client.post(path, json=dict(body))
-    except httpx.HTTPError as exc:
-        raise RemoteError(f"{remote.url}: cannot reach the server ({exc})") from exc
-    if response.status_code != 409:
-        _check(response, remote.url)
+    response = remote._send("POST", path, data_status=409, json=dict(body))
     return response.status_code, remote._json(response)
 
 

@@ -68,6 +68,16 @@ class RemoteModel:
     context_window: int = 0
 
 
+#: the model's name where the server did not say it (a server older than ``model_in_use``)
+SERVERS_MODEL = "(the server's)"
+
+
+def model_in_use(detail: dict[str, Any]) -> str:
+    """The name of the model a session's next prompt uses, from its ``GET
+    /sessions/{id}``: the server says it (the session's own, else its default)."""
+    return str(detail.get("model_in_use") or detail.get("model") or SERVERS_MODEL)
+
+
 def ask_of(data: dict[str, Any]) -> Ask:
     """A question of the ``approval`` frame, as an approver is asked it."""
     tool = str(data.get("tool", "?"))
@@ -169,7 +179,7 @@ class RemoteHarness:
         self.working_dir = working_dir
         #: where new sessions work on the server (None: the server's own directory)
         self.server_dir = server_dir
-        self.model = RemoteModel("(the server's)")
+        self.model = RemoteModel(SERVERS_MODEL)
         self.approver: Approver | None = None
 
     def take_notices(self) -> list[str]:
@@ -190,9 +200,7 @@ class RemoteSession:
         self.remote = space.remote
         self.session_id = str(detail["id"])
         self.working_dir = Path(detail.get("working_dir") or ".")
-        self.model = RemoteModel(
-            str(detail.get("model") or "(the server's)"), int(detail.get("context_window") or 0)
-        )
+        self.model = RemoteModel(model_in_use(detail), int(detail.get("context_window") or 0))
         self.view = RemoteView(self.remote, self.session_id)
         self.hub = EventHub()  # this client's turns
         #: other turns, appends outside a turn, and every question
@@ -518,6 +526,7 @@ class RemoteSession:
 
 
 __all__ = [
+    "SERVERS_MODEL",
     "Asking",
     "RemoteHarness",
     "RemoteModel",
@@ -527,4 +536,5 @@ __all__ = [
     "answer_body",
     "ask_of",
     "info_of",
+    "model_in_use",
 ]

@@ -95,6 +95,11 @@ COMPONENTS: dict[str, Schema] = {
                 description="The context window of the model the next prompt uses "
                 "(null: that model cannot be built on this server).",
             ),
+            "model_in_use": {
+                "type": "string",
+                "description": "The name of the model the next prompt uses: the "
+                "session's own (`model`), else the server's default.",
+            },
         },
     },
     "SessionSummary": {

@@ -155,6 +155,7 @@ async def get_session(call: Call) -> Response:
     head, count, used = await call.read(lambda reader: _tokens_read(reader, follows))
     state: dict[str, Any] = {"head": head, "events": count, "open": served is not None}
     state.update(used_tokens=used, context_window=await call.sessions.context_window(info))
+    state["model_in_use"] = call.sessions.model_name(info)
     if served is None:
         state.update(turn=None, busy=None, pending_parent=None, watchers=0, pending_approvals=0)
         node = call.sessions.node

@@ -245,14 +245,20 @@ class Sessions:
             self._stop_watching.set()
             await asyncio.to_thread(watcher.join, 5)
 
+    def model_name(self, info: SessionInfo) -> str:
+        """The name of the model the session's next prompt uses: its own (stored when
+        it was made), else the harness's (``infai serve --model``, else the
+        configuration's), as :meth:`open` builds it, so a client can say which."""
+        return info.model or self.harness.model_name
+
     async def context_window(self, info: SessionInfo) -> int | None:
         """The context window of the model the session's next prompt uses: the open
-        agent's, else its stored model's (none named: the harness's) as its directory
-        defines it, built once per name and directory; None when it cannot be built."""
+        agent's, else :meth:`model_name`'s as the session's directory defines it,
+        built once per name and directory; None when it cannot be built."""
         served = self.open.get(info.id)
         if served is not None:
             return served.agent.model.context_window
-        key = (info.model or self.harness.model_name, info.working_dir)
+        key = (self.model_name(info), info.working_dir)
         if key not in self._windows:
             try:
                 self._windows[key] = await self.harness.model_window(*key)

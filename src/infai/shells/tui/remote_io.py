@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .seam import TuiHarness, TuiStore
 
 #: what a session made on the server says first (its directory is the server's)
-NEW_SESSION = "a new session on the server, working in {dir} there (attach --dir DIR: another)"
+NEW_SESSION = "a new session on the server, working in {dir} there (--dir DIR: another)"
 #: what a model switch says with --remote
 NO_MODEL_SWITCH = "/model does not work with --remote: the session keeps the server's model"
 
@@ -54,7 +54,7 @@ def _session(session: AgentSession) -> RemoteSession:
 
 class RemoteBackend:
     """A server's sessions, for the TUI; ``made``: a session the command line
-    created for it (``infai attach --dir``), removed again if left unused."""
+    created for it (``--dir``), removed again if left unused."""
 
     remote = True
 
