@@ -17,32 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from .common import echo
 from .errors import BadInput, mapped_errors
 from .tui import NOT_A_TERMINAL, stdin_is_terminal
-
-if TYPE_CHECKING:
-    from infai.shells.remote import Remote
-
-
-def _client(url: str, token: str | None) -> Remote:
-    """The server's client under the first token given (bad input when none is)."""
-    from infai.shells.remote import Remote, stored_token
-
-    from .remote import guard
-
-    token = token or os.environ.get("INFAI_SERVER_TOKEN")
-    token = token or guard(lambda: stored_token(url))
-    if not token:
-        raise BadInput(
-            f"no token for {url}: give --token, set INFAI_SERVER_TOKEN or run `infai login {url}`"
-        )
-    client: Remote = guard(lambda: Remote(url, token))
-    return client
 
 
 def remote_tui(
@@ -66,9 +47,9 @@ def remote_tui(
 
     from ..tui import InfaiApp
     from ..tui.remote_io import RemoteBackend, new_session
-    from .remote import guard
+    from .remote import connect, guard
 
-    client = _client(url, token)
+    client = connect(url, token)
     ctx.call_on_close(client.close)
     listed: list[dict[str, Any]] = guard(lambda: client.get("/sessions"))["sessions"]
     if session_id is None and resume:

@@ -44,24 +44,31 @@ REMOTE_FORMS = "run, search, compact, session ls|log|tree|show|context|files|dif
 def remote_of(ctx: click.Context) -> Remote:
     """The root's client of ``--remote URL``, opened on first use (closed with the
     command line); no token anywhere is bad input naming the three ways to give one."""
-    import os
-
-    from infai.shells.remote import Remote, stored_token
-
     root = ctx.find_root()
     client: Remote | None = root.meta.get(_REMOTE)
     if client is not None:
         return client
-    url = str(root.params.get("remote"))
-    token = root.params.get("token") or os.environ.get("INFAI_SERVER_TOKEN")
+    client = connect(str(root.params.get("remote")), root.params.get("token"))
+    root.meta[_REMOTE] = client
+    root.call_on_close(client.close)
+    return client
+
+
+def connect(url: str, token: str | None) -> Remote:
+    """The server's client under the first token given: ``--token``, then
+    ``$INFAI_SERVER_TOKEN``, then the one ``infai login URL`` stored; none is bad
+    input naming the three ways to give one."""
+    import os
+
+    from infai.shells.remote import Remote, stored_token
+
+    token = token or os.environ.get("INFAI_SERVER_TOKEN")
     token = token or guard(lambda: stored_token(url))
     if not token:
         raise BadInput(
             f"no token for {url}: give --token, set INFAI_SERVER_TOKEN or run `infai login {url}`"
         )
-    client = guard(lambda: Remote(url, token))
-    root.meta[_REMOTE] = client
-    root.call_on_close(client.close)
+    client: Remote = guard(lambda: Remote(url, token))
     return client
 
 
