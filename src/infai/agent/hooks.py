@@ -284,6 +284,10 @@ class Hooks:
         self.pending: list[HookRecord] = []
         #: whether SessionStart has fired for this session object
         self.started = False
+        #: SessionStart's ``source``: ``startup`` for a session opened empty,
+        #: ``resume`` for one opened with history (set when it is opened: by the
+        #: first prompt, the turn's own snapshot already stands in the session)
+        self.source = "startup"
         #: whether a prompt fires UserPromptSubmit (a subagent's does not)
         self.prompts = True
         #: the session's context now (blocking; None: no transcript is written)

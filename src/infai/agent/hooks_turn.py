@@ -120,7 +120,7 @@ class HookSteps:
         assert self.hooks is not None
         if not self.hooks.started:
             self.hooks.started = True
-            source = "resume" if self.writer.head else "startup"
+            source = self.hooks.source
             async for item in self.fire("SessionStart", (source,), source=source):
                 if not isinstance(item, Outcome):
                     yield item

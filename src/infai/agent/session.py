@@ -141,6 +141,8 @@ class AgentSession(SessionApi, SessionLease, SessionHooks):
         self.cache = ContextCache(self.writer, pipeline=pipeline)
         #: the user's hook commands (:mod:`.hooks`; None: none configured)
         self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
+        if self.hooks is not None:  # before this object appends anything (a turn's snapshot)
+            self.hooks.source = "resume" if self.writer.head else "startup"
         if self.hooks is not None and isinstance(permissions, Policy):
             permissions.on_ask = self.hooks.notify
         #: every event of this session (each append as it is durable, the turns'

@@ -1,0 +1,77 @@
+"""Claude Code users' hook scripts, unchanged (bash and jq, as they are written for
+Claude Code), through `infai run`: each has the effect Claude Code's hooks
+reference gives it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infai.shells.cli import main
+
+
+def infai(home: Path, *args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def hook(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+class Project:
+    """A working directory, the user's config naming hooks, a scripted model."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp = tmp_path
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.home = tmp_path / "home"
+        self.config = tmp_path / "config.toml"
+        monkeypatch.chdir(self.work)
+        monkeypatch.setenv("INFAI_CONFIG", str(self.config))
+
+    def hooks(self, toml: str) -> None:
+        self.config.write_text(toml)
+
+    def run(self, replies: list[Any], *args: str, code: int = 0) -> Result:
+        script = self.tmp / "replies.json"
+        script.write_text(json.dumps(replies))
+        return infai(self.home, "run", "--model", f"scripted:{script}", *args, code=code)
+
+    def messages(self, session: str) -> list[dict[str, Any]]:
+        """What the model is sent now, as `infai session context` shows it."""
+        out = infai(self.home, "session", "context", "--explain", "--json", session).stdout
+        found: list[dict[str, Any]] = json.loads(out)["messages"]
+        return found
+
+
+def session_of(result: Result) -> str:
+    return result.stderr.strip().splitlines()[-1].removeprefix("session ")
+
+
+def test_a_startup_session_start_hook_fires_for_a_new_session_and_a_resume_one_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    said = tmp_path / "sources.log"
+    startup = hook(tmp_path / "startup.sh", f'jq -r .source >> {said}\necho "use tabs here"\n')
+    resume = hook(tmp_path / "resume.sh", f'jq -r .source >> {said}\necho "welcome back"\n')
+    p.hooks(
+        f'[[hooks.SessionStart]]\nmatcher = "startup"\ncommand = "{startup}"\n'
+        f'[[hooks.SessionStart]]\nmatcher = "resume"\ncommand = "{resume}"\n'
+    )
+    sid = session_of(p.run(["first"], "hi"))
+    assert said.read_text() == "startup\n"
+    sent = json.dumps(p.messages(sid))
+    assert "use tabs here" in sent and "welcome back" not in sent
+    p.run(["second"], "--session", sid, "again")
+    assert said.read_text() == "startup\nresume\n"
+    assert "welcome back" in json.dumps(p.messages(sid))
