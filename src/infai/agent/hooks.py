@@ -8,8 +8,9 @@ or ``SessionStart`` hook's stdout is added to the model's context), exit 2
 blocks (its stderr is the reason), any other exit, a timeout or a command that
 cannot start is a non-blocking error the user is told of. A JSON object on
 stdout is read on any exit: ``decision``/``reason``, ``continue: false`` with
-``stopReason``, and ``hookSpecificOutput`` (``permissionDecision``,
-``permissionDecisionReason``, ``additionalContext``).
+``stopReason``, ``systemMessage`` (a notice for the user) and
+``hookSpecificOutput`` (``permissionDecision``, ``permissionDecisionReason``,
+``additionalContext``).
 
 Every run is recorded as a ``hook`` event (:class:`~infai.store.HookRecord`):
 :meth:`Hooks.fire` queues the records and the turn appends them
@@ -203,6 +204,9 @@ class _Run:
             context = self.stdout.strip()
         if said is not None:
             decision, reason, context = _read_json(said, outcome, decision, reason, context)
+            shown = said.get("systemMessage")  # Claude Code shows it to the user, not the model
+            if isinstance(shown, str) and shown.strip():
+                outcome.notices.append(f"{self.spec.event} hook: {shown.strip()}")
         if decision == "block":
             outcome.blocked = outcome.blocked or reason
         if context:

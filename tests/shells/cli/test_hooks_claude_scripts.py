@@ -75,3 +75,28 @@ def test_a_startup_session_start_hook_fires_for_a_new_session_and_a_resume_one_a
     p.run(["second"], "--session", sid, "again")
     assert said.read_text() == "startup\nresume\n"
     assert "welcome back" in json.dumps(p.messages(sid))
+
+
+def test_a_system_message_is_shown_to_the_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    done = hook(
+        tmp_path / "done.sh",
+        "jq -n '{systemMessage: \"All checks passed, session complete\"}'\n",
+    )
+    warn = hook(
+        tmp_path / "warn.sh",
+        'jq -n --arg f "$(jq -r .tool_input.file_path)" '
+        '\'{systemMessage: ("heads up: " + $f + " is generated")}\'\n',
+    )
+    p.hooks(
+        f'[[hooks.Stop]]\ncommand = "{done}"\n'
+        f'[[hooks.PostToolUse]]\nmatcher = "Write"\ncommand = "{warn}"\n'
+    )
+    write = {"id": "c1", "name": "write_file", "arguments": {"path": "gen.py", "content": "x"}}
+    out = p.run([{"content": "", "tool_calls": [write]}, "written"], "--allow", "write_file", "go")
+    assert "All checks passed, session complete" in out.stderr
+    assert f"heads up: {p.work / 'gen.py'} is generated" in out.stderr
+    sid = session_of(out)
+    assert "heads up" not in json.dumps(p.messages(sid))  # for the user, not the model
