@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,8 @@ CLAUDE_NAMES = {
 }
 #: the names a matcher may match a tool by, beyond the two above
 ALIASES = {"task": ("Agent",)}
+#: the first line of infai's bash output (:mod:`infai.tools.shell`)
+_EXIT_LINE = re.compile(r"\Aexit code -?\d+\n")
 
 
 def tool_names(name: str) -> tuple[str, ...]:
@@ -91,8 +94,9 @@ def tool_response(
 ) -> dict[str, Any]:
     """What a ``PostToolUse`` hook reads as ``tool_response``: the tool's output, in
     the fields Claude Code's tool of that kind reports (as near as infai has them)."""
-    if name == "bash":
-        return {"stdout": content, "stderr": "", "interrupted": False, "isImage": False}
+    if name == "bash":  # the command's output, without the line infai tells the model its exit by
+        stdout = _EXIT_LINE.sub("", content, count=1)
+        return {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False}
     response: dict[str, Any] = {"success": not is_error, "output": content}
     if name in ("read_file", "write_file", "edit_file"):
         response["filePath"] = _absolute(working_dir, arguments.get("path", ""))

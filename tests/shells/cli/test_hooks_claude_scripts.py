@@ -100,3 +100,15 @@ def test_a_system_message_is_shown_to_the_user(
     assert f"heads up: {p.work / 'gen.py'} is generated" in out.stderr
     sid = session_of(out)
     assert "heads up" not in json.dumps(p.messages(sid))  # for the user, not the model
+
+
+def test_a_post_tool_use_hook_reads_the_commands_own_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    seen = tmp_path / "stdout.txt"
+    logger = hook(tmp_path / "log.sh", f"jq -j .tool_response.stdout > {seen}\n")
+    p.hooks(f'[[hooks.PostToolUse]]\nmatcher = "Bash"\ncommand = "{logger}"\n')
+    call = {"id": "c1", "name": "bash", "arguments": {"command": "echo hello; echo world"}}
+    p.run([{"content": "", "tool_calls": [call]}, "ok"], "--allow", "bash", "go")
+    assert seen.read_text() == "hello\nworld\n"
