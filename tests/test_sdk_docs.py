@@ -40,3 +40,9 @@ def test_each_example_runs(
     monkeypatch.chdir(work)
     runpy.run_path(str(program), run_name="__main__")
     capsys.readouterr()  # what it printed is the reader's; its asserts are the test
+
+
+def test_the_page_names_every_example_program() -> None:
+    programs = sorted(p.name for p in (PAGE.parent.parent / "examples").glob("*.py"))
+    listed = PAGE.read_text().split("## Example programs", 1)[1].split("\n## ", 1)[0]
+    assert [name for name in programs if f"- `{name}`" not in listed] == []
