@@ -10,7 +10,7 @@ cannot start is a non-blocking error the user is told of. A JSON object on
 stdout is read on any exit: ``decision``/``reason``, ``continue: false`` with
 ``stopReason``, ``systemMessage`` (a notice for the user) and
 ``hookSpecificOutput`` (``permissionDecision``, ``permissionDecisionReason``,
-``additionalContext``).
+``additionalContext``, ``updatedInput``: :func:`updated_call`).
 
 Every run is recorded as a ``hook`` event (:class:`~infai.store.HookRecord`):
 :meth:`Hooks.fire` queues the records and the turn appends them
@@ -38,16 +38,23 @@ import re
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from infai.llm import ToolCall
 from infai.store import Event, HookRecord
 from infai.tools import Decision, Permissions, Policy, ToolContext
 from infai.tools.offload import off_loop
 from infai.tools.policy import Ask
 
-from .hooks_payload import tool_input, tool_names, transcript_dir, write_transcript
+from .hooks_payload import (
+    tool_arguments,
+    tool_input,
+    tool_names,
+    transcript_dir,
+    write_transcript,
+)
 from .plugins import PluginError, hook_handler
 
 EVENTS = (
@@ -69,6 +76,9 @@ DEFAULT_TIMEOUT = 60.0
 OUTPUT_CAP = 4000
 #: how many times Stop hooks may send a turn back to work before it ends anyway
 MAX_STOP_CONTINUES = 8
+#: the tool result's metadata key holding the arguments a PreToolUse hook's
+#: ``updatedInput`` ran the call with (the stored call keeps the model's own)
+HOOK_INPUT = "hook_input"
 _PLAIN = re.compile(r"[A-Za-z0-9_|]+")
 
 
@@ -153,6 +163,9 @@ class Outcome:
     stop: str | None = None
     #: for the user: non-blocking errors and what a block said
     notices: list[str] = field(default_factory=list)
+    #: a PreToolUse hook's ``updatedInput``: the call's whole new input, in Claude
+    #: Code's fields (:func:`updated_call` makes it infai's)
+    updated_input: dict[str, Any] | None = None
 
 
 def _cap(text: str) -> str:
@@ -249,6 +262,8 @@ def _read_json(
                 decision, reason = "block", why or "denied by a PreToolUse hook"
             elif decision != "block":
                 decision, reason = str(verdict), why or None
+        if isinstance(new := specific.get("updatedInput"), Mapping):
+            outcome.updated_input = dict(new)
         extra = specific.get("additionalContext")
         if isinstance(extra, str) and extra.strip():
             context = "\n".join(filter(None, [context, extra.strip()]))
@@ -474,6 +489,15 @@ async def fire_tool(
         tool_use_id=call_id,
         **more,
     )
+
+
+def updated_call(call: ToolCall, pre: Outcome | None) -> ToolCall:
+    """The call as its PreToolUse hooks rewrote it (``updatedInput``, which replaces
+    its whole input, as in Claude Code), for the policy to decide on and the tool
+    to run; the call itself if no hook rewrote it, or one blocked it."""
+    if pre is None or pre.updated_input is None or pre.blocked or pre.stop:
+        return call
+    return replace(call, arguments=tool_arguments(call.name, pre.updated_input))
 
 
 async def decide_with(

@@ -16,6 +16,7 @@ written from the session's context before each hook run
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -86,6 +87,41 @@ def tool_input(name: str, arguments: Mapping[str, Any], working_dir: Path) -> di
         return shown
     if name == "task":
         return {"prompt": args.get("prompt", ""), "description": args.get("description", "")}
+    return args
+
+
+#: per tool whose fields Claude Code names otherwise: its input field -> infai's argument
+_ARGUMENTS = {
+    "bash": {"command": "command"},
+    "read_file": {"file_path": "path"},
+    "write_file": {"file_path": "path", "content": "content"},
+    "edit_file": {"file_path": "path", "old_string": "old_text", "new_string": "new_text"},
+    "grep": {"pattern": "pattern", "path": "path", "glob": "glob"},
+    "list_files": {"pattern": "pattern", "path": "path"},
+    "task": {"prompt": "prompt", "description": "description"},
+}
+
+
+def tool_arguments(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """A PreToolUse hook's ``updatedInput`` (Claude Code's fields, :func:`tool_input`'s
+    shape) as the arguments of infai's tool ``name``. It replaces the whole input,
+    as in Claude Code; a field infai's tool has no counterpart for is dropped, and
+    any other tool's input (MCP, plugins) is taken as it is."""
+    fields = _ARGUMENTS.get(name)
+    if fields is None:
+        return dict(given)
+    args = {mine: given[theirs] for theirs, mine in fields.items() if theirs in given}
+    if name == "bash":
+        timeout = given.get("timeout")  # Claude Code: milliseconds
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            args["timeout_seconds"] = max(1, math.ceil(timeout / 1000))
+        if given.get("dangerouslyDisableSandbox") is True:  # the policy asks, as for the model's
+            args["outside_sandbox"] = True
+    offset, limit = given.get("offset"), given.get("limit")
+    if name == "read_file" and isinstance(offset, int) and not isinstance(offset, bool):
+        args["start_line"] = offset
+    if name == "read_file" and isinstance(limit, int) and not isinstance(limit, bool):
+        args["end_line"] = int(args.get("start_line", 1)) + limit - 1
     return args
 
 

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from infai.agent.hooks_payload import tool_arguments, tool_input
 from infai.shells.cli import main
+from infai.store import Store, ToolCallRecord, ToolResultRecord
 
 
 def infai(home: Path, *args: str, code: int = 0) -> Result:
@@ -112,3 +114,75 @@ def test_a_post_tool_use_hook_reads_the_commands_own_stdout(
     call = {"id": "c1", "name": "bash", "arguments": {"command": "echo hello; echo world"}}
     p.run([{"content": "", "tool_calls": [call]}, "ok"], "--allow", "bash", "go")
     assert seen.read_text() == "hello\nworld\n"
+
+
+def test_updated_input_rewrites_the_call_and_the_policy_judges_what_will_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    (p.work / "notes.txt").write_text("hello\nworld\n")
+    (p.work / "keep.txt").write_text("precious")
+    # grep with line numbers always; a harmless call turned into one a rule denies
+    rewrite = hook(
+        tmp_path / "rewrite.sh",
+        'jq \'{hookSpecificOutput: {hookEventName: "PreToolUse", permissionDecision: "allow",\n'
+        '  updatedInput: (.tool_input | .command |= (sub("^grep "; "grep -n ")\n'
+        '                                          | sub("^true$"; "rm keep.txt")))}}\'\n',
+    )
+    seen = tmp_path / "post.txt"
+    logger = hook(tmp_path / "post.sh", f"jq -r .tool_input.command >> {seen}\n")
+    edit_to = hook(
+        tmp_path / "edit.sh",
+        'jq \'{hookSpecificOutput: {hookEventName: "PreToolUse",\n'
+        "  updatedInput: (.tool_input | .new_string |= ascii_upcase)}}'\n",
+    )
+    p.hooks(
+        '[permissions]\ndeny = ["bash rm *"]\n'
+        f'[[hooks.PreToolUse]]\nmatcher = "Bash"\ncommand = "{rewrite}"\n'
+        f'[[hooks.PreToolUse]]\nmatcher = "Edit"\ncommand = "{edit_to}"\n'
+        f'[[hooks.PostToolUse]]\nmatcher = "Bash"\ncommand = "{logger}"\n'
+    )
+    calls = [
+        {"id": "c1", "name": "bash", "arguments": {"command": "grep world notes.txt"}},
+        {"id": "c2", "name": "bash", "arguments": {"command": "true"}},
+        {
+            "id": "c3",
+            "name": "edit_file",
+            "arguments": {"path": "notes.txt", "old_text": "hello", "new_text": "bye"},
+        },
+    ]
+    replies: list[Any] = [{"content": "", "tool_calls": [call]} for call in calls]
+    out = p.run([*replies, "ok"], "--allow", "bash", "--allow", "edit_file", "go")
+    assert (p.work / "keep.txt").exists()  # the deny rule judged what would run
+    assert (p.work / "notes.txt").read_text() == "BYE\nworld\n"
+    assert seen.read_text() == "grep -n world notes.txt\n"  # PostToolUse sees what ran
+    results = [m for m in p.messages(session_of(out)) if m["role"] == "tool"]
+    assert results[0]["content"].startswith("exit code 0\n2:world")
+    assert "deny bash rm *" in results[1]["content"] and results[1]["is_error"]
+    with Store(p.home) as store:  # what ran is kept with the result; the call is the model's
+        view = store.open_reader(session_of(out))
+        stored = [view.event(e.id, resolve=True).record for e in view.entries()]
+    ran = [r.metadata.get("hook_input") for r in stored if isinstance(r, ToolResultRecord)]
+    assert ran[:2] == [{"command": "grep -n world notes.txt"}, {"command": "rm keep.txt"}]
+    asked = [r.arguments for r in stored if isinstance(r, ToolCallRecord)]
+    assert asked[0] == {"command": "grep world notes.txt"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("bash", {"command": "ls", "timeout_seconds": 30}),
+        ("read_file", {"path": "/w/a.py", "start_line": 3, "end_line": 9}),
+        ("write_file", {"path": "/w/a.py", "content": "x"}),
+        ("edit_file", {"path": "/w/a.py", "old_text": "a", "new_text": "b"}),
+        ("grep", {"pattern": "def", "path": "/w", "glob": "*.py"}),
+        ("list_files", {"pattern": "*.md", "path": "/w"}),
+        ("task", {"prompt": "look", "description": "d"}),
+        ("mcp__docs__search", {"query": "q"}),
+    ],
+)
+def test_updated_input_in_claude_codes_fields_is_infais_arguments_again(
+    tool: str, arguments: dict[str, Any]
+) -> None:
+    shown = tool_input(tool, arguments, Path("/w"))
+    assert tool_arguments(tool, shown) == arguments
