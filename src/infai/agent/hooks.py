@@ -71,6 +71,9 @@ EVENTS = (
 #: the events whose matcher is matched against a tool's names (else: a source,
 #: trigger or notification type, as in Claude Code)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+#: the events an exit 2 cannot block: as in Claude Code, its stderr is only shown
+#: to the user, as any other non-blocking error's
+CANNOT_BLOCK = ("SessionStart", "PreCompact", "SessionEnd", "Notification")
 DEFAULT_TIMEOUT = 60.0
 #: how much of a hook's stdout and stderr a record keeps
 OUTPUT_CAP = 4000
@@ -200,7 +203,7 @@ class _Run:
         """Fold this run's answer into ``outcome``; the record of the run."""
         decision, reason, context = None, None, None
         said = _json(self.stdout)
-        if self.exit_code == 2:
+        if self.exit_code == 2 and self.spec.event not in CANNOT_BLOCK:
             decision, reason = "block", self.stderr.strip() or "blocked by a hook (exit 2)"
         elif self.timed_out or self.failed or self.exit_code != 0:
             decision = "error"

@@ -186,3 +186,18 @@ def test_updated_input_in_claude_codes_fields_is_infais_arguments_again(
 ) -> None:
     shown = tool_input(tool, arguments, Path("/w"))
     assert tool_arguments(tool, shown) == arguments
+
+
+def test_exit_2_of_a_session_start_hook_is_shown_to_the_user_and_blocks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    check = hook(
+        tmp_path / "check.sh",
+        'if [ ! -f "$CLAUDE_PROJECT_DIR/.envrc" ]; then\n'
+        '  echo "no .envrc: run direnv allow first" >&2; exit 2\nfi\n',
+    )
+    p.hooks(f'[[hooks.SessionStart]]\ncommand = "{check}"\n')
+    out = p.run(["answered"], "hi")
+    assert "no .envrc: run direnv allow first" in out.stderr
+    assert out.stdout.strip() == "answered"
