@@ -81,16 +81,18 @@ class HookSteps:
             else:
                 yield item
 
-    async def stop_hooks(self) -> AsyncIterator[AgentEvent]:
-        """The turn would end: its Stop (a subagent's SubagentStop) hooks may send it
-        back to work, with their reason as the next instruction, a bounded number of
-        times; a ``continue: false`` ends it all the same."""
+    async def stop_hooks(self, reply: str = "") -> AsyncIterator[AgentEvent]:
+        """The turn would end on ``reply`` (``last_assistant_message``): its Stop (a
+        subagent's SubagentStop) hooks may send it back to work, with their reason
+        as the next instruction, a bounded number of times; a ``continue: false``
+        ends it all the same."""
         if self.hooks is None or not self.hooks.has(self.hooks.stop_event):
             yield TurnEnded("done")
             return
         said: Outcome | None = None
         active = self.stop_continues > 0
-        async for item in self.fire(self.hooks.stop_event, stop_hook_active=active):
+        stop = self.hooks.stop_event
+        async for item in self.fire(stop, stop_hook_active=active, last_assistant_message=reply):
             said = item if isinstance(item, Outcome) else said
             if not isinstance(item, Outcome):
                 yield item

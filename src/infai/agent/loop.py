@@ -434,7 +434,7 @@ class _Turn(HookSteps):
         for item in stored:
             yield item
         if not outcome.tool_calls:
-            async for item in self.stop_hooks():
+            async for item in self.stop_hooks(outcome.content):
                 yield item
             return
         async for item in self.run_calls(outcome, [s.event for s in stored[1:]]):

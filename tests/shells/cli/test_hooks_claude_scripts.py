@@ -201,3 +201,26 @@ def test_exit_2_of_a_session_start_hook_is_shown_to_the_user_and_blocks_nothing(
     out = p.run(["answered"], "hi")
     assert "no .envrc: run direnv allow first" in out.stderr
     assert out.stdout.strip() == "answered"
+
+
+def test_a_stop_hook_reads_the_last_reply_and_lets_the_turn_end_on_the_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    seen = tmp_path / "stops.log"
+    until = hook(
+        tmp_path / "until-tests.sh",
+        "input=$(cat)\n"
+        f'echo "$input" | jq -c "[.stop_hook_active, .last_assistant_message]" >> {seen}\n'
+        'if [ "$(echo "$input" | jq -r .stop_hook_active)" = "true" ]; then exit 0; fi\n'
+        'echo "Run the test suite before you finish." >&2\nexit 2\n',
+    )
+    p.hooks(f'[[hooks.Stop]]\ncommand = "{until}"\n')
+    out = p.run(["All done, no tests needed.", "Tests pass now."], "fix it")
+    assert out.stdout.strip().endswith("Tests pass now.")
+    assert seen.read_text().splitlines() == [
+        '[false,"All done, no tests needed."]',
+        '[true,"Tests pass now."]',
+    ]
+    sent = p.messages(session_of(out))
+    assert "Run the test suite before you finish." in sent[2]["content"]
