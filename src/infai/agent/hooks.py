@@ -121,14 +121,37 @@ def parse_hooks(path: Path, value: Any) -> list[HookSpec]:
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise ValueError(f"hooks.{event}: must be an array of tables ([[hooks.{event}]])")
         for number, entry in enumerate(entries):
-            found.append(_spec(path, event, entry, f"hooks.{event}[{number}]"))
+            found.extend(_entry(path, event, entry, f"hooks.{event}[{number}]"))
     return found
 
 
+def _entry(path: Path, event: str, entry: dict[str, Any], where: str) -> list[HookSpec]:
+    """One entry: a hook, or Claude Code's settings shape written in TOML (a
+    ``matcher`` and ``hooks = [{type = "command", command = ...}]``), so a user's
+    settings.json carries over field for field."""
+    nested = entry.get("hooks")
+    if nested is None:
+        return [_spec(path, event, entry, where)]
+    if not isinstance(nested, list) or not all(isinstance(hook, dict) for hook in nested):
+        raise ValueError(f"{where}.hooks: must be an array of tables, each one hook")
+    if unknown := set(entry) - {"matcher", "hooks"}:
+        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} beside hooks (matcher)")
+    specs = []
+    for number, hook in enumerate(nested):
+        if "matcher" in hook:
+            raise ValueError(f"{where}.hooks[{number}].matcher: belongs to the entry, not the hook")
+        with_matcher = {**hook, "matcher": entry.get("matcher", "")}
+        specs.append(_spec(path, event, with_matcher, f"{where}.hooks[{number}]"))
+    return specs
+
+
 def _spec(path: Path, event: str, entry: dict[str, Any], where: str) -> HookSpec:
-    unknown = set(entry) - {"matcher", "command", "timeout", "handler"}
+    if entry.get("type", "command") != "command":  # Claude Code's http, prompt, agent...
+        kind = entry["type"]
+        raise ValueError(f"{where}.type: only command hooks run here, not {kind!r} ones")
+    unknown = set(entry) - {"matcher", "command", "timeout", "handler", "type"}
     if unknown:
-        known = "matcher, command, handler, timeout"
+        known = "matcher, command, handler, timeout, type"
         raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} ({known})")
     command, matcher = entry.get("command"), entry.get("matcher", "")
     handler = entry.get("handler", "")

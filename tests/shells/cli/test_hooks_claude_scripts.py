@@ -224,3 +224,27 @@ def test_a_stop_hook_reads_the_last_reply_and_lets_the_turn_end_on_the_repeat(
     ]
     sent = p.messages(session_of(out))
     assert "Run the test suite before you finish." in sent[2]["content"]
+
+
+def test_claude_codes_nested_settings_shape_configures_the_same_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    (p.work / "keep.txt").write_text("precious")
+    guard = hook(
+        tmp_path / "block-rm.sh",
+        "if jq -r .tool_input.command | grep -Eq 'rm -(rf|fr)'; then\n"
+        '  echo "BLOCKED: use trash instead" >&2; exit 2\nfi\n',
+    )
+    # settings.json's {"matcher": ..., "hooks": [{"type": "command", ...}]}, written in TOML
+    p.hooks(
+        '[[hooks.PreToolUse]]\nmatcher = "Bash"\n'
+        f'hooks = [{{ type = "command", command = "{guard}", timeout = 30 }}]\n'
+    )
+    call = {"id": "c1", "name": "bash", "arguments": {"command": "rm -rf keep.txt"}}
+    out = p.run([{"content": "", "tool_calls": [call]}, "ok"], "--allow", "bash", "go")
+    assert "BLOCKED: use trash instead" in out.stderr
+    assert (p.work / "keep.txt").exists()
+    p.hooks('[[hooks.Stop]]\nhooks = [{ type = "prompt", prompt = "done?" }]\n')
+    bad = p.run(["ok"], "go", code=2)
+    assert f"{p.config}: hooks.Stop[0].hooks[0].type: only command hooks" in bad.stderr
