@@ -327,6 +327,9 @@ class Hooks:
         self.project_dir = project_dir or working_dir
         #: records of runs not yet appended to the session (see :meth:`take`)
         self.pending: list[HookRecord] = []
+        #: what hooks fired from outside the turn's steps (:meth:`notify`) have to
+        #: tell the user, for the turn to say with their records
+        self.notices: list[str] = []
         #: whether SessionStart has fired for this session object
         self.started = False
         #: SessionStart's ``source``: ``startup`` for a session opened empty,
@@ -356,12 +359,13 @@ class Hooks:
         (``notification_type: permission_prompt``); their records wait for the turn."""
         if self.has("Notification"):
             name = tool_names(ask.tool.rstrip("!"))[0]
-            await self.fire(
+            said = await self.fire(
                 "Notification",
                 ("permission_prompt",),
                 message=f"infai needs your permission to use {name}",
                 notification_type="permission_prompt",
             )
+            self.notices += said.notices
 
     def has(self, event: str) -> bool:
         """Whether any hook is configured for ``event``."""
@@ -370,6 +374,11 @@ class Hooks:
     def take(self) -> list[HookRecord]:
         """The records of the runs since the last take, to append."""
         taken, self.pending = self.pending, []
+        return taken
+
+    def take_notices(self) -> list[str]:
+        """What :meth:`notify`'s hooks had to tell the user since the last take."""
+        taken, self.notices = self.notices, []
         return taken
 
     async def transcript(self) -> str | None:

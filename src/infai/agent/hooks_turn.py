@@ -39,10 +39,15 @@ class HookSteps:
         raise NotImplementedError
 
     async def flush_hooks(self) -> AsyncIterator[AgentEvent]:
-        """Append the records of the hook runs not yet in the session."""
-        for record in self.hooks.take() if self.hooks is not None else ():
+        """Append the records of the hook runs not yet in the session; say what
+        those fired outside the turn's steps (a Notification's) had to say."""
+        if self.hooks is None:
+            return
+        for record in self.hooks.take():
             for item in await self.append(record, "system"):
                 yield item
+        for notice in self.hooks.take_notices():
+            yield Streamed(Notice(notice))
 
     async def heard(self, outcome: Awaitable[Outcome]) -> AsyncIterator[AgentEvent | Outcome]:
         """Await hooks' ``outcome``; append their records and say their notices, then

@@ -421,8 +421,10 @@ class AgentSession(SessionApi, SessionLease, SessionHooks):
         await self._hold("compacting")
         try:
             if self.hooks is not None and self.hooks.has("PreCompact"):
-                await self.hooks.fire("PreCompact", ("manual",), trigger="manual")
+                said = await self.hooks.fire("PreCompact", ("manual",), trigger="manual")
                 await self._record_hooks()
+                for notice in said.notices:  # the TUI's /compact shows the hub's notices
+                    self._publish(Streamed(Notice(notice)))
             summary = await compact(self.writer, self.model)
         finally:
             await self._free()

@@ -1,0 +1,64 @@
+"""A hook's non-blocking error reaches the user wherever the hook ran: a
+Notification hook fired while a permission question is asked, a PreCompact hook
+fired by a manual compaction (as the TUI's /compact runs it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from infai import Ask, Harness, Message, Notice, Reply, ScriptedModel, Streamed, ToolCall
+
+
+def failing(path: Path, said: str) -> str:
+    path.write_text(f"#!/bin/bash\ncat > /dev/null\necho '{said}' >&2\nexit 1\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def allow(ask: Ask) -> Reply:
+    return "allow"
+
+
+def test_notification_and_manual_pre_compact_errors_are_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    notify = failing(tmp_path / "notify.sh", "notify-send: command not found")
+    backup = failing(tmp_path / "backup.sh", "backup of the transcript failed")
+    user = tmp_path / "config.toml"
+    user.write_text(
+        f'[[hooks.Notification]]\ncommand = "{notify}"\n'
+        f'[[hooks.PreCompact]]\nmatcher = "manual"\ncommand = "{backup}"\n'
+    )
+    monkeypatch.setenv("INFAI_CONFIG", str(user))
+    write = ToolCall("c1", "write_file", {"path": "a.txt", "content": "a"})
+    model = ScriptedModel(
+        [Message("assistant", tool_calls=(write,)), "written", "summary", "summary"]
+    )
+
+    async def main() -> tuple[list[str], list[str]]:
+        harness = Harness.for_directory(work, model=model, approver=allow)
+        async with harness, harness.session() as session:
+            turn = [e async for e in session.prompt("write a.txt")]
+            events = session.hub.subscribe()
+            await session.compact()
+            events.close()
+            compacting = [e async for e in events]
+
+        def shown(items: list[object]) -> list[str]:
+            return [
+                i.event.message
+                for i in items
+                if isinstance(i, Streamed) and isinstance(i.event, Notice)
+            ]
+
+        return shown(list(turn)), shown(list(compacting))
+
+    in_turn, in_compaction = asyncio.run(main())
+    assert (work / "a.txt").read_text() == "a"
+    assert any("notify-send: command not found" in text for text in in_turn)
+    assert any("backup of the transcript failed" in text for text in in_compaction)
