@@ -62,3 +62,36 @@ def test_notification_and_manual_pre_compact_errors_are_shown(
     assert (work / "a.txt").read_text() == "a"
     assert any("notify-send: command not found" in text for text in in_turn)
     assert any("backup of the transcript failed" in text for text in in_compaction)
+
+
+def test_an_ask_hooks_reason_is_in_the_question_even_where_the_rules_ask_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    ask = tmp_path / "ask.sh"
+    ask.write_text(
+        "#!/bin/bash\ncat > /dev/null\n"
+        """echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", """
+        """"permissionDecision": "ask", "permissionDecisionReason": "this is release config"}}'\n"""
+    )
+    ask.chmod(0o755)
+    user = tmp_path / "config.toml"
+    user.write_text(f'[[hooks.PreToolUse]]\nmatcher = "Write"\ncommand = "{ask}"\n')
+    monkeypatch.setenv("INFAI_CONFIG", str(user))
+    write = ToolCall("c1", "write_file", {"path": "release.toml", "content": "v = 2"})
+    model = ScriptedModel([Message("assistant", tool_calls=(write,)), "written"])
+    asked: list[str] = []
+
+    def answer(question: Ask) -> Reply:
+        asked.append(question.reason)
+        return "allow"
+
+    async def main() -> None:
+        harness = Harness.for_directory(work, model=model, approver=answer)
+        async with harness, harness.session() as session:
+            async for _event in session.prompt("bump the release"):
+                pass
+
+    asyncio.run(main())
+    assert len(asked) == 1 and "this is release config" in asked[0]
