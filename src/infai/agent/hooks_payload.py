@@ -52,8 +52,10 @@ def tool_names(name: str) -> tuple[str, ...]:
 
 
 def _absolute(working_dir: Path, given: Any) -> str:
-    path = Path(str(given)).expanduser()
-    return str(path if path.is_absolute() else working_dir / path)
+    """The path absolute and normalised (``..`` taken out, symlinks kept), as Claude
+    Code gives it: a guard comparing it with ``$CLAUDE_PROJECT_DIR/`` is not fooled
+    by ``../``."""
+    return os.path.normpath(working_dir / Path(str(given)).expanduser())
 
 
 def tool_input(name: str, arguments: Mapping[str, Any], working_dir: Path) -> dict[str, Any]:

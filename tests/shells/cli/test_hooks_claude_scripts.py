@@ -248,3 +248,22 @@ def test_claude_codes_nested_settings_shape_configures_the_same_hooks(
     p.hooks('[[hooks.Stop]]\nhooks = [{ type = "prompt", prompt = "done?" }]\n')
     bad = p.run(["ok"], "go", code=2)
     assert f"{p.config}: hooks.Stop[0].hooks[0].type: only command hooks" in bad.stderr
+
+
+def test_a_guard_on_the_project_prefix_sees_normalised_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    inside = hook(
+        tmp_path / "inside.sh",
+        'file=$(jq -r .tool_input.file_path)\ncase "$file" in\n'
+        '  "$CLAUDE_PROJECT_DIR"/*) exit 0;;\n'
+        '  *) echo "outside the project: $file" >&2; exit 2;;\nesac\n',
+    )
+    p.hooks(f'[[hooks.PreToolUse]]\nmatcher = "Write|Edit"\ncommand = "{inside}"\n')
+    write = {"id": "c1", "name": "write_file", "arguments": {"path": "../x.txt", "content": "x"}}
+    out = p.run([{"content": "", "tool_calls": [write]}, "ok"], "--allow", "write_file", "go")
+    result = next(m for m in p.messages(session_of(out)) if m["role"] == "tool")
+    assert (
+        result["content"] == f"blocked by a PreToolUse hook: outside the project: {tmp_path}/x.txt"
+    )
