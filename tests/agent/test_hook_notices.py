@@ -33,6 +33,7 @@ def test_notification_and_manual_pre_compact_errors_are_shown(
     user.write_text(
         f'[[hooks.Notification]]\ncommand = "{notify}"\n'
         f'[[hooks.PreCompact]]\nmatcher = "manual"\ncommand = "{backup}"\n'
+        '[[hooks.SessionStart]]\nmatcher = "compact"\ncommand = "echo keep: tabs"\n'
     )
     monkeypatch.setenv("INFAI_CONFIG", str(user))
     write = ToolCall("c1", "write_file", {"path": "a.txt", "content": "a"})
@@ -48,6 +49,8 @@ def test_notification_and_manual_pre_compact_errors_are_shown(
             await session.compact()
             events.close()
             compacting = [e async for e in events]
+            sent = await session.context()
+        assert "keep: tabs" in sent.messages[-1].content  # put back after the summary
 
         def shown(items: list[object]) -> list[str]:
             return [

@@ -371,6 +371,10 @@ class Hooks:
         """Whether any hook is configured for ``event``."""
         return any(spec.event == event for spec in self.specs)
 
+    def wants(self, event: str, name: str) -> bool:
+        """Whether a hook of ``event`` matches ``name`` (a source, a trigger)."""
+        return any(spec.event == event and spec.matches((name,)) for spec in self.specs)
+
     def take(self) -> list[HookRecord]:
         """The records of the runs since the last take, to append."""
         taken, self.pending = self.pending, []

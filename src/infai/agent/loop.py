@@ -291,6 +291,10 @@ class _Turn(HookSteps):
         ):
             yield item
         self.compacted = True
+        if self.hooks is not None and self.hooks.wants("SessionStart", "compact"):
+            async for item in self.fire("SessionStart", ("compact",), source="compact"):
+                if isinstance(item, Saved | Streamed):  # what it adds follows the summary
+                    yield item
 
     async def compact_before(self, prompt: str, asked: Event) -> AsyncIterator[AgentEvent]:
         """Compact what came before the stored prompt, then state the prompt again.

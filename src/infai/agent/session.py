@@ -420,16 +420,13 @@ class AgentSession(SessionApi, SessionLease, SessionHooks):
         :class:`~infai.agent.compaction.CompactionFailed`."""
         await self._hold("compacting")
         try:
-            if self.hooks is not None and self.hooks.has("PreCompact"):
-                said = await self.hooks.fire("PreCompact", ("manual",), trigger="manual")
-                await self._record_hooks()
-                for notice in said.notices:  # the TUI's /compact shows the hub's notices
-                    self._publish(Streamed(Notice(notice)))
+            await self._hooks_between("PreCompact", "manual", trigger="manual")
             summary = await compact(self.writer, self.model)
+            self.cache.invalidate()
+            self._publish(Saved(summary))
+            await self._hooks_between("SessionStart", "compact", source="compact")
         finally:
             await self._free()
-        self.cache.invalidate()
-        self._publish(Saved(summary))
         return summary
 
     # -- closing ---------------------------------------------------------------

@@ -5,13 +5,15 @@ runs fired between turns (a manual compaction's PreCompact, the user's own
 from __future__ import annotations
 
 from contextlib import suppress
+from typing import Any
 
+from infai.llm import Notice
 from infai.store import Event, Record, SessionLog
 from infai.tools.offload import off_loop
 
 from .context import ContextCache
 from .hooks import Hooks
-from .turn_events import AgentEvent, Saved
+from .turn_events import AgentEvent, Saved, Streamed
 
 
 class SessionHooks:
@@ -38,6 +40,17 @@ class SessionHooks:
         for record in self.hooks.take():
             self.cache.invalidate()
             self._publish(Saved(await off_loop(self.writer.append, record, "system")))
+
+    async def _hooks_between(self, event: str, name: str, **fields: Any) -> None:
+        """In the slot, between turns: fire ``event``'s hooks matching ``name``,
+        record their runs and publish what they have to tell the user (the TUI's
+        /compact shows the hub's notices)."""
+        if self.hooks is None or not self.hooks.wants(event, name):
+            return
+        said = await self.hooks.fire(event, (name,), **fields)
+        await self._record_hooks()
+        for notice in said.notices:
+            self._publish(Streamed(Notice(notice)))
 
     async def _append_held(self, records: list[tuple[Record, str]], what: str) -> list[Event]:
         """In the slot (``what`` holds it): append the hook runs not yet recorded,

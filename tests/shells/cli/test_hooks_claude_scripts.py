@@ -267,3 +267,30 @@ def test_a_guard_on_the_project_prefix_sees_normalised_paths(
     assert (
         result["content"] == f"blocked by a PreToolUse hook: outside the project: {tmp_path}/x.txt"
     )
+
+
+def test_a_compact_session_start_hook_puts_its_context_back_after_a_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    reinject = hook(
+        tmp_path / "reinject.sh",
+        'if [ "$(jq -r .source)" = "compact" ]; then\n'
+        '  echo "Reminder after compaction: deploys go through make release"\nfi\n',
+    )
+    p.hooks(
+        "compact_at = 0.5\n"  # of the scripted model's window: the second prompt compacts
+        f'[[hooks.SessionStart]]\nmatcher = "compact"\ncommand = "{reinject}"\n'
+    )
+    long = "word " * 70_000  # over half of the scripted model's 128k-token window
+    sid = session_of(p.run([long], "hi"))
+    summary = {
+        "summary": "a long answer",
+        **{k: [] for k in ("goals", "constraints", "decisions", "files_changed")},
+        **{k: [] for k in ("unresolved", "facts")},
+    }
+    p.run([json.dumps(summary), "ok"], "--session", sid, "again")
+    sent = p.messages(sid)
+    said = [m["content"] for m in sent]
+    assert "a long answer" in said[0]  # from the summary on
+    assert any("Reminder after compaction: deploys go through make release" in m for m in said)
