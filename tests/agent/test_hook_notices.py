@@ -98,3 +98,30 @@ def test_an_ask_hooks_reason_is_in_the_question_even_where_the_rules_ask_too(
 
     asyncio.run(main())
     assert len(asked) == 1 and "this is release config" in asked[0]
+
+
+def test_a_notification_hooks_error_while_the_users_own_command_asks_is_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    notify = failing(tmp_path / "notify.sh", "notify-send: command not found")
+    user = tmp_path / "config.toml"
+    user.write_text(f'[[hooks.Notification]]\ncommand = "{notify}"\n')
+    monkeypatch.setenv("INFAI_CONFIG", str(user))
+
+    async def main() -> list[str]:
+        harness = Harness.for_directory(work, model=ScriptedModel([]), approver=allow)
+        async with harness, harness.session() as session:
+            events = session.hub.subscribe()
+            _, ran = await session.run_as_user("write_file", {"path": "n.txt", "content": "n"})
+            assert ran
+            events.close()
+            return [
+                e.event.message
+                async for e in events
+                if isinstance(e, Streamed) and isinstance(e.event, Notice)
+            ]
+
+    shown = asyncio.run(main())
+    assert any("notify-send: command not found" in text for text in shown)

@@ -71,6 +71,8 @@ async def user_call(
     call = updated_call(call, pre)  # as a hook's updatedInput rewrote it
     output, decision = await decide_and_run(call, toolbox, permissions, context, pre)
     notices = list(pre.notices) if pre is not None else []
+    if hooks is not None:  # a Notification hook's, while it asked
+        notices += hooks.take_notices()
     if pre is not None and pre.blocked is None:
         output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
     allowed = decision.get("verdict") == "allow"
