@@ -76,10 +76,10 @@ class SessionHooks:
         try:
             await self._hold("ending the session")
         except Exception:
-            await self.hooks.fire("SessionEnd", reason="other")  # run, not recorded
+            await self.hooks.fire("SessionEnd", ("other",), reason="other")  # run, not recorded
             return
         try:
-            await self.hooks.fire("SessionEnd", reason="other")
+            await self.hooks.fire("SessionEnd", ("other",), reason="other")
             with suppress(Exception):
                 await self._record_hooks()
         finally:

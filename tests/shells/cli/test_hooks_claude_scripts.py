@@ -294,3 +294,17 @@ def test_a_compact_session_start_hook_puts_its_context_back_after_a_compaction(
     said = [m["content"] for m in sent]
     assert "a long answer" in said[0]  # from the summary on
     assert any("Reminder after compaction: deploys go through make release" in m for m in said)
+
+
+def test_a_session_end_matcher_picks_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    ended = tmp_path / "ended.log"
+    p.hooks(
+        f'[[hooks.SessionEnd]]\nmatcher = "clear"\ncommand = "echo on-clear >> {ended}"\n'
+        f'[[hooks.SessionEnd]]\nmatcher = "logout|other"\ncommand = "echo on-other >> {ended}"\n'
+        f'[[hooks.SessionEnd]]\ncommand = "jq -r .reason >> {ended}"\n'
+    )
+    p.run(["ok"], "hi")
+    assert sorted(ended.read_text().splitlines()) == ["on-other", "other"]
