@@ -5,6 +5,7 @@ reference gives it."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,11 @@ from click.testing import CliRunner, Result
 from infai.agent.hooks_payload import tool_arguments, tool_input
 from infai.shells.cli import main
 from infai.store import Store, ToolCallRecord, ToolResultRecord
+
+
+@pytest.fixture(autouse=True)
+def _jq() -> None:
+    assert shutil.which("jq"), "these hook scripts read their payload with jq: install it (apt)"
 
 
 def infai(home: Path, *args: str, code: int = 0) -> Result:
