@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from click.testing import CliRunner, Result
 from infai.agent.hooks_payload import tool_arguments, tool_input
 from infai.shells.cli import main
 from infai.store import Store, ToolCallRecord, ToolResultRecord
+from mcp_servers import SCRIPT
 
 
 @pytest.fixture(autouse=True)
@@ -314,3 +316,38 @@ def test_a_session_end_matcher_picks_the_reason(
     )
     p.run(["ok"], "hi")
     assert sorted(ended.read_text().splitlines()) == ["on-other", "other"]
+
+
+def test_an_mcp_guard_matches_mcp_tools_by_regex_and_reads_their_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = Project(tmp_path, monkeypatch)
+    log = p.work / "server.log"  # where the sandboxed server may write
+    seen = tmp_path / "seen.log"
+    guard = hook(
+        tmp_path / "mcp-guard.sh",
+        f"input=$(cat)\necho \"$input\" | jq -c '[.tool_name, .tool_input]' >> {seen}\n"
+        'jq -n --arg t "$(echo "$input" | jq -r .tool_name)" \'{hookSpecificOutput: {\n'
+        '  hookEventName: "PreToolUse", permissionDecision: "deny",\n'
+        '  permissionDecisionReason: ("no writes through " + $t)}}\'\n',
+    )
+    server = json.dumps([str(SCRIPT), "stdio", str(log)])
+    p.hooks(
+        f'[mcp.servers.t]\ncommand = "{sys.executable}"\nargs = {server}\n'
+        f'[[hooks.PreToolUse]]\nmatcher = "mcp__.*__write"\ncommand = "{guard}"\n'
+    )
+    calls = [
+        {"id": "c1", "name": "mcp__t__write", "arguments": {"path": str(tmp_path / "w.txt")}},
+        {"id": "c2", "name": "mcp__t__echo", "arguments": {"text": "hi"}},
+    ]
+    replies: list[Any] = [{"content": "", "tool_calls": [call]} for call in calls]
+    out = p.run([*replies, "ok"], "--allow", "mcp__t__*", "go")
+    assert (
+        seen.read_text()
+        == json.dumps(["mcp__t__write", {"path": str(tmp_path / "w.txt")}], separators=(",", ":"))
+        + "\n"
+    )
+    assert not (tmp_path / "w.txt").exists()
+    assert "call write" not in log.read_text() and "call echo" in log.read_text()
+    results = [m["content"] for m in p.messages(session_of(out)) if m["role"] == "tool"]
+    assert results[0] == "blocked by a PreToolUse hook: no writes through mcp__t__write"
