@@ -125,3 +125,29 @@ def test_a_notification_hooks_error_while_the_users_own_command_asks_is_shown(
 
     shown = asyncio.run(main())
     assert any("notify-send: command not found" in text for text in shown)
+
+
+def test_the_users_own_command_is_rewritten_by_an_updated_input_as_the_models_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    rewrite = tmp_path / "rewrite.sh"
+    rewrite.write_text(
+        "#!/bin/bash\n"
+        'jq \'{hookSpecificOutput: {hookEventName: "PreToolUse",\n'
+        '  updatedInput: {command: (.tool_input.command | sub("typed"; "rewritten"))}}}\'\n'
+    )
+    rewrite.chmod(0o755)
+    user = tmp_path / "config.toml"
+    user.write_text(f'[[hooks.PreToolUse]]\nmatcher = "Bash"\ncommand = "{rewrite}"\n')
+    monkeypatch.setenv("INFAI_CONFIG", str(user))
+
+    async def main() -> str:
+        harness = Harness.for_directory(work, model=ScriptedModel([]), approver=allow)
+        async with harness, harness.session() as session:
+            output, ran = await session.run_as_user("bash", {"command": "echo typed"})
+            assert ran
+            return output.content
+
+    assert "rewritten" in asyncio.run(main())
