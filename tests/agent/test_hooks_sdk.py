@@ -1,6 +1,8 @@
-"""A hook's non-blocking error reaches the user wherever the hook ran: a
-Notification hook fired while a permission question is asked, a PreCompact hook
-fired by a manual compaction (as the TUI's /compact runs it)."""
+"""Hooks as a program on the SDK meets them (``Harness``, an approver, the hub):
+a hook's non-blocking error reaches the user wherever the hook ran (a
+Notification hook while a question is asked, a manual compaction's PreCompact,
+as the TUI's /compact runs it), an ``ask`` hook's reason is in the question, and
+``updatedInput`` rewrites the user's own command as it does the model's."""
 
 from __future__ import annotations
 
