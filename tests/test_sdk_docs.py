@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,27 @@ def test_each_example_runs(
     monkeypatch.chdir(work)
     runpy.run_path(str(program), run_name="__main__")
     capsys.readouterr()  # what it printed is the reader's; its asserts are the test
+
+
+def test_the_page_names_every_example_program() -> None:
+    programs = sorted(p.name for p in (PAGE.parent.parent / "examples").glob("*.py"))
+    listed = PAGE.read_text().split("## Example programs", 1)[1].split("\n## ", 1)[0]
+    assert [name for name in programs if f"- `{name}`" not in listed] == []
+
+
+@pytest.mark.slow  # a cold mypy run over infai: tens of seconds
+def test_the_examples_type_check_as_a_typed_program_would(tmp_path: Path) -> None:
+    """The API is typed: a reader's program written like the page's passes
+    ``mypy --strict`` (no attribute that only some records have, no untyped call)."""
+    programs = []
+    for number, block in enumerate(BLOCKS):
+        (program := tmp_path / f"example_{number}.py").write_text(block)
+        programs.append(str(program))
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "c"), *programs],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout

@@ -8,8 +8,9 @@ or ``SessionStart`` hook's stdout is added to the model's context), exit 2
 blocks (its stderr is the reason), any other exit, a timeout or a command that
 cannot start is a non-blocking error the user is told of. A JSON object on
 stdout is read on any exit: ``decision``/``reason``, ``continue: false`` with
-``stopReason``, and ``hookSpecificOutput`` (``permissionDecision``,
-``permissionDecisionReason``, ``additionalContext``).
+``stopReason``, ``systemMessage`` (a notice for the user) and
+``hookSpecificOutput`` (``permissionDecision``, ``permissionDecisionReason``,
+``additionalContext``, ``updatedInput``: :func:`updated_call`).
 
 Every run is recorded as a ``hook`` event (:class:`~infai.store.HookRecord`):
 :meth:`Hooks.fire` queues the records and the turn appends them
@@ -37,16 +38,23 @@ import re
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from infai.llm import ToolCall
 from infai.store import Event, HookRecord
 from infai.tools import Decision, Permissions, Policy, ToolContext
 from infai.tools.offload import off_loop
 from infai.tools.policy import Ask
 
-from .hooks_payload import tool_input, tool_names, transcript_dir, write_transcript
+from .hooks_payload import (
+    tool_arguments,
+    tool_input,
+    tool_names,
+    transcript_dir,
+    write_transcript,
+)
 from .plugins import PluginError, hook_handler
 
 EVENTS = (
@@ -63,11 +71,17 @@ EVENTS = (
 #: the events whose matcher is matched against a tool's names (else: a source,
 #: trigger or notification type, as in Claude Code)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+#: the events an exit 2 cannot block: as in Claude Code, its stderr is only shown
+#: to the user, as any other non-blocking error's
+CANNOT_BLOCK = ("SessionStart", "PreCompact", "SessionEnd", "Notification")
 DEFAULT_TIMEOUT = 60.0
 #: how much of a hook's stdout and stderr a record keeps
 OUTPUT_CAP = 4000
 #: how many times Stop hooks may send a turn back to work before it ends anyway
 MAX_STOP_CONTINUES = 8
+#: the tool result's metadata key holding the arguments a PreToolUse hook's
+#: ``updatedInput`` ran the call with (the stored call keeps the model's own)
+HOOK_INPUT = "hook_input"
 _PLAIN = re.compile(r"[A-Za-z0-9_|]+")
 
 
@@ -107,14 +121,37 @@ def parse_hooks(path: Path, value: Any) -> list[HookSpec]:
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise ValueError(f"hooks.{event}: must be an array of tables ([[hooks.{event}]])")
         for number, entry in enumerate(entries):
-            found.append(_spec(path, event, entry, f"hooks.{event}[{number}]"))
+            found.extend(_entry(path, event, entry, f"hooks.{event}[{number}]"))
     return found
 
 
+def _entry(path: Path, event: str, entry: dict[str, Any], where: str) -> list[HookSpec]:
+    """One entry: a hook, or Claude Code's settings shape written in TOML (a
+    ``matcher`` and ``hooks = [{type = "command", command = ...}]``), so a user's
+    settings.json carries over field for field."""
+    nested = entry.get("hooks")
+    if nested is None:
+        return [_spec(path, event, entry, where)]
+    if not isinstance(nested, list) or not all(isinstance(hook, dict) for hook in nested):
+        raise ValueError(f"{where}.hooks: must be an array of tables, each one hook")
+    if unknown := set(entry) - {"matcher", "hooks"}:
+        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} beside hooks (matcher)")
+    specs = []
+    for number, hook in enumerate(nested):
+        if "matcher" in hook:
+            raise ValueError(f"{where}.hooks[{number}].matcher: belongs to the entry, not the hook")
+        with_matcher = {**hook, "matcher": entry.get("matcher", "")}
+        specs.append(_spec(path, event, with_matcher, f"{where}.hooks[{number}]"))
+    return specs
+
+
 def _spec(path: Path, event: str, entry: dict[str, Any], where: str) -> HookSpec:
-    unknown = set(entry) - {"matcher", "command", "timeout", "handler"}
+    if entry.get("type", "command") != "command":  # Claude Code's http, prompt, agent...
+        kind = entry["type"]
+        raise ValueError(f"{where}.type: only command hooks run here, not {kind!r} ones")
+    unknown = set(entry) - {"matcher", "command", "timeout", "handler", "type"}
     if unknown:
-        known = "matcher, command, handler, timeout"
+        known = "matcher, command, handler, timeout, type"
         raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} ({known})")
     command, matcher = entry.get("command"), entry.get("matcher", "")
     handler = entry.get("handler", "")
@@ -152,6 +189,9 @@ class Outcome:
     stop: str | None = None
     #: for the user: non-blocking errors and what a block said
     notices: list[str] = field(default_factory=list)
+    #: a PreToolUse hook's ``updatedInput``: the call's whole new input, in Claude
+    #: Code's fields (:func:`updated_call` makes it infai's)
+    updated_input: dict[str, Any] | None = None
 
 
 def _cap(text: str) -> str:
@@ -186,7 +226,7 @@ class _Run:
         """Fold this run's answer into ``outcome``; the record of the run."""
         decision, reason, context = None, None, None
         said = _json(self.stdout)
-        if self.exit_code == 2:
+        if self.exit_code == 2 and self.spec.event not in CANNOT_BLOCK:
             decision, reason = "block", self.stderr.strip() or "blocked by a hook (exit 2)"
         elif self.timed_out or self.failed or self.exit_code != 0:
             decision = "error"
@@ -203,6 +243,9 @@ class _Run:
             context = self.stdout.strip()
         if said is not None:
             decision, reason, context = _read_json(said, outcome, decision, reason, context)
+            shown = said.get("systemMessage")  # Claude Code shows it to the user, not the model
+            if isinstance(shown, str) and shown.strip():
+                outcome.notices.append(f"{self.spec.event} hook: {shown.strip()}")
         if decision == "block":
             outcome.blocked = outcome.blocked or reason
         if context:
@@ -245,6 +288,8 @@ def _read_json(
                 decision, reason = "block", why or "denied by a PreToolUse hook"
             elif decision != "block":
                 decision, reason = str(verdict), why or None
+        if isinstance(new := specific.get("updatedInput"), Mapping):
+            outcome.updated_input = dict(new)
         extra = specific.get("additionalContext")
         if isinstance(extra, str) and extra.strip():
             context = "\n".join(filter(None, [context, extra.strip()]))
@@ -282,8 +327,15 @@ class Hooks:
         self.project_dir = project_dir or working_dir
         #: records of runs not yet appended to the session (see :meth:`take`)
         self.pending: list[HookRecord] = []
+        #: what hooks fired from outside the turn's steps (:meth:`notify`) have to
+        #: tell the user, for the turn to say with their records
+        self.notices: list[str] = []
         #: whether SessionStart has fired for this session object
         self.started = False
+        #: SessionStart's ``source``: ``startup`` for a session opened empty,
+        #: ``resume`` for one opened with history (set when it is opened: by the
+        #: first prompt, the turn's own snapshot already stands in the session)
+        self.source = "startup"
         #: whether a prompt fires UserPromptSubmit (a subagent's does not)
         self.prompts = True
         #: the session's context now (blocking; None: no transcript is written)
@@ -307,20 +359,30 @@ class Hooks:
         (``notification_type: permission_prompt``); their records wait for the turn."""
         if self.has("Notification"):
             name = tool_names(ask.tool.rstrip("!"))[0]
-            await self.fire(
+            said = await self.fire(
                 "Notification",
                 ("permission_prompt",),
                 message=f"infai needs your permission to use {name}",
                 notification_type="permission_prompt",
             )
+            self.notices += said.notices
 
     def has(self, event: str) -> bool:
         """Whether any hook is configured for ``event``."""
         return any(spec.event == event for spec in self.specs)
 
+    def wants(self, event: str, name: str) -> bool:
+        """Whether a hook of ``event`` matches ``name`` (a source, a trigger)."""
+        return any(spec.event == event and spec.matches((name,)) for spec in self.specs)
+
     def take(self) -> list[HookRecord]:
         """The records of the runs since the last take, to append."""
         taken, self.pending = self.pending, []
+        return taken
+
+    def take_notices(self) -> list[str]:
+        """What :meth:`notify`'s hooks had to tell the user since the last take."""
+        taken, self.notices = self.notices, []
         return taken
 
     async def transcript(self) -> str | None:
@@ -466,6 +528,15 @@ async def fire_tool(
         tool_use_id=call_id,
         **more,
     )
+
+
+def updated_call(call: ToolCall, pre: Outcome | None) -> ToolCall:
+    """The call as its PreToolUse hooks rewrote it (``updatedInput``, which replaces
+    its whole input, as in Claude Code), for the policy to decide on and the tool
+    to run; the call itself if no hook rewrote it, or one blocked it."""
+    if pre is None or pre.updated_input is None or pre.blocked or pre.stop:
+        return call
+    return replace(call, arguments=tool_arguments(call.name, pre.updated_input))
 
 
 async def decide_with(

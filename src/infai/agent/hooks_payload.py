@@ -16,7 +16,9 @@ written from the session's context before each hook run
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +38,8 @@ CLAUDE_NAMES = {
 }
 #: the names a matcher may match a tool by, beyond the two above
 ALIASES = {"task": ("Agent",)}
+#: the first line of infai's bash output (:mod:`infai.tools.shell`)
+_EXIT_LINE = re.compile(r"\Aexit code -?\d+\n")
 
 
 def tool_names(name: str) -> tuple[str, ...]:
@@ -48,8 +52,10 @@ def tool_names(name: str) -> tuple[str, ...]:
 
 
 def _absolute(working_dir: Path, given: Any) -> str:
-    path = Path(str(given)).expanduser()
-    return str(path if path.is_absolute() else working_dir / path)
+    """The path absolute and normalised (``..`` taken out, symlinks kept), as Claude
+    Code gives it: a guard comparing it with ``$CLAUDE_PROJECT_DIR/`` is not fooled
+    by ``../``."""
+    return os.path.normpath(working_dir / Path(str(given)).expanduser())
 
 
 def tool_input(name: str, arguments: Mapping[str, Any], working_dir: Path) -> dict[str, Any]:
@@ -86,13 +92,49 @@ def tool_input(name: str, arguments: Mapping[str, Any], working_dir: Path) -> di
     return args
 
 
+#: per tool whose fields Claude Code names otherwise: its input field -> infai's argument
+_ARGUMENTS = {
+    "bash": {"command": "command"},
+    "read_file": {"file_path": "path"},
+    "write_file": {"file_path": "path", "content": "content"},
+    "edit_file": {"file_path": "path", "old_string": "old_text", "new_string": "new_text"},
+    "grep": {"pattern": "pattern", "path": "path", "glob": "glob"},
+    "list_files": {"pattern": "pattern", "path": "path"},
+    "task": {"prompt": "prompt", "description": "description"},
+}
+
+
+def tool_arguments(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """A PreToolUse hook's ``updatedInput`` (Claude Code's fields, :func:`tool_input`'s
+    shape) as the arguments of infai's tool ``name``. It replaces the whole input,
+    as in Claude Code; a field infai's tool has no counterpart for is dropped, and
+    any other tool's input (MCP, plugins) is taken as it is."""
+    fields = _ARGUMENTS.get(name)
+    if fields is None:
+        return dict(given)
+    args = {mine: given[theirs] for theirs, mine in fields.items() if theirs in given}
+    if name == "bash":
+        timeout = given.get("timeout")  # Claude Code: milliseconds
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            args["timeout_seconds"] = max(1, math.ceil(timeout / 1000))
+        if given.get("dangerouslyDisableSandbox") is True:  # the policy asks, as for the model's
+            args["outside_sandbox"] = True
+    offset, limit = given.get("offset"), given.get("limit")
+    if name == "read_file" and isinstance(offset, int) and not isinstance(offset, bool):
+        args["start_line"] = offset
+    if name == "read_file" and isinstance(limit, int) and not isinstance(limit, bool):
+        args["end_line"] = int(args.get("start_line", 1)) + limit - 1
+    return args
+
+
 def tool_response(
     name: str, arguments: Mapping[str, Any], working_dir: Path, content: str, is_error: bool
 ) -> dict[str, Any]:
     """What a ``PostToolUse`` hook reads as ``tool_response``: the tool's output, in
     the fields Claude Code's tool of that kind reports (as near as infai has them)."""
-    if name == "bash":
-        return {"stdout": content, "stderr": "", "interrupted": False, "isImage": False}
+    if name == "bash":  # the command's output, without the line infai tells the model its exit by
+        stdout = _EXIT_LINE.sub("", content, count=1)
+        return {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False}
     response: dict[str, Any] = {"success": not is_error, "output": content}
     if name in ("read_file", "write_file", "edit_file"):
         response["filePath"] = _absolute(working_dir, arguments.get("path", ""))

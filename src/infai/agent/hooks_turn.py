@@ -39,10 +39,15 @@ class HookSteps:
         raise NotImplementedError
 
     async def flush_hooks(self) -> AsyncIterator[AgentEvent]:
-        """Append the records of the hook runs not yet in the session."""
-        for record in self.hooks.take() if self.hooks is not None else ():
+        """Append the records of the hook runs not yet in the session; say what
+        those fired outside the turn's steps (a Notification's) had to say."""
+        if self.hooks is None:
+            return
+        for record in self.hooks.take():
             for item in await self.append(record, "system"):
                 yield item
+        for notice in self.hooks.take_notices():
+            yield Streamed(Notice(notice))
 
     async def heard(self, outcome: Awaitable[Outcome]) -> AsyncIterator[AgentEvent | Outcome]:
         """Await hooks' ``outcome``; append their records and say their notices, then
@@ -81,16 +86,18 @@ class HookSteps:
             else:
                 yield item
 
-    async def stop_hooks(self) -> AsyncIterator[AgentEvent]:
-        """The turn would end: its Stop (a subagent's SubagentStop) hooks may send it
-        back to work, with their reason as the next instruction, a bounded number of
-        times; a ``continue: false`` ends it all the same."""
+    async def stop_hooks(self, reply: str = "") -> AsyncIterator[AgentEvent]:
+        """The turn would end on ``reply`` (``last_assistant_message``): its Stop (a
+        subagent's SubagentStop) hooks may send it back to work, with their reason
+        as the next instruction, a bounded number of times; a ``continue: false``
+        ends it all the same."""
         if self.hooks is None or not self.hooks.has(self.hooks.stop_event):
             yield TurnEnded("done")
             return
         said: Outcome | None = None
         active = self.stop_continues > 0
-        async for item in self.fire(self.hooks.stop_event, stop_hook_active=active):
+        stop = self.hooks.stop_event
+        async for item in self.fire(stop, stop_hook_active=active, last_assistant_message=reply):
             said = item if isinstance(item, Outcome) else said
             if not isinstance(item, Outcome):
                 yield item
@@ -120,7 +127,7 @@ class HookSteps:
         assert self.hooks is not None
         if not self.hooks.started:
             self.hooks.started = True
-            source = "resume" if self.writer.head else "startup"
+            source = self.hooks.source
             async for item in self.fire("SessionStart", (source,), source=source):
                 if not isinstance(item, Outcome):
                     yield item

@@ -65,7 +65,7 @@ from .compaction import (
     summary_of,
 )
 from .context import ContextCache, ContextError
-from .hooks import Hooks, Outcome, fire_tool, with_feedback
+from .hooks import HOOK_INPUT, Hooks, Outcome, fire_tool, updated_call, with_feedback
 from .hooks_turn import HookSteps
 from .manifest import MANIFEST_KEY, record_manifest
 from .tool_run import decide_and_run, runnable
@@ -137,6 +137,19 @@ def build_request(messages: tuple[Message, ...], system: str, toolbox: Toolbox) 
     what :meth:`~infai.agent.AgentSession.context` shows a program is what the
     model gets."""
     return Request(messages=messages, system=system, tools=toolbox.specs())
+
+
+def _result_metadata(
+    output: ToolOutput, decision: dict[str, str], ran: ToolCall, call: ToolCall
+) -> dict[str, Any]:
+    """A tool result's metadata: the tool's, the permission decision, and the
+    arguments it ran with if a PreToolUse hook rewrote the model's."""
+    metadata = dict(output.metadata)
+    if decision:
+        metadata["permission"] = decision
+    if ran is not call:
+        metadata[HOOK_INPUT] = ran.arguments
+    return metadata
 
 
 class _Turn(HookSteps):
@@ -278,6 +291,10 @@ class _Turn(HookSteps):
         ):
             yield item
         self.compacted = True
+        if self.hooks is not None and self.hooks.wants("SessionStart", "compact"):
+            async for item in self.fire("SessionStart", ("compact",), source="compact"):
+                if isinstance(item, Saved | Streamed):  # what it adds follows the summary
+                    yield item
 
     async def compact_before(self, prompt: str, asked: Event) -> AsyncIterator[AgentEvent]:
         """Compact what came before the stored prompt, then state the prompt again.
@@ -356,27 +373,25 @@ class _Turn(HookSteps):
                         pre = heard
                     else:
                         yield heard
-            output, decision = await decide_and_run(call, self.toolbox, self.permissions, here, pre)
+            run = updated_call(call, pre)  # as a hook's updatedInput rewrote it
+            output, decision = await decide_and_run(run, self.toolbox, self.permissions, here, pre)
             async for item in self.flush_hooks():  # a Notification hook's, while it asked
                 yield item
             if pre is not None and pre.blocked is None:
                 output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
             ran = decision.get("verdict") == "allow" and not output.is_error
             if self.hooks is not None and ran:
-                async for after in self.post_tool(call, output):
+                async for after in self.post_tool(run, output):
                     if isinstance(after, ToolOutput):
                         output = after
                     else:
                         yield after
-            metadata = dict(output.metadata)
-            if decision:
-                metadata["permission"] = decision
             result = ToolResultRecord(
                 call_id=call.id,
                 name=call.name,
                 content=output.content,
                 is_error=output.is_error,
-                metadata=metadata,
+                metadata=_result_metadata(output, decision, run, call),
             )
             for item in await self.append(result, "tool"):
                 yield item
@@ -423,7 +438,7 @@ class _Turn(HookSteps):
         for item in stored:
             yield item
         if not outcome.tool_calls:
-            async for item in self.stop_hooks():
+            async for item in self.stop_hooks(outcome.content):
                 yield item
             return
         async for item in self.run_calls(outcome, [s.event for s in stored[1:]]):

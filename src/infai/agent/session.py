@@ -141,6 +141,8 @@ class AgentSession(SessionApi, SessionLease, SessionHooks):
         self.cache = ContextCache(self.writer, pipeline=pipeline)
         #: the user's hook commands (:mod:`.hooks`; None: none configured)
         self.hooks = Hooks(hooks, self.working_dir, self.session_id) if hooks else None
+        if self.hooks is not None:  # before this object appends anything (a turn's snapshot)
+            self.hooks.source = "resume" if self.writer.head else "startup"
         if self.hooks is not None and isinstance(permissions, Policy):
             permissions.on_ask = self.hooks.notify
         #: every event of this session (each append as it is durable, the turns'
@@ -418,14 +420,13 @@ class AgentSession(SessionApi, SessionLease, SessionHooks):
         :class:`~infai.agent.compaction.CompactionFailed`."""
         await self._hold("compacting")
         try:
-            if self.hooks is not None and self.hooks.has("PreCompact"):
-                await self.hooks.fire("PreCompact", ("manual",), trigger="manual")
-                await self._record_hooks()
+            await self._hooks_between("PreCompact", "manual", trigger="manual")
             summary = await compact(self.writer, self.model)
+            self.cache.invalidate()
+            self._publish(Saved(summary))
+            await self._hooks_between("SessionStart", "compact", source="compact")
         finally:
             await self._free()
-        self.cache.invalidate()
-        self._publish(Saved(summary))
         return summary
 
     # -- closing ---------------------------------------------------------------

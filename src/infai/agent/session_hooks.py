@@ -5,13 +5,15 @@ runs fired between turns (a manual compaction's PreCompact, the user's own
 from __future__ import annotations
 
 from contextlib import suppress
+from typing import Any
 
+from infai.llm import Notice
 from infai.store import Event, Record, SessionLog
 from infai.tools.offload import off_loop
 
 from .context import ContextCache
 from .hooks import Hooks
-from .turn_events import AgentEvent, Saved
+from .turn_events import AgentEvent, Saved, Streamed
 
 
 class SessionHooks:
@@ -39,6 +41,17 @@ class SessionHooks:
             self.cache.invalidate()
             self._publish(Saved(await off_loop(self.writer.append, record, "system")))
 
+    async def _hooks_between(self, event: str, name: str, **fields: Any) -> None:
+        """In the slot, between turns: fire ``event``'s hooks matching ``name``,
+        record their runs and publish what they have to tell the user (the TUI's
+        /compact shows the hub's notices)."""
+        if self.hooks is None or not self.hooks.wants(event, name):
+            return
+        said = await self.hooks.fire(event, (name,), **fields)
+        await self._record_hooks()
+        for notice in said.notices:
+            self._publish(Streamed(Notice(notice)))
+
     async def _append_held(self, records: list[tuple[Record, str]], what: str) -> list[Event]:
         """In the slot (``what`` holds it): append the hook runs not yet recorded,
         then ``records`` (record, role), each published as it is durable."""
@@ -63,10 +76,10 @@ class SessionHooks:
         try:
             await self._hold("ending the session")
         except Exception:
-            await self.hooks.fire("SessionEnd", reason="other")  # run, not recorded
+            await self.hooks.fire("SessionEnd", ("other",), reason="other")  # run, not recorded
             return
         try:
-            await self.hooks.fire("SessionEnd", reason="other")
+            await self.hooks.fire("SessionEnd", ("other",), reason="other")
             with suppress(Exception):
                 await self._record_hooks()
         finally:

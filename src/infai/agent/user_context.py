@@ -30,7 +30,7 @@ from infai.llm import ToolCall
 from infai.store import Event, MessageRecord
 from infai.tools import Permissions, Toolbox, ToolContext, ToolOutput
 
-from .hooks import Hooks, Outcome, fire_tool, with_feedback
+from .hooks import Hooks, Outcome, fire_tool, updated_call, with_feedback
 from .hooks_payload import tool_response
 from .tool_run import decide_and_run, runnable
 
@@ -68,17 +68,20 @@ async def user_call(
     pre: Outcome | None = None
     if hooks is not None and runnable(call, toolbox):
         pre = await fire_tool(hooks, "PreToolUse", tool, arguments, call.id)
+    call = updated_call(call, pre)  # as a hook's updatedInput rewrote it
     output, decision = await decide_and_run(call, toolbox, permissions, context, pre)
     notices = list(pre.notices) if pre is not None else []
+    if hooks is not None:  # a Notification hook's, while it asked
+        notices += hooks.take_notices()
     if pre is not None and pre.blocked is None:
         output = replace(output, content=with_feedback(output.content, "PreToolUse", pre))
     allowed = decision.get("verdict") == "allow"
     if hooks is not None and allowed and not output.is_error:
         response = tool_response(
-            tool, arguments, hooks.working_dir, output.content, output.is_error
+            tool, call.arguments, hooks.working_dir, output.content, output.is_error
         )
         post = await fire_tool(
-            hooks, "PostToolUse", tool, arguments, call.id, tool_response=response
+            hooks, "PostToolUse", tool, call.arguments, call.id, tool_response=response
         )
         output = replace(output, content=with_feedback(output.content, "PostToolUse", post))
         notices += post.notices

@@ -132,6 +132,14 @@ class Ruling:
 SANDBOXED_COMMAND = "confined by the sandbox to the working directory, with no network"
 
 
+def _asked_by_hook(ruling: Ruling, why: str, hook_reason: str) -> Ruling:
+    """After a hook's ``ask``: an allow asks, a question names its reason too, a deny stays."""
+    if ruling.verdict == "allow":
+        return Ruling("ask", "hook", why)
+    said = "; the hook says: ".join(filter(None, [ruling.reason, hook_reason]))
+    return replace(ruling, reason=said) if ruling.verdict == "ask" else ruling
+
+
 class Policy:
     """Rules plus defaults, with an optional approver for "ask".
 
@@ -461,8 +469,8 @@ class Policy:
         else:
             ruling = self.rule_on(tool, arguments, context)
         why = hook_reason or f"a PreToolUse hook said {hook}"
-        if hook == "ask" and ruling.verdict == "allow":
-            ruling = Ruling("ask", "hook", why)
+        if hook == "ask":
+            ruling = _asked_by_hook(ruling, why, hook_reason)
         elif (
             hook == "allow" and ruling.verdict == "ask" and _hook_may_allow(tool, arguments, ruling)
         ):
