@@ -7,7 +7,8 @@ program: no fsmonitor, hooks, pager, editor, ssh command, credential helper or
 signing program of its choosing, nor a filter ``git add -p`` pipes its diff
 through (``interactive.diffFilter``). Drivers are named per repository
 (``filter.<name>.smudge``, ``diff.<name>.textconv``…, a trailer's
-``trailer.<name>.cmd`` that ``git commit --trailer`` runs), and so are the
+``trailer.<name>.cmd`` that ``git commit --trailer`` runs, ``git send-email``'s
+``sendemail.<identity>.sendmailCmd``, ``toCmd``, ``ccCmd``), and so are the
 programs a fetch or push runs on the other side (``remote.<name>.uploadpack``
 and ``receivepack``: for a local remote they run *here*), a submodule's
 ``update = !command`` and a shell alias (``alias.<name> = !command``, which
@@ -98,6 +99,13 @@ GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel")
 #: refused instead (``protocol.file.allow``); over ssh it runs on the remote host
 REMOTE_PROGRAM_KEYS = ("uploadpack", "receivepack")
 FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
+#: ``git send-email``'s settings that run a program (each also per identity,
+#: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
+#: advance): where a repository sets one, it is set to ``false`` (send-email then
+#: fails). ``smtpServer`` runs a program when its value is an absolute path:
+#: there the same identity's ``sendmailCmd``, which send-email takes first, is
+#: ``false`` instead
+SENDEMAIL_PROGRAM_KEYS = ("sendmailcmd", "tocmd", "cccmd", "headercmd")
 #: per-name settings that run a shell command only when their value starts with
 #: ``!``: such a value is replaced (a submodule is checked out; an alias is empty,
 #: so git refuses it instead of running it)
@@ -107,6 +115,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
+    b"sendemail",
 )
 
 
@@ -247,6 +256,10 @@ def _override(name: str, value: str) -> tuple[str, str] | None:
         return (name, "")
     if section == "remote" and subsection and key in REMOTE_PROGRAM_KEYS:
         return FILE_TRANSPORT_REFUSED
+    if section == "sendemail" and key in SENDEMAIL_PROGRAM_KEYS:
+        return (name, "false")
+    if section == "sendemail" and key == "smtpserver" and value.startswith("/"):
+        return (f"{name.rpartition('.')[0]}.sendmailCmd", "false")
     shell_key = (section, "" if section == "alias" else key)
     if shell_key in GIT_SHELL_VALUES and value.lstrip().startswith("!"):
         return (name, GIT_SHELL_VALUES[shell_key])
