@@ -1,0 +1,72 @@
+"""Red team (gitsec): more settings of a repository's own config that make git run
+a program of its choosing, which infai's hardening did not override:
+
+- ``instaweb.httpd`` (``git instaweb`` starts it as the web server) and
+  ``instaweb.modulePath`` (where apache loads its modules from);
+
+Each runs with the sandbox off, where nothing else confines it. Judged by
+effect: the marker the program leaves."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infai.tools import Sandbox, ToolContext, ToolOutput
+from infai.tools.shell import Bash
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def _repo(root: Path) -> tuple[Path, Path]:
+    """A repository with one commit and a changed file, and a script that leaves
+    ``marks/ran-ARG`` when run (or ``marks/ran-sourced`` when sourced)."""
+    repo, marks = root / "repo", root / "marks"
+    repo.mkdir()
+    marks.mkdir()
+    script = marks / "evil.sh"
+    script.write_text(f'#!/bin/sh\ntouch "{marks}/ran-${{1:-sourced}}"\n')
+    script.chmod(0o755)
+    _git(repo, "init", "-q")
+    for key, value in {"user.name": "t", "user.email": "t@t.example"}.items():
+        _git(repo, "config", key, value)
+    (repo / "f.txt").write_text("one\n")
+    _git(repo, "add", "f.txt")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "f.txt").write_text("two\n")
+    return repo, script
+
+
+def _run(command: str, wd: Path) -> ToolOutput:
+    tool = Bash(sandbox=Sandbox.off())
+    return asyncio.run(tool.run({"command": command}, ToolContext(wd, "s")))
+
+
+def _ran(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "marks").iterdir() if p.name.startswith("ran-"))
+
+
+def _control(command: str, wd: Path) -> None:
+    """The same command without infai's overrides."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(wd), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(
+        ["bash", "-c", command], cwd=wd, env=env, capture_output=True, stdin=subprocess.DEVNULL
+    )
+
+
+def test_git_instaweb_starts_no_web_server_the_repository_names(tmp_path: Path) -> None:
+    repo, script = _repo(tmp_path)
+    _git(repo, "config", "instaweb.httpd", f"{script} httpd")
+    _git(repo, "config", "instaweb.local", "true")
+    command = "git instaweb --start; git instaweb --stop"
+    out = _run(command, repo)
+    assert _ran(tmp_path) == [], out.content
+    _control(command, repo)
+    assert _ran(tmp_path) == ["ran-httpd"]
