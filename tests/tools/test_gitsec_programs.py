@@ -3,6 +3,9 @@ a program of its choosing, which infai's hardening did not override:
 
 - ``instaweb.httpd`` (``git instaweb`` starts it as the web server) and
   ``instaweb.modulePath`` (where apache loads its modules from);
+- ``remote.<name>.vcs`` with a slash: git runs ``git-remote-<vcs>`` as a path
+  (``x/../../evil``: relative to the working directory, where a command can make
+  the ``git-remote-x`` directory), not as a helper found on ``PATH``;
 
 Each runs with the sandbox off, where nothing else confines it. Judged by
 effect: the marker the program leaves."""
@@ -13,8 +16,6 @@ import asyncio
 import os
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from infai.tools import Sandbox, ToolContext, ToolOutput
 from infai.tools.shell import Bash
@@ -70,3 +71,15 @@ def test_git_instaweb_starts_no_web_server_the_repository_names(tmp_path: Path) 
     assert _ran(tmp_path) == [], out.content
     _control(command, repo)
     assert _ran(tmp_path) == ["ran-httpd"]
+
+
+def test_a_remotes_vcs_names_no_program_by_path(tmp_path: Path) -> None:
+    repo, script = _repo(tmp_path)
+    (repo / "git-remote-x").mkdir()
+    _git(repo, "config", "remote.o.url", "somewhere")
+    _git(repo, "config", "remote.o.vcs", f"x/../../marks/{script.name}")
+    command = "git fetch o"
+    out = _run(command, repo)
+    assert _ran(tmp_path) == [], out.content
+    _control(command, repo)
+    assert _ran(tmp_path) == ["ran-o"]

@@ -100,6 +100,10 @@ GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel", "instaweb.httpd", "instaweb.
 #: refused instead (``protocol.file.allow``); over ssh it runs on the remote host
 REMOTE_PROGRAM_KEYS = ("uploadpack", "receivepack")
 FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
+#: settings that name a program git finds itself, a path when the name has a slash:
+#: ``remote.<name>.vcs`` runs ``git-remote-<vcs>`` (``x/../../evil`` relative to the
+#: working directory); emptied where a repository's value has one
+NO_PATH_KEYS = frozenset({("remote", "vcs")})
 #: ``git send-email``'s settings that run a program (each also per identity,
 #: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
 #: advance): where a repository sets one, it is set to ``false`` (send-email then
@@ -115,7 +119,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    b"instaweb",
+    *(b"instaweb", b"vcs"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
     b"sendemail",
 )
@@ -258,6 +262,8 @@ def _override(name: str, value: str) -> tuple[str, str] | None:
         return (name, "")
     if section == "remote" and subsection and key in REMOTE_PROGRAM_KEYS:
         return FILE_TRANSPORT_REFUSED
+    if (section, key) in NO_PATH_KEYS and "/" in value:
+        return (name, "")
     if section == "sendemail" and key in SENDEMAIL_PROGRAM_KEYS:
         return (name, "false")
     if section == "sendemail" and key == "smtpserver" and value.startswith("/"):
