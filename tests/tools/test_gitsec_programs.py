@@ -6,6 +6,9 @@ a program of its choosing, which infai's hardening did not override:
 - ``remote.<name>.vcs`` with a slash: git runs ``git-remote-<vcs>`` as a path
   (``x/../../evil``: relative to the working directory, where a command can make
   the ``git-remote-x`` directory), not as a helper found on ``PATH``;
+- ``diff.tool``/``merge.tool`` (and ``guitool``) with a slash: ``git difftool``
+  and ``git mergetool`` *source* the file of that name in git's ``mergetools``
+  directory, and ``../../..`` leads anywhere;
 
 Each runs with the sandbox off, where nothing else confines it. Judged by
 effect: the marker the program leaves."""
@@ -16,6 +19,8 @@ import asyncio
 import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from infai.tools import Sandbox, ToolContext, ToolOutput
 from infai.tools.shell import Bash
@@ -83,3 +88,27 @@ def test_a_remotes_vcs_names_no_program_by_path(tmp_path: Path) -> None:
     assert _ran(tmp_path) == [], out.content
     _control(command, repo)
     assert _ran(tmp_path) == ["ran-o"]
+
+
+@pytest.mark.parametrize(
+    ("key", "command"),
+    [
+        ("diff.tool", "git difftool -y f.txt"),
+        ("diff.guitool", "git difftool -y -g f.txt"),
+        ("merge.tool", "git difftool -y f.txt"),  # (difftool falls back to merge.tool)
+        ("merge.guitool", "git difftool -y -g f.txt"),
+    ],
+)
+def test_a_diff_or_merge_tool_sources_no_file_by_path(
+    tmp_path: Path, key: str, command: str
+) -> None:
+    repo, _ = _repo(tmp_path)
+    sourced = tmp_path / "marks" / "tool.sh"
+    sourced.write_text(f'touch "{tmp_path}/marks/ran-sourced"\n')
+    done = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True)
+    tools = Path(done.stdout.strip()) / "mergetools"
+    _git(repo, "config", key, os.path.relpath(sourced, tools))
+    out = _run(command, repo)
+    assert _ran(tmp_path) == [], out.content
+    _control(command, repo)
+    assert _ran(tmp_path) == ["ran-sourced"]

@@ -104,6 +104,14 @@ FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
 #: ``remote.<name>.vcs`` runs ``git-remote-<vcs>`` (``x/../../evil`` relative to the
 #: working directory); emptied where a repository's value has one
 NO_PATH_KEYS = frozenset({("remote", "vcs")})
+#: ``git difftool``/``mergetool`` *source* the file named as their tool in git's
+#: ``mergetools`` directory (``../../../tmp/x``, with a slash, leads anywhere): where
+#: a repository's value has a slash, the tool is :data:`REFUSED_TOOL`, whose command
+#: is ``false`` (emptied, git would guess a tool and might start an editor)
+TOOL_KEYS = frozenset(
+    {("diff", "tool"), ("diff", "guitool"), ("merge", "tool"), ("merge", "guitool")}
+)
+REFUSED_TOOL = "infai-refused"
 #: ``git send-email``'s settings that run a program (each also per identity,
 #: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
 #: advance): where a repository sets one, it is set to ``false`` (send-email then
@@ -119,7 +127,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"instaweb", b"vcs"),
+    *(b"instaweb", b"vcs", b"tool"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
     b"sendemail",
 )
@@ -163,9 +171,7 @@ def harden(
     for repo in repositories(working_dir, command, nested=nested):
         config = _local_config(repo, env)
         for name, value in config:
-            override = _override(name, value)
-            if override is not None and override not in found:
-                found.append(override)
+            found += [o for o in _override(name, value) if o not in found]
         if not repo.git_dir and not moved:
             moved = _moved_work_tree(repo.where, config)
     return Hardening(found, moved)
@@ -253,25 +259,35 @@ def _moved_work_tree(where: Path, config: list[tuple[str, str]]) -> str:
     )
 
 
-def _override(name: str, value: str) -> tuple[str, str] | None:
-    """The setting that neutralises a repository's own ``name = value``, or None."""
+def _override(name: str, value: str) -> list[tuple[str, str]]:
+    """The settings that neutralise a repository's own ``name = value`` (none
+    where it runs nothing)."""
     section, _, rest = name.partition(".")
     subsection, _, key = rest.rpartition(".")
     section, key = section.lower(), key.lower()
     if name.lower() in GIT_PROGRAM_KEYS or (subsection and key in GIT_DRIVER_KEYS.get(section, ())):
-        return (name, "")
+        return [(name, "")]
     if section == "remote" and subsection and key in REMOTE_PROGRAM_KEYS:
-        return FILE_TRANSPORT_REFUSED
+        return [FILE_TRANSPORT_REFUSED]
     if (section, key) in NO_PATH_KEYS and "/" in value:
-        return (name, "")
-    if section == "sendemail" and key in SENDEMAIL_PROGRAM_KEYS:
-        return (name, "false")
-    if section == "sendemail" and key == "smtpserver" and value.startswith("/"):
-        return (f"{name.rpartition('.')[0]}.sendmailCmd", "false")
+        return [(name, "")]
+    if (section, key) in TOOL_KEYS and "/" in value:
+        return [(name, REFUSED_TOOL), (f"mergetool.{REFUSED_TOOL}.cmd", "false")]
+    if section == "sendemail":
+        return _sendemail_override(name, key, value)
     shell_key = (section, "" if section == "alias" else key)
     if shell_key in GIT_SHELL_VALUES and value.lstrip().startswith("!"):
-        return (name, GIT_SHELL_VALUES[shell_key])
-    return None
+        return [(name, GIT_SHELL_VALUES[shell_key])]
+    return []
+
+
+def _sendemail_override(name: str, key: str, value: str) -> list[tuple[str, str]]:
+    """What neutralises ``git send-email``'s setting ``name`` (its ``key``) = ``value``."""
+    if key in SENDEMAIL_PROGRAM_KEYS:
+        return [(name, "false")]
+    if key == "smtpserver" and value.startswith("/"):
+        return [(f"{name.rpartition('.')[0]}.sendmailCmd", "false")]
+    return []
 
 
 def _may_name_drivers(git_dir: Path) -> bool:
