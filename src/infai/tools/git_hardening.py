@@ -36,13 +36,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .git_repos import Repository, repositories
+from .git_remotes import reached
+from .git_repos import Repository, read_regular, repositories
 
 #: git settings no command's git may take from a repository: code it would run
 GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -100,6 +100,18 @@ GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel", "instaweb.httpd", "instaweb.
 #: refused instead (``protocol.file.allow``); over ssh it runs on the remote host
 REMOTE_PROGRAM_KEYS = ("uploadpack", "receivepack")
 FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
+#: the hooks the other side of a local push runs in its own repository (and the
+#: ``git gc --auto`` it may start), and the settings of that repository that run a
+#: program there, beside those :func:`_override` names: none of infai's overrides
+#: reaches that side (:mod:`.git_remotes`), so the file transport is refused instead
+#: to an unconfined command that may reach a repository with one
+OTHER_SIDE_HOOKS = (
+    *("pre-receive", "update", "post-receive", "post-update", "push-to-checkout"),
+    *("reference-transaction", "proc-receive", "pre-auto-gc"),
+)
+OTHER_SIDE_KEYS = frozenset(
+    {"core.fsmonitor", "core.alternaterefscommand", "gpg.program", "core.hookspath"}
+)
 #: settings that name a program git finds itself, a path when the name has a slash:
 #: ``remote.<name>.vcs`` runs ``git-remote-<vcs>`` (``x/../../evil`` relative to the
 #: working directory); emptied where a repository's value has one
@@ -154,6 +166,7 @@ def harden(
     *,
     command: str | None = None,
     nested: bool = False,
+    local_remotes: bool = False,
 ) -> Hardening:
     """Overrides for the program-running settings (see the module's docstring)
     that each repository ``command`` may open configures itself (its local or
@@ -163,18 +176,43 @@ def harden(
     the first of them whose own ``core.worktree`` (``git clean``'s and ``git
     checkout``'s tree) is not its own top directory: such a setting points git
     at ``$HOME`` or anywhere, and no override moves it back (git reads it from
-    the repository's file alone), so an unconfined command is refused there."""
+    the repository's file alone), so an unconfined command is refused there.
+    With ``local_remotes``, the file transport is refused where the command may
+    reach a local repository that would run a program (:func:`_runs_programs`)."""
     if working_dir is None:
         return Hardening([])
     found: list[tuple[str, str]] = []
     moved = ""
-    for repo in repositories(working_dir, command, nested=nested):
+    repos = repositories(working_dir, command, nested=nested)
+    for repo in repos:
         config = _local_config(repo, env)
         for name, value in config:
             found += [o for o in _override(name, value) if o not in found]
         if not repo.git_dir and not moved:
             moved = _moved_work_tree(repo.where, config)
+    if local_remotes and FILE_TRANSPORT_REFUSED not in found:
+        git_dirs = [g for r in repos if (g := r.where if r.git_dir else _git_dir(r.where))]
+        others = reached(git_dirs, command, working_dir.resolve())
+        if any(_runs_programs(other, env) for other in others):
+            found.append(FILE_TRANSPORT_REFUSED)
     return Hardening(found, moved)
+
+
+def _runs_programs(git_dir: Path, env: Mapping[str, str]) -> bool:
+    """Whether the other side of the file transport, run in the repository of
+    ``git_dir`` with none of infai's overrides, may run a program of its choosing:
+    an executable hook of :data:`OTHER_SIDE_HOOKS` in its ``hooks/``, a
+    ``core.hooksPath`` of its own (hooks elsewhere), or a setting that names a program."""
+    config = _config_files([git_dir / "config"], {**env, "GIT_CONFIG_COUNT": "0"})
+    keys = {name.lower() for name, value in config if value.lower() not in _FALSE_OR_TRUE}
+    if keys & OTHER_SIDE_KEYS or any(_override(name, value) for name, value in config):
+        return True
+    hooks = git_dir / "hooks"
+    return any(os.access(hooks / name, os.X_OK) for name in OTHER_SIDE_HOOKS)
+
+
+#: values of :data:`OTHER_SIDE_KEYS` that name no program (``core.fsmonitor = false``)
+_FALSE_OR_TRUE = frozenset({"", "false", "true", "no", "yes", "off", "on", "0", "1"})
 
 
 def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -217,7 +255,7 @@ def _config_files(files: list[Path], env: Mapping[str, str]) -> list[tuple[str, 
 
 def _common_dir(git_dir: Path) -> Path:
     """Where a worktree's shared config lives (its ``commondir``), or ``git_dir``."""
-    common = _read_regular(git_dir / "commondir")
+    common = read_regular(git_dir / "commondir")
     return (git_dir / common.strip()).resolve() if common else git_dir
 
 
@@ -369,33 +407,15 @@ def _git_dir(path: Path) -> Path | None:
     if dot_git is None or dot_git.is_dir():
         return dot_git
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        line = (_read_regular(dot_git) or "").strip()
+        line = (read_regular(dot_git) or "").strip()
         if line.startswith("gitdir:"):
             return (dot_git.parent / line.removeprefix("gitdir:").strip()).resolve()
     return None
 
 
-#: how much of one config file is read for its includes
-_MAX_CONFIG_BYTES = 1 << 20
-
-
-def _read_regular(path: Path) -> str | None:
-    """``path``'s text if it is a regular file (None otherwise, or unreadable).
-    Why: an include may name a FIFO (a command can make one in the working tree),
-    and opening one to read waits for a writer: infai would hang before the command."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return file.read(_MAX_CONFIG_BYTES).decode(errors="replace")
-
-
 def _includes(config: Path) -> list[Path]:
     """The include paths one config file names, resolved."""
-    text = _read_regular(config)
+    text = read_regular(config)
     if text is None:
         return []
     found = []

@@ -28,6 +28,7 @@ such a command (:mod:`.sandbox`); with it off, the user approves each command.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,3 +172,21 @@ def nested_tops(wd: Path) -> list[Path]:
         except OSError:
             continue
     return tops
+
+
+#: how much of one config file is read for its includes
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def read_regular(path: Path) -> str | None:
+    """``path``'s text if it is a regular file (None otherwise, or unreadable).
+    Why: an include may name a FIFO (a command can make one in the working tree),
+    and opening one to read waits for a writer: infai would hang before the command."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(_MAX_CONFIG_BYTES).decode(errors="replace")

@@ -368,7 +368,9 @@ class Sandbox:
             held = held_back(env)  # not for bwrap, nor git run here: set in the sandbox
         # unconfined, the repositories beneath are looked at too (a script's git may
         # open one); confined, what their config runs is confined as well
-        hardening = harden(working_dir, env, command=command, nested=not confined)
+        hardening = harden(
+            working_dir, env, command=command, nested=not confined, local_remotes=not confined
+        )
         overrides = [*GIT_OVERRIDES, *hardening.overrides]
         env.update(GIT_ENV)
         env["GIT_CONFIG_COUNT"] = str(len(overrides))
