@@ -387,13 +387,15 @@ def read_only_included_configs(wd: Path, roots: list[Path]) -> list[str]:
     """The git config files the repository includes that lie in a writable root
     (:func:`included_config_files`), to be mounted
     read-only; one not there yet is made empty (an empty config is no config to
-    git), or a command could create it."""
+    git), its directories first, or a command could create it (and a FIFO there
+    would take what a command writes into it even once mounted)."""
     kept = []
     for path in included_config_files(wd):
         if not any(r in path.parents for r in roots):
             continue
-        if not path.exists() and path.parent.is_dir():
+        if not path.exists() and not path.is_symlink():
             with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)  # beneath the root only
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
         if path.exists():
             kept.append(str(path))
