@@ -95,7 +95,7 @@ def test_a_local_remotes_archiver_does_not_run(tmp_path: Path) -> None:
 def test_a_local_remote_that_runs_nothing_is_still_reached(tmp_path: Path) -> None:
     """A plain local remote (sample hooks only, no program in its config) is
     pushed to and fetched from as before."""
-    repo, other, _ = _setup(tmp_path)
+    repo, _, _ = _setup(tmp_path)
     _git(repo, "remote", "add", "origin", "../other.git")
     out = _run("git push -q origin HEAD:refs/heads/new && git fetch -q origin && echo done", repo)
     assert "done" in out.content, out.content
