@@ -124,6 +124,11 @@ TOOL_KEYS = frozenset(
     {("diff", "tool"), ("diff", "guitool"), ("merge", "tool"), ("merge", "guitool")}
 )
 REFUSED_TOOL = "infai-refused"
+#: settings that make git write a file of the repository's choosing: libcurl's
+#: cookie jar (``http.cookieFile`` with ``http.saveCookies``, each per URL too:
+#: ``http.<url>.cookieFile``) replaced any file with the cookies a server set;
+#: where a repository sets one, that name is overridden with these values
+WRITTEN_FILE_KEYS = {("http", "cookiefile"): "", ("http", "savecookies"): "false"}
 #: ``git send-email``'s settings that run a program (each also per identity,
 #: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
 #: advance): where a repository sets one, it is set to ``false`` (send-email then
@@ -139,7 +144,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"instaweb", b"vcs", b"tool"),
+    *(b"instaweb", b"vcs", b"tool", b"cookie"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
     b"sendemail",
 )
@@ -311,6 +316,8 @@ def _override(name: str, value: str) -> list[tuple[str, str]]:
         return [(name, "")]
     if (section, key) in TOOL_KEYS and "/" in value:
         return [(name, REFUSED_TOOL), (f"mergetool.{REFUSED_TOOL}.cmd", "false")]
+    if (section, key) in WRITTEN_FILE_KEYS:
+        return [(name, WRITTEN_FILE_KEYS[section, key])]
     if section == "sendemail":
         return _sendemail_override(name, key, value)
     shell_key = (section, "" if section == "alias" else key)
