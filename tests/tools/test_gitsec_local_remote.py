@@ -81,6 +81,29 @@ def test_a_local_remotes_hook_does_not_run(tmp_path: Path, command: str) -> None
     assert _ran(tmp_path) == ["ran-hook"]
 
 
+@pytest.mark.parametrize("how", ["insteadOf", "pushInsteadOf", "included"])
+def test_a_local_remote_behind_a_rewrite_or_an_include_runs_no_hook(
+    tmp_path: Path, how: str
+) -> None:
+    """The remote's url is rewritten to the local path (``url.<path>.insteadOf``)
+    or set in a config file the repository's includes."""
+    repo, other, script = _setup(tmp_path)
+    hook = other / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\n{script} hook\n")
+    hook.chmod(0o755)
+    if how == "included":
+        (repo / ".git" / "remote.cfg").write_text('[remote "origin"]\n\turl = ../other.git\n')
+        _git(repo, "config", "include.path", "remote.cfg")
+    else:
+        _git(repo, "remote", "add", "origin", "https://example.invalid/x")
+        _git(repo, "config", f"url.{other}.{how}", "https://example.invalid/x")
+    command = "git push -q origin HEAD:refs/heads/new"
+    out = _run(command, repo)
+    assert _ran(tmp_path) == [], out.content
+    _control(command, repo)
+    assert _ran(tmp_path) == ["ran-hook"]
+
+
 def test_a_local_remotes_archiver_does_not_run(tmp_path: Path) -> None:
     repo, other, script = _setup(tmp_path)
     _git(other, "config", "tar.evil.command", f"{script} tar")

@@ -197,10 +197,34 @@ def harden(
             moved = _moved_work_tree(repo.where, config)
     if local_remotes and FILE_TRANSPORT_REFUSED not in found:
         git_dirs = [g for r in repos if (g := r.where if r.git_dir else _git_dir(r.where))]
-        others = reached(git_dirs, command, working_dir.resolve())
+        configs = [(_top(g), text) for g in git_dirs for text in _config_texts(g)]
+        others = reached(configs, command, working_dir.resolve())
         if any(_runs_programs(other, env) for other in others):
             found.append(FILE_TRANSPORT_REFUSED)
     return Hardening(found, moved)
+
+
+def _top(git_dir: Path) -> Path:
+    """The top directory of the repository of ``git_dir`` (itself, when bare)."""
+    return git_dir.parent if git_dir.name == ".git" else git_dir
+
+
+def _config_texts(git_dir: Path) -> list[str]:
+    """The text of each config file of the repository of ``git_dir``: its (common)
+    ``config``, ``config.worktree`` and what they include, read as text."""
+    todo = [_common_dir(git_dir) / "config", git_dir / "config.worktree"]
+    seen: set[Path] = set()
+    texts = []
+    while todo and len(seen) < _MAX_INCLUDED:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        text = read_regular(path)
+        if text is not None:
+            texts.append(text)
+            todo += _includes(path)
+    return texts
 
 
 def _runs_programs(git_dir: Path, env: Mapping[str, str]) -> bool:

@@ -12,7 +12,8 @@ reach so (:mod:`.git_hardening` judges them, and refuses the file transport to
 an unconfined command where one would run a program):
 
 - each remote's ``url`` and ``pushurl`` in the config of the repositories the
-  command may open (:mod:`.git_repos`), a relative path taken from the
+  command may open (:mod:`.git_repos`; included files too), and each URL a
+  ``url.<url>.insteadOf`` there rewrites one to, a relative path taken from the
   repository's top and from the working directory;
 - each word of a git command in the text (an option's value after ``=`` too)
   that names a local repository, from the working directory.
@@ -28,23 +29,24 @@ import re
 from pathlib import Path
 
 from .commands import analyse
-from .git_repos import read_regular
 
 #: local repositories looked at, at most
 MAX_REACHED = 32
 #: a section header, and a remote's ``url``/``pushurl`` line, in a git config file
 _SECTION = re.compile(r"^\s*\[([^\]]*)\]\s*(.*)$")
 _REMOTE = re.compile(r'^\s*remote\s+"', re.I)
+_REWRITE = re.compile(r'^\s*url\s+"((?:[^"\\]|\\.)*)"\s*$', re.I)
 _URL = re.compile(r'^\s*(?:push)?url\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^#;]*?))\s*(?:[#;].*)?$', re.I)
 
 
-def reached(git_dirs: list[Path], command: str | None, wd: Path) -> list[Path]:
+def reached(configs: list[tuple[Path, str]], command: str | None, wd: Path) -> list[Path]:
     """The git directories of the local repositories the command may reach over
-    the file transport (see the module's docstring), each once."""
+    the file transport (see the module's docstring), each once. ``configs``: for
+    each repository it may open, its top directory and the text of each of its
+    config files (includes too)."""
     found: list[Path] = []
-    for git_dir in git_dirs:
-        top = git_dir.parent if git_dir.name == ".git" else git_dir
-        for url in remote_urls(read_regular(git_dir / "config") or ""):
+    for top, text in configs:
+        for url in remote_urls(text):
             found += [g for base in (top, wd) if (g := local_git_dir(url, base)) is not None]
     for word in _git_words(command or ""):
         if (g := local_git_dir(word, wd)) is not None:
@@ -54,12 +56,15 @@ def reached(git_dirs: list[Path], command: str | None, wd: Path) -> list[Path]:
 
 def remote_urls(config: str) -> list[str]:
     """The ``url`` and ``pushurl`` values of the ``[remote "…"]`` sections of a
-    config file's text."""
+    config file's text, and the URL of each ``[url "…"]`` section (what its
+    ``insteadOf`` or ``pushInsteadOf`` rewrites a remote's URL to)."""
     urls = []
     in_remote = False
     for line in config.splitlines():
         if section := _SECTION.match(line):
             in_remote = bool(_REMOTE.match(section.group(1)))
+            if rewrite := _REWRITE.match(section.group(1)):
+                urls.append(re.sub(r"\\(.)", r"\1", rewrite.group(1)))
             line = section.group(2)
         if in_remote and (url := _URL.match(line)):
             value = url.group(1) if url.group(1) is not None else url.group(2)
