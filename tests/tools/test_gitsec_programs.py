@@ -112,3 +112,15 @@ def test_a_diff_or_merge_tool_sources_no_file_by_path(
     assert _ran(tmp_path) == [], out.content
     _control(command, repo)
     assert _ran(tmp_path) == ["ran-sourced"]
+
+
+@pytest.mark.parametrize("command", ["git -C {w} status", "cp {w} b", "git push {w}"])
+def test_a_word_too_long_to_name_a_file_does_not_break_the_command(
+    tmp_path: Path, command: str
+) -> None:
+    """Looking for the repositories a command's words name, pathlib raised on a
+    name too long for the system (``ENAMETOOLONG``; a directory not searchable,
+    ``EACCES``, likewise), and the command never ran: the tool call crashed."""
+    repo, _ = _repo(tmp_path)
+    out = _run(command.format(w="a" * 5000) + "; echo ran", repo)
+    assert out.content.rstrip().endswith("ran"), out.content

@@ -189,14 +189,17 @@ def harden(
     found: list[tuple[str, str]] = []
     moved = ""
     repos = repositories(working_dir, command, nested=nested)
+    git_dirs: list[Path] = []
     for repo in repos:
         config = _local_config(repo, env)
         for name, value in config:
             found += [o for o in _override(name, value) if o not in found]
-        if not repo.git_dir and not moved:
-            moved = _moved_work_tree(repo.where, config)
+        with contextlib.suppress(OSError):  # (see _local_config)
+            if not repo.git_dir and not moved:
+                moved = _moved_work_tree(repo.where, config)
+            if git_dir := repo.where if repo.git_dir else _git_dir(repo.where):
+                git_dirs.append(git_dir)
     if local_remotes and FILE_TRANSPORT_REFUSED not in found:
-        git_dirs = [g for r in repos if (g := r.where if r.git_dir else _git_dir(r.where))]
         configs = [(_top(g), text) for g in git_dirs for text in _config_texts(g)]
         others = reached(configs, command, working_dir.resolve())
         if any(_runs_programs(other, env) for other in others):
@@ -249,8 +252,11 @@ def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, s
     includes followed (:func:`_config_files`; ``git config --file`` reads each,
     running nothing a config names); none where its config files mention nothing
     of interest."""
-    git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
-    if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
+    try:  # a path too long to name, or in a directory not searchable: git cannot either
+        git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
+        if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
+            return []
+    except OSError:
         return []
     files = [_common_dir(git_dir) / "config", git_dir / "config.worktree"]
     return _config_files(files, {**env, "GIT_CONFIG_COUNT": "0"})

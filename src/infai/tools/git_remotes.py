@@ -87,11 +87,11 @@ def local_git_dir(url: str, base: Path) -> Path | None:
         return None
     where = base / os.path.expanduser(path)
     for candidate in (where / ".git", where, Path(f"{where}.git")):
-        if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
-            try:
+        try:  # (a name too long, a directory not searchable: git cannot reach it either)
+            if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
                 return candidate.resolve()
-            except (OSError, RuntimeError):
-                return None
+        except (OSError, RuntimeError):
+            return None
     return None
 
 

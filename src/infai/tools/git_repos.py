@@ -31,6 +31,7 @@ such a command (:mod:`.sandbox`); with it off, the user approves each command.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass
@@ -112,10 +113,11 @@ def _repositories_named(words: list[str], bases: list[Path]) -> list[Repository]
             continue
         for base in bases:
             path = _at(base, value)
-            if (path / ".git").exists():
-                found.append(Repository(path))
-            elif (path / "HEAD").is_file() and (path / "objects").is_dir():
-                found.append(Repository(path, git_dir=True))
+            with contextlib.suppress(OSError):  # a name too long, a directory not searchable
+                if (path / ".git").exists():
+                    found.append(Repository(path))
+                elif (path / "HEAD").is_file() and (path / "objects").is_dir():
+                    found.append(Repository(path, git_dir=True))
     return found
 
 
