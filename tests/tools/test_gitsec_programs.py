@@ -6,6 +6,9 @@ a program of its choosing, which infai's hardening did not override:
 - ``remote.<name>.vcs`` with a slash: git runs ``git-remote-<vcs>`` as a path
   (``x/../../evil``: relative to the working directory, where a command can make
   the ``git-remote-x`` directory), not as a helper found on ``PATH``;
+- ``rebase.instructionFormat`` with a line break (``%n``, ``%b``, ``%w()``):
+  each commit's line of ``git rebase -i``'s todo list became two, the second an
+  ``exec`` line, run once infai's ``sequence.editor`` (``:``) left the list as is;
 - ``diff.tool``/``merge.tool`` (and ``guitool``) with a slash: ``git difftool``
   and ``git mergetool`` *source* the file of that name in git's ``mergetools``
   directory, and ``../../..`` leads anywhere;
@@ -124,3 +127,15 @@ def test_a_word_too_long_to_name_a_file_does_not_break_the_command(
     repo, _ = _repo(tmp_path)
     out = _run(command.format(w="a" * 5000) + "; echo ran", repo)
     assert out.content.rstrip().endswith("ran"), out.content
+
+
+@pytest.mark.parametrize("fmt", ["%s%nexec {evil} rebase", "%s%x0a%b"])
+def test_a_rebase_todo_list_gets_no_exec_line_from_the_repository(tmp_path: Path, fmt: str) -> None:
+    repo, script = _repo(tmp_path)
+    _git(repo, "commit", "-qam", "two", "-m", f"exec {script} rebase")  # a body line
+    _git(repo, "config", "rebase.instructionFormat", fmt.format(evil=script))
+    out = _run("git rebase -i HEAD~1", repo)
+    assert _ran(tmp_path) == [], out.content
+    # the control: the same rebase, with only infai's editor (a no-op) kept
+    _control("git -c sequence.editor=: rebase -i HEAD~1", repo)
+    assert _ran(tmp_path) == ["ran-rebase"]

@@ -91,8 +91,13 @@ GIT_DRIVER_KEYS = {
 }
 #: settings of no driver that run a program, emptied where a repository sets them
 #: (``git diff``; ``git imap-send`` pipes through ``imap.tunnel``; ``git instaweb``
-#: starts ``instaweb.httpd``, its apache loads modules from ``modulePath``)
-GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel", "instaweb.httpd", "instaweb.modulepath")
+#: starts ``instaweb.httpd``, its apache loads modules from ``modulePath``; a line
+#: break in ``rebase.instructionFormat`` (``%n``, ``%b``) put an ``exec`` line in
+#: ``git rebase -i``'s todo list, run as it stands: empty, it is git's ``%s``)
+GIT_PROGRAM_KEYS = (
+    *("diff.external", "imap.tunnel", "instaweb.httpd", "instaweb.modulepath"),
+    "rebase.instructionformat",
+)
 #: per-remote settings naming the program a fetch or push runs on the other side;
 #: for a local remote (a path or ``file://``) that side is this machine. git takes
 #: the *first* value it reads, the repository's, so a later override is ignored:
@@ -144,7 +149,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"instaweb", b"vcs", b"tool", b"cookie"),
+    *(b"instaweb", b"vcs", b"tool", b"cookie", b"instructionformat"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
     b"sendemail",
 )
