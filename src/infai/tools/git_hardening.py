@@ -132,8 +132,15 @@ REFUSED_TOOL = "infai-refused"
 #: settings that make git write a file of the repository's choosing: libcurl's
 #: cookie jar (``http.cookieFile`` with ``http.saveCookies``, each per URL too:
 #: ``http.<url>.cookieFile``) replaced any file with the cookies a server set;
-#: where a repository sets one, that name is overridden with these values
-WRITTEN_FILE_KEYS = {("http", "cookiefile"): "", ("http", "savecookies"): "false"}
+#: ``git format-patch`` wrote its patches (``format.suffix``: ``.fish``) into any
+#: directory (a shell's ``conf.d``, which runs them);
+#: where a repository sets one, that name is overridden with these values (``.``:
+#: where git writes by default)
+WRITTEN_FILE_KEYS = {
+    ("http", "cookiefile"): "",
+    ("http", "savecookies"): "false",
+    ("format", "outputdirectory"): ".",
+}
 #: ``git send-email``'s settings that run a program (each also per identity,
 #: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
 #: advance): where a repository sets one, it is set to ``false`` (send-email then
@@ -149,7 +156,7 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
-    *(b"instaweb", b"vcs", b"tool", b"cookie", b"instructionformat"),
+    *(b"instaweb", b"vcs", b"tool", b"cookie", b"instructionformat", b"outputdirectory"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
     b"sendemail",
 )
