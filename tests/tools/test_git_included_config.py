@@ -106,3 +106,18 @@ def test_the_write_tools_need_a_rule_naming_the_exact_path(repo: Path) -> None:
     args: dict[str, Any] = {"path": "notes.txt", "content": "x"}
     assert asyncio.run(wide.decide("write_file", args, context)).allowed
     assert not asyncio.run(tools["write_file"].run(args, context)).is_error
+
+
+@needs_bwrap
+def test_an_included_config_in_a_directory_not_made_yet_is_guarded(repo: Path) -> None:
+    """gitsec: an include whose directory did not exist was neither made nor
+    mounted read-only, so a command made the directory and wrote the config there
+    (a FIFO too, which it could keep feeding once the file was mounted)."""
+    with (repo / ".git" / "config").open("a") as config:
+        config.write("[include]\n\tpath = ../conf/d/extra.cfg\n")
+    marker = repo.parent / "ran-fsmonitor"
+    hook = HOOK.format(marker=marker)
+    out = bash(repo, f"mkdir -p conf/d; printf '{hook}' > conf/d/extra.cfg")
+    assert (repo / "conf" / "d" / "extra.cfg").read_text() == "", out.content
+    _git(repo, "status")  # the user's own git, later, unconfined
+    assert not marker.exists()

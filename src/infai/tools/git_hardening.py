@@ -7,7 +7,8 @@ program: no fsmonitor, hooks, pager, editor, ssh command, credential helper or
 signing program of its choosing, nor a filter ``git add -p`` pipes its diff
 through (``interactive.diffFilter``). Drivers are named per repository
 (``filter.<name>.smudge``, ``diff.<name>.textconv``…, a trailer's
-``trailer.<name>.cmd`` that ``git commit --trailer`` runs), and so are the
+``trailer.<name>.cmd`` that ``git commit --trailer`` runs, ``git send-email``'s
+``sendemail.<identity>.sendmailCmd``, ``toCmd``, ``ccCmd``), and so are the
 programs a fetch or push runs on the other side (``remote.<name>.uploadpack``
 and ``receivepack``: for a local remote they run *here*), a submodule's
 ``update = !command`` and a shell alias (``alias.<name> = !command``, which
@@ -35,13 +36,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .git_repos import Repository, repositories
+from .git_remotes import reached
+from .git_repos import Repository, read_regular, repositories
 
 #: git settings no command's git may take from a repository: code it would run
 GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -89,8 +90,14 @@ GIT_DRIVER_KEYS = {
     "trailer": ("cmd", "command"),  # git commit --trailer, git interpret-trailers
 }
 #: settings of no driver that run a program, emptied where a repository sets them
-#: (``git diff``; ``git imap-send`` pipes through ``imap.tunnel``)
-GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel")
+#: (``git diff``; ``git imap-send`` pipes through ``imap.tunnel``; ``git instaweb``
+#: starts ``instaweb.httpd``, its apache loads modules from ``modulePath``; a line
+#: break in ``rebase.instructionFormat`` (``%n``, ``%b``) put an ``exec`` line in
+#: ``git rebase -i``'s todo list, run as it stands: empty, it is git's ``%s``)
+GIT_PROGRAM_KEYS = (
+    *("diff.external", "imap.tunnel", "instaweb.httpd", "instaweb.modulepath"),
+    "rebase.instructionformat",
+)
 #: per-remote settings naming the program a fetch or push runs on the other side;
 #: for a local remote (a path or ``file://``) that side is this machine. git takes
 #: the *first* value it reads, the repository's, so a later override is ignored:
@@ -98,6 +105,49 @@ GIT_PROGRAM_KEYS = ("diff.external", "imap.tunnel")
 #: refused instead (``protocol.file.allow``); over ssh it runs on the remote host
 REMOTE_PROGRAM_KEYS = ("uploadpack", "receivepack")
 FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
+#: the hooks the other side of a local push runs in its own repository (and the
+#: ``git gc --auto`` it may start), and the settings of that repository that run a
+#: program there, beside those :func:`_override` names: none of infai's overrides
+#: reaches that side (:mod:`.git_remotes`), so the file transport is refused instead
+#: to an unconfined command that may reach a repository with one
+OTHER_SIDE_HOOKS = (
+    *("pre-receive", "update", "post-receive", "post-update", "push-to-checkout"),
+    *("reference-transaction", "proc-receive", "pre-auto-gc"),
+)
+OTHER_SIDE_KEYS = frozenset(
+    {"core.fsmonitor", "core.alternaterefscommand", "gpg.program", "core.hookspath"}
+)
+#: settings that name a program git finds itself, a path when the name has a slash:
+#: ``remote.<name>.vcs`` runs ``git-remote-<vcs>`` (``x/../../evil`` relative to the
+#: working directory); emptied where a repository's value has one
+NO_PATH_KEYS = frozenset({("remote", "vcs")})
+#: ``git difftool``/``mergetool`` *source* the file named as their tool in git's
+#: ``mergetools`` directory (``../../../tmp/x``, with a slash, leads anywhere): where
+#: a repository's value has a slash, the tool is :data:`REFUSED_TOOL`, whose command
+#: is ``false`` (emptied, git would guess a tool and might start an editor)
+TOOL_KEYS = frozenset(
+    {("diff", "tool"), ("diff", "guitool"), ("merge", "tool"), ("merge", "guitool")}
+)
+REFUSED_TOOL = "infai-refused"
+#: settings that make git write a file of the repository's choosing: libcurl's
+#: cookie jar (``http.cookieFile`` with ``http.saveCookies``, each per URL too:
+#: ``http.<url>.cookieFile``) replaced any file with the cookies a server set;
+#: ``git format-patch`` wrote its patches (``format.suffix``: ``.fish``) into any
+#: directory (a shell's ``conf.d``, which runs them);
+#: where a repository sets one, that name is overridden with these values (``.``:
+#: where git writes by default)
+WRITTEN_FILE_KEYS = {
+    ("http", "cookiefile"): "",
+    ("http", "savecookies"): "false",
+    ("format", "outputdirectory"): ".",
+}
+#: ``git send-email``'s settings that run a program (each also per identity,
+#: ``sendemail.<id>.toCmd``, which outranks the plain one, so it cannot be listed in
+#: advance): where a repository sets one, it is set to ``false`` (send-email then
+#: fails). ``smtpServer`` runs a program when its value is an absolute path:
+#: there the same identity's ``sendmailCmd``, which send-email takes first, is
+#: ``false`` instead
+SENDEMAIL_PROGRAM_KEYS = ("sendmailcmd", "tocmd", "cccmd", "headercmd")
 #: per-name settings that run a shell command only when their value starts with
 #: ``!``: such a value is replaced (a submodule is checked out; an alias is empty,
 #: so git refuses it instead of running it)
@@ -106,7 +156,9 @@ GIT_SHELL_VALUES = {("submodule", "update"): "checkout", ("alias", ""): ""}
 #: the settings above (absent: no git is started to list them)
 _MENTIONS: tuple[bytes, ...] = (
     *(b"filter", b"diff", b"merge", b"include", b"tar", b"man", b"browser", b"guitool", b"imap"),
+    *(b"instaweb", b"vcs", b"tool", b"cookie", b"instructionformat", b"outputdirectory"),
     *(b"uploadpack", b"receivepack", b"alias", b"submodule", b"worktree", b"trailer"),
+    b"sendemail",
 )
 
 
@@ -131,6 +183,7 @@ def harden(
     *,
     command: str | None = None,
     nested: bool = False,
+    local_remotes: bool = False,
 ) -> Hardening:
     """Overrides for the program-running settings (see the module's docstring)
     that each repository ``command`` may open configures itself (its local or
@@ -140,20 +193,70 @@ def harden(
     the first of them whose own ``core.worktree`` (``git clean``'s and ``git
     checkout``'s tree) is not its own top directory: such a setting points git
     at ``$HOME`` or anywhere, and no override moves it back (git reads it from
-    the repository's file alone), so an unconfined command is refused there."""
+    the repository's file alone), so an unconfined command is refused there.
+    With ``local_remotes``, the file transport is refused where the command may
+    reach a local repository that would run a program (:func:`_runs_programs`)."""
     if working_dir is None:
         return Hardening([])
     found: list[tuple[str, str]] = []
     moved = ""
-    for repo in repositories(working_dir, command, nested=nested):
+    repos = repositories(working_dir, command, nested=nested)
+    git_dirs: list[Path] = []
+    for repo in repos:
         config = _local_config(repo, env)
         for name, value in config:
-            override = _override(name, value)
-            if override is not None and override not in found:
-                found.append(override)
-        if not repo.git_dir and not moved:
-            moved = _moved_work_tree(repo.where, config)
+            found += [o for o in _override(name, value) if o not in found]
+        with contextlib.suppress(OSError):  # (see _local_config)
+            if not repo.git_dir and not moved:
+                moved = _moved_work_tree(repo.where, config)
+            if git_dir := repo.where if repo.git_dir else _git_dir(repo.where):
+                git_dirs.append(git_dir)
+    if local_remotes and FILE_TRANSPORT_REFUSED not in found:
+        configs = [(_top(g), text) for g in git_dirs for text in _config_texts(g)]
+        others = reached(configs, command, working_dir.resolve())
+        if any(_runs_programs(other, env) for other in others):
+            found.append(FILE_TRANSPORT_REFUSED)
     return Hardening(found, moved)
+
+
+def _top(git_dir: Path) -> Path:
+    """The top directory of the repository of ``git_dir`` (itself, when bare)."""
+    return git_dir.parent if git_dir.name == ".git" else git_dir
+
+
+def _config_texts(git_dir: Path) -> list[str]:
+    """The text of each config file of the repository of ``git_dir``: its (common)
+    ``config``, ``config.worktree`` and what they include, read as text."""
+    todo = [_common_dir(git_dir) / "config", git_dir / "config.worktree"]
+    seen: set[Path] = set()
+    texts = []
+    while todo and len(seen) < _MAX_INCLUDED:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        text = read_regular(path)
+        if text is not None:
+            texts.append(text)
+            todo += _includes(path)
+    return texts
+
+
+def _runs_programs(git_dir: Path, env: Mapping[str, str]) -> bool:
+    """Whether the other side of the file transport, run in the repository of
+    ``git_dir`` with none of infai's overrides, may run a program of its choosing:
+    an executable hook of :data:`OTHER_SIDE_HOOKS` in its ``hooks/``, a
+    ``core.hooksPath`` of its own (hooks elsewhere), or a setting that names a program."""
+    config = _config_files([git_dir / "config"], {**env, "GIT_CONFIG_COUNT": "0"})
+    keys = {name.lower() for name, value in config if value.lower() not in _FALSE_OR_TRUE}
+    if keys & OTHER_SIDE_KEYS or any(_override(name, value) for name, value in config):
+        return True
+    hooks = git_dir / "hooks"
+    return any(os.access(hooks / name, os.X_OK) for name in OTHER_SIDE_HOOKS)
+
+
+#: values of :data:`OTHER_SIDE_KEYS` that name no program (``core.fsmonitor = false``)
+_FALSE_OR_TRUE = frozenset({"", "false", "true", "no", "yes", "off", "on", "0", "1"})
 
 
 def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -161,8 +264,11 @@ def _local_config(repo: Repository, env: Mapping[str, str]) -> list[tuple[str, s
     includes followed (:func:`_config_files`; ``git config --file`` reads each,
     running nothing a config names); none where its config files mention nothing
     of interest."""
-    git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
-    if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
+    try:  # a path too long to name, or in a directory not searchable: git cannot either
+        git_dir = repo.where if repo.git_dir else _git_dir(repo.where)
+        if not repo.where.is_dir() or git_dir is None or not _may_name_drivers(git_dir):
+            return []
+    except OSError:
         return []
     files = [_common_dir(git_dir) / "config", git_dir / "config.worktree"]
     return _config_files(files, {**env, "GIT_CONFIG_COUNT": "0"})
@@ -196,7 +302,7 @@ def _config_files(files: list[Path], env: Mapping[str, str]) -> list[tuple[str, 
 
 def _common_dir(git_dir: Path) -> Path:
     """Where a worktree's shared config lives (its ``commondir``), or ``git_dir``."""
-    common = _read_regular(git_dir / "commondir")
+    common = read_regular(git_dir / "commondir")
     return (git_dir / common.strip()).resolve() if common else git_dir
 
 
@@ -238,19 +344,37 @@ def _moved_work_tree(where: Path, config: list[tuple[str, str]]) -> str:
     )
 
 
-def _override(name: str, value: str) -> tuple[str, str] | None:
-    """The setting that neutralises a repository's own ``name = value``, or None."""
+def _override(name: str, value: str) -> list[tuple[str, str]]:
+    """The settings that neutralise a repository's own ``name = value`` (none
+    where it runs nothing)."""
     section, _, rest = name.partition(".")
     subsection, _, key = rest.rpartition(".")
     section, key = section.lower(), key.lower()
     if name.lower() in GIT_PROGRAM_KEYS or (subsection and key in GIT_DRIVER_KEYS.get(section, ())):
-        return (name, "")
+        return [(name, "")]
     if section == "remote" and subsection and key in REMOTE_PROGRAM_KEYS:
-        return FILE_TRANSPORT_REFUSED
+        return [FILE_TRANSPORT_REFUSED]
+    if (section, key) in NO_PATH_KEYS and "/" in value:
+        return [(name, "")]
+    if (section, key) in TOOL_KEYS and "/" in value:
+        return [(name, REFUSED_TOOL), (f"mergetool.{REFUSED_TOOL}.cmd", "false")]
+    if (section, key) in WRITTEN_FILE_KEYS:
+        return [(name, WRITTEN_FILE_KEYS[section, key])]
+    if section == "sendemail":
+        return _sendemail_override(name, key, value)
     shell_key = (section, "" if section == "alias" else key)
     if shell_key in GIT_SHELL_VALUES and value.lstrip().startswith("!"):
-        return (name, GIT_SHELL_VALUES[shell_key])
-    return None
+        return [(name, GIT_SHELL_VALUES[shell_key])]
+    return []
+
+
+def _sendemail_override(name: str, key: str, value: str) -> list[tuple[str, str]]:
+    """What neutralises ``git send-email``'s setting ``name`` (its ``key``) = ``value``."""
+    if key in SENDEMAIL_PROGRAM_KEYS:
+        return [(name, "false")]
+    if key == "smtpserver" and value.startswith("/"):
+        return [(f"{name.rpartition('.')[0]}.sendmailCmd", "false")]
+    return []
 
 
 def _may_name_drivers(git_dir: Path) -> bool:
@@ -312,13 +436,15 @@ def read_only_included_configs(wd: Path, roots: list[Path]) -> list[str]:
     """The git config files the repository includes that lie in a writable root
     (:func:`included_config_files`), to be mounted
     read-only; one not there yet is made empty (an empty config is no config to
-    git), or a command could create it."""
+    git), its directories first, or a command could create it (and a FIFO there
+    would take what a command writes into it even once mounted)."""
     kept = []
     for path in included_config_files(wd):
         if not any(r in path.parents for r in roots):
             continue
-        if not path.exists() and path.parent.is_dir():
+        if not path.exists() and not path.is_symlink():
             with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)  # beneath the root only
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
         if path.exists():
             kept.append(str(path))
@@ -332,33 +458,15 @@ def _git_dir(path: Path) -> Path | None:
     if dot_git is None or dot_git.is_dir():
         return dot_git
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        line = (_read_regular(dot_git) or "").strip()
+        line = (read_regular(dot_git) or "").strip()
         if line.startswith("gitdir:"):
             return (dot_git.parent / line.removeprefix("gitdir:").strip()).resolve()
     return None
 
 
-#: how much of one config file is read for its includes
-_MAX_CONFIG_BYTES = 1 << 20
-
-
-def _read_regular(path: Path) -> str | None:
-    """``path``'s text if it is a regular file (None otherwise, or unreadable).
-    Why: an include may name a FIFO (a command can make one in the working tree),
-    and opening one to read waits for a writer: infai would hang before the command."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return file.read(_MAX_CONFIG_BYTES).decode(errors="replace")
-
-
 def _includes(config: Path) -> list[Path]:
     """The include paths one config file names, resolved."""
-    text = _read_regular(config)
+    text = read_regular(config)
     if text is None:
         return []
     found = []

@@ -15,19 +15,25 @@ can be known before the command runs:
   targets; a git's ``-C``
   chain from each of those, its ``--git-dir`` and a ``GIT_DIR=`` assignment
   (read in the text, not from a variable: ``$X`` is not known until it runs);
+- every word of the text (an option's value after ``=`` too) that names a
+  repository as it is (a directory holding a ``.git``, or a bare one): the
+  source of a ``cp -r`` or ``ln -s`` whose copy the command then opens;
 - with ``nested``, every repository beneath the working directory (a ``.git``
   directory or file, submodules and nested checkouts alike), found by a walk of
   at most :data:`MAX_SCANNED_DIRS` directories that follows no link: what a
   script or a loop may reach without naming it.
 
 A repository outside the working directory that the text does not name (a
-path in a variable, a script's own ``cd``) is not found: the sandbox confines
+path in a variable, a script's own ``cd``, one unpacked from an archive, the
+repositories nested inside a directory ``cp -r`` copies) is not found: the sandbox confines
 such a command (:mod:`.sandbox`); with it off, the user approves each command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +97,28 @@ def named_in(command: str, wd: Path) -> list[Repository]:
             found += _git_places(part, words, bases)
         for assigned in _git_dirs_assigned([*part.assignments, *words]):
             found += [Repository(_at(base, assigned), git_dir=True) for base in bases]
+        found += _repositories_named(words, bases)
     return found[:MAX_NAMED]
+
+
+def _repositories_named(words: list[str], bases: list[Path]) -> list[Repository]:
+    """The repositories ``words`` name as they are, from each of ``bases``: a
+    directory holding a ``.git``, or a git directory itself (a bare repository).
+    Why: ``cp -r ../other copy`` or ``ln -s ../other l`` makes a repository whose
+    config is ``other``'s, and ``copy`` does not exist before the command runs."""
+    found = []
+    for word in words:
+        value = word.partition("=")[2] if word.startswith("--") else word
+        if not value or value.startswith("-"):
+            continue
+        for base in bases:
+            path = _at(base, value)
+            with contextlib.suppress(OSError):  # a name too long, a directory not searchable
+                if (path / ".git").exists():
+                    found.append(Repository(path))
+                elif (path / "HEAD").is_file() and (path / "objects").is_dir():
+                    found.append(Repository(path, git_dir=True))
+    return found
 
 
 def _git_dirs_assigned(words: list[str]) -> list[str]:
@@ -171,3 +198,21 @@ def nested_tops(wd: Path) -> list[Path]:
         except OSError:
             continue
     return tops
+
+
+#: how much of one config file is read for its includes
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def read_regular(path: Path) -> str | None:
+    """``path``'s text if it is a regular file (None otherwise, or unreadable).
+    Why: an include may name a FIFO (a command can make one in the working tree),
+    and opening one to read waits for a writer: infai would hang before the command."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(_MAX_CONFIG_BYTES).decode(errors="replace")

@@ -112,6 +112,7 @@ from .git_hardening import (
     read_only_included_configs,
 )
 from .landlock import held_back, interpreter_paths, set_after, write_limited
+from .sandbox_fifos import cover_args
 from .sandbox_hide import (
     TooManyEntries,
     hidden_paths,
@@ -368,7 +369,9 @@ class Sandbox:
             held = held_back(env)  # not for bwrap, nor git run here: set in the sandbox
         # unconfined, the repositories beneath are looked at too (a script's git may
         # open one); confined, what their config runs is confined as well
-        hardening = harden(working_dir, env, command=command, nested=not confined)
+        hardening = harden(
+            working_dir, env, command=command, nested=not confined, local_remotes=not confined
+        )
         overrides = [*GIT_OVERRIDES, *hardening.overrides]
         env.update(GIT_ENV)
         env["GIT_CONFIG_COUNT"] = str(len(overrides))
@@ -517,8 +520,10 @@ class Sandbox:
                 if name in MADE_READ_ONLY and wd_writable:
                     _mount_point(wd / name)
                 args += ["--ro-bind-try", str(wd / name), str(wd / name)]
+        read_only = [str(wd / n) for n in READ_ONLY_ENTRIES if n not in writable]
         for kept in protected:
             args += ["--ro-bind", kept, kept]
+        args += cover_args([*read_only, *protected])  # a FIFO there takes writes
         return [*args, *mount_args(hidden), *home_mod.home_tail(home), "--chdir", str(wd), "--"]
 
 
