@@ -194,5 +194,9 @@ class Rewind(Elsewhere):
             return
         await self.pick(chosen.before)
         if session is self.session:
+            draft = self.prompt.prompt_text()
+            if draft and draft != text.strip():  # replaced, never lost: Up brings it back
+                self._remember(draft)
+                self.notify("your draft is in the history (Up brings it back)")
             self.prompt.show(text)
             self.prompt.focus()
