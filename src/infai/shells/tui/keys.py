@@ -25,7 +25,9 @@ chat, Backspace on the timeline) goes to the prompt, and the focus with it.
 Panels keep only the keys they bind that are not text (the timeline's arrows,
 Enter, Ctrl-D), and only when the user moved into them (Ctrl-T, Tab), which
 is drawn. A click in the chat (opening a folded result) leaves the keyboard
-with the prompt. Dialogs (modal screens) have the keys to themselves.
+with the prompt. Dialogs (modal screens) have the keys to themselves, but for
+text typed over one with nothing to type into (F1's key map, the rewind list):
+that closes it, and the text goes to the prompt.
 """
 
 from __future__ import annotations
@@ -125,13 +127,25 @@ class Keyboard(Styled):
         return found.first(Widget) if found else None
 
     def _claim(self, event: events.Key | events.Paste) -> None:
-        """On the main screen, a key meant for the prompt moves the focus there first."""
+        """On the main screen, a key meant for the prompt moves the focus there first;
+        text typed over a dialog with nothing to type into closes it first."""
+        self._typed_over(event)
         composer = self.composer
         focused = self.focused
         if composer is None or focused is composer:
             return
         if focused is None or isinstance(event, events.Paste) or self._for_composer(event, focused):
             self.screen.set_focus(composer)
+
+    def _typed_over(self, event: events.Key | events.Paste) -> None:
+        """Text (a printable key, a paste) over a dialog that marks itself
+        :attr:`TYPING_CLOSES` (a list to read or pick from, nothing to type into),
+        right over the main screen: the dialog closes, choosing nothing, and the
+        text goes on to the prompt (it was dropped)."""
+        if len(self.screen_stack) != 2 or not getattr(self.screen, "TYPING_CLOSES", False):
+            return
+        if isinstance(event, events.Paste) or (event.is_printable and event.character):
+            self.pop_screen()
 
     def _for_composer(self, key: events.Key, focused: Widget) -> bool:
         """Text, or a key the focused widget does not bind and the prompt does."""
@@ -188,7 +202,8 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
     (
         "anywhere",
         "typing",
-        "always goes to the prompt, in the order typed, whatever has the keys (a paste too)",
+        "always goes to the prompt, in the order typed, whatever has the keys (a paste "
+        "too); typed over F1 or the rewind list, it closes them",
     ),
     (
         "anywhere",

@@ -400,7 +400,9 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen VerticalScroll { height: auto; max-height: 100%; }
     """
     )
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "dismiss(None)", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1", "dismiss(None)", "close")]
+    #: text typed over it closes it and goes to the prompt (:mod:`.keys`)
+    TYPING_CLOSES = True
 
     def __init__(self, servers: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__()

@@ -95,6 +95,8 @@ class RewindScreen(ModalScreen[Prompted | None]):
     """
     )
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "close")]
+    #: text typed over it closes it, nothing picked, and goes to the prompt (:mod:`.keys`)
+    TYPING_CLOSES = True
 
     def __init__(self, prompts: list[Prompted]) -> None:
         super().__init__()

@@ -1,5 +1,6 @@
-"""Issue 25's "a draft is never lost", in a real terminal (tmux at 100x30 and
-60x20): what is in the prompt box when something else puts a prompt there.
+"""Issue 25's "never lose a keystroke" and "a draft is never lost", in a real
+terminal (tmux at 100x30 and 60x20): what is in the prompt box when something
+else puts a prompt there, and what is typed while a list dialog is open.
 
 Each test starts the ``infai`` command in tmux with the offline model, sends
 keys with ``send-keys`` and polls the screen for what must be there.
@@ -45,3 +46,24 @@ def test_a_draft_replaced_by_a_rewound_prompt_is_kept_in_the_history(offline: Te
     offline.wait_for(lambda s: prompt_box(s) == "first prompt", "the prompt back to edit")
     offline.burst("C-u", "Up")  # the box emptied, then the newest entry of the history
     offline.wait_for(lambda s: prompt_box(s) == "my long draft", "the draft, from the history")
+
+
+def test_typing_over_the_help_or_the_rewind_list_goes_to_the_prompt(offline: Terminal) -> None:
+    """The key map says typing goes to the prompt whatever has the keys: typed
+    over F1's key map or Esc Esc's list of prompts (dialogs with nothing to type
+    into), the text closes the dialog and lands in the prompt, whole and in order
+    (it was dropped; a ``q`` closed the help, and ``quick`` became ``uick``)."""
+    offline.start()
+    offline.burst("F1")
+    offline.wait_for(lambda s: "Ctrl-U / Ctrl-K" in s, "the key map")
+    offline.burst("quick note")
+    offline.wait_for(lambda s: prompt_box(s) == "quick note", "the text in the prompt")
+    assert "Ctrl-U / Ctrl-K" not in offline.screen()  # the help closed
+    offline.burst("Enter")
+    offline.wait_for(lambda s: "you said 'quick note'" in flat(s), "the reply")
+    offline.burst("Escape", "Escape")
+    offline.wait_for(lambda s: "Rewind" in s, "the rewind list")
+    offline.burst("and more")
+    offline.wait_for(lambda s: prompt_box(s) == "and more", "the text in the prompt")
+    assert "Rewind" not in offline.screen()  # the list closed, nothing picked
+    assert "continues from" not in flat(offline.screen())
