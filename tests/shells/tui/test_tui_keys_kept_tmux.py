@@ -67,3 +67,17 @@ def test_typing_over_the_help_or_the_rewind_list_goes_to_the_prompt(offline: Ter
     offline.wait_for(lambda s: prompt_box(s) == "and more", "the text in the prompt")
     assert "Rewind" not in offline.screen()  # the list closed, nothing picked
     assert "continues from" not in flat(offline.screen())
+
+
+def test_enter_on_a_file_typed_whole_sends_it(offline: Terminal) -> None:
+    """``@README.md`` typed whole, its popup still offering just that: Enter sends
+    the prompt, as Enter on a command typed whole does (it only "completed" the
+    file into itself and closed the popup: an Enter that did nothing)."""
+    (offline.work / "README.md").write_text("read me\n")
+    offline.start()
+    offline.burst("see @README.md")
+    offline.wait_for(
+        lambda s: any(line.strip() == "@README.md" for line in s.splitlines()), "the popup"
+    )
+    offline.burst("Enter")
+    offline.wait_for(lambda s: "you said 'see @README.md'" in flat(s), "the prompt sent")
