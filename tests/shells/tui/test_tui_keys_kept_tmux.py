@@ -8,12 +8,16 @@ keys with ``send-keys`` and polls the screen for what must be there.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tmux_term import SIZES, Terminal, composer_lines, flat
+from infai.shells.tui.modals import GRACE
+from infai.store import MessageRecord, Store
+from tmux_term import SESSION, SIZES, Terminal, composer_lines, flat
 
 
 @pytest.fixture(params=SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
@@ -81,3 +85,41 @@ def test_enter_on_a_file_typed_whole_sends_it(offline: Terminal) -> None:
     )
     offline.burst("Enter")
     offline.wait_for(lambda s: "you said 'see @README.md'" in flat(s), "the prompt sent")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_a_paste_over_the_approval_dialog_goes_to_the_prompt(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """A paste while the approval dialog asks (no field of its open) is text, not
+    an answer: it goes to the prompt box, whole, and the question stays (it was
+    dropped); sent after the answer, it is the next prompt."""
+    script = tmp_path / "replies.json"
+    call = {"id": "c1", "name": "bash", "arguments": {"command": "git log --oneline -1"}}
+    script.write_text(json.dumps([{"content": "", "tool_calls": [call]}, "done", "answered"]))
+    term = Terminal(tmp_path, size, f'model = "scripted:{script}"\n')
+    try:
+        term.start()
+        term.burst("go", "Enter")
+        term.wait_for(lambda s: "Allow bash?" in s, "the question")
+        time.sleep(GRACE + 0.1)  # past the dialog's grace: keys now are answers
+        term.run("set-buffer", "-b", "lines", "pasted words\ntwo")
+        term.run("paste-buffer", "-p", "-b", "lines", "-t", SESSION)  # -p: bracketed
+        shown = term.wait_for(lambda s: "[pasted 2 lines]" in s, "the paste in the prompt")
+        assert "Allow bash?" in shown  # not an answer
+        term.burst("n")
+        term.wait_for(lambda s: "done" in s and "Allow bash?" not in s, "the turn's end")
+        term.burst("Enter")
+        term.wait_for(lambda s: "answered" in s, "the pasted prompt's answer")
+        store = Store(term.home)
+        [info] = store.list_sessions()
+        with store.open_reader(info.id) as reader:
+            events = reader.context().events
+        said = [
+            e.record.content
+            for e in events
+            if e.role == "user" and isinstance(e.record, MessageRecord)
+        ]
+        assert said[-1] == "pasted words\ntwo", said
+    finally:
+        term.close()

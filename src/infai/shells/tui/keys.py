@@ -27,7 +27,8 @@ Enter, Ctrl-D), and only when the user moved into them (Ctrl-T, Tab), which
 is drawn. A click in the chat (opening a folded result) leaves the keyboard
 with the prompt. Dialogs (modal screens) have the keys to themselves, but for
 text typed over one with nothing to type into (F1's key map, the rewind list):
-that closes it, and the text goes to the prompt.
+that closes it, and the text goes to the prompt; a paste over a dialog with no
+field open (a question answered by a letter) goes to the prompt, the dialog staying.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from textual import events
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
+from textual.widgets import Input, TextArea
 
 from .style import Styled
 
@@ -87,6 +89,8 @@ class Keyboard(Styled):
         while self._keys and self._waiting is None:
             event = self._keys.popleft()
             self._claim(event)
+            if self._pasted_past(event):
+                continue
             target = self.focused or self.screen
             await super().on_event(event)  # priority bindings, else to the focused widget
             if event.is_forwarded:  # on its way up: the next waits for its marker
@@ -146,6 +150,21 @@ class Keyboard(Styled):
             return
         if isinstance(event, events.Paste) or (event.is_printable and event.character):
             self.pop_screen()
+
+    def _pasted_past(self, event: events.Key | events.Paste) -> bool:
+        """A paste over a dialog whose focus takes no text (the approval's question,
+        the restore's) is not an answer: it goes to the prompt box underneath, the
+        dialog staying (it was dropped). Whether it went there."""
+        if not isinstance(event, events.Paste) or len(self.screen_stack) < 2:
+            return False
+        if isinstance(self.focused, (Input, TextArea)):  # a field of the dialog's
+            return False
+        found = self.screen_stack[0].query(self.COMPOSER)
+        paste = getattr(found.first(Widget), "paste", None) if found else None
+        if paste is None:
+            return False
+        paste(event.text)
+        return True
 
     def _for_composer(self, key: events.Key, focused: Widget) -> bool:
         """Text, or a key the focused widget does not bind and the prompt does."""

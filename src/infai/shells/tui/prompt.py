@@ -221,7 +221,12 @@ class PromptInput(TextArea):
     async def _on_paste(self, event: events.Paste) -> None:
         event.stop()
         event.prevent_default()  # not TextArea's own handler
-        text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+        self.paste(event.text)
+
+    def paste(self, pasted: str) -> None:
+        """``pasted`` at the cursor: several lines (or control characters) kept whole
+        behind a ``[pasted N lines]`` marker. Also a paste over a dialog (:mod:`.keys`)."""
+        text = pasted.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
         if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
             lines = len(text.splitlines())
             size = f"{lines} line{'s' if lines != 1 else ''}"
