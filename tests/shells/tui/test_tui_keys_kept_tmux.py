@@ -123,3 +123,20 @@ def test_a_paste_over_the_approval_dialog_goes_to_the_prompt(
         assert said[-1] == "pasted words\ntwo", said
     finally:
         term.close()
+
+
+def test_typing_over_a_files_diff_goes_to_the_prompt(offline: Terminal) -> None:
+    """Ctrl-D on the timeline shows an event's files; what is typed over it closes
+    it and goes to the prompt whole (``q`` and ``d`` closed it: ``quick`` became
+    ``uick``)."""
+    (offline.work / "a.txt").write_text("a\n")
+    offline.start()
+    offline.burst("hi", "Enter")
+    offline.wait_for(lambda s: "you said 'hi'" in flat(s), "the reply")
+    offline.burst("C-t")
+    offline.wait_for(lambda s: "#2 assistant" in s, "the timeline")
+    offline.burst("C-d")
+    offline.wait_for(lambda s: "files at #0" in s, "the files of the event")
+    offline.burst("quick add")
+    offline.wait_for(lambda s: prompt_box(s) == "quick add", "the text in the prompt")
+    assert "files at #0" not in offline.screen()

@@ -207,8 +207,9 @@ def _line_style(line: str) -> str:
 
 
 class DiffScreen(ModalScreen[None]):
-    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc, q, d or
-    Ctrl-D (the key that opened it) closes it."""
+    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc or Ctrl-D
+    (the key that opened it) closes it, and so does text typed over it, which goes
+    on to the prompt (:mod:`.keys`)."""
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="DiffScreen")
@@ -217,7 +218,8 @@ class DiffScreen(ModalScreen[None]):
     DiffScreen VerticalScroll { height: 1fr; }
     """
     )
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d,ctrl+d", "dismiss(None)", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,ctrl+d", "dismiss(None)", "close")]
+    TYPING_CLOSES = True
 
     def __init__(self, shown: EventDiff) -> None:
         super().__init__()

@@ -26,7 +26,8 @@ Panels keep only the keys they bind that are not text (the timeline's arrows,
 Enter, Ctrl-D), and only when the user moved into them (Ctrl-T, Tab), which
 is drawn. A click in the chat (opening a folded result) leaves the keyboard
 with the prompt. Dialogs (modal screens) have the keys to themselves, but for
-text typed over one with nothing to type into (F1's key map, the rewind list):
+text typed over one with nothing to type into (F1's key map, the rewind list,
+a files diff):
 that closes it, and the text goes to the prompt; a paste over a dialog with no
 field open (a question answered by a letter) goes to the prompt, the dialog staying.
 """
@@ -222,7 +223,7 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
         "anywhere",
         "typing",
         "always goes to the prompt, in the order typed, whatever has the keys (a paste "
-        "too); typed over F1 or the rewind list, it closes them",
+        "too); typed over F1, the rewind list or a files diff, it closes them",
     ),
     (
         "anywhere",
