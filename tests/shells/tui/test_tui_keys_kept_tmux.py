@@ -35,6 +35,17 @@ def prompt_box(shown: str) -> str:
     return "↵".join(composer_lines(shown))
 
 
+def user_prompts(term: Terminal) -> list[str]:
+    """The user's prompts the store holds on the path to HEAD, oldest first."""
+    store = Store(term.home)
+    [info] = store.list_sessions()
+    with store.open_reader(info.id) as reader:
+        events = reader.context().events
+    return [
+        e.record.content for e in events if e.role == "user" and isinstance(e.record, MessageRecord)
+    ]
+
+
 def test_a_draft_replaced_by_a_rewound_prompt_is_kept_in_the_history(offline: Terminal) -> None:
     """Esc Esc with a draft in the box, Enter on a prompt of the list: the prompt
     is put back to edit, and the draft it replaced is the newest entry of the
@@ -111,15 +122,7 @@ def test_a_paste_over_the_approval_dialog_goes_to_the_prompt(
         term.wait_for(lambda s: "done" in s and "Allow bash?" not in s, "the turn's end")
         term.burst("Enter")
         term.wait_for(lambda s: "answered" in s, "the pasted prompt's answer")
-        store = Store(term.home)
-        [info] = store.list_sessions()
-        with store.open_reader(info.id) as reader:
-            events = reader.context().events
-        said = [
-            e.record.content
-            for e in events
-            if e.role == "user" and isinstance(e.record, MessageRecord)
-        ]
+        said = user_prompts(term)
         assert said[-1] == "pasted words\ntwo", said
     finally:
         term.close()
@@ -140,3 +143,75 @@ def test_typing_over_a_files_diff_goes_to_the_prompt(offline: Terminal) -> None:
     offline.burst("quick add")
     offline.wait_for(lambda s: prompt_box(s) == "quick add", "the text in the prompt")
     assert "files at #0" not in offline.screen()
+
+
+def test_line_breaks_typed_as_the_approval_dialog_opens_are_kept(tmp_path: Path) -> None:
+    """Keys typed while the approval dialog appears go on to the prompt until the
+    user pauses: the line breaks among them too (Ctrl-J, or an unbracketed paste's
+    Enter), which were dropped, running the lines together (``abab``)."""
+    script = tmp_path / "replies.json"
+    call = {"id": "c1", "name": "bash", "arguments": {"command": "git log --oneline -1"}}
+    script.write_text(json.dumps([{"content": "", "tool_calls": [call]}, "done", "answered"]))
+    term = Terminal(tmp_path, SIZES[1], f'model = "scripted:{script}"\n')
+    try:
+        term.start()
+        term.burst("go")
+        term.wait_for(lambda s: prompt_box(s) == "go", "the prompt typed")
+        term.burst("Enter")
+        lines, after = 0, 0
+        while after < 3:  # typing on, a line at a time, until the dialog has been up a while
+            term.burst("ab", "C-j")
+            lines += 1
+            after += "Allow bash?" in term.screen()
+            time.sleep(0.1)
+        time.sleep(GRACE + 0.2)  # a pause: now a key answers
+        term.burst("n")
+        term.wait_for(lambda s: "done" in s and "Allow bash?" not in s, "the turn's end")
+        term.burst("Enter")
+        term.wait_for(lambda s: "answered" in s, "the typed prompt's answer")
+        said = user_prompts(term)
+        assert said[-1].split("\n") == ["ab"] * lines, said
+    finally:
+        term.close()
+
+
+def type_on_until(term: Terminal, shown: str) -> int:
+    """Type ``ab`` and a line break every 0.1 s until ``shown`` has been on the
+    screen for three of them (a typist going on as a dialog opens); the count."""
+    lines, after = 0, 0
+    while after < 3:
+        term.burst("ab", "C-j")
+        lines += 1
+        after += shown in term.screen()
+        time.sleep(0.1)
+    return lines
+
+
+@pytest.mark.slow  # three turns and two dialogs
+def test_keys_typed_as_the_restore_question_opens_go_to_the_prompt(tmp_path: Path) -> None:
+    """The restore question (a prompt sent from before an earlier one, a file
+    changed by hand) takes keys typed before the user paused to the prompt box, as
+    the approval dialog does: they were dropped (it passed them on only to a field)."""
+    term = Terminal(tmp_path, SIZES[0])
+    try:
+        term.start()
+        for text in ("first", "second"):
+            term.burst(text, "Enter")
+            term.wait_for(lambda s: f"you said '{text}'" in flat(s), "the reply")  # noqa: B023
+        (term.work / "hand.txt").write_text("made by hand\n")
+        term.burst("Escape", "Escape")
+        term.wait_for(lambda s: "Rewind" in s, "the rewind list")
+        term.burst("Enter")  # back before "second"
+        term.wait_for(lambda s: prompt_box(s) == "second", "the prompt back to edit")
+        term.burst("Enter")
+        lines = type_on_until(term, "Restore the files?")
+        time.sleep(GRACE + 0.2)  # a pause: now a key answers
+        term.burst("c")  # cancel: the prompt comes back, before what was typed
+        term.wait_for(lambda s: "Restore the files?" not in s, "the question gone")
+        term.burst("Escape")  # back to HEAD: sent from there, no question
+        term.wait_for(lambda s: "continues from" not in flat(s), "the pick forgotten")
+        term.burst("Enter")
+        term.wait_for(lambda s: len(user_prompts(term)) == 3, "the prompt stored")
+        assert user_prompts(term)[-1].split("\n") == ["second", "", *["ab"] * lines]
+    finally:
+        term.close()

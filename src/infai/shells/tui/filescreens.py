@@ -26,12 +26,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from infai.agent import OnRestore
 
 from ..inert import inert, inert_text
-from .modals import GRACE, MODAL_CSS
+from .modals import GRACE, MODAL_CSS, typed_ahead
 
 #: the conflicting paths listed in the question (the rest are counted)
 LISTED_PATHS = 40
@@ -116,19 +116,13 @@ class RestoreScreen(ModalScreen[str | None]):
             )
             yield Static(keys, classes="keys")
 
-    def on_key(self, event: events.Key) -> None:
-        """Keys typed before the user paused go on to the prompt below."""
+    async def on_key(self, event: events.Key) -> None:
+        """Keys typed before the user paused go on to the prompt below (they were
+        dropped: the prompt box is no Input)."""
         if time.monotonic() >= self._quiet_from:
             return
-        event.stop()
-        event.prevent_default()
         self._quiet_from = time.monotonic() + GRACE
-        below = self.app.screen_stack[-2].focused if len(self.app.screen_stack) > 1 else None
-        if isinstance(below, Input):
-            if event.is_printable and event.character:
-                below.insert_text_at_cursor(event.character)
-            elif event.key == "backspace":
-                below.action_delete_left()
+        await typed_ahead(self, event)
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)
