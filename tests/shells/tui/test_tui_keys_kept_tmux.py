@@ -215,3 +215,17 @@ def test_keys_typed_as_the_restore_question_opens_go_to_the_prompt(tmp_path: Pat
         assert user_prompts(term)[-1].split("\n") == ["second", "", *["ab"] * lines]
     finally:
         term.close()
+
+
+def test_enter_on_the_chat_sends_the_prompt(offline: Terminal) -> None:
+    """Text typed, Tab (the keys go to the chat, as the prompt's border says), then
+    Enter: the chat has no use for Enter, so it goes to the prompt and sends it,
+    as the README says (it went nowhere: the prompt stayed, unsent)."""
+    offline.start()
+    offline.burst("abc")
+    offline.wait_for(lambda s: prompt_box(s) == "abc", "the text")
+    offline.burst("Tab")
+    offline.wait_for(lambda s: "keys: chat" in s, "the keys on the chat")
+    offline.burst("Enter")
+    offline.wait_for(lambda s: "you said 'abc'" in flat(s), "the prompt sent")
+    assert user_prompts(offline) == ["abc"]

@@ -50,6 +50,9 @@ from .style import Styled
 ROUNDS = 2
 #: seconds between looks at whether the widget a key went to is still there
 WATCH = 0.2
+#: keys the prompt handles itself rather than by a binding (Enter sends): a panel
+#: that has no use for one passes it to the prompt as it does the prompt's bindings
+COMPOSER_KEYS = frozenset({"enter"})
 
 
 class KeyDone(Message):
@@ -174,7 +177,9 @@ class Keyboard(Styled):
         if any(key.key in node._bindings.key_to_bindings for node in self._chain(focused)):
             return False
         composer = self.composer
-        return composer is not None and key.key in composer._bindings.key_to_bindings
+        return composer is not None and (
+            key.key in composer._bindings.key_to_bindings or key.key in COMPOSER_KEYS
+        )
 
     def _chain(self, widget: Widget) -> list[Widget]:
         """``widget`` and its ancestors below the screen: whose bindings it has."""
