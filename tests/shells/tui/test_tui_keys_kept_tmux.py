@@ -229,3 +229,26 @@ def test_enter_on_the_chat_sends_the_prompt(offline: Terminal) -> None:
     offline.burst("Enter")
     offline.wait_for(lambda s: "you said 'abc'" in flat(s), "the prompt sent")
     assert user_prompts(offline) == ["abc"]
+
+
+def test_a_held_session_opens_when_tried_again_once_it_is_free(tmp_path: Path) -> None:
+    """A session another process holds (during its turn: between turns every infai
+    lets it go) is said at once; once the holder let go, ``r`` opens it here (the
+    dialog offered only another session, a read-only view or quitting)."""
+    term = Terminal(tmp_path, SIZES[1])
+    try:
+        store = Store(term.home)
+        session = store.create_session(working_dir=str(term.work)).id
+        with store.open_writer(session) as writer:  # this test's process holds it
+            writer.append(MessageRecord(content="written elsewhere"), "user")
+            term.start("--session", session)
+            term.wait_for(lambda s: "Session in use" in s, "the held session's dialog")
+        term.burst("r")
+        term.wait_for(
+            lambda s: "Session in use" not in s and "written elsewhere" in s, "the session open"
+        )
+        term.burst("hello", "Enter")
+        term.wait_for(lambda s: "you said 'hello'" in flat(s), "a turn in it")
+        assert user_prompts(term) == ["written elsewhere", "hello"]
+    finally:
+        term.close()
