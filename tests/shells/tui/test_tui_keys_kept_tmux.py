@@ -252,3 +252,21 @@ def test_a_held_session_opens_when_tried_again_once_it_is_free(tmp_path: Path) -
         assert user_prompts(term) == ["written elsewhere", "hello"]
     finally:
         term.close()
+
+
+def test_a_prompt_starting_with_a_slash_is_never_lost(offline: Terminal) -> None:
+    """``/etc/hosts looks wrong`` is a prompt about a path (no command has a ``/``
+    in its name): it is sent. ``/nonsense words`` is no command: it is not sent and
+    stays in the box to edit. Both vanished ("unknown command"), not even kept in
+    the history."""
+    offline.start()
+    offline.burst("/etc/hosts looks wrong")
+    offline.wait_for(lambda s: prompt_box(s) == "/etc/hosts looks wrong", "the text")
+    offline.burst("Enter")
+    offline.wait_for(lambda s: "you said '/etc/hosts looks wrong'" in flat(s), "it sent")
+    offline.burst("/nonsense words")
+    offline.wait_for(lambda s: prompt_box(s) == "/nonsense words", "the text")
+    offline.burst("Enter")
+    offline.wait_for(lambda s: "unknown command" in flat(s), "the command refused")
+    offline.wait_for(lambda s: prompt_box(s) == "/nonsense words", "the text kept")
+    assert user_prompts(offline) == ["/etc/hosts looks wrong"]
