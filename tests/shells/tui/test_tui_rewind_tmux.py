@@ -363,5 +363,9 @@ def test_subagent_sessions_sit_under_their_parent_and_hits_show_titles(
     offline.burst("C-f")
     offline.wait_for(lambda s: "Search every session" in s, "the search panel")
     offline.burst("zebra")
-    shown = offline.wait_for(lambda s: "3 hits" in s, "the hits")
-    assert "the parent asks zebra" in shown and child[:13] not in shown, shown
+    # the count is drawn before the list under it: both are waited for (a screen read
+    # between the two showed the count over a half-drawn list)
+    shown = offline.wait_for(
+        lambda s: "3 hits" in s and "the parent asks zebra" in s, "the hits, titled"
+    )
+    assert child[:13] not in shown, shown

@@ -480,8 +480,12 @@ class InfaiApp(Keyboard, Files):
             self.action_help()
         elif name in ("quit", "exit"):
             await self.action_quit()
-        else:
-            self.notify(f"unknown command /{name} (see /help)", severity="error")
+        else:  # not sent, never lost: back in the box to edit
+            self.give_back([text])
+            self.notify(
+                f"unknown command /{name}: not sent, it is back in the prompt (see /help)",
+                severity="error",
+            )
 
     # -- actions ----------------------------------------------------------------
 

@@ -26,12 +26,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from infai.agent import OnRestore
 
 from ..inert import inert, inert_text
-from .modals import GRACE, MODAL_CSS
+from .modals import GRACE, MODAL_CSS, typed_ahead
 
 #: the conflicting paths listed in the question (the rest are counted)
 LISTED_PATHS = 40
@@ -116,19 +116,13 @@ class RestoreScreen(ModalScreen[str | None]):
             )
             yield Static(keys, classes="keys")
 
-    def on_key(self, event: events.Key) -> None:
-        """Keys typed before the user paused go on to the prompt below."""
+    async def on_key(self, event: events.Key) -> None:
+        """Keys typed before the user paused go on to the prompt below (they were
+        dropped: the prompt box is no Input)."""
         if time.monotonic() >= self._quiet_from:
             return
-        event.stop()
-        event.prevent_default()
         self._quiet_from = time.monotonic() + GRACE
-        below = self.app.screen_stack[-2].focused if len(self.app.screen_stack) > 1 else None
-        if isinstance(below, Input):
-            if event.is_printable and event.character:
-                below.insert_text_at_cursor(event.character)
-            elif event.key == "backspace":
-                below.action_delete_left()
+        await typed_ahead(self, event)
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)
@@ -207,8 +201,9 @@ def _line_style(line: str) -> str:
 
 
 class DiffScreen(ModalScreen[None]):
-    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc, q, d or
-    Ctrl-D (the key that opened it) closes it."""
+    """What changed in an event's files; scrolls (arrows, PgUp/PgDn); Esc or Ctrl-D
+    (the key that opened it) closes it, and so does text typed over it, which goes
+    on to the prompt (:mod:`.keys`)."""
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="DiffScreen")
@@ -217,7 +212,8 @@ class DiffScreen(ModalScreen[None]):
     DiffScreen VerticalScroll { height: 1fr; }
     """
     )
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d,ctrl+d", "dismiss(None)", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,ctrl+d", "dismiss(None)", "close")]
+    TYPING_CLOSES = True
 
     def __init__(self, shown: EventDiff) -> None:
         super().__init__()

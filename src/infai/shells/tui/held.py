@@ -2,9 +2,10 @@
 
 Two writers at once would each move HEAD, so a session another infai has open
 (its lock names the holder's pid) is not opened here, and nothing waits for
-it: :class:`HeldScreen` says who holds it and offers the session picker, a new
-session, a read-only look at it (:class:`ReadOnlyScreen`, from a reader that
-takes no lock) or quitting.
+it: :class:`HeldScreen` says who holds it and offers to try again (an infai
+holds a session only while a turn runs, so it is soon free), the session
+picker, a new session, a read-only look at it (:class:`ReadOnlyScreen`, from a
+reader that takes no lock) or quitting.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from .modals import MODAL_CSS
 from .seam import TuiHarness
 from .store_io import SessionHeld, off_loop, transcript
 
-#: what the held session's dialog answers: open the picker, a new session, quit
-PICK, NEW, QUIT = "pick", "new", "quit"
+#: what the held session's dialog answers: open the picker, a new session, quit,
+#: try the held session again
+PICK, NEW, QUIT, RETRY = "pick", "new", "quit", "retry"
 #: the characters of one message the read-only view shows
 SHOWN_CHARS = 2000
 
@@ -78,7 +80,8 @@ class ReadOnlyScreen(ModalScreen[None]):
 
 
 class HeldScreen(ModalScreen[str | None]):
-    """Says which process holds the session; p picker, n new, v read-only, q quit."""
+    """Says which process holds the session; r try again, p picker, n new,
+    v read-only, q quit."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="HeldScreen")
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -86,6 +89,7 @@ class HeldScreen(ModalScreen[str | None]):
         Binding("n,ctrl+n", f"dismiss('{NEW}')", "new session"),
         Binding("v", "view", "view read-only"),
         Binding("q", f"dismiss('{QUIT}')", "quit"),
+        Binding("r", f"dismiss('{RETRY}')", "try again"),
         Binding("escape", "dismiss(None)", "close"),
     ]
 
@@ -105,6 +109,7 @@ class HeldScreen(ModalScreen[str | None]):
                 id="held",
             )
             yield Static(
+                "[b]r[/b] try again (it is let go between turns)\n"
                 "[b]p[/b] pick another session   [b]n[/b] new session\n"
                 "[b]v[/b] view it read-only   [b]q[/b] quit",
                 classes="keys",
@@ -135,9 +140,10 @@ class HeldApp(Protocol):
 
 
 def ask_held(app: HeldApp, held: SessionHeld) -> None:
-    """Another process holds the session: say who, and offer the picker, a new
-    session, a read-only look or quitting (Esc with no session open: a new one,
-    so the app never stays without a session)."""
+    """Another process holds the session: say who, and offer to try again (still
+    held: the same question), the picker, a new session, a read-only look or
+    quitting (Esc with no session open: a new one, so the app never stays without
+    a session)."""
     store = app.harness.store
 
     async def load() -> Lines:
@@ -151,6 +157,8 @@ def ask_held(app: HeldApp, held: SessionHeld) -> None:
             await app.action_quit()
         elif choice == PICK:
             await app.action_sessions()
+        elif choice == RETRY:
+            await app.open_session(held.session_id)
         elif choice == NEW or app.session is None:
             await app.open_session(None)
 

@@ -25,7 +25,11 @@ chat, Backspace on the timeline) goes to the prompt, and the focus with it.
 Panels keep only the keys they bind that are not text (the timeline's arrows,
 Enter, Ctrl-D), and only when the user moved into them (Ctrl-T, Tab), which
 is drawn. A click in the chat (opening a folded result) leaves the keyboard
-with the prompt. Dialogs (modal screens) have the keys to themselves.
+with the prompt. Dialogs (modal screens) have the keys to themselves, but for
+text typed over one with nothing to type into (F1's key map, the rewind list,
+a files diff):
+that closes it, and the text goes to the prompt; a paste over a dialog with no
+field open (a question answered by a letter) goes to the prompt, the dialog staying.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from textual import events
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
+from textual.widgets import Input, TextArea
 
 from .style import Styled
 
@@ -45,6 +50,9 @@ from .style import Styled
 ROUNDS = 2
 #: seconds between looks at whether the widget a key went to is still there
 WATCH = 0.2
+#: keys the prompt handles itself rather than by a binding (Enter sends): a panel
+#: that has no use for one passes it to the prompt as it does the prompt's bindings
+COMPOSER_KEYS = frozenset({"enter"})
 
 
 class KeyDone(Message):
@@ -85,6 +93,8 @@ class Keyboard(Styled):
         while self._keys and self._waiting is None:
             event = self._keys.popleft()
             self._claim(event)
+            if self._pasted_past(event):
+                continue
             target = self.focused or self.screen
             await super().on_event(event)  # priority bindings, else to the focused widget
             if event.is_forwarded:  # on its way up: the next waits for its marker
@@ -125,13 +135,40 @@ class Keyboard(Styled):
         return found.first(Widget) if found else None
 
     def _claim(self, event: events.Key | events.Paste) -> None:
-        """On the main screen, a key meant for the prompt moves the focus there first."""
+        """On the main screen, a key meant for the prompt moves the focus there first;
+        text typed over a dialog with nothing to type into closes it first."""
+        self._typed_over(event)
         composer = self.composer
         focused = self.focused
         if composer is None or focused is composer:
             return
         if focused is None or isinstance(event, events.Paste) or self._for_composer(event, focused):
             self.screen.set_focus(composer)
+
+    def _typed_over(self, event: events.Key | events.Paste) -> None:
+        """Text (a printable key, a paste) over a dialog that marks itself
+        :attr:`TYPING_CLOSES` (a list to read or pick from, nothing to type into),
+        right over the main screen: the dialog closes, choosing nothing, and the
+        text goes on to the prompt (it was dropped)."""
+        if len(self.screen_stack) != 2 or not getattr(self.screen, "TYPING_CLOSES", False):
+            return
+        if isinstance(event, events.Paste) or (event.is_printable and event.character):
+            self.pop_screen()
+
+    def _pasted_past(self, event: events.Key | events.Paste) -> bool:
+        """A paste over a dialog whose focus takes no text (the approval's question,
+        the restore's) is not an answer: it goes to the prompt box underneath, the
+        dialog staying (it was dropped). Whether it went there."""
+        if not isinstance(event, events.Paste) or len(self.screen_stack) < 2:
+            return False
+        if isinstance(self.focused, (Input, TextArea)):  # a field of the dialog's
+            return False
+        found = self.screen_stack[0].query(self.COMPOSER)
+        paste = getattr(found.first(Widget), "paste", None) if found else None
+        if paste is None:
+            return False
+        paste(event.text)
+        return True
 
     def _for_composer(self, key: events.Key, focused: Widget) -> bool:
         """Text, or a key the focused widget does not bind and the prompt does."""
@@ -140,7 +177,9 @@ class Keyboard(Styled):
         if any(key.key in node._bindings.key_to_bindings for node in self._chain(focused)):
             return False
         composer = self.composer
-        return composer is not None and key.key in composer._bindings.key_to_bindings
+        return composer is not None and (
+            key.key in composer._bindings.key_to_bindings or key.key in COMPOSER_KEYS
+        )
 
     def _chain(self, widget: Widget) -> list[Widget]:
         """``widget`` and its ancestors below the screen: whose bindings it has."""
@@ -188,7 +227,8 @@ KEYMAP: tuple[tuple[str, str, str], ...] = (
     (
         "anywhere",
         "typing",
-        "always goes to the prompt, in the order typed, whatever has the keys (a paste too)",
+        "always goes to the prompt, in the order typed, whatever has the keys (a paste "
+        "too); typed over F1, the rewind list or a files diff, it closes them",
     ),
     (
         "anywhere",

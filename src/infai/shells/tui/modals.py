@@ -19,7 +19,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
@@ -45,6 +45,40 @@ MODAL_CSS = """
 {name} .title {{ text-style: bold; }}
 {name} .keys {{ color: $text-muted; }}
 """
+
+
+#: keys typed into a dialog's grace that are a line break in the prompt box (Enter
+#: too: an unbracketed paste's, and a send would not be what the user saw coming)
+NEWLINES = frozenset({"enter", "ctrl+j", "shift+enter", "alt+enter"})
+#: the prompt box's editing keys that a dialog's grace passes on (not Ctrl-D, which
+#: quits on an empty box, nor Up and Down, which walk the history)
+EDITING = frozenset({"backspace", "delete", "ctrl+u", "ctrl+k", "ctrl+w", "left", "right"})
+
+
+async def typed_ahead(dialog: Screen[Any], event: events.Key) -> None:
+    """``event``, typed in ``dialog``'s grace (before the user paused), is not an
+    answer: it goes on to what has the keys under the dialog. In the prompt box
+    (a TextArea): text, a line break (:data:`NEWLINES`) and the editing keys of
+    :data:`EDITING`; in a field: text and Backspace. Never a key that sends or quits."""
+    event.stop()
+    event.prevent_default()
+    stack = dialog.app.screen_stack
+    below = stack[-2].focused if len(stack) > 1 and stack[-1] is dialog else None
+    text = event.character if event.is_printable and event.character else None
+    if isinstance(below, TextArea):
+        if event.key in NEWLINES:
+            below.insert("\n")
+        elif text:
+            below.insert(text)
+        elif event.key in EDITING:
+            for binding in below._bindings.key_to_bindings.get(event.key, []):
+                await below.run_action(binding.action)
+                break
+    elif isinstance(below, Input):
+        if text:
+            below.insert_text_at_cursor(text)
+        elif event.key == "backspace":
+            below.action_delete_left()
 
 
 class ApprovalScreen(ModalScreen[Reply]):
@@ -123,21 +157,14 @@ class ApprovalScreen(ModalScreen[Reply]):
     def editing(self) -> bool:
         return bool(self.query("#pattern"))
 
-    def on_key(self, event: events.Key) -> None:
-        """Keys typed before the user paused go on to what they were typing in."""
+    async def on_key(self, event: events.Key) -> None:
+        """Keys typed before the user paused go on to what they were typing in: text,
+        line breaks (in the prompt box: Ctrl-J, or Enter, as an unbracketed paste's)
+        and the editing keys of :data:`EDITING`, never a key that sends or quits."""
         if self.editing or time.monotonic() >= self._quiet_from:
             return
-        event.stop()
-        event.prevent_default()
         self._quiet_from = time.monotonic() + GRACE
-        below = self.app.screen_stack[-2].focused if len(self.app.screen_stack) > 1 else None
-        if isinstance(below, (Input, TextArea)):  # the prompt box is a TextArea
-            if event.is_printable and event.character and isinstance(below, TextArea):
-                below.insert(event.character)
-            elif event.is_printable and event.character and isinstance(below, Input):
-                below.insert_text_at_cursor(event.character)
-            elif event.key == "backspace":
-                below.action_delete_left()
+        await typed_ahead(self, event)
 
     def action_answer(self, answer: Answer) -> None:
         if answer == "allow-always" and not self.patterns:
@@ -400,7 +427,9 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen VerticalScroll { height: auto; max-height: 100%; }
     """
     )
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "dismiss(None)", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1", "dismiss(None)", "close")]
+    #: text typed over it closes it and goes to the prompt (:mod:`.keys`)
+    TYPING_CLOSES = True
 
     def __init__(self, servers: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__()

@@ -74,6 +74,12 @@ def slash_choices(text: str) -> list[Choice]:
     ]
 
 
+def is_path(text: str) -> bool:
+    """Whether ``text`` starts with a path (``/etc/hosts …``) rather than a command:
+    no command has a ``/`` in its name, so such a text is a prompt."""
+    return re.match(r"/[^\s/]*/", text) is not None
+
+
 def is_command(text: str) -> bool:
     """Whether ``text`` is a whole command name already (Enter sends it as typed)."""
     return text[1:] in {name for name, _, _ in COMMANDS} | {"exit"}

@@ -221,7 +221,12 @@ class PromptInput(TextArea):
     async def _on_paste(self, event: events.Paste) -> None:
         event.stop()
         event.prevent_default()  # not TextArea's own handler
-        text = event.text.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+        self.paste(event.text)
+
+    def paste(self, pasted: str) -> None:
+        """``pasted`` at the cursor: several lines (or control characters) kept whole
+        behind a ``[pasted N lines]`` marker. Also a paste over a dialog (:mod:`.keys`)."""
+        text = pasted.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
         if "\n" in text or UNSAFE.search(text):  # control characters are not drawn either
             lines = len(text.splitlines())
             size = f"{lines} line{'s' if lines != 1 else ''}"
@@ -251,13 +256,22 @@ class PromptInput(TextArea):
             self.popup.offer([])
         elif key in ("tab", "enter"):
             chosen = self.popup.chosen
-            if chosen is None or (key == "enter" and is_command(self.text)):
+            if chosen is None or (key == "enter" and self._typed_whole(chosen)):
                 self.popup.offer([])
-                return False  # a whole command: Enter sends it
+                return False  # a whole command or file: Enter sends it
             self.accept(chosen)
         else:
             return False
         return True
+
+    def _typed_whole(self, chosen: Choice) -> bool:
+        """Whether the box holds a whole command, or the ``@`` token at the cursor is
+        ``chosen`` already (completing it would change nothing: Enter sends)."""
+        if is_command(self.text):
+            return True
+        row, column = self.cursor_location
+        line = self.document[row][:column]
+        return "@" in line and line[line.rindex("@") :] == chosen.insert.strip()
 
     def accept(self, chosen: Choice) -> None:
         """Put ``chosen`` in place of the token the popup was completing."""

@@ -20,6 +20,7 @@ from infai.agent import Harness
 
 from . import history
 from .panels import QueueBar
+from .popup import is_path
 from .prompt import PromptInput
 from .usercontext import UserContext
 
@@ -57,7 +58,7 @@ class Prompting(UserContext):
             self.taken += 1
 
     async def _take(self, text: str, prompt: PromptInput) -> None:
-        if text.startswith("/"):
+        if text.startswith("/") and not is_path(text):
             await self.command(text)
             return
         bang = text.startswith("!") and bool(text[1:].strip())

@@ -95,6 +95,8 @@ class RewindScreen(ModalScreen[Prompted | None]):
     """
     )
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "close")]
+    #: text typed over it closes it, nothing picked, and goes to the prompt (:mod:`.keys`)
+    TYPING_CLOSES = True
 
     def __init__(self, prompts: list[Prompted]) -> None:
         super().__init__()
@@ -194,5 +196,9 @@ class Rewind(Elsewhere):
             return
         await self.pick(chosen.before)
         if session is self.session:
+            draft = self.prompt.prompt_text()
+            if draft and draft != text.strip():  # replaced, never lost: Up brings it back
+                self._remember(draft)
+                self.notify("your draft is in the history (Up brings it back)")
             self.prompt.show(text)
             self.prompt.focus()
