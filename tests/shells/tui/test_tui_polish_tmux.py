@@ -1,0 +1,36 @@
+"""Small things a person sees in the real terminal: the timeline's row of a reply
+that only called tools, the header of a diff of an absolute path, the read-only
+view of a held session following the other process, a refused ``!cmd``.
+
+Run in tmux (helpers: tests/support/tmux_term.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tmux_term import Terminal, flat
+
+
+def test_a_reply_that_only_calls_tools_names_them_in_the_timeline(tmp_path: Path) -> None:
+    """A reply with no text showed as an empty ``#N assistant:`` row."""
+    script = tmp_path / "replies.json"
+    calls = [
+        {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
+        {"id": "l1", "name": "list_files", "arguments": {}},
+    ]
+    script.write_text(json.dumps([{"content": "", "tool_calls": calls}, "looked"]))
+    term = Terminal(tmp_path, (100, 30), f'model = "scripted:{script}"\n')
+    (term.work / "a.txt").write_text("a\n")
+    try:
+        term.start()
+        term.burst("look", "Enter")
+        term.wait_for(lambda s: "looked" in s and "HEAD #" in s, "the turn's end")
+        term.burst("C-t")
+        shown = term.wait_for(lambda s: "user: look" in s, "the timeline")
+        rows = [" ".join(line.split()) for line in shown.splitlines()]
+        assert any("assistant → read_file, list_files" in row for row in rows), shown
+        assert not any(row.endswith("assistant:") for row in rows), shown
+        assert "assistant: looked" in flat(shown)
+    finally:
+        term.close()
