@@ -7,8 +7,10 @@ Run in tmux (helpers: tests/support/tmux_term.py)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+from infai.shells.tui.modals import GRACE
 from tmux_term import Terminal, flat
 
 
@@ -32,5 +34,26 @@ def test_a_reply_that_only_calls_tools_names_them_in_the_timeline(tmp_path: Path
         assert any("assistant → read_file, list_files" in row for row in rows), shown
         assert not any(row.endswith("assistant:") for row in rows), shown
         assert "assistant: looked" in flat(shown)
+    finally:
+        term.close()
+
+
+def test_the_diff_of_an_absolute_path_names_it_as_git_does(tmp_path: Path) -> None:
+    """A write to an absolute path showed its diff under ``a//tmp/…`` (two slashes)."""
+    script = tmp_path / "replies.json"
+    term = Terminal(tmp_path, (100, 30), f'model = "scripted:{script}"\n')
+    target = term.work / "new.txt"
+    call = {"id": "w1", "name": "write_file", "arguments": {"path": str(target), "content": "x\n"}}
+    script.write_text(json.dumps([{"content": "", "tool_calls": [call]}, "written"]))
+    try:
+        term.start()
+        term.burst("write", "Enter")
+        term.wait_for(lambda s: "Allow write_file?" in s, "the question")
+        time.sleep(GRACE + 0.1)  # the dialog's own pause: keys before it go to the prompt
+        term.burst("y")
+        shown = term.wait_for(lambda s: "written" in s and "+++ " in s, "the diff in the chat")
+        first = str(target).lstrip("/").split("/")[0]
+        assert f"+++ b/{first}/" in shown and "b//" not in shown, shown
+        assert target.read_text() == "x\n"
     finally:
         term.close()
