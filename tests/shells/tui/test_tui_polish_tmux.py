@@ -7,10 +7,12 @@ Run in tmux (helpers: tests/support/tmux_term.py)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from infai.shells.tui.modals import GRACE
+from infai.store import MessageRecord, Store
 from tmux_term import Terminal, flat
 
 
@@ -57,3 +59,25 @@ def test_the_diff_of_an_absolute_path_names_it_as_git_does(tmp_path: Path) -> No
         assert target.read_text() == "x\n"
     finally:
         term.close()
+
+
+def test_the_read_only_view_of_a_held_session_follows_its_holder(tmp_path: Path) -> None:
+    """The read-only view showed the session as it was when opened: what the
+    process holding it appended meanwhile never came."""
+    term = Terminal(tmp_path, (100, 30))
+    store = Store(term.home)
+    sid = store.create_session(working_dir=str(term.work)).id
+    try:
+        with store.open_writer(sid) as writer:  # this process holds the session
+            writer.append(MessageRecord(content="the first prompt"), "user")
+            term.start("--session", sid)
+            shown = term.wait_for(lambda s: "view it read-only" in s, "the held dialog")
+            assert f"pid {os.getpid()}" in shown, shown
+            term.burst("v")
+            term.wait_for(lambda s: "the first prompt" in s, "the read-only view")
+            writer.append(MessageRecord(content="appended while viewed"), "assistant")
+            shown = term.wait_for(lambda s: "appended while viewed" in s, "the new event")
+            assert "(read-only)" in shown and "the first prompt" in shown
+    finally:
+        term.close()
+        store.close()
