@@ -13,7 +13,12 @@ from pathlib import Path
 
 from infai.shells.tui.modals import GRACE
 from infai.store import MessageRecord, Store
-from tmux_term import Terminal, flat
+from tmux_term import Terminal, composer_lines, flat
+
+
+def box(shown: str) -> str:
+    """The prompt box's text, its lines joined by ``↵``."""
+    return "↵".join(composer_lines(shown))
 
 
 def test_a_reply_that_only_calls_tools_names_them_in_the_timeline(tmp_path: Path) -> None:
@@ -81,3 +86,32 @@ def test_the_read_only_view_of_a_held_session_follows_its_holder(tmp_path: Path)
     finally:
         term.close()
         store.close()
+
+
+def test_a_refused_bang_leaves_the_box_to_what_is_typed_after_it(tmp_path: Path) -> None:
+    """``!ls`` refused (an older event is picked) came back into the box with the
+    cursor at its end, so words typed right after Enter made ``!lsmore``: the
+    command now goes into the history (Up brings it back), the words stay alone."""
+    term = Terminal(tmp_path, (100, 30))
+    try:
+        term.start()
+        term.burst("hi", "Enter")
+        term.wait_for(lambda s: "you said 'hi'" in flat(s), "the reply")
+        term.burst("C-t")
+        term.wait_for(lambda s: "◆ #2 assistant" in s, "the timeline")
+        term.burst("Up", "Enter")
+        term.wait_for(lambda s: "continues from" in flat(s), "the pick")
+        term.burst("C-t")  # closed: the keys are the prompt's
+        term.wait_for(lambda s: "◆ #2" not in s, "the timeline closed")
+        term.burst("!ls", "Enter")
+        term.burst("more")  # typed on at once, before the refusal is seen
+        shown = term.wait_for(lambda s: "was not run" in flat(s), "the refusal")
+        shown = term.wait_for(lambda s: box(s) == "more", "the words typed after it, alone")
+        assert "Up brings" in flat(shown), shown
+        term.burst("Up")
+        term.wait_for(lambda s: box(s) == "!ls", "the refused command from the history")
+        term.burst("Down")
+        term.wait_for(lambda s: box(s) == "more", "the draft again")
+        assert "you said" not in flat(term.screen()).replace("you said 'hi'", "")
+    finally:
+        term.close()
