@@ -18,7 +18,15 @@ restore must ask first, recovery of an interrupted restore, recorded by
 :mod:`.recovered`); :mod:`.notes` names the files a restore changed.
 """
 
-from .diff import Change, DiffReport, FileInfo, diff_trees, render_diff, tree_files
+from .diff import (
+    Change,
+    DiffReport,
+    FileInfo,
+    diff_header,
+    diff_trees,
+    render_diff,
+    tree_files,
+)
 from .facade import Checkpoints
 from .listing import working_files
 from .progress import SnapshotNotices, progress_text
@@ -75,6 +83,7 @@ __all__ = [
     "changes_files",
     "checkout",
     "diff_at",
+    "diff_header",
     "diff_trees",
     "files_at",
     "plan_restore",

@@ -222,10 +222,12 @@ def line_counts(
     return added, removed
 
 
-def _header(side: str, path: str) -> str:
-    """A diff header's name, quoted with escapes as git does when it holds a
-    newline, tab, quote or backslash (else a name could write header lines)."""
-    name = side + path
+def diff_header(side: str, path: str) -> str:
+    """A diff header's name (``side``: ``a/`` or ``b/``): an absolute path joined
+    as git joins one (``a/tmp/x``, not ``a//tmp/x``), quoted with escapes as git
+    does when it holds a newline, tab, quote or backslash (else a name could
+    write header lines). Shared by the checkpoints' diffs and the TUI's."""
+    name = side + path.lstrip("/")
     if any(c in name for c in '\n\t"\\'):
         return json.dumps(name, ensure_ascii=False)
     return name
@@ -252,8 +254,8 @@ def render_diff(objects: ObjectStore, changes: list[Change], context: int = 3) -
         lines = difflib.unified_diff(
             before,
             after,
-            fromfile="/dev/null" if change.old is None else _header("a/", change.path),
-            tofile="/dev/null" if change.new is None else _header("b/", change.path),
+            fromfile="/dev/null" if change.old is None else diff_header("a/", change.path),
+            tofile="/dev/null" if change.new is None else diff_header("b/", change.path),
             n=context,
         )
         body = "".join(

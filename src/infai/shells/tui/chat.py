@@ -25,6 +25,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Static
 
+from infai.checkpoints import diff_header
 from infai.store import (
     BranchSummaryRecord,
     CompactionRecord,
@@ -92,7 +93,8 @@ def edit_diff(call: ToolCallRecord, current: str | None = None) -> Syntax | None
     old, new = sides
     if current is not None and old == new:  # read after the call ran (it was not asked)
         return edit_diff(call)
-    lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2))
+    names = diff_header("a/", path), diff_header("b/", path)
+    lines = list(difflib.unified_diff(old, new, *names, lineterm="", n=2))
     if len(lines) > DIFF_LINES:
         more = len(lines) - DIFF_LINES
         lines = [*lines[:DIFF_LINES], f"… {more} more diff lines"]

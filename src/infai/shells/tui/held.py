@@ -5,7 +5,7 @@ Two writers at once would each move HEAD, so a session another infai has open
 it: :class:`HeldScreen` says who holds it and offers to try again (an infai
 holds a session only while a turn runs, so it is soon free), the session
 picker, a new session, a read-only look at it (:class:`ReadOnlyScreen`, from a
-reader that takes no lock) or quitting.
+reader that takes no lock, following what the holder appends) or quitting.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from infai.agent import AgentSession
 from infai.store import StoreError
 
 from ..inert import inert, inert_text
+from .elsewhere import LOOK_EVERY, stored_count
 from .modals import MODAL_CSS
 from .seam import TuiHarness
 from .store_io import SessionHeld, off_loop, transcript
@@ -35,6 +36,8 @@ PICK, NEW, QUIT, RETRY = "pick", "new", "quit", "retry"
 SHOWN_CHARS = 2000
 
 Lines = list[tuple[str, str]]
+#: the held session as the view reads it: its event count and its (who, text) lines
+Read = tuple[int, Lines]
 
 
 def transcript_text(lines: Lines) -> Text:
@@ -52,7 +55,13 @@ def transcript_text(lines: Lines) -> Text:
 
 
 class ReadOnlyScreen(ModalScreen[None]):
-    """The held session's conversation, scrolling; nothing can be sent. Esc closes."""
+    """The held session's conversation, scrolling; nothing can be sent. Esc closes.
+
+    The holder is mid-turn, so the session grows while it is looked at: every
+    :data:`~.elsewhere.LOOK_EVERY` s its event count is read (a reader in a
+    thread, as the open session's look elsewhere does) and, when it grew, the
+    conversation is read again; a view scrolled to its end stays at the end.
+    """
 
     DEFAULT_CSS = (
         MODAL_CSS.format(name="ReadOnlyScreen")
@@ -63,20 +72,47 @@ class ReadOnlyScreen(ModalScreen[None]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss(None)", "close")]
 
-    def __init__(self, title: str, lines: Lines) -> None:
+    def __init__(
+        self,
+        title: str,
+        read: Read,
+        count: Callable[[], Awaitable[int]] | None = None,
+        load: Callable[[], Awaitable[Read]] | None = None,
+    ) -> None:
         super().__init__()
         self.heading = title
-        self.lines = lines
+        self.count, self.lines = read
+        self._count, self._load = count, load
+        self._looking = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(inert_text(f"{self.heading} (read-only)"), classes="title")
             with VerticalScroll():
                 yield Static(transcript_text(self.lines), id="transcript")
-            yield Static("[b]Esc[/b] back", classes="keys")
+            yield Static("[b]Esc[/b] back · follows new events", classes="keys")
 
     def on_mount(self) -> None:
         self.query_one(VerticalScroll).scroll_end(animate=False)
+        if self._count is not None and self._load is not None:
+            self.set_interval(LOOK_EVERY, self._look)
+
+    async def _look(self) -> None:
+        """One look at a time: reread the conversation when the session grew."""
+        if self._looking or self._count is None or self._load is None:
+            return
+        self._looking = True
+        try:
+            if await self._count() == self.count:
+                return
+            self.count, self.lines = await self._load()
+            scroll = self.query_one(VerticalScroll)
+            at_end = scroll.scroll_y >= scroll.max_scroll_y
+            self.query_one("#transcript", Static).update(transcript_text(self.lines))
+            if at_end:
+                scroll.call_after_refresh(scroll.scroll_end, animate=False)
+        finally:
+            self._looking = False
 
 
 class HeldScreen(ModalScreen[str | None]):
@@ -93,10 +129,16 @@ class HeldScreen(ModalScreen[str | None]):
         Binding("escape", "dismiss(None)", "close"),
     ]
 
-    def __init__(self, said: str, load: Callable[[], Awaitable[Lines]]) -> None:
+    def __init__(
+        self,
+        said: str,
+        load: Callable[[], Awaitable[Read]],
+        count: Callable[[], Awaitable[int]] | None = None,
+    ) -> None:
         super().__init__()
         self.said = said
         self._load = load
+        self._count = count
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -116,8 +158,9 @@ class HeldScreen(ModalScreen[str | None]):
             )
 
     async def action_view(self) -> None:
-        lines = await self._load()
-        self.app.push_screen(ReadOnlyScreen(self.said.split(" is open")[0], lines))
+        read = await self._load()
+        title = self.said.split(" is open")[0]
+        self.app.push_screen(ReadOnlyScreen(title, read, self._count, self._load))
 
 
 class HeldApp(Protocol):
@@ -146,11 +189,20 @@ def ask_held(app: HeldApp, held: SessionHeld) -> None:
     a session)."""
     store = app.harness.store
 
-    async def load() -> Lines:
+    async def count() -> int:
         try:
-            return await off_loop(lambda: transcript(store, held.session_id))
+            return await off_loop(lambda: stored_count(store, held.session_id))
+        except StoreError:
+            return -1  # unreadable now: read again, which says why
+
+    async def load() -> Read:
+        def read() -> Read:
+            return stored_count(store, held.session_id), transcript(store, held.session_id)
+
+        try:
+            return await off_loop(read)
         except StoreError as exc:
-            return [("error", f"cannot read the session: {exc}")]
+            return -1, [("error", f"cannot read the session: {exc}")]
 
     async def chosen(choice: str | None) -> None:
         if choice == QUIT:
@@ -162,4 +214,4 @@ def ask_held(app: HeldApp, held: SessionHeld) -> None:
         elif choice == NEW or app.session is None:
             await app.open_session(None)
 
-    app.push_screen(HeldScreen(str(held), load), callback=chosen)
+    app.push_screen(HeldScreen(str(held), load, count), callback=chosen)

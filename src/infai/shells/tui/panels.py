@@ -288,7 +288,10 @@ def plain(text: str) -> str:
     return " ".join(text.split())
 
 
-def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
+def _label(
+    entry: Entry, head: str | None, pending: str | None, calls: list[str] | None = None
+) -> Text:
+    """An event's row; ``calls``: the tools a reply called (shown when it said nothing)."""
     mark = "◆ " if entry.id == head else "▷ " if entry.id == pending else "  "
     said = plain(entry.preview) if entry.role == "assistant" else entry.preview
     preview = said.replace("\n", " ")[:48]
@@ -296,7 +299,14 @@ def _label(entry: Entry, head: str | None, pending: str | None) -> Text:
     files = files_mark(entry)
     if files is not None:
         return inert_text(f"{mark}#{entry.seq} {files}", style or "cyan")
+    if calls and not preview:
+        return inert_text(f"{mark}#{entry.seq} {entry.role} → {', '.join(calls)}", style)
     return inert_text(f"{mark}#{entry.seq} {entry.role}: {preview}", style)
+
+
+def _silent_reply(entry: Entry) -> bool:
+    """A reply without text (it only called tools): its row names the tools instead."""
+    return entry.kind == "message" and entry.role == "assistant" and not entry.preview.strip()
 
 
 class Timeline(Tree[str]):
@@ -345,6 +355,10 @@ class Timeline(Tree[str]):
         self._run_of: dict[str, TreeNode[str]] = {}
         self._child_count: dict[str, int] = {}
         self._marks: tuple[str | None, str | None] = (None, None)
+        #: the tools a reply without text called (its row lists them), and each
+        #: call's reply (the calls of one reply follow one another)
+        self._calls: dict[str, list[str]] = {}
+        self._reply_of: dict[str, str] = {}
 
     def load(
         self, entries: list[Entry], head: str | None, pending: str | None, session_id: str = ""
@@ -354,6 +368,7 @@ class Timeline(Tree[str]):
         self.session_id, self.loaded = session_id, len(entries)
         self._event_entries = {e.id: e for e in entries}
         self._by_event, self._run_of, self._child_count = {}, {}, {}
+        self._calls, self._reply_of = {}, {}
         self._marks = (head, pending)
         children: dict[str, list[Entry]] = {}
         roots: list[Entry] = []
@@ -380,10 +395,28 @@ class Timeline(Tree[str]):
         self._cursor(head, pending)
 
     def _add(self, container: TreeNode[str], entry: Entry) -> None:
-        head, pending = self._marks
-        node = container.add_leaf(_label(entry, head, pending), data=entry.id)
+        node = container.add_leaf(self._text(entry), data=entry.id)
         self._by_event[entry.id] = node
         self._run_of[entry.id] = container
+        if entry.kind == "tool_call":
+            self._called(entry)
+
+    def _text(self, entry: Entry) -> Text:
+        head, pending = self._marks
+        return _label(entry, head, pending, self._calls.get(entry.id))
+
+    def _called(self, call: Entry) -> None:
+        """Note a tool call on the reply it follows; a reply without text is relabelled."""
+        parent = self._event_entries.get(call.parent_id)
+        if parent is None:
+            return
+        reply = self._reply_of.get(parent.id, parent.id if _silent_reply(parent) else None)
+        node = self._by_event.get(reply or "")
+        if reply is None or node is None:
+            return
+        self._reply_of[call.id] = reply
+        self._calls.setdefault(reply, []).append(call.preview.partition("(")[0])
+        node.set_label(self._text(self._event_entries[reply]))
 
     def _fork(self, container: TreeNode[str], at: Entry) -> TreeNode[str]:
         return container.add(Text(f"⑂ branch at #{at.seq}"), expand=True)
@@ -407,16 +440,16 @@ class Timeline(Tree[str]):
             count = self._child_count.get(parent, 0)
             if entry.parent_seq < 0 or parent not in self._by_event or count == 1:
                 return False
+            self._event_entries[entry.id] = entry
             if count == 0:  # the line goes on
                 self._add(self._run_of[parent], entry)
             else:  # one more branch at an existing fork
                 self._add(self._fork(self._run_of[parent], self._event_entries[parent]), entry)
             self._child_count[parent] = count + 1
-            self._event_entries[entry.id] = entry
             self.loaded += 1
         for event_id in {*old, head, pending} - {None}:  # markers moved: relabel
             node = self._by_event.get(event_id or "")
             if node is not None and event_id is not None:
-                node.set_label(_label(self._event_entries[event_id], head, pending))
+                node.set_label(self._text(self._event_entries[event_id]))
         self._cursor(head, pending)
         return True

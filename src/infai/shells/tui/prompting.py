@@ -63,7 +63,7 @@ class Prompting(UserContext):
             return
         bang = text.startswith("!") and bool(text[1:].strip())
         if bang and (self.session is None or not (self.busy or self.queued)):
-            self.bang(text)  # now, or kept in the box saying why not
+            self.bang(text)  # now, or kept in the history saying why not
             return
         if self.session is None:
             prompt.show(text)  # kept: nothing is lost

@@ -121,10 +121,15 @@ class UserContext(Commands):
     # -- !cmd -------------------------------------------------------------------
 
     def bang(self, text: str) -> None:
-        """``!cmd`` from the prompt box: run it now, or say why not (it is kept)."""
+        """``!cmd`` from the prompt box: run it now, or say why not.
+
+        A refused command goes into the prompt's history (Up brings it back), and
+        the box is left as Enter left it, empty: words typed right after Enter,
+        before the refusal was seen, are a draft of their own (put back into the
+        box, the command got them glued to its end: ``!lsmore``)."""
         why = ""
-        if self.backend.remote:  # said in one line; the command is kept
-            self.prompt.show(text)
+        if self.backend.remote:  # said in one line; the command is kept in the history
+            self._remember(text)
             self.run_worker(self.query_one(ChatView).notice(NO_BANG, error=True))
             return
         if self.session is None:
@@ -134,8 +139,8 @@ class UserContext(Commands):
         elif self.session.pending_parent is not None:  # its files are not back yet
             why = "an older event is picked: send a prompt from it first, or Esc"
         if why or self.session is None:
-            self.prompt.show(text)  # kept: nothing is lost
-            self.notify(f"{why}: the command is back in the prompt", severity="warning")
+            self._remember(text)  # kept: nothing is lost
+            self.notify(f"{why}: {text} was not run (Up brings it back)", severity="warning")
             return
         self._remember(text)
         self._run_busy(self._bang(self.session, text[1:].strip()))
