@@ -9,7 +9,10 @@ typed meanwhile stays in the box.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+
+from textual.pilot import Pilot
 
 from infai.agent import AgentSession
 from infai.shells.tui import InfaiApp
@@ -17,7 +20,7 @@ from infai.shells.tui.backend import LocalBackend
 from infai.shells.tui.panels import PromptInput, StatusBar
 from infai.shells.tui.seam import TuiHarness
 from infai.store import MessageRecord
-from tui_pilot import harness, send, until
+from tui_pilot import ClosingModel, harness, run_app, send, until
 
 #: on the old app the test gets the pilot only after the open; it must not hang then
 RELEASE_ANYWAY_S = 5.0
@@ -70,3 +73,29 @@ def test_the_app_draws_and_queues_prompts_before_the_session_opens(tmp_path: Pat
 
     asyncio.run(go())
     assert sent == ["one", "two"]
+
+
+class PreparedModel(ClosingModel):
+    """A model with an SDK to import (as :class:`~infai.llm.providers.SdkModel`):
+    notes the thread :meth:`prepare` ran in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared_in: list[threading.Thread] = []
+
+    def prepare(self) -> None:
+        self.prepared_in.append(threading.current_thread())
+
+
+def test_the_models_sdk_is_imported_in_a_thread_once_the_session_is_open(
+    tmp_path: Path,
+) -> None:
+    model = PreparedModel()
+    app = InfaiApp(harness(tmp_path, model))
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: bool(model.prepared_in), "prepare")
+        assert app.session is not None
+
+    run_app(app, scenario, (80, 24))
+    assert model.prepared_in[0] is not threading.main_thread()

@@ -98,8 +98,19 @@ class Prompting(UserContext):
             if self.state.notice == OPENING:
                 self.state.notice = ""
             self._refresh_status()
-        if not self._ending:  # what was sent meanwhile goes now, in order
-            await self._after_turn("done" if opened else "error")
+        if self._ending:
+            return
+        self._warm_model()
+        await self._after_turn("done" if opened else "error")  # what was sent meanwhile
+
+    def _warm_model(self) -> None:
+        """Import the session's model's SDK in a thread now that the screen is up
+        (:meth:`~infai.llm.providers.SdkModel.prepare`): the first prompt would
+        otherwise wait for it. A model without ``prepare`` needs nothing."""
+        session = self.session
+        prepare = getattr(session.model, "prepare", None) if session is not None else None
+        if callable(prepare):
+            self.run_worker(prepare, thread=True, group="prepare", exit_on_error=False)
 
     async def stop_opening(self) -> None:
         """The app ends: a first session still opening stops (its worker cancelled)."""
