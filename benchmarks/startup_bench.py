@@ -22,7 +22,7 @@ as ``pip install`` does for a user's install, and warms the page cache):
   and, for the MCP case, also the time until the session is open (the status
   bar's "opening session…" gone), which the first frame no longer waits for.
 
-Every case runs with a store, a home and an (empty) config of its own under a
+Every case runs with a store, a home and a config (empty unless it says) of its own under a
 temporary directory, and with ``PYTHONDONTWRITEBYTECODE`` removed from the
 environment (a user's install has its bytecode cached). The targets (issue 25):
 ``run`` within 0.5 s and the first frame within 1 s, medians on this machine.
