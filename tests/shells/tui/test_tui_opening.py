@@ -99,3 +99,23 @@ def test_the_models_sdk_is_imported_in_a_thread_once_the_session_is_open(
 
     run_app(app, scenario, (80, 24))
     assert model.prepared_in[0] is not threading.main_thread()
+
+
+def test_quitting_while_the_session_opens_ends_the_app(tmp_path: Path) -> None:
+    """Ctrl-C twice before the session is open: the open stops, the app ends, and
+    no session was made (the open was cancelled before it made one)."""
+    space = harness(tmp_path)
+
+    async def go() -> InfaiApp:
+        backend = GatedBackend()
+        app = InfaiApp(space, backend=backend)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app._opener is not None, "the open to start")
+            await send(pilot, "never sent")
+            await pilot.press("ctrl+c", "ctrl+c")
+            await until(pilot, lambda: not app.is_running, "the app to end")
+        return app
+
+    app = asyncio.run(go())
+    assert app.session is None and app.left_session is None
+    assert space.store.list_sessions() == []
