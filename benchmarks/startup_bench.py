@@ -14,9 +14,15 @@ as ``pip install`` does for a user's install, and warms the page cache):
   (100x30), timed from just before ``tmux new-session`` until ``capture-pane``
   first shows the prompt box's placeholder (the screen polled every 10 ms), so
   the figure includes tmux's own start; the same harness timing ``printf`` is
-  printed beside it as that overhead.
+  printed beside it as that overhead;
+- the same with a configured model on an OpenAI-compatible server (the
+  quickstart's ``[models.local]``, its ``base_url`` an unused loopback port:
+  nothing is asked of it at start), and that plus one MCP server (the tests'
+  stdio server, ``tests/support/mcp_servers.py``, sandbox off): the first frame,
+  and, for the MCP case, also the time until the session is open (the status
+  bar's "opening session…" gone), which the first frame no longer waits for.
 
-Every case runs with a store, a home and an (empty) config of its own under a
+Every case runs with a store, a home and a config (empty unless it says) of its own under a
 temporary directory, and with ``PYTHONDONTWRITEBYTECODE`` removed from the
 environment (a user's install has its bytecode cached). The targets (issue 25):
 ``run`` within 0.5 s and the first frame within 1 s, medians on this machine.
@@ -57,16 +63,45 @@ def infai_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "infai"]
 
 
-class Sandbox:
-    """A home, a store and an empty config under ``root``; the environment that uses them."""
+#: the quickstart's model on an OpenAI-compatible server; the port is loopback and
+#: unused (no request is made while the TUI starts)
+OPENAI_CONFIG = """\
+model = "local"
 
-    def __init__(self, root: Path) -> None:
+[models.local]
+provider = "openai"
+model = "qwen2.5-coder:14b"
+base_url = "http://127.0.0.1:9/v1"
+context_window = 32768
+"""
+#: the tests' MCP server (real, over stdio), if this is a checkout with the tests
+MCP_SERVER = Path(__file__).resolve().parents[1] / "tests" / "support" / "mcp_servers.py"
+#: what the status bar says until the session is open
+OPENING = "opening"
+
+
+def mcp_config(log: Path) -> str:
+    """:data:`OPENAI_CONFIG` plus one stdio MCP server (the sandbox off: the
+    interpreter and the tests' folder are reachable as they are)."""
+    args = json.dumps([str(MCP_SERVER), "stdio", str(log)])
+    return (
+        f'{OPENAI_CONFIG}\n[sandbox]\nmode = "off"\n\n[mcp.servers.bench]\n'
+        f"command = {json.dumps(sys.executable)}\nargs = {args}\n"
+    )
+
+
+class Sandbox:
+    """A home, a store and a config (empty unless given) under ``root``; the
+    environment that uses them."""
+
+    def __init__(self, root: Path, config: str = "") -> None:
+        root.mkdir(exist_ok=True)
         self.home = root / "home"
         self.work = root / "work"
         self.config = root / "config.toml"
         for folder in (self.home, self.work):
             folder.mkdir()
-        self.config.write_text("")
+        self.config.write_text(config)
         drop = {"PYTHONDONTWRITEBYTECODE", "TMUX", "TMUX_PANE", "INFAI_STORE"}
         self.env = {k: v for k, v in os.environ.items() if k not in drop}
         self.env |= {
@@ -114,7 +149,7 @@ class Tmux:
         if found is None:
             raise SystemExit("tmux is needed to time the TUI's first frame (apt-get install tmux)")
         self.binary = found
-        self.box = box
+        self.box = self.default = box
         self.conf = root / "tmux.conf"
         self.conf.write_text("set -g remain-on-exit on\nset -g default-shell /bin/sh\n")
         self.socket = ""
@@ -133,9 +168,13 @@ class Tmux:
             raise SystemExit(f"tmux {args[0]} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def first_shown(self, argv: list[str], shown: str) -> Timing:
-        """Seconds from launching ``argv`` in a new pane until the pane shows ``shown``,
-        and the CPU seconds the pane's process had used by then."""
+    def first_shown(
+        self, argv: list[str], shown: str, box: Sandbox | None = None, opened: bool = False
+    ) -> Timing:
+        """Seconds from launching ``argv`` in a new pane until the pane shows ``shown``
+        (``opened``: and its status bar, the last lines, no longer says the session is
+        opening), and the CPU seconds the pane's process had used by then."""
+        self.box = box or self.default
         width, height = SIZE
         command = "exec " + shlex.join(argv)
         self.launches += 1  # a server of its own: a killed one may linger on its socket
@@ -148,7 +187,8 @@ class Tmux:
         try:
             while True:
                 screen = self._tmux("capture-pane", "-p", "-t", "bench")
-                if shown in screen:
+                status = "".join(screen.splitlines()[-3:])
+                if shown in screen and not (opened and OPENING in status):
                     took = time.perf_counter() - t0
                     return took, _cpu_of(self._tmux("list-panes", "-F", "#{pane_pid}").strip())
                 if time.perf_counter() - t0 > FRAME_TIMEOUT_S:
@@ -156,6 +196,22 @@ class Tmux:
                 time.sleep(POLL_S)
         finally:
             self._tmux("kill-server")
+
+
+def configured_cases(term: Tmux, infai: list[str], tmp: Path) -> dict[str, Callable[[], Timing]]:
+    """The TUI with a configured model, and with one MCP server too (when the tests'
+    server is there): the first frame, and the MCP session open."""
+    model = Sandbox(tmp / "openai", OPENAI_CONFIG)
+    cases = {
+        "TUI + openai model, frame": lambda: term.first_shown(infai, PLACEHOLDER, model),
+    }
+    if MCP_SERVER.exists():
+        mcp = Sandbox(tmp / "mcp", mcp_config(tmp / "mcp.log"))
+        cases["TUI + model + MCP, frame"] = lambda: term.first_shown(infai, PLACEHOLDER, mcp)
+        cases["TUI + model + MCP, open"] = lambda: term.first_shown(
+            infai, PLACEHOLDER, mcp, opened=True
+        )
+    return cases
 
 
 def measure(reps: int, tui: bool) -> dict[str, Any]:
@@ -176,6 +232,7 @@ def measure(reps: int, tui: bool) -> dict[str, Any]:
                 ["sh", "-c", f"printf '{PLACEHOLDER}'; sleep 30"], PLACEHOLDER
             )
             cases["infai (TUI), first frame"] = lambda: term.first_shown(infai, PLACEHOLDER)
+            cases.update(configured_cases(term, infai, Path(tmp)))
         for case in cases.values():  # warm-up: bytecode and page cache
             case()
         times: dict[str, list[Timing]] = {name: [] for name in cases}

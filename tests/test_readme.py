@@ -74,11 +74,18 @@ def test_the_benchmark_summary_quotes_the_printed_runs() -> None:
     summary = _section(README.read_text(), "Benchmark")
     row = r"^(?:infai run --model offline hi|infai \(TUI\), first frame) +"
     printed = re.findall(row + r"\| +([\d.]+) .*\| +([\d.]+)$", docs, re.M)
-    assert len(printed) == 4, "docs/benchmarks.md shows a run after and one before"
-    after, before = printed[:2], printed[2:]
+    # first a run after and one before; then the configured model's two runs
+    assert len(printed) == 8, "docs/benchmarks.md shows a run after and one before, twice"
+    after, before = printed[:2], printed[2:4]
     for median, cpu in after:  # the run after: its medians (the targets) and CPU seconds
         assert f"{median} s" in summary and cpu in summary, f"README lacks {median} / {cpu}"
     for _, cpu in before:
         assert cpu in summary, f"README's start-up summary lacks {cpu}"
+    # with a model and an MCP server configured: the run before, then the run after
+    mcp_row = r"^TUI \+ model \+ MCP, frame +\| +([\d.]+) .*\| +([\d.]+)$"
+    mcp = re.findall(mcp_row, docs, re.M)
+    assert len(mcp) == 2, "docs/benchmarks.md shows the MCP case before and after"
+    for median, cpu in mcp:
+        assert f"{median} s" in summary and cpu in summary, f"README lacks {median} / {cpu}"
     for name in set(re.findall(r"`(\w+_bench\.py)`", summary + docs)):
         assert (README.parent / "benchmarks" / name).is_file(), name

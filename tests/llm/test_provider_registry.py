@@ -153,3 +153,22 @@ def test_registering_the_profiles_imports_no_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_model_imports_its_sdk_on_prepare_not_when_built() -> None:
+    """Building an OpenAI or Anthropic model is cheap (a shell builds one before its
+    first frame); the SDK comes with the first request or :meth:`prepare` (which the
+    TUI calls in a thread once its session is open)."""
+    code = (
+        "import os, sys\n"
+        "os.environ['ANTHROPIC_API_KEY'] = 'sk-test'\n"
+        "from infai.llm.registry import build_model\n"
+        "models = [build_model(n) for n in ('ollama:llama3.1', 'anthropic:claude-x')]\n"
+        "loaded = lambda: sorted(m for m in ('openai', 'anthropic') if m in sys.modules)\n"
+        "print(loaded())\n"
+        "for model in models:\n"
+        "    model.prepare()\n"
+        "print(loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "['anthropic', 'openai']"]

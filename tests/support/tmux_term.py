@@ -25,6 +25,8 @@ import pytest
 INFAI = Path(sys.executable).parent / "infai"
 SESSION = "infai"
 PLACEHOLDER = "Ask infai…"
+#: the status bar's notice while the session opens (after the first frame)
+OPENING = "opening"
 STARTUP = 15.0  # seconds for the interpreter to import everything and draw
 WAIT = 10.0  # seconds; generous: CI machines are shared and noisy
 #: the sizes the real-terminal tests of the prompt box run at
@@ -74,9 +76,10 @@ class Terminal:
             raise AssertionError(f"tmux {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def start(self, *args: str) -> None:
+    def start(self, *args: str, opened: bool = True) -> None:
         """Start infai (exec'd as the pane's process; ``args``: its command line)
-        and wait for the prompt box."""
+        and wait for the prompt box and the session (which opens after the first
+        frame; ``opened=False``: the prompt box only)."""
         self.tmux = tmux_binary()
         assert INFAI.exists(), f"the console script is missing: {INFAI}"
         width, height = self.size
@@ -88,7 +91,10 @@ class Terminal:
             "-e", f"INFAI_CONFIG={self.config}",
             " ".join(["exec", *map(shlex.quote, (str(INFAI), *args))]),
         )  # fmt: skip
-        self.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+        if opened:
+            self.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
+        else:  # the first frame only: the session may still be opening
+            self.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
 
     def pane(self, field: str) -> str:
         return self.run("list-panes", "-t", SESSION, "-F", f"#{{{field}}}").strip()
@@ -119,6 +125,16 @@ class Terminal:
         self.run("kill-server", check=False)
         if path:
             Path(path).unlink(missing_ok=True)
+
+
+def opening(shown: str) -> bool:
+    """The status bar (in the last lines) says the session is still opening."""
+    return OPENING in "".join(shown.splitlines()[-3:])
+
+
+def session_open(shown: str) -> bool:
+    """The (empty) prompt box is drawn and the session is open."""
+    return PLACEHOLDER in shown and not opening(shown)
 
 
 def flat(shown: str) -> str:

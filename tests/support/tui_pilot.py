@@ -71,6 +71,8 @@ def run_app(
     async def go() -> None:
         async with app.run_test(size=size) as pilot:
             try:
+                # the session opens after the first frame: a scenario starts once it has
+                await until(pilot, lambda: not app.opening, "the session to open")
                 await scenario(pilot)
             except BaseException:
                 # end the app as a person does before the failure is reported:

@@ -15,9 +15,7 @@ Text that is only whitespace is not sent (the API refuses such blocks).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, ClassVar
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from infai.store import Usage
 
@@ -36,6 +34,9 @@ from .messages import (
     cut_notice,
 )
 from .providers import ModelSpec, SdkModel
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_MAX_TOKENS = 8192
 STOP_REASONS: dict[str, StopReason] = {
@@ -109,20 +110,27 @@ class AnthropicModel(SdkModel):
     """A model behind the Anthropic Messages API."""
 
     provider = "anthropic"
-    sdk: ClassVar[Any] = anthropic
     retry_types = RETRY_TYPES
 
     def __init__(self, spec: ModelSpec, *, client: anthropic.AsyncAnthropic | None = None) -> None:
-        super().__init__(
-            spec,
-            client
-            or anthropic.AsyncAnthropic(
-                api_key=spec.require_key(),
-                base_url=spec.resolved_base_url(),
-                max_retries=0,  # retries are ours, and announced
-                timeout=spec.timeout,
-            ),
+        super().__init__(spec, client)
+        # a missing key is said now, as the model is built; the SDK waits for a request
+        self._key = spec.require_key() if client is None else ""
+
+    @classmethod
+    def _sdk(cls) -> Any:
+        import anthropic
+
+        return anthropic
+
+    def _make_client(self) -> anthropic.AsyncAnthropic:
+        client: anthropic.AsyncAnthropic = self._sdk().AsyncAnthropic(
+            api_key=self._key,
+            base_url=self.spec.resolved_base_url(),
+            max_retries=0,  # retries are ours, and announced
+            timeout=self.spec.timeout,
         )
+        return client
 
     def _options(self, request: Request) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, ClassVar
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from infai.store import Usage
 
@@ -42,6 +40,9 @@ from .messages import (
     cut_notice,
 )
 from .providers import ModelSpec, SdkModel
+
+if TYPE_CHECKING:
+    import openai
 
 #: error types or codes, in an error object inside a stream, worth another try
 RETRY_TYPES = {"server_error", "rate_limit_error", "rate_limit_exceeded", "overloaded_error"}
@@ -121,20 +122,27 @@ class OpenAIModel(SdkModel):
     """A model behind the OpenAI Chat Completions API (or a compatible server)."""
 
     provider = "openai"
-    sdk: ClassVar[Any] = openai
     retry_types = RETRY_TYPES
 
     def __init__(self, spec: ModelSpec, *, client: openai.AsyncOpenAI | None = None) -> None:
-        super().__init__(
-            spec,
-            client
-            or openai.AsyncOpenAI(
-                api_key=spec.require_key(),
-                base_url=spec.resolved_base_url(),
-                max_retries=0,  # retries are ours, and announced
-                timeout=spec.timeout,
-            ),
+        super().__init__(spec, client)
+        # a missing key is said now, as the model is built; the SDK waits for a request
+        self._key = spec.require_key() if client is None else ""
+
+    @classmethod
+    def _sdk(cls) -> Any:
+        import openai
+
+        return openai
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        client: openai.AsyncOpenAI = self._sdk().AsyncOpenAI(
+            api_key=self._key,
+            base_url=self.spec.resolved_base_url(),
+            max_retries=0,  # retries are ours, and announced
+            timeout=self.spec.timeout,
         )
+        return client
 
     def _options(self, request: Request) -> dict[str, Any]:
         options: dict[str, Any] = {}

@@ -259,18 +259,46 @@ async def with_retries(
 class SdkModel:
     """What the SDK-backed models share: a spec, a client, retries, errors as data.
 
-    A subclass names its ``provider`` and ``sdk`` module, the error types worth
-    retrying inside a stream, and implements :meth:`_events` (one attempt).
+    A subclass names its ``provider``, the error types worth retrying inside a
+    stream, how to import its SDK (:meth:`_sdk`) and make its client
+    (:meth:`_make_client`), and implements :meth:`_events` (one attempt). The SDK
+    is imported, and the client made, on the first request (or by :meth:`prepare`),
+    not when the model is built: building one is cheap, so a shell that builds
+    its model at start draws its first screen without waiting for the SDK.
     """
 
     provider: ClassVar[str]
-    sdk: ClassVar[Any]
     retry_types: ClassVar[set[str]]
 
-    def __init__(self, spec: ModelSpec, client: Any) -> None:
+    def __init__(self, spec: ModelSpec, client: Any = None) -> None:
         self.spec = spec
-        self._client = client
+        self._client_made: Any = client
         self._closed = False
+
+    @classmethod
+    def _sdk(cls) -> Any:
+        """The SDK module (imported now, if not yet)."""
+        raise NotImplementedError
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def sdk(self) -> Any:
+        """The SDK module (its exception tree answers what went wrong)."""
+        return self._sdk()
+
+    @property
+    def _client(self) -> Any:
+        """The SDK client, made on first use (in the loop that then uses it)."""
+        if self._client_made is None:
+            self._client_made = self._make_client()
+        return self._client_made
+
+    def prepare(self) -> None:
+        """Import the SDK now (e.g. in a thread while the user types), so the first
+        request does not wait for it; harmless to call more than once."""
+        self._sdk()
 
     @property
     def name(self) -> str:
@@ -291,7 +319,8 @@ class SdkModel:
         if self._closed:
             return
         self._closed = True
-        await self._client.close()
+        if self._client_made is not None:  # never used: no client, nothing to close
+            await self._client_made.close()
 
     def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Stream one reply; a transient error before the first delta is retried per the

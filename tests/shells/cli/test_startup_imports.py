@@ -55,8 +55,11 @@ entry()
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFAI_")}
-    (tmp_path / "config.toml").write_text("")
+    config = tmp_path / "config.toml"
+    if not config.exists():  # a test may have written its own
+        config.write_text("")
     return env | {
+        "ANTHROPIC_API_KEY": "sk-test",
         "HOME": str(tmp_path),
         "INFAI_HOME": str(tmp_path / "store"),
         "INFAI_CONFIG": str(tmp_path / "config.toml"),
@@ -108,3 +111,44 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     modules = set(json.loads(out.read_text()))
     unwanted = {"infai.agent", "infai.shells.cli.serve", "infai.shells.cli.imports"}
     assert modules & unwanted == set()
+
+
+#: a configured model on an OpenAI-compatible server (as the quickstart sets up; the
+#: port is loopback and unused: nothing is asked of it while the TUI starts) and an
+#: Anthropic one (the key is read from the environment)
+CONFIGURED = """\
+model = "local"
+
+[models.local]
+provider = "openai"
+model = "qwen2.5-coder:14b"
+base_url = "http://127.0.0.1:9/v1"
+context_window = 32768
+
+[models.claude]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+"""
+
+
+def test_building_the_tuis_harness_with_a_real_model_imports_no_sdk(tmp_path: Path) -> None:
+    """What ``infai tui`` builds before the app starts (its harness, with a model on an
+    OpenAI-compatible server or Anthropic's) imports neither SDK: each is imported on
+    the model's first request, so the first frame does not wait for it."""
+    code = PROBE.replace("from infai.shells.cli.main import entry\nentry()", "")
+    code += (
+        "import asyncio, os\n"
+        "from pathlib import Path\n"
+        "from infai.shells.cli.common import StoreSpec\n"
+        "from infai.shells.cli.agent import harness\n"
+        "store = StoreSpec().open()\n"
+        "for name in ('local', 'claude'):\n"
+        "    space = harness(store, Path.cwd(), name)\n"
+        "    assert type(space.model).__name__ in ('OpenAIModel', 'AnthropicModel'), space.model\n"
+        "    asyncio.run(space.aclose())\n"
+        "store.close()\n"
+    )
+    (tmp_path / "config.toml").write_text(CONFIGURED)
+    loaded = _loaded_by(tmp_path, code)
+    assert "infai" in loaded
+    assert _named(loaded, HEAVY) == []

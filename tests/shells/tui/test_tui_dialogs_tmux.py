@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_tui_tmux import INFAI, PLACEHOLDER, SESSION, STARTUP, Terminal, tmux_binary
+from test_tui_tmux import INFAI, SESSION, STARTUP, Terminal, tmux_binary
 
 from fakeapi import FakeOpenAI, Reply
 from infai.shells.tui.modals import GRACE
 from infai.store import Store
+from tmux_term import session_open
 
 SIZES = [(100, 30), (60, 20)]
 
@@ -97,7 +98,7 @@ def test_the_approval_dialog_holds_the_change_it_asks_about(
     script.write_text(json.dumps([{"content": "", "tool_calls": [call]}, "edited"]))
     term.config.write_text(f'model = "scripted:{script}"\n')
     term.start_at(size)
-    term.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    term.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
     term.keys("edit it", literal=True)
     term.keys("Enter")
     shown = term.wait_for(lambda s: "Allow edit_file?" in s and "30 +" in s, "the dialog")
@@ -173,7 +174,7 @@ def test_a_second_tui_on_a_held_session_says_who_holds_it_at_once(
     )
     first.config.write_text(f'model = "scripted:{script}"\n')
     first.start_at((100, 30))
-    first.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    first.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
     first.keys("hello from the first", literal=True)
     first.keys("Enter")
     first.wait_for(lambda s: "Allow bash?" in s, "the first TUI's turn, asking")

@@ -101,6 +101,12 @@ def app_of(pilot: Pilot[None]) -> InfaiApp:
     return app
 
 
+async def session_opened(pilot: Pilot[None]) -> None:
+    """The session is open (it opens after the first frame): a picture shows it so."""
+    app = app_of(pilot)
+    await until(pilot, lambda: not app.opening, "the session to open")
+
+
 async def steady(pilot: Pilot[None]) -> None:
     """Remove what changes with time: the blinking cursor and any toast; wait for
     the look at the files the status bar reports."""
@@ -128,6 +134,7 @@ def test_conversation_with_a_tool_call_and_code(tmp_path: Path, snap_compare: Sn
     app = InfaiApp(space)
 
     async def run_before(pilot: Pilot[None]) -> None:
+        await session_opened(pilot)
         await send(pilot, "write a greeting function")
         await until(pilot, lambda: not app.busy, "the turn's end")
         tool = app.query_one(ToolView)
@@ -149,6 +156,7 @@ def test_approval_modal_for_write_file(tmp_path: Path, snap_compare: SnapCompare
     app = InfaiApp(space)
 
     async def run_before(pilot: Pilot[None]) -> None:
+        await session_opened(pilot)
         await send(pilot, "take a note")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval modal")
         await steady(pilot)
@@ -169,6 +177,7 @@ def test_timeline_with_a_branch(tmp_path: Path, snap_compare: SnapCompare) -> No
     app = InfaiApp(harness(tmp_path, replies))
 
     async def run_before(pilot: Pilot[None]) -> None:
+        await session_opened(pilot)
         await send(pilot, "first")
         await until(pilot, lambda: not app.busy)
         await send(pilot, "second")
@@ -197,6 +206,7 @@ def test_help_screen(tmp_path: Path, snap_compare: SnapCompare) -> None:
     app = InfaiApp(harness(tmp_path, []))
 
     async def run_before(pilot: Pilot[None]) -> None:
+        await session_opened(pilot)
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
         await steady(pilot)
@@ -215,6 +225,7 @@ def test_session_picker(tmp_path: Path, snap_compare: SnapCompare) -> None:
     app = InfaiApp(space, opened)  # opening it (with another model) makes it the newest
 
     async def run_before(pilot: Pilot[None]) -> None:
+        await session_opened(pilot)
         await pilot.press("ctrl+o")
         await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
         await steady(pilot)

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from infai.store import MessageRecord, Store
+from tmux_term import session_open
 
 INFAI = Path(sys.executable).parent / "infai"
 SESSION = "infai"
@@ -157,7 +158,7 @@ def answered(shown: str) -> bool:
 
 def prompt_and_reply(term: Terminal, status_file: Path | None = None) -> None:
     term.start(status_file)
-    term.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    term.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
     term.keys(PROMPT, literal=True)
     term.keys("Enter")
     shown = term.wait_for(answered, "the offline model's reply, saved")
@@ -238,7 +239,7 @@ def test_sigkill_after_the_reply_is_saved_loses_nothing(terminal: Terminal) -> N
 def test_a_multi_line_paste_reaches_the_session_whole(terminal: Terminal, tmp_path: Path) -> None:
     status = tmp_path / "status"
     terminal.start(status)
-    terminal.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    terminal.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
     trace = 'Traceback (most recent call last):\n  File "app.py", line 3\nValueError: bad'
     terminal.run("set-buffer", "-b", "trace", trace)
     terminal.run(
@@ -265,7 +266,7 @@ def test_typing_ahead_after_enter_and_a_paste_without_brackets_stay_whole(
     one prompt, not cut at its first line."""
     status = tmp_path / "status"
     terminal.start(status)
-    terminal.wait_for(lambda s: PLACEHOLDER in s, "the prompt", timeout=STARTUP)
+    terminal.wait_for(session_open, "the prompt and the session", timeout=STARTUP)
     terminal.keys("prompt1", literal=True)
     terminal.keys("Enter")
     # a fast typist's gap, no wait for the app to have handled Enter; not shorter: the

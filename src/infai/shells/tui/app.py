@@ -43,7 +43,6 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from contextlib import suppress
-from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import events
@@ -78,7 +77,7 @@ from infai.store import (
 )
 
 from ..inert import inert
-from . import history, store_io
+from . import store_io
 from .backend import LOCAL, Backend
 from .chat import PAGE, ChatView
 from .commands import COMPACTING
@@ -164,13 +163,11 @@ class InfaiApp(Keyboard, Files):
 
     async def on_mount(self) -> None:
         self.prompt.arrivals = self.arrivals
-        await self.open_session(self._initial)
         self.prompt.focus()
         self.watch(self.screen, "focused", self._focus_moved)
         self._watch_files()
-        home, here = Path(self.harness.store.home), self.harness.working_dir
-        with suppress(OSError):  # history is a convenience: without it, none is shown
-            self.prompt.past = await off_loop(lambda: history.load(home, here))
+        self.state.model = self.harness.model.name
+        self.open_first(self._initial)  # after the first frame: the screen is never blank
         if self.harness.store.shared_writers:  # others may append to the open session
             self.run_worker(self._watch, thread=True, group="watch", exit_on_error=False)
 
@@ -186,6 +183,7 @@ class InfaiApp(Keyboard, Files):
         self._detach()  # a server's turn goes on there
         self.keep_drafts()  # the box's and the queue's: not sent, kept in the history
         self.queued.clear()
+        await self.stop_opening()
         await self._settle_turn()
         session, self.session = self.session, None
         if session is not None and (session.session_id not in self._created or self.head.count):
@@ -206,8 +204,11 @@ class InfaiApp(Keyboard, Files):
             return True
         return self.session is not None and self.session.busy is not None
 
-    async def open_session(self, session_id: str | None) -> bool:
+    async def open_session(self, session_id: str | None, *, first: bool = False) -> bool:
         """Close the current session (if any) and open another (None: a new one)."""
+        if self._opening and not first:  # the first one: it comes before any other
+            self.notify("the session is still opening", severity="warning")
+            return False
         if self.busy:
             self.notify("a turn is running (Ctrl-C cancels it)", severity="warning")
             return False
