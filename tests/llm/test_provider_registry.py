@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +174,37 @@ def test_a_model_imports_its_sdk_on_prepare_not_when_built() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "['anthropic', 'openai']"]
+
+
+def test_the_first_request_imports_the_sdk_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server builds its model cheaply and streams in its event loop: the SDK's
+    half-second import on the first request runs in a worker thread, so the
+    server's other sessions do not stall behind it (once imported: not again)."""
+    from infai.llm.openai_provider import OpenAIModel
+
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    threads: list[str] = []
+    real = OpenAIModel._sdk.__func__  # type: ignore[attr-defined]
+
+    def sdk(cls: type[OpenAIModel]) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(cls)
+
+    monkeypatch.setattr(OpenAIModel, "_sdk", classmethod(sdk))
+
+    async def go(model: OpenAIModel) -> list[Any]:
+        loop_thread = threading.current_thread().name
+        try:
+            for _ in range(2):
+                [event async for event in model.stream(HELLO)]
+        finally:
+            await model.aclose()
+        return [loop_thread]
+
+    with FakeOpenAI([Reply(text="one"), Reply(text="two")]) as fake:
+        spec = ModelSpec("openai", "m", base_url=fake.base_url, key_env="FAKE_KEY")
+        [loop_thread] = asyncio.run(go(OpenAIModel(spec)))
+    assert threads, "the SDK was never asked for"
+    assert threads[0] != loop_thread  # the import: in a worker thread

@@ -30,6 +30,7 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -299,6 +300,12 @@ class SdkModel:
         """Import the SDK now (e.g. in a thread while the user types), so the first
         request does not wait for it; harmless to call more than once."""
         self._sdk()
+        self._prepared = True
+
+    #: the SDK has been imported (by :meth:`prepare`); until then a request imports
+    #: it in a worker thread first, never in the event loop (a server's other
+    #: sessions would stall for the half second an SDK takes to import)
+    _prepared = False
 
     @property
     def name(self) -> str:
@@ -327,7 +334,15 @@ class SdkModel:
         spec's :class:`RetryPolicy` (announced by a :class:`Notice`), and SDK exceptions
         arrive as :class:`ProviderError` events (named by the spec's provider: an
         OpenAI-compatible profile's errors say ``groq:``, not ``openai:``)."""
-        return with_retries(self._attempt, request, self.spec.retry, self.spec.provider)
+        return self._stream(request)
+
+    async def _stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if not self._prepared:
+            await asyncio.to_thread(self.prepare)
+        attempts = with_retries(self._attempt, request, self.spec.retry, self.spec.provider)
+        async with aclosing(attempts):  # a reader that stops early closes the stream now
+            async for event in attempts:
+                yield event
 
     def _attempt(self, request: Request) -> AsyncIterator[StreamEvent]:
         events = self._events(request)
