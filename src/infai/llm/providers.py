@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -233,7 +233,7 @@ async def errors_as_data(
 
 async def with_retries(
     attempt: Attempt, request: Request, policy: RetryPolicy, provider: str
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncGenerator[StreamEvent, None]:
     """Run ``attempt``, retrying a retryable error that came before any delta."""
     for number in range(policy.attempts):
         started = False
