@@ -123,7 +123,8 @@ def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(trio:
 
 def test_cancel_posted_to_another_node_stops_the_turn(trio: Trio) -> None:
     fake, (a, b, c), work = trio
-    slow = Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.25)
+    # 20 s if left to run: a cancel answered in well under that stopped the turn
+    slow = Reply(text=" ".join(["slow"] * 40), pieces=40, pause=0.5)
     script(fake, slow, slow)
     with httpx.Client(headers=AUTH, timeout=WAIT) as client:
         sid = session(client, a.url, work)
@@ -135,10 +136,10 @@ def test_cancel_posted_to_another_node_stops_the_turn(trio: Trio) -> None:
         took = time.monotonic() - asked
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json() == {"turn": turn, "outcome": "cancelled"}
-        assert took < 3.0, took
+        assert took < 10.0, took  # (the reply alone would have run 20 s)
         # B answered once it had stopped: A is free, and C's watchers saw the end
         assert client.get(f"{a.url}/sessions/{sid}").json()["turn"] is None
-        assert on_c.wait_ended(turn, timeout=2)["outcome"] == "cancelled"
+        assert on_c.wait_ended(turn)["outcome"] == "cancelled"
         stored = messages(client, a.url, sid)
         markers = [e for e in stored if e["kind"] == "message" and "interrupted" in e["preview"]]
         assert len(markers) == 1, [e["preview"] for e in stored]
