@@ -149,7 +149,8 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
     assert browser.script("return sessionStorage.getItem('infai-token')") == TOKEN
     [session] = served.api.get("/v1/sessions").json()["sessions"]
     assert session["name"] == "from my phone"
-    assert browser.text("#where") == "from my phone"
+    # the prompt box is built at once, the header once the session's info has loaded
+    browser.wait(lambda: browser.text("#where") == "from my phone", what="the session's name")
 
     # every state the live reply goes through is recorded, to see it grow
     browser.script(
