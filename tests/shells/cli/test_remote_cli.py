@@ -58,7 +58,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config.parent.mkdir()
     script = tmp / "script.json"
     script.write_text(json.dumps(["hello from the server"] * 20))
-    with FakeOpenAI([Reply(text="one two three four five six", pause=0.4)] * 4) as slow:
+    # a word a second: the Ctrl-C test's cancel has seconds to arrive before the end,
+    # however loaded the machine (a cancelled stream stops at once)
+    words = Reply(text="one two three four five six", pieces=6, pause=1.0)
+    with FakeOpenAI([words] * 4) as slow:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
