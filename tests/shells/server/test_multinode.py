@@ -75,7 +75,8 @@ Trio = tuple[FakeOpenAI, list[Node], Path]
 def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(trio: Trio) -> None:
     fake, (a, b, c), work = trio
     words = " ".join(f"word{n}" for n in range(8))
-    script(fake, Reply(text=words, pieces=8, pause=0.2), Reply(text="second"))
+    rest = threading.Event()  # the role and three words, then the rest once looked at
+    script(fake, Reply(text=words, pieces=8, pause=0.2, hold=(4, rest)), Reply(text="second"))
     with httpx.Client(headers=AUTH, timeout=WAIT) as client:
         sid = session(client, a.url, work)
         on_b, on_c = Watcher(b.url, sid), Watcher(c.url, sid)
@@ -86,6 +87,7 @@ def test_live_deltas_reach_every_node_and_last_event_id_replays_on_another(trio:
         on_b.wait(lambda: len(deltas_between(on_b, turn)) >= 2, "no deltas on B")
         assert [e["kind"] for e in messages(client, a.url, sid)].count("message") == 1
         assert client.get(f"{c.url}/sessions/{sid}").json()["turn"] == turn
+        rest.set()
         for watcher in (on_b, on_c):
             assert watcher.wait_ended(turn)["outcome"] == "done"
         stored = messages(client, a.url, sid)
