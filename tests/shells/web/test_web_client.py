@@ -72,7 +72,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
               pause=0.3),
         Reply(text=SECOND),
         Reply(text=HOSTILE),
-        Reply(text="a long answer that will be cancelled " * 20, pause=1.0),
+        Reply(text="a long answer that will be cancelled " * 20, pieces=20, pause=1.0),
     ]  # fmt: skip
     with FakeOpenAI(replies) as fake:
         store = Store(tmp_path / "home")
