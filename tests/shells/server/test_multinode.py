@@ -24,6 +24,10 @@ import pytest
 from fakeapi import FakeOpenAI, Reply
 from servenodes import AUTH, WAIT, Node, Nodes, Watcher, messages
 
+#: three server processes on a database of their own: ~20 s of the fast suite on one
+#: worker (as test_multinode_kill.py, make crash runs them)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def trio(
