@@ -109,6 +109,7 @@ def _kill_loop(tmp_path: Path, kills: int, seed: int) -> dict[str, int]:
     return seen
 
 
+@pytest.mark.crash  # real SIGKILLs (fifty of them below, in the same run)
 def test_a_few_kills_leave_old_or_new(tmp_path: Path) -> None:
     _kill_loop(tmp_path, kills=3, seed=14)
 

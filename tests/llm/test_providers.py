@@ -525,7 +525,9 @@ def test_cancelling_a_turn_closes_the_stream_and_marks_the_turn(
 ) -> None:
     from infai.agent.loop import INTERRUPTED_TURN
 
-    slow = Reply(text="a slow and very long answer " * 20, pause=0.05)
+    # 2 s of answer left after the first delta (a cancel that lands after the end
+    # is no cancel: a loaded machine can keep the test from looking for 0.2 s)
+    slow = Reply(text="a slow and very long answer " * 20, pieces=20, pause=0.1)
     store = Store(tmp_path / "home")
     sid = store.create_session().id
     with server(flavour, slow) as s, store.open_writer(sid) as writer:

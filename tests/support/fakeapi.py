@@ -61,6 +61,9 @@ class Reply:
     quirks: set[str] = field(default_factory=set)
     #: how many deltas the text is sent in (up to; one per piece)
     pieces: int = 3
+    #: (n, gate): after the first ``n`` events, the rest only once ``gate`` is set
+    #: (a test looks at a turn mid-stream without racing the stream's end)
+    hold: tuple[int, threading.Event] | None = None
 
 
 @dataclass
@@ -170,7 +173,9 @@ class FakeServer:
             handler.wfile.flush()
 
         try:
-            for text in self._events(reply):
+            for sent, text in enumerate(self._events(reply)):
+                if reply.hold is not None and sent == reply.hold[0]:
+                    reply.hold[1].wait(60)
                 time.sleep(reply.pause)
                 data = text.encode()
                 half = len(data) // 2  # every event in two writes: the SDK must reassemble

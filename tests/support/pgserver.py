@@ -67,20 +67,20 @@ class Cluster:
         if self.as_root:
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root}"
-        if not self.durable:
-            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-o",
-            options,
-            "-l",
-            str(self.root / "log"),
-            "-w",
-            "start",
-        )
+        # a port free when probed may be taken before the server binds it (another
+        # test's connection, another worker's server): then another port, twice
+        self.port = _free_port()
+        for attempt in range(3):
+            try:
+                self._pg_ctl_start()
+                break
+            except RuntimeError:
+                log = self.root / "log"
+                taken = log.exists() and "already in use" in log.read_text(errors="replace")
+                if not taken or attempt == 2:
+                    raise
+                log.unlink()
+                self.port = _free_port()
         url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         deadline = time.monotonic() + 30
         while True:
@@ -90,6 +90,13 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"PostgreSQL did not start: {(self.root / 'log').read_text()}")
             time.sleep(0.05)
+
+    def _pg_ctl_start(self) -> None:
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root}"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        log = str(self.root / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
 
     def stop(self) -> None:
         try:

@@ -160,6 +160,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie runs nothing; its parent reaps it
 
 
+@pytest.mark.crash  # a real SIGKILL, and a wait for every server process to go
 @pytest.mark.skipif(not probe().ok, reason="bubblewrap cannot run here")
 def test_no_mcp_server_outlives_a_sigkilled_infai(tmp_path: Path) -> None:
     log = tmp_path / "work" / "log"

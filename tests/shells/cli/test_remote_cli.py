@@ -57,7 +57,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config.parent.mkdir()
     script = tmp / "script.json"
     script.write_text(json.dumps(["hello from the server"] * 20))
-    with FakeOpenAI([Reply(text="one two three four five six", pause=0.4)] * 4) as slow:
+    # a word each half second: the Ctrl-C tests' cancel has seconds to arrive before
+    # the end, however loaded the machine (a cancelled stream stops at once)
+    words = Reply(text="one two three four five six", pieces=6, pause=0.5)
+    with FakeOpenAI([words] * 4) as slow:
         config.write_text(
             f'[models.slow]\nprovider = "openai"\nmodel = "m"\nbase_url = "{slow.base_url}"\n'
         )
@@ -221,12 +224,21 @@ def test_login_keeps_the_token_for_the_url(server: Server) -> None:
     infai("--remote", server.url, "session", "ls", code=2)
 
 
-def test_ctrl_c_cancels_the_turn_on_the_server(server: Server) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_cancels_the_turn_on_the_server(server: Server, inherited: str) -> None:
+    """Also when started with SIGINT ignored, as a shell starts a background job (and
+    as a test run started that way starts it): Python then installs no handler of
+    its own, and the remote run used to stream on to the end, exit 0."""
     proc = subprocess.Popen(
         [*SERVE, "--remote", server.url, "--token", TOKEN, "run", "--model", "slow", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=server.work,
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     assert proc.stdout is not None
     assert proc.stdout.read(3) == b"one"  # the turn runs, its text streams here

@@ -25,7 +25,9 @@ from infai.store import MessageRecord, Store
 
 #: the job is started as ``sh -c`` starts one: in the background, non-interactive
 BACKGROUND = '"$@" >"$OUT" 2>"$ERR" <"$IN" & echo $! >"$PIDFILE"; wait $!'
-SLOW = Reply(text="a slow answer that takes its time " * 6, pause=0.5)
+#: twelve pieces half a second apart: seconds of answer left once the first words
+#: are out, for the signal to land in however loaded the machine
+SLOW = Reply(text="a slow answer that takes its time " * 6, pieces=12, pause=0.5)
 
 
 def test_sh_starts_background_jobs_with_sigint_ignored() -> None:

@@ -35,8 +35,8 @@ SESSION = "infai"
 PLACEHOLDER = "Ask infai"
 REPLY = "offline model: you said"
 PROMPT = "hello from tmux"
-STARTUP = 10.0  # seconds for the interpreter to import everything and draw
-WAIT = 5.0
+STARTUP = 15.0  # seconds for the interpreter to import everything and draw
+WAIT = 10.0  # seconds; generous (each wait returns once it holds): CI machines are noisy
 
 
 def tmux_binary() -> str:

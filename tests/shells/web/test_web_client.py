@@ -72,7 +72,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
               pause=0.3),
         Reply(text=SECOND),
         Reply(text=HOSTILE),
-        Reply(text="a long answer that will be cancelled " * 20, pause=1.0),
+        Reply(text="a long answer that will be cancelled " * 20, pieces=20, pause=1.0),
     ]  # fmt: skip
     with FakeOpenAI(replies) as fake:
         store = Store(tmp_path / "home")
@@ -149,6 +149,7 @@ def test_a_person_on_a_phone_runs_a_session(browser: Browser, served: Served) ->
     assert browser.script("return sessionStorage.getItem('infai-token')") == TOKEN
     [session] = served.api.get("/v1/sessions").json()["sessions"]
     assert session["name"] == "from my phone"
+    # the prompt box is built at once, the header once the session's info has loaded
     browser.wait(lambda: browser.text("#where") == "from my phone", what="the session's name")
 
     # every state the live reply goes through is recorded, to see it grow

@@ -327,8 +327,8 @@ def test_a_busy_lease_is_waited_for_up_to_lock_timeout(pg_url: str) -> None:
     with PgStore(pg_url) as a, PgStore(pg_url, StoreOptions(lock_timeout=10)) as b:
         sid = a.create_session().id
         held = a.lease(sid)
+        started = time.monotonic()  # before the timer: released no sooner than 0.3 s on
         threading.Timer(0.3, held.release).start()
-        started = time.monotonic()
         b.lease(sid).release()  # waited for the holder instead of failing at once
         assert 0.2 < time.monotonic() - started < 5
 

@@ -11,6 +11,7 @@ from infai.store import BackendUnavailable, MessageRecord, PgStore
 from pgserver import Cluster
 
 
+@pytest.mark.slow  # a cluster of its own (it is stopped), and 1.5 s of listening after
 def test_a_lost_server_is_one_clear_error_within_seconds(caplog: pytest.LogCaptureFixture) -> None:
     cluster = Cluster()
     url = cluster.start()

@@ -263,8 +263,9 @@ def remote_run(
 
     Approval questions are asked here when standard input is a terminal; else
     they are denied, as a local headless run denies them. Ctrl-C cancels the
-    turn on the server (exit 130)."""
-    from .agent import _prompt_text
+    turn on the server (exit 130), as SIGTERM and SIGHUP do: even when started as a
+    shell's background job, which inherits SIGINT ignored (as the local ``run``)."""
+    from .agent import _prompt_text, _terminate_as_interrupt
 
     text = _prompt_text(prompt)
     from_event = event_arg(from_event)
@@ -274,7 +275,8 @@ def remote_run(
     if from_event:
         body.update({"from": from_event, "force": force, "keep_files": keep_files})
     try:
-        outcome = guard(lambda: _turn(client, sid, body, as_json))
+        with _terminate_as_interrupt():
+            outcome = guard(lambda: _turn(client, sid, body, as_json))
     except KeyboardInterrupt:  # leaving the stream cancels the turn on the server
         echo(f"\ninfai: interrupted (session {sid})", err=True)
         sys.exit(130)
