@@ -272,3 +272,16 @@ def test_infai_chat_keeps_one_sdk_client_across_prompts(
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == ["first answer", "second answer"], out.stderr
         assert "retrying" not in out.stderr and len(s.requests) == 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_config_that_is_not_a_regular_file_is_a_clear_error(tmp_path: Path, kind: str) -> None:
+    """It was skipped without a word: the user's settings silently not applied."""
+    project = tmp_path / "work" / ".infai" / "config.toml"
+    project.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(project)
+    else:
+        project.mkdir()
+    with pytest.raises(ConfigError, match=r"config\.toml: not a regular file"):
+        load_config(tmp_path / "work", tmp_path / "user.toml")

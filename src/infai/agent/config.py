@@ -179,6 +179,17 @@ def user_config_path() -> Path:
     return platform_path("infai") / "config.toml"
 
 
+def _present(path: Path) -> bool:
+    """Whether a configuration file is there to read; one that is something else
+    (a directory, a FIFO, which would never finish reading) is an error, not a
+    file silently not applied."""
+    if path.is_file():
+        return True
+    if path.exists():
+        raise ConfigError(f"{path}: not a regular file; make it one, or remove it")
+    return False
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
@@ -298,7 +309,7 @@ def load_config(working_dir: Path, user_path: Path | None = None) -> Config:
     steps, context_rules = DEFAULT_MAX_STEPS, None
     project_keys: tuple[str, ...] = ()
     for path in (user, project):
-        if not path.is_file():
+        if not _present(path):
             continue
         data = _read(path)
         read.append(path)
