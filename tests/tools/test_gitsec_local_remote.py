@@ -77,6 +77,9 @@ def test_a_local_remotes_hook_does_not_run(tmp_path: Path, command: str) -> None
     hook.chmod(0o755)
     out = _run(command.format(other=other), repo)
     assert _ran(tmp_path) == [], out.content
+    # git's "transport 'file' not allowed" says neither why nor what to do: infai does
+    assert "infai: git's file transport was refused" in out.content, out.content
+    assert "run the command yourself if you trust" in out.content
     _control(command.format(other=other), repo)
     assert _ran(tmp_path) == ["ran-hook"]
 

@@ -105,6 +105,14 @@ GIT_PROGRAM_KEYS = (
 #: refused instead (``protocol.file.allow``); over ssh it runs on the remote host
 REMOTE_PROGRAM_KEYS = ("uploadpack", "receivepack")
 FILE_TRANSPORT_REFUSED = ("protocol.file.allow", "never")
+#: what a result adds when git then says "transport 'file' not allowed": why, and
+#: what the user can do (git's own message names neither)
+FILE_TRANSPORT_NOTE = (
+    "infai: git's file transport was refused for this command: a local repository it "
+    "reaches runs a program of its own (a receive-side hook, an archiver or another "
+    "driver in its config) on git's other side, where infai's overrides do not reach; "
+    "run the command yourself if you trust that repository"
+)
 #: the hooks the other side of a local push runs in its own repository (and the
 #: ``git gc --auto`` it may start), and the settings of that repository that run a
 #: program there, beside those :func:`_override` names: none of infai's overrides

@@ -104,6 +104,8 @@ from pathlib import Path
 from . import sandbox_home as home_mod
 from .bash_path import shell_argv, startup_variable
 from .git_hardening import (
+    FILE_TRANSPORT_NOTE,
+    FILE_TRANSPORT_REFUSED,
     GIT_ENV,
     GIT_OVERRIDES,
     Hardening,
@@ -255,6 +257,9 @@ class Launch:
     env: dict[str, str]
     confined: bool
     fds: tuple[int, ...] = ()
+    #: a line for the result should git refuse the file transport (see
+    #: :data:`~.git_hardening.FILE_TRANSPORT_NOTE`); "" when it was not refused
+    file_transport_note: str = ""
 
     def close(self) -> None:
         """Close the parent's copies of :attr:`fds` (the child keeps its own)."""
@@ -405,7 +410,9 @@ class Sandbox:
             env, hardening, _ = self._environment(None, False, working_dir, command)
             if hardening.moved:
                 raise WorkTreeMoved(hardening.moved)
-            return Launch(shell, env, confined=False)
+            refused = FILE_TRANSPORT_REFUSED in hardening.overrides
+            note = FILE_TRANSPORT_NOTE if refused else ""
+            return Launch(shell, env, confined=False, file_transport_note=note)
         if not found.ok or found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox is required but cannot run here: {found.reason}")
         env, _, held = self._environment(None, True, working_dir, command)

@@ -156,12 +156,8 @@ class Bash:
         text = cap(kept.decode(errors="replace"))
         if dropped:
             text += f"\n[... {dropped} more bytes cut]"
-        if launch.confined and stopped_by_sandbox(text):
-            text += f"\n{STOPPED_NOTE}"
-        if launch.confined:
-            text += self._hidden_note(command, context.working_dir) + denied.note()
-            text += notes(text, budget, proc.returncode)
         code = proc.returncode
+        text += self._notes(launch, text, command, context.working_dir, denied, code)
         if written is not None:
             text += f"\n{guard.report(written)}"
         return ToolOutput(
@@ -169,6 +165,27 @@ class Bash:
             is_error=code != 0 or written is not None,
             metadata={"exit_code": code},
         )
+
+    def _notes(
+        self,
+        launch: Launch,
+        text: str,
+        command: str,
+        working_dir: Path,
+        denied: DeniedFiles,
+        code: int | None,
+    ) -> str:
+        """What the result adds to the command's output: why git refused a local
+        remote; confined, what the sandbox stopped or hid and its budget's verdict."""
+        said = ""
+        if launch.file_transport_note and "transport 'file' not allowed" in text:
+            said += f"\n{launch.file_transport_note}"
+        if launch.confined:
+            if stopped_by_sandbox(text):
+                said += f"\n{STOPPED_NOTE}"
+            said += self._hidden_note(command, working_dir) + denied.note()
+            said += notes(text + said, self.sandbox.settings.write_budget, code)
+        return said
 
     def _hidden_note(self, command: str, working_dir: Path) -> str:
         """A line naming the hidden paths the command names (nothing if none): what
