@@ -12,6 +12,7 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
 from infai.agent import AgentSession
@@ -119,3 +120,21 @@ def test_quitting_while_the_session_opens_ends_the_app(tmp_path: Path) -> None:
     app = asyncio.run(go())
     assert app.session is None and app.left_session is None
     assert space.store.list_sessions() == []
+
+
+def test_a_model_switched_to_with_slash_model_is_warmed_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/model NAME``: the new model's SDK is imported while the user types the
+    next prompt, off the event loop, not on that prompt's first request."""
+    space = harness(tmp_path)
+    warm = PreparedModel()
+    monkeypatch.setattr(space, "_build", lambda name, config: warm)
+    app = InfaiApp(space)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await app.switch_model("warm")
+        await until(pilot, lambda: bool(warm.prepared_in), "prepare")
+
+    run_app(app, scenario, (80, 24))
+    assert warm.prepared_in[0] is not threading.main_thread()

@@ -49,6 +49,9 @@ class Commands(Styled):
     def _refresh_status(self) -> None:
         raise NotImplementedError
 
+    def _warm_model(self) -> None:
+        raise NotImplementedError
+
     def _run_busy(self, work: Coroutine[Any, Any, None]) -> None:
         raise NotImplementedError
 
@@ -101,6 +104,7 @@ class Commands(Styled):
         await close_model(old)  # the harness's old model: it holds it no more
         self._refresh_status()
         self.notify(f"model: {space.model.name}")
+        self._warm_model()  # its SDK imported while the user types the next prompt
 
     async def rename(self, name: str | None) -> None:
         """Name the session ("": no name); None asks for the name in a dialog."""
