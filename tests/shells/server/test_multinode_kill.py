@@ -96,6 +96,9 @@ class Follower:
         self.nodes, self.sid, self.rng = nodes, sid, rng
         self.settled: list[str] = []
         self.reconnects = 0
+        #: set once a stream has said "ready": from then on nothing settled is missed
+        #: (before it, a turn's first events could be stored before the subscription)
+        self.watching = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -126,6 +129,8 @@ class Follower:
                             return
                         if line.startswith("event:"):
                             name = line.split(":", 1)[1].strip()
+                            if name == "ready":
+                                self.watching.set()
                         elif line.startswith("data:") and name == "settled":
                             self.settled.append(json.loads(line.split(":", 1)[1])["id"])
             except httpx.HTTPError:
@@ -193,6 +198,8 @@ def test_soak_three_nodes_one_killed_and_restarted(pg_url: str, tmp_path: Path) 
             for _ in range(3)
         ]
         followers = [Follower(nodes, sid, random.Random(rng.random())) for sid in sids]
+        for follower in followers:  # watching before the first prompt, as a user is
+            assert follower.watching.wait(WAIT), "a follower never got its stream"
         until = time.monotonic() + SOAK_SECONDS
         acked: dict[str, list[str]] = {sid: [] for sid in sids}
         drivers = [
