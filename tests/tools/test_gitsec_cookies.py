@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from gitattack import git
 from infai.tools import Sandbox, ToolContext
 from infai.tools.shell import Bash
 
@@ -42,11 +43,6 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-def _git(repo: Path, *args: str) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
-
-
 @pytest.mark.parametrize("scope", ["http", "http.{url}"])
 def test_git_writes_no_cookie_jar_where_the_repository_says(
     tmp_path: Path, server: str, scope: str
@@ -56,10 +52,10 @@ def test_git_writes_no_cookie_jar_where_the_repository_says(
     victim.write_text("precious\n")
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "remote", "add", "origin", server)
-    _git(repo, "config", f"{scope.format(url=server)}.cookieFile", str(victim))
-    _git(repo, "config", f"{scope.format(url=server)}.saveCookies", "true")
+    git(repo, "init", "-q")
+    git(repo, "remote", "add", "origin", server)
+    git(repo, "config", f"{scope.format(url=server)}.cookieFile", str(victim))
+    git(repo, "config", f"{scope.format(url=server)}.saveCookies", "true")
     command = "git ls-remote origin"
     out = asyncio.run(Bash(sandbox=Sandbox.off()).run({"command": command}, ToolContext(repo, "s")))
     assert victim.read_text() == "precious\n", out.content

@@ -13,13 +13,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from gitattack import git
 from infai.tools import Sandbox, ToolContext
 from infai.tools.shell import Bash
-
-
-def _git(repo: Path, *args: str) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
 
 
 def test_format_patch_writes_no_patch_where_the_repository_says(tmp_path: Path) -> None:
@@ -27,12 +23,12 @@ def test_format_patch_writes_no_patch_where_the_repository_says(tmp_path: Path) 
     outside.mkdir(parents=True)
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "f.txt").write_text("one\n")
-    _git(repo, "add", "f.txt")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one", "-m", "id")
-    _git(repo, "config", "format.outputDirectory", str(outside))
-    _git(repo, "config", "format.suffix", ".fish")
+    git(repo, "add", "f.txt")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one", "-m", "id")
+    git(repo, "config", "format.outputDirectory", str(outside))
+    git(repo, "config", "format.suffix", ".fish")
     command = "git format-patch -1"
     out = asyncio.run(Bash(sandbox=Sandbox.off()).run({"command": command}, ToolContext(repo, "s")))
     assert list(outside.iterdir()) == [], out.content

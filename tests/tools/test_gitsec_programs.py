@@ -18,20 +18,13 @@ effect: the marker the program leaves."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from infai.tools import Sandbox, ToolContext, ToolOutput
-from infai.tools.shell import Bash
-
-
-def _git(repo: Path, *args: str) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+from gitattack import control, git, ran, unconfined
 
 
 def _repo(root: Path) -> tuple[Path, Path]:
@@ -43,54 +36,37 @@ def _repo(root: Path) -> tuple[Path, Path]:
     script = marks / "evil.sh"
     script.write_text(f'#!/bin/sh\ntouch "{marks}/ran-${{1:-sourced}}"\n')
     script.chmod(0o755)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     for key, value in {"user.name": "t", "user.email": "t@t.example"}.items():
-        _git(repo, "config", key, value)
+        git(repo, "config", key, value)
     (repo / "f.txt").write_text("one\n")
-    _git(repo, "add", "f.txt")
-    _git(repo, "commit", "-qm", "one")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-qm", "one")
     (repo / "f.txt").write_text("two\n")
     return repo, script
 
 
-def _run(command: str, wd: Path) -> ToolOutput:
-    tool = Bash(sandbox=Sandbox.off())
-    return asyncio.run(tool.run({"command": command}, ToolContext(wd, "s")))
-
-
-def _ran(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / "marks").iterdir() if p.name.startswith("ran-"))
-
-
-def _control(command: str, wd: Path) -> None:
-    """The same command without infai's overrides."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(wd), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(
-        ["bash", "-c", command], cwd=wd, env=env, capture_output=True, stdin=subprocess.DEVNULL
-    )
-
-
 def test_git_instaweb_starts_no_web_server_the_repository_names(tmp_path: Path) -> None:
     repo, script = _repo(tmp_path)
-    _git(repo, "config", "instaweb.httpd", f"{script} httpd")
-    _git(repo, "config", "instaweb.local", "true")
+    git(repo, "config", "instaweb.httpd", f"{script} httpd")
+    git(repo, "config", "instaweb.local", "true")
     command = "git instaweb --start; git instaweb --stop"
-    out = _run(command, repo)
-    assert _ran(tmp_path) == [], out.content
-    _control(command, repo)
-    assert _ran(tmp_path) == ["ran-httpd"]
+    out = unconfined(command, repo)
+    assert ran(tmp_path / "marks") == [], out.content
+    control(command, repo)
+    assert ran(tmp_path / "marks") == ["ran-httpd"]
 
 
 def test_a_remotes_vcs_names_no_program_by_path(tmp_path: Path) -> None:
     repo, script = _repo(tmp_path)
     (repo / "git-remote-x").mkdir()
-    _git(repo, "config", "remote.o.url", "somewhere")
-    _git(repo, "config", "remote.o.vcs", f"x/../../marks/{script.name}")
+    git(repo, "config", "remote.o.url", "somewhere")
+    git(repo, "config", "remote.o.vcs", f"x/../../marks/{script.name}")
     command = "git fetch o"
-    out = _run(command, repo)
-    assert _ran(tmp_path) == [], out.content
-    _control(command, repo)
-    assert _ran(tmp_path) == ["ran-o"]
+    out = unconfined(command, repo)
+    assert ran(tmp_path / "marks") == [], out.content
+    control(command, repo)
+    assert ran(tmp_path / "marks") == ["ran-o"]
 
 
 @pytest.mark.parametrize(
@@ -110,11 +86,11 @@ def test_a_diff_or_merge_tool_sources_no_file_by_path(
     sourced.write_text(f'touch "{tmp_path}/marks/ran-sourced"\n')
     done = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True)
     tools = Path(done.stdout.strip()) / "mergetools"
-    _git(repo, "config", key, os.path.relpath(sourced, tools))
-    out = _run(command, repo)
-    assert _ran(tmp_path) == [], out.content
-    _control(command, repo)
-    assert _ran(tmp_path) == ["ran-sourced"]
+    git(repo, "config", key, os.path.relpath(sourced, tools))
+    out = unconfined(command, repo)
+    assert ran(tmp_path / "marks") == [], out.content
+    control(command, repo)
+    assert ran(tmp_path / "marks") == ["ran-sourced"]
 
 
 @pytest.mark.parametrize("command", ["git -C {w} status", "cp {w} b", "git push {w}"])
@@ -125,17 +101,17 @@ def test_a_word_too_long_to_name_a_file_does_not_break_the_command(
     name too long for the system (``ENAMETOOLONG``; a directory not searchable,
     ``EACCES``, likewise), and the command never ran: the tool call crashed."""
     repo, _ = _repo(tmp_path)
-    out = _run(command.format(w="a" * 5000) + "; echo ran", repo)
+    out = unconfined(command.format(w="a" * 5000) + "; echo ran", repo)
     assert out.content.rstrip().endswith("ran"), out.content
 
 
 @pytest.mark.parametrize("fmt", ["%s%nexec {evil} rebase", "%s%x0a%b"])
 def test_a_rebase_todo_list_gets_no_exec_line_from_the_repository(tmp_path: Path, fmt: str) -> None:
     repo, script = _repo(tmp_path)
-    _git(repo, "commit", "-qam", "two", "-m", f"exec {script} rebase")  # a body line
-    _git(repo, "config", "rebase.instructionFormat", fmt.format(evil=script))
-    out = _run("git rebase -i HEAD~1", repo)
-    assert _ran(tmp_path) == [], out.content
+    git(repo, "commit", "-qam", "two", "-m", f"exec {script} rebase")  # a body line
+    git(repo, "config", "rebase.instructionFormat", fmt.format(evil=script))
+    out = unconfined("git rebase -i HEAD~1", repo)
+    assert ran(tmp_path / "marks") == [], out.content
     # the control: the same rebase, with only infai's editor (a no-op) kept
-    _control("git -c sequence.editor=: rebase -i HEAD~1", repo)
-    assert _ran(tmp_path) == ["ran-rebase"]
+    control("git -c sequence.editor=: rebase -i HEAD~1", repo)
+    assert ran(tmp_path / "marks") == ["ran-rebase"]

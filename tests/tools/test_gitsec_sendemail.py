@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gitattack import git, ran
 from infai.tools import Sandbox, SandboxSettings, ToolContext
 from infai.tools.shell import Bash
 
@@ -30,11 +31,6 @@ pytestmark = pytest.mark.skipif(
 SEND = "git send-email --confirm=never --no-validate --to=a@b.example --from=t@t.example -1"
 
 
-def _git(repo: Path, *args: str) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
-
-
 def _repo(root: Path, settings: dict[str, str]) -> tuple[Path, Path]:
     """A repository with one commit and ``settings`` (a value ``{evil}`` is the
     marker script); returns it and where the markers go."""
@@ -43,17 +39,13 @@ def _repo(root: Path, settings: dict[str, str]) -> tuple[Path, Path]:
     script = marks / "evil.sh"
     script.write_text(f'#!/bin/sh\ntouch "{marks}/ran-$1"\ncat >/dev/null\n')
     script.chmod(0o755)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "f.txt").write_text("one\n")
-    _git(repo, "add", "f.txt")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t.example", "commit", "-qm", "one")
+    git(repo, "add", "f.txt")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t.example", "commit", "-qm", "one")
     for key, value in {"user.name": "t", "user.email": "t@t.example", **settings}.items():
-        _git(repo, "config", key, value.format(evil=script))
+        git(repo, "config", key, value.format(evil=script))
     return repo, marks
-
-
-def _ran(marks: Path) -> list[str]:
-    return sorted(p.name for p in marks.iterdir() if p.name.startswith("ran-"))
 
 
 #: (settings, command, sandbox mode): unconfined each, and confined once
@@ -78,13 +70,13 @@ def test_send_email_runs_no_program_the_repository_names(
     repo, marks = _repo(tmp_path, settings)
     sandbox = Sandbox(SandboxSettings(mode=mode))  # type: ignore[arg-type]
     out = asyncio.run(Bash(sandbox=sandbox).run({"command": command}, ToolContext(repo, "s")))
-    assert _ran(marks) == [], out.content
+    assert ran(marks) == [], out.content
     # the control: the same command with infai's overrides taken away runs it
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(
         ["sh", "-c", command], cwd=repo, env=env, capture_output=True, stdin=subprocess.DEVNULL
     )
-    assert _ran(marks) != []
+    assert ran(marks) != []
 
 
 def test_a_users_own_send_email_settings_are_kept(
