@@ -127,6 +127,20 @@ class Terminal:
             Path(path).unlink(missing_ok=True)
 
 
+def user_prompts(term: Terminal) -> list[str]:
+    """The user's prompts the store of ``term``'s one session holds on the path to
+    HEAD, oldest first."""
+    from infai.store import MessageRecord, Store
+
+    store = Store(term.home)
+    [info] = store.list_sessions()
+    with store.open_reader(info.id) as reader:
+        events = reader.context().events
+    return [
+        e.record.content for e in events if e.role == "user" and isinstance(e.record, MessageRecord)
+    ]
+
+
 def opening(shown: str) -> bool:
     """The status bar (in the last lines) says the session is still opening."""
     return OPENING in "".join(shown.splitlines()[-3:])

@@ -17,7 +17,7 @@ import pytest
 
 from infai.shells.tui.modals import GRACE
 from infai.store import MessageRecord, Store
-from tmux_term import SESSION, SIZES, Terminal, composer_lines, flat
+from tmux_term import SESSION, SIZES, Terminal, composer_lines, flat, user_prompts
 
 
 @pytest.fixture(params=SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
@@ -33,17 +33,6 @@ def offline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Terminal
 def prompt_box(shown: str) -> str:
     """The text in the prompt box, its lines joined by ``↵``."""
     return "↵".join(composer_lines(shown))
-
-
-def user_prompts(term: Terminal) -> list[str]:
-    """The user's prompts the store holds on the path to HEAD, oldest first."""
-    store = Store(term.home)
-    [info] = store.list_sessions()
-    with store.open_reader(info.id) as reader:
-        events = reader.context().events
-    return [
-        e.record.content for e in events if e.role == "user" and isinstance(e.record, MessageRecord)
-    ]
 
 
 def test_a_draft_replaced_by_a_rewound_prompt_is_kept_in_the_history(offline: Terminal) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from infai.store import MessageRecord, Store
-from tmux_term import SESSION, SIZES, Terminal, composer_lines
+from tmux_term import SESSION, SIZES, Terminal, composer_lines, user_prompts
 
 REPLY = "offline model: you said"
 
@@ -68,17 +68,6 @@ def messages(term: Terminal) -> list[str]:
     return [e.record.content for e in events if isinstance(e.record, MessageRecord)]
 
 
-def prompts(term: Terminal) -> list[str]:
-    """The user prompts the store holds, oldest first."""
-    store = Store(term.home)
-    [info] = store.list_sessions()
-    with store.open_reader(info.id) as reader:
-        events = reader.context().events
-    return [
-        e.record.content for e in events if e.role == "user" and isinstance(e.record, MessageRecord)
-    ]
-
-
 def test_typing_with_the_timeline_open_goes_to_the_prompt(terminal: Terminal) -> None:
     """Bug 1: with the timeline open, ``please add a readme`` + Enter is sent whole
     (no ``d`` opens a diff, no space is swallowed), and Esc still closes it."""
@@ -95,7 +84,7 @@ def test_typing_with_the_timeline_open_goes_to_the_prompt(terminal: Terminal) ->
     terminal.wait_for(timeline_open, "the timeline still open after typing")
     terminal.burst("Escape")
     terminal.wait_for(lambda s: not timeline_open(s), "the timeline closed by Esc")
-    assert prompts(terminal) == ["hello", "please add a readme"]
+    assert user_prompts(terminal) == ["hello", "please add a readme"]
 
 
 def test_after_tab_the_keys_still_reach_the_prompt_and_the_focus_is_drawn(
@@ -111,7 +100,7 @@ def test_after_tab_the_keys_still_reach_the_prompt_and_the_focus_is_drawn(
     assert "keys: chat" not in terminal.screen()  # the prompt has the keys again
     terminal.burst("after model switch", "Enter")
     said(terminal, "after model switch")
-    assert prompts(terminal) == ["after model switch"]
+    assert user_prompts(terminal) == ["after model switch"]
 
 
 @pytest.mark.slow
@@ -138,7 +127,7 @@ def test_a_burst_of_keys_is_applied_in_order(terminal: Terminal) -> None:
     )
     terminal.burst("Enter")
     said(terminal, "one")
-    assert prompts(terminal) == ["first\nsecond\nhelp!", "one\nunbracketed two\nthree"]
+    assert user_prompts(terminal) == ["first\nsecond\nhelp!", "one\nunbracketed two\nthree"]
 
 
 def scripted(tmp_path: Path, size: tuple[int, int], replies: list[object]) -> Terminal:
@@ -208,7 +197,7 @@ def test_a_click_on_a_folded_result_leaves_the_keys_with_the_prompt(reading: Ter
     reading.wait_for(lambda s: "line 29" in s and "keys:" not in s, "the result opened")
     reading.burst("next", "Enter")
     reading.wait_for(lambda s: "two" in s and saved(s), "the answer to the next prompt")
-    assert prompts(reading)[-1] == "next"
+    assert user_prompts(reading)[-1] == "next"
 
 
 def test_the_approval_fields_keys_are_in_order_and_the_next_prompt_is_not_a_rule(
@@ -226,7 +215,7 @@ def test_the_approval_fields_keys_are_in_order_and_the_next_prompt_is_not_a_rule
     assert "Allow bash?" not in asking.screen()
     [info] = Store(asking.home).list_sessions()
     assert info.extra.get("allowed") == ["bash git log --oneline -1"], info.extra
-    assert prompts(asking) == ["go", "next prompt"]
+    assert user_prompts(asking) == ["go", "next prompt"]
 
 
 def test_enter_after_a_pause_sends_though_type_ahead_comes_in_the_same_read(
@@ -244,6 +233,6 @@ def test_enter_after_a_pause_sends_though_type_ahead_comes_in_the_same_read(
         term.burst("Enter", "next one")  # one send-keys: one write to the pty
         said(term, "first thought")
         term.wait_for(lambda s: prompt_box(s) == "next one", "the type-ahead in the box")
-        assert prompts(term) == ["first thought"]
+        assert user_prompts(term) == ["first thought"]
     finally:
         term.close()
