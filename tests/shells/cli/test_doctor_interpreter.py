@@ -69,14 +69,16 @@ def test_a_probe_that_never_ran_fails_its_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No ring and no connection is no proof when the probe did not start."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("INFAI_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(
-        doctor_sockets, "python_probe", lambda code, *args: ["/nonexistent/python", "-c", code]
-    )
+    # imported before the patch: a first import here would bind the patched probe
+    # as doctor's own, and the teardown would "restore" that (the next doctor test
+    # in this process then never ran its network probe)
     from infai.shells.cli import doctor
 
-    monkeypatch.setattr(doctor, "python_probe", doctor_sockets.python_probe)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFAI_HOME", str(tmp_path / "home"))
+    never = lambda code, *args: ["/nonexistent/python", "-c", code]  # noqa: E731
+    monkeypatch.setattr(doctor_sockets, "python_probe", never)
+    monkeypatch.setattr(doctor, "python_probe", never)
     result = CliRunner().invoke(main, ["doctor", "--json"])
     report = json.loads(result.output)
     assert not report["io_uring_blocked"] and not report["network_blocked"]
