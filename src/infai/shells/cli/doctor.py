@@ -148,22 +148,12 @@ def _write_checks(sandbox: Sandbox) -> dict[str, Any]:
         }
 
 
-def _network_check(sandbox: Sandbox, tries: int = 3) -> bool:
-    """Whether a connection to a loopback listener of this process is impossible,
-    asked up to ``tries`` times while the probe did not even run (a loaded
-    machine: a probe that never ran proves nothing either way)."""
-    for _ in range(tries - 1):
-        verdict = _network_probe(sandbox)
-        if verdict is not None:
-            return verdict
-    return bool(_network_probe(sandbox))
+def _network_check(sandbox: Sandbox) -> bool:
+    """Whether a connection to a loopback listener of this process is impossible.
 
-
-def _network_probe(sandbox: Sandbox) -> bool | None:
-    """One probe: True when it could not connect, False when it did, None when it
-    did not run. Only a connection that sends this check's own nonce counts:
-    another program on the machine may connect to the same port by chance (a
-    client retrying a server that used the port before)."""
+    Only a connection that sends this check's own nonce counts: another program
+    on the machine may connect to the same port by chance (a client retrying a
+    server that used the port before)."""
     nonce = secrets.token_hex(8)
     with socket.socket() as server, tempfile.TemporaryDirectory() as wd:
         server.bind(("127.0.0.1", 0))
@@ -180,7 +170,7 @@ def _network_probe(sandbox: Sandbox) -> bool | None:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
-                return True if ran.stdout.startswith("ran") else None
+                return ran.stdout.startswith("ran")  # a probe that never ran proves nothing
             with conn:
                 conn.settimeout(0.5)
                 with suppress(OSError):
