@@ -104,7 +104,10 @@ def test_a_refused_bang_leaves_the_box_to_what_is_typed_after_it(tmp_path: Path)
         term.burst("C-t")  # closed: the keys are the prompt's
         term.wait_for(lambda s: "◆ #2" not in s, "the timeline closed")
         term.burst("!ls", "Enter")
-        term.burst("more")  # typed on at once, before the refusal is seen
+        # typed on at once, as a fast typist does (0.1 s on: keys read in one go with
+        # the Enter would be a paste's line break, not a send; seen on a loaded CI)
+        time.sleep(0.1)
+        term.burst("more")
         shown = term.wait_for(lambda s: "was not run" in flat(s), "the refusal")
         shown = term.wait_for(lambda s: box(s) == "more", "the words typed after it, alone")
         assert "Up brings" in flat(shown), shown
